@@ -1,0 +1,1 @@
+"""OrbitKV Python client (stdlib only)."""
