@@ -241,6 +241,16 @@ public final class SsdStore implements AutoCloseable {
         return config;
     }
 
+    /** The indexed extents, for invariant checks in tests. */
+    List<Extent> indexedExtents() {
+        return List.copyOf(index.values());
+    }
+
+    /** The ring, for invariant checks in tests; null before {@link #recover()}. */
+    ExtentRing ring() {
+        return ring;
+    }
+
     /** Stops accepting work, waits for queued operations (bounded), closes files and buffers. */
     @Override
     public void close() {
