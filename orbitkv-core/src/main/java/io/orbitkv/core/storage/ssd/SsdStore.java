@@ -19,6 +19,7 @@ import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
 import java.util.function.Supplier;
 
 /**
@@ -430,7 +431,7 @@ public final class SsdStore implements AutoCloseable {
     }
 
     private <T> CompletableFuture<T> submit(IoTask<T> task, Supplier<T> busy,
-                                            java.util.function.Function<String, T> failed) {
+                                            Function<String, T> failed) {
         if (workers.isShutdown()) throw new IllegalStateException("store closed: " + config.directory());
         CompletableFuture<T> result = new CompletableFuture<>();
         try {
