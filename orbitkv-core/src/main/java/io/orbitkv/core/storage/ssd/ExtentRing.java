@@ -61,8 +61,8 @@ final class ExtentRing {
     private final List<TreeMap<Long, Extent>> byFile;
     // @GuardedBy("reservationLock")
     private final boolean[] preallocated;
-    // @GuardedBy("reservationLock")
-    private int usableFiles;
+    // written under reservationLock; volatile so metric scrapes never wait behind a pinned-extent wait
+    private volatile int usableFiles;
     // @GuardedBy("reservationLock")
     private int headFile;
     // @GuardedBy("reservationLock")
@@ -91,12 +91,7 @@ final class ExtentRing {
 
     /** Bytes the ring may currently use (shrinks when a file could not be preallocated). */
     long usableBytes() {
-        reservationLock.lock();
-        try {
-            return usableFiles * fileSizeBytes;
-        } finally {
-            reservationLock.unlock();
-        }
+        return usableFiles * fileSizeBytes;
     }
 
     /**
@@ -198,16 +193,6 @@ final class ExtentRing {
             return false;
         } finally {
             pinLock.unlock();
-        }
-    }
-
-    /** Snapshot of the head, for tests and status: file index and offset in bytes. */
-    long[] head() {
-        reservationLock.lock();
-        try {
-            return new long[] {headFile, headOffset};
-        } finally {
-            reservationLock.unlock();
         }
     }
 
