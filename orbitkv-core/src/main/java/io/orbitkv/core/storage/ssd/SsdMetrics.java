@@ -1,0 +1,98 @@
+package io.orbitkv.core.storage.ssd;
+
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Tags;
+
+import java.util.EnumMap;
+import java.util.Map;
+import java.util.function.ToDoubleFunction;
+
+/**
+ * The store's meters, all named {@code orbitkv.ssd.*} and tagged with the store directory.
+ * Owns no store state: gauges read the owner through the functions passed in.
+ *
+ * <p>Thread-safe (Micrometer counters are). Every tagged counter is created up front, so the
+ * hot path does no registry lookup and the set of series is fixed: {@code kind} has 4 values,
+ * {@code damage} has {@value #DAMAGE_KINDS}.
+ */
+final class SsdMetrics {
+
+    private static final int DAMAGE_KINDS = 7;
+
+    /** Why an operation was refused or failed. */
+    enum ErrorKind { BUSY, NO_SPACE, RING_FULL, IO }
+
+    private final Counter reads;
+    private final Counter writes;
+    private final Counter readBytes;
+    private final Counter writeBytes;
+    private final Counter pinnedSkips;
+    private final Counter pinnedWaits;
+    private final Counter bounceCopies;
+    private final Map<ErrorKind, Counter> errors = new EnumMap<>(ErrorKind.class);
+    private final Map<ExtentDamage, Counter> corruptDropped = new EnumMap<>(ExtentDamage.class);
+
+    SsdMetrics(MeterRegistry registry, String store) {
+        Tags tags = Tags.of("store", store);
+        reads = registry.counter("orbitkv.ssd.reads", tags);
+        writes = registry.counter("orbitkv.ssd.writes", tags);
+        readBytes = registry.counter("orbitkv.ssd.read.bytes", tags);
+        writeBytes = registry.counter("orbitkv.ssd.write.bytes", tags);
+        pinnedSkips = registry.counter("orbitkv.ssd.pinned.skips", tags);
+        pinnedWaits = registry.counter("orbitkv.ssd.pinned.waits", tags);
+        bounceCopies = registry.counter("orbitkv.ssd.bounce.copies", tags);
+        for (ErrorKind k : ErrorKind.values()) {
+            errors.put(k, registry.counter("orbitkv.ssd.errors", tags.and("kind", k.name().toLowerCase())));
+        }
+        for (ExtentDamage d : ExtentDamage.values()) {
+            corruptDropped.put(d, registry.counter("orbitkv.ssd.corrupt.dropped",
+                    tags.and("damage", d.name().toLowerCase())));
+        }
+    }
+
+    /** Registers the gauges that read the owner's state. */
+    static <T> void gauges(MeterRegistry registry, String store, T owner,
+                           ToDoubleFunction<T> queueDepth, ToDoubleFunction<T> usedBytes,
+                           ToDoubleFunction<T> capacityBytes, ToDoubleFunction<T> directIo) {
+        Tags tags = Tags.of("store", store);
+        Gauge.builder("orbitkv.ssd.queue.depth", owner, queueDepth).tags(tags)
+                .description("I/O operations waiting for a worker").register(registry);
+        Gauge.builder("orbitkv.ssd.bytes.used", owner, usedBytes).tags(tags).baseUnit("bytes")
+                .description("on-disk footprint of indexed extents").register(registry);
+        Gauge.builder("orbitkv.ssd.bytes.capacity", owner, capacityBytes).tags(tags).baseUnit("bytes")
+                .description("bytes the ring may use").register(registry);
+        Gauge.builder("orbitkv.ssd.direct_io", owner, directIo).tags(tags).description("1 when O_DIRECT is used, 0 for buffered fallback").register(registry);
+    }
+
+    void read(long bytes) {
+        reads.increment();
+        readBytes.increment(bytes);
+    }
+
+    void write(long bytes) {
+        writes.increment();
+        writeBytes.increment(bytes);
+    }
+
+    void error(ErrorKind kind) {
+        errors.get(kind).increment();
+    }
+
+    void corruptDropped(ExtentDamage damage) {
+        corruptDropped.get(damage).increment();
+    }
+
+    void pinnedSkip() {
+        pinnedSkips.increment();
+    }
+
+    void pinnedWait() {
+        pinnedWaits.increment();
+    }
+
+    void bounceCopy() {
+        bounceCopies.increment();
+    }
+}
