@@ -1,5 +1,6 @@
 package io.orbitkv.state;
 
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -29,7 +30,7 @@ public final class Coverage {
         Objects.requireNonNull(byGroup, "byGroup");
         Map<Integer, GroupCoverage> copy = new TreeMap<>();
         byGroup.forEach((id, c) -> copy.put(Objects.requireNonNull(id, "group id"), Objects.requireNonNull(c, "coverage")));
-        return new Coverage(java.util.Collections.unmodifiableMap(copy));
+        return new Coverage(Collections.unmodifiableMap(copy));
     }
 
     /** The entries, ordered by group id. */

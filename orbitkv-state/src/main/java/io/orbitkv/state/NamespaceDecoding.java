@@ -2,7 +2,12 @@ package io.orbitkv.state;
 
 import java.util.Objects;
 
-/** The outcome of {@link Namespace#decode(byte[])}: a namespace, or why the bytes are not one. */
+/**
+ * The outcome of {@link Namespace#decode(byte[])}: a namespace, or why the bytes are not one.
+ *
+ * <p>Values; immutable and thread-safe. Malformed input from a REGISTER frame is an expected
+ * outcome, so it is a value the protocol boundary maps to an error code, not an exception.
+ */
 public sealed interface NamespaceDecoding {
 
     /** The bytes were a canonical namespace encoding. */

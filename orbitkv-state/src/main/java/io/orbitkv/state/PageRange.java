@@ -8,6 +8,10 @@ import java.util.List;
  * A half-open range of page indices {@code [startPage, endPage)}; page {@code i} holds tokens
  * {@code [i*P, (i+1)*P)}.
  *
+ * <p>Value; immutable and thread-safe. Invariant: {@code 0 <= startPage < endPage}, so an empty
+ * range cannot be built. Page indices are {@code long}: a 2^31-token sequence at {@code P = 1}
+ * still fits.
+ *
  * @param startPage first page in the range, {@code >= 0}
  * @param endPage   one past the last page, {@code > startPage}
  */

@@ -6,6 +6,10 @@ import java.util.Objects;
  * Why candidate boundary {@code boundaryTokens} is not legal: the first group (in contract order)
  * that cannot be recovered there, and the first thing it lacks.
  *
+ * <p>Value; immutable and thread-safe. The reason is structured (page and role, or checkpoint)
+ * and only rendered as text on demand, so a selection that refuses thousands of candidates
+ * builds no strings.
+ *
  * @param boundaryTokens the rejected candidate boundary, in tokens
  * @param groupId        the first group that blocks it
  * @param reason         what that group lacks

@@ -5,6 +5,10 @@ import java.util.List;
 /**
  * What one group must read to recover at a boundary: page ranges (full, sliding window) or the
  * one checkpoint at the boundary (recurrent).
+ *
+ * <p>Values; immutable and thread-safe. Produced by {@link RecoveryContract#requiredRanges} and
+ * carried in a {@link RecoveryDemand}; equality is exact (same ranges in the same order), which is
+ * what demand validation compares.
  */
 public sealed interface Requirement {
 

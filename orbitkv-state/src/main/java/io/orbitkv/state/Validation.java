@@ -5,6 +5,9 @@ import java.util.Objects;
 /**
  * The outcome of checking an input against a contract: accepted, or rejected with a reason.
  * A rejected input is never partly served.
+ *
+ * <p>Values; immutable and thread-safe. A value rather than an exception because a bad demand
+ * from a peer is an expected outcome that the protocol boundary maps to an error code.
  */
 public sealed interface Validation {
 

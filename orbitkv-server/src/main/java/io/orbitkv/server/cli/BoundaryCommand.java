@@ -18,11 +18,16 @@ import picocli.CommandLine.Model.CommandSpec;
  * {@code orbitkv boundary}: selects the longest legal recovery boundary for a contract and a
  * coverage, and explains every longer candidate. Stateless; one run per instance. Every
  * candidate is reported (the CLI is for inspection; the Manager's own calls use the bounded
- * {@link RecoveryContract#DEFAULT_REPORTED_REJECTIONS}).
+ * {@link RecoveryContract#DEFAULT_REPORTED_REJECTIONS}), so the number of candidates is bounded
+ * by {@link #MAX_CANDIDATES}: about 60 MB of JSON at most, where an unchecked
+ * {@code --prompt-tokens 10^12} would run for hours.
  */
 @Command(name = "boundary", mixinStandardHelpOptions = true,
         description = "Select the recovery boundary for a contract and a coverage.")
 final class BoundaryCommand implements Callable<Integer> {
+
+    /** Most candidate boundaries ({@code (cap - origin) / page_tokens}) one run evaluates: 2^20. */
+    static final long MAX_CANDIDATES = 1L << 20;
 
     @Spec
     CommandSpec spec;
@@ -51,6 +56,11 @@ final class BoundaryCommand implements Callable<Integer> {
         if (originTokens < 0 || originTokens % contract.pageTokens() != 0) {
             throw new InputException("--origin must be a non-negative multiple of page_tokens "
                     + contract.pageTokens() + ": " + originTokens);
+        }
+        long candidates = Math.max(0, contract.capTokens(promptTokens) - originTokens) / contract.pageTokens();
+        if (candidates > MAX_CANDIDATES) {
+            throw new InputException("--prompt-tokens " + promptTokens + " gives " + candidates
+                    + " candidate boundaries above the origin, more than " + MAX_CANDIDATES);
         }
         BoundarySelection selection = contract.select(coverage, promptTokens, originTokens, Integer.MAX_VALUE);
         PrintWriter out = spec.commandLine().getOut();

@@ -128,6 +128,8 @@ class OrbitKvCliTest {
         "empty prompt                 | " + CONTRACT + " | " + COVERAGE + "                              | 0   | 0  | empty prompt",
         "negative origin              | " + CONTRACT + " | " + COVERAGE + "                              | 100 | -16 | --origin",
         "misaligned origin            | " + CONTRACT + " | " + COVERAGE + "                              | 100 | 8  | --origin",
+        "too many candidates          | " + CONTRACT + " | " + COVERAGE + "                              | 1000000000000 | 0 | candidate boundaries",
+        "prompt beyond long range     | " + CONTRACT + " | " + COVERAGE + "                              | 99999999999999999999 | 0 | --prompt-tokens",
     })
     void badBoundaryInputIsOneLineAndExitTwo(String name, String contract, String coverage, String prompt,
                                              String origin, String expected) throws Exception {
