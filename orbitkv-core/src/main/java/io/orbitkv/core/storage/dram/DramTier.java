@@ -3,6 +3,7 @@ package io.orbitkv.core.storage.dram;
 import com.github.benmanes.caffeine.cache.Cache;
 import com.github.benmanes.caffeine.cache.Caffeine;
 import com.github.benmanes.caffeine.cache.Policy;
+import com.github.benmanes.caffeine.cache.RemovalCause;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.core.storage.ResidencyEvent;
 import io.orbitkv.core.storage.ResidencyStream;
@@ -78,7 +79,7 @@ public final class DramTier implements AutoCloseable {
                 .maximumWeight(config.indexWeightBytes())
                 .weigher((StateKey key, ResidentImage image) -> slots.slotBytes(image.slot()))
                 .executor(Runnable::run)
-                .evictionListener((StateKey key, ResidentImage image, com.github.benmanes.caffeine.cache.RemovalCause cause) ->
+                .evictionListener((StateKey key, ResidentImage image, RemovalCause cause) ->
                         onLeftIndex(Objects.requireNonNull(key), Objects.requireNonNull(image),
                                 DramMetrics.EvictionCause.POLICY))
                 .build();

@@ -14,7 +14,8 @@ import java.lang.invoke.VarHandle;
  * <p>Thread model: may be released from any thread. {@link #release()} is a single CAS, so
  * exactly one call releases and any other (double release, concurrent release) is a no-op that
  * returns {@link ReleaseResult#ALREADY_RELEASED} without touching the reference count.
- * {@link #close()} releases too, for try-with-resources.
+ * {@link #close()} releases too, for try-with-resources. Reads must end before release: the
+ * segment is a view of the shared mapping, so after release it may show another image's bytes.
  */
 public final class Lease implements AcquireResult, AutoCloseable {
 

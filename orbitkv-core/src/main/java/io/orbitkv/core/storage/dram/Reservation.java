@@ -10,7 +10,9 @@ import java.lang.invoke.VarHandle;
  * A slot reserved for one image that is being published: writable, not yet visible to readers.
  * The publisher writes the image into {@link #segment()} (or, from another process, at
  * {@link #slotRef()} in its own mapping) and then calls {@link DramTier#commit} or
- * {@link DramTier#abort} exactly once; a second call changes nothing and says so.
+ * {@link DramTier#abort} exactly once; a second call changes nothing and says so. Writes must
+ * end before that call: afterwards the slot may already hold another image, and the segment (a
+ * view of the shared mapping) cannot be revoked per reservation.
  *
  * <p>Thread model: owned by the publishing thread; may be handed to another thread for commit.
  * The open/committed/aborted transition is one CAS, so concurrent commit and abort cannot both

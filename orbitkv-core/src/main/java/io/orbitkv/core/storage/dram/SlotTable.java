@@ -19,7 +19,9 @@ import java.util.concurrent.locks.ReentrantLock;
  *                        |                     |  \--retire, leased--> EVICTED_LEASED --last unpin--> FREE
  *                        +--abort--> FREE      +-- pin/unpin (lease count) --+
  * </pre>
- * Every transition names the image id it expects; a mismatch is a bug of the caller and throws.
+ * States are byte codes rather than an enum so that a slot's state costs one byte in a
+ * {@code byte[]} (1 MB for 1 M slots) instead of a reference. Every transition names the image
+ * id it expects; a mismatch is a bug of the caller and throws.
  * {@link #pin} is the exception: it is the lookup race (the image may have been retired and its
  * slot reused since the index was read), so it returns {@code false} instead.
  *
@@ -249,16 +251,6 @@ final class SlotTable {
         lock.lock();
         try {
             return leases[slot] > 0;
-        } finally {
-            lock.unlock();
-        }
-    }
-
-    /** True when class {@code classIndex} has a free slot now. */
-    boolean hasFree(int classIndex) {
-        lock.lock();
-        try {
-            return freeTops[classIndex] > 0;
         } finally {
             lock.unlock();
         }
