@@ -10,13 +10,15 @@ import java.util.Objects;
  *
  * <p>Immutable value. See {@link DramArenaLayout} for the file format this describes.
  *
- * @param incarnation random per tier opening, also written in every arena header: a client that
- *                    finds another value in a header has mapped a file from another incarnation
+ * @param incarnation random non-negative value per tier opening, also written in every arena
+ *                    header: a client that finds another value there has mapped a file of
+ *                    another incarnation
  * @param arenas      one per size class, in class order (index {@code i} has classIndex {@code i})
  */
 public record ArenaGeometry(long incarnation, List<ClassArena> arenas) {
 
     public ArenaGeometry {
+        if (incarnation < 0) throw new IllegalArgumentException("incarnation must be >= 0: " + incarnation);
         arenas = List.copyOf(arenas);
         for (int i = 0; i < arenas.size(); i++) {
             if (arenas.get(i).classIndex() != i) {

@@ -43,7 +43,7 @@ import static java.lang.foreign.MemoryLayout.PathElement.groupElement;
  *  20     4    slotCount
  *  24     8    firstSlotOffset   4096
  *  32     8    fileBytes
- *  40     8    incarnation       random per tier opening (also in {@link ArenaGeometry})
+ *  40     8    incarnation       random 63-bit value per tier opening (also in {@link ArenaGeometry})
  *  48..4095    zero
  * </pre>
  * Python: {@code struct.unpack_from("<QIIIIQQQ", mm, 0)}.

@@ -95,7 +95,8 @@ public final class DramTier implements AutoCloseable {
             throws IOException {
         Objects.requireNonNull(residency, "residency");
         Objects.requireNonNull(registry, "registry");
-        long incarnation = new SecureRandom().nextLong();
+        // Non-negative so that Java (long) and Python (struct "Q") print the same number.
+        long incarnation = new SecureRandom().nextLong() & Long.MAX_VALUE;
         return new DramTier(config, new DramArenas(config, incarnation), residency, registry);
     }
 
