@@ -60,7 +60,8 @@ final class DramMetrics implements AutoCloseable {
         this.registry = registry;
         bytesGauge("orbitkv.dram.bytes.capacity", slots, DramUsage::capacityBytes, "slot bytes of all arenas");
         bytesGauge("orbitkv.dram.bytes.free", slots, DramUsage::freeBytes, "slot bytes on free lists");
-        bytesGauge("orbitkv.dram.bytes.reserved", slots, DramUsage::reservedBytes, "slot bytes reserved, not committed");
+        bytesGauge("orbitkv.dram.bytes.reserved", slots, DramUsage::reservedBytes,
+                "slot bytes reserved, not committed");
         bytesGauge("orbitkv.dram.bytes.used", slots, DramUsage::usedBytes, "slot bytes of resident images");
         bytesGauge("orbitkv.dram.bytes.evicted.leased", slots, DramUsage::evictedLeasedBytes,
                 "slot bytes of evicted images still leased");

@@ -269,7 +269,8 @@ public final class DramTier implements AutoCloseable {
                 .filter(e -> slots.classOf(e.getValue().slot()) == sizeClass && !slots.isLeased(e.getValue().slot()))
                 .findFirst());
         return victim.isPresent()
-                && removeImage(victim.get().getKey(), victim.get().getValue(), DramMetrics.EvictionCause.CLASS_PRESSURE);
+                && removeImage(victim.get().getKey(), victim.get().getValue(),
+                        DramMetrics.EvictionCause.CLASS_PRESSURE);
     }
 
     private ReserveResult refuse(ReserveResult.FullReason reason) {

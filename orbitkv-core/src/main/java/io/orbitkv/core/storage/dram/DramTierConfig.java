@@ -53,7 +53,8 @@ public record DramTierConfig(
         long capacity = 0;
         for (int i = 0; i < sizeClasses.size(); i++) {
             if (i > 0 && sizeClasses.get(i).slotBytes() <= sizeClasses.get(i - 1).slotBytes()) {
-                throw new IllegalArgumentException("size classes must have strictly increasing slotBytes: " + sizeClasses);
+                throw new IllegalArgumentException(
+                        "size classes must have strictly increasing slotBytes: " + sizeClasses);
             }
             totalSlots += sizeClasses.get(i).slotCount();
             capacity += sizeClasses.get(i).capacityBytes();
@@ -64,7 +65,8 @@ public record DramTierConfig(
         int largestSlot = sizeClasses.getLast().slotBytes();
         if (reservedBudgetBytes < largestSlot) {
             throw new IllegalArgumentException(
-                    "reservedBudgetBytes must hold at least one largest slot (" + largestSlot + "): " + reservedBudgetBytes);
+                    "reservedBudgetBytes must hold at least one largest slot (" + largestSlot + "): "
+                            + reservedBudgetBytes);
         }
         if (evictedLeasedBudgetBytes < 0) {
             throw new IllegalArgumentException("evictedLeasedBudgetBytes must be >= 0: " + evictedLeasedBudgetBytes);

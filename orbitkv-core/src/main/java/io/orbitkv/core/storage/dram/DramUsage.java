@@ -24,7 +24,8 @@ public record DramUsage(long capacityBytes, long freeBytes, long reservedBytes, 
     public DramUsage {
         if (freeBytes + reservedBytes + usedBytes + evictedLeasedBytes != capacityBytes) {
             throw new IllegalStateException("byte accounting broken: free " + freeBytes + " + reserved " + reservedBytes
-                    + " + used " + usedBytes + " + evictedLeased " + evictedLeasedBytes + " != capacity " + capacityBytes);
+                    + " + used " + usedBytes + " + evictedLeased " + evictedLeasedBytes
+                    + " != capacity " + capacityBytes);
         }
         if (leasedBytes > usedBytes + evictedLeasedBytes || leasedBytes < evictedLeasedBytes) {
             throw new IllegalStateException("leased bytes " + leasedBytes + " outside [evictedLeased "

@@ -20,6 +20,7 @@ import static io.orbitkv.core.storage.dram.TestImages.key;
 import static io.orbitkv.core.storage.dram.TestImages.writeCanary;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.assertj.core.api.Assertions.tuple;
 
 class DramTierTest {
 
@@ -338,10 +339,10 @@ class DramTierTest {
         assertThat(events).extracting(ResidencyEvent::key, ResidencyEvent::kind, ResidencyEvent::generation,
                         ResidencyEvent::medium)
                 .containsExactly(
-                        org.assertj.core.groups.Tuple.tuple(key(1), ResidencyEvent.Kind.ADDED, first, ResidencyEvent.Medium.DRAM),
-                        org.assertj.core.groups.Tuple.tuple(key(2), ResidencyEvent.Kind.ADDED, second, ResidencyEvent.Medium.DRAM),
-                        org.assertj.core.groups.Tuple.tuple(key(1), ResidencyEvent.Kind.REMOVED, first, ResidencyEvent.Medium.DRAM),
-                        org.assertj.core.groups.Tuple.tuple(key(1), ResidencyEvent.Kind.ADDED, again, ResidencyEvent.Medium.DRAM));
+                        tuple(key(1), ResidencyEvent.Kind.ADDED, first, ResidencyEvent.Medium.DRAM),
+                        tuple(key(2), ResidencyEvent.Kind.ADDED, second, ResidencyEvent.Medium.DRAM),
+                        tuple(key(1), ResidencyEvent.Kind.REMOVED, first, ResidencyEvent.Medium.DRAM),
+                        tuple(key(1), ResidencyEvent.Kind.ADDED, again, ResidencyEvent.Medium.DRAM));
         assertThat(again).isGreaterThan(first);
     }
 
