@@ -58,7 +58,8 @@ class DramTierStressTest {
     void concurrentPublishLeaseEvictReleaseKeepsBytesAndLeasesBalanced() throws Exception {
         long seed = Long.getLong("orbitkv.stress.seed", System.nanoTime());
         System.out.println("DramTierStressTest seed=" + seed);
-        ResidencyStream stream = new ResidencyStream(1 << 18);
+        // Each operation commits at most one image, and each removal follows its own insert.
+        ResidencyStream stream = new ResidencyStream(2 * THREADS * OPS_PER_THREAD);
         SimpleMeterRegistry registry = new SimpleMeterRegistry();
         DramTierConfig config = new DramTierConfig(dir, "stress",
                 List.of(new SizeClass(K4, 64), new SizeClass(K16, 32)), 128 * 1024, 256 * 1024, 64);
