@@ -36,6 +36,9 @@ public record DramTierConfig(
     /** Default arena directory: POSIX shared memory, visible to every process on the host. */
     public static final Path DEFAULT_DIRECTORY = Path.of("/dev/shm/orbitkv");
 
+    /** Default slot sizes: 64 KiB, 256 KiB and 2 MiB (a 16-token page of a 7-8B model is ~2 MiB). */
+    public static final List<Integer> DEFAULT_SLOT_BYTES = List.of(64 * 1024, 256 * 1024, 2 * 1024 * 1024);
+
     /** Default scan bound for class-pressure victims. */
     public static final int DEFAULT_PRESSURE_SCAN_ENTRIES = 256;
 
@@ -89,6 +92,23 @@ public record DramTierConfig(
         long largest = sizeClasses.isEmpty() ? 0 : sizeClasses.getLast().slotBytes();
         long eighth = Math.max(largest, capacity / 8);
         return new DramTierConfig(directory, arenaName, sizeClasses, eighth, eighth, DEFAULT_PRESSURE_SCAN_ENTRIES);
+    }
+
+    /**
+     * Size classes of the given slot sizes (ascending) that share {@code capacityBytes} equally,
+     * each rounded down to whole slots. Fails if a share cannot hold one slot of its class.
+     */
+    public static List<SizeClass> splitEvenly(long capacityBytes, List<Integer> slotBytes) {
+        if (slotBytes.isEmpty()) throw new IllegalArgumentException("at least one slot size");
+        long share = capacityBytes / slotBytes.size();
+        return slotBytes.stream().map(bytes -> {
+            long count = share / bytes;
+            if (count < 1 || count > Integer.MAX_VALUE) {
+                throw new IllegalArgumentException("a share of " + share + " bytes cannot be cut into " + bytes
+                        + "-byte slots");
+            }
+            return new SizeClass(bytes, (int) count);
+        }).toList();
     }
 
     /** Same configuration with other budgets. */

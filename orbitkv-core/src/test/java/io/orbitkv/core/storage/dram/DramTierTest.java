@@ -415,6 +415,33 @@ class DramTierTest {
     }
 
     @Test
+    void defaultClassesSplitTheCapacityEvenly() {
+        List<SizeClass> classes = DramTierConfig.splitEvenly(3L << 30, DramTierConfig.DEFAULT_SLOT_BYTES);
+        assertThat(classes).containsExactly(new SizeClass(64 * 1024, 16384), new SizeClass(256 * 1024, 4096),
+                new SizeClass(2 * 1024 * 1024, 512));
+        DramTierConfig config = DramTierConfig.of(dir, "split", classes);
+        assertThat(config.capacityBytes()).isEqualTo(3L << 30);
+        assertThat(config.reservedBudgetBytes()).isEqualTo((3L << 30) / 8);
+        assertThat(config.indexWeightBytes()).isEqualTo((3L << 30) * 3 / 4);
+        assertThatThrownBy(() -> DramTierConfig.splitEvenly(1 << 20, DramTierConfig.DEFAULT_SLOT_BYTES))
+                .isInstanceOf(IllegalArgumentException.class);
+    }
+
+    @Test
+    void invalidConfigurationsAreRejected() {
+        List<SizeClass> classes = List.of(new SizeClass(K4, 8), new SizeClass(K16, 4));
+        assertThatThrownBy(() -> new SizeClass(5000, 1)).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> new DramTierConfig(dir, "bad/name", classes, K16, 0, 1))
+                .isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> new DramTierConfig(dir, "t", List.of(classes.get(1), classes.get(0)), K16, 0, 1))
+                .isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> new DramTierConfig(dir, "t", classes, K4, 0, 1))
+                .as("reserved budget below the largest slot").isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> new DramTierConfig(dir, "t", classes, 64 * 1024, 32 * 1024, 1))
+                .as("budgets covering the whole arena").isInstanceOf(IllegalArgumentException.class);
+    }
+
+    @Test
     void aReservationOfAnotherTierIsRejected() throws IOException {
         openSmall();
         Reservation mine = reserve(key(1), 10);
