@@ -4,6 +4,7 @@ import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.Meter;
 import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.binder.BaseUnits;
 
 import java.util.ArrayList;
@@ -24,9 +25,12 @@ import java.util.function.ToLongFunction;
  * {@code inserts}, {@code commits.duplicate}, {@code evictions} (tag {@code cause}),
  * {@code reservations.failed} (tag {@code reason}).
  *
+ * Every meter carries the tag {@code arena} = the configured arena name, so two tiers can share
+ * a registry without one's gauges shadowing the other's.
+ *
  * <p>Thread model: counters are lock-free and may be bumped from any thread; a gauge read takes
  * the slot table's lock once (a scrape reads eight, every few seconds). Key, namespace and slot
- * identities never become tags: tag values come from closed enums only.
+ * identities never become tags: tag values come from configuration and closed enums only.
  */
 final class DramMetrics implements AutoCloseable {
 
@@ -47,6 +51,7 @@ final class DramMetrics implements AutoCloseable {
     }
 
     private final MeterRegistry registry;
+    private final Tags arenaTag;
     private final List<Meter> meters = new ArrayList<>();
     private final Counter hits;
     private final Counter misses;
@@ -56,8 +61,9 @@ final class DramMetrics implements AutoCloseable {
     private final Map<ReserveResult.FullReason, Counter> reservationFailures =
             new EnumMap<>(ReserveResult.FullReason.class);
 
-    DramMetrics(MeterRegistry registry, SlotTable slots) {
+    DramMetrics(MeterRegistry registry, String arenaName, SlotTable slots) {
         this.registry = registry;
+        this.arenaTag = Tags.of("arena", arenaName);
         bytesGauge("orbitkv.dram.bytes.capacity", slots, DramUsage::capacityBytes, "slot bytes of all arenas");
         bytesGauge("orbitkv.dram.bytes.free", slots, DramUsage::freeBytes, "slot bytes on free lists");
         bytesGauge("orbitkv.dram.bytes.reserved", slots, DramUsage::reservedBytes,
@@ -67,23 +73,23 @@ final class DramMetrics implements AutoCloseable {
                 "slot bytes of evicted images still leased");
         bytesGauge("orbitkv.dram.bytes.leased", slots, DramUsage::leasedBytes, "slot bytes with at least one lease");
         meters.add(Gauge.builder("orbitkv.dram.leases", slots, s -> s.usage().leases())
-                .description("outstanding leases").register(registry));
+                .tags(arenaTag).description("outstanding leases").register(registry));
         meters.add(Gauge.builder("orbitkv.dram.images.resident", slots, s -> s.usage().residentImages())
-                .description("images in the index").register(registry));
+                .tags(arenaTag).description("images in the index").register(registry));
         this.hits = counter("orbitkv.dram.hits", "acquires that leased an image");
         this.misses = counter("orbitkv.dram.misses", "acquires that found no resident image");
         this.inserts = counter("orbitkv.dram.inserts", "commits that made an image resident");
         this.duplicates = counter("orbitkv.dram.commits.duplicate", "commits of an already resident key");
         for (EvictionCause cause : EvictionCause.values()) {
             Counter c = Counter.builder("orbitkv.dram.evictions").tag("cause", cause.tag())
-                    .description("images removed from the index").register(registry);
+                    .tags(arenaTag).description("images removed from the index").register(registry);
             meters.add(c);
             evictions.put(cause, c);
         }
         for (ReserveResult.FullReason reason : ReserveResult.FullReason.values()) {
             Counter c = Counter.builder("orbitkv.dram.reservations.failed")
                     .tag("reason", reason.name().toLowerCase(Locale.ROOT))
-                    .description("reservations refused").register(registry);
+                    .tags(arenaTag).description("reservations refused").register(registry);
             meters.add(c);
             reservationFailures.put(reason, c);
         }
@@ -91,11 +97,11 @@ final class DramMetrics implements AutoCloseable {
 
     private void bytesGauge(String name, SlotTable slots, ToLongFunction<DramUsage> field, String description) {
         meters.add(Gauge.builder(name, slots, s -> field.applyAsLong(s.usage()))
-                .baseUnit(BaseUnits.BYTES).description(description).register(registry));
+                .baseUnit(BaseUnits.BYTES).tags(arenaTag).description(description).register(registry));
     }
 
     private Counter counter(String name, String description) {
-        Counter c = Counter.builder(name).description(description).register(registry);
+        Counter c = Counter.builder(name).tags(arenaTag).description(description).register(registry);
         meters.add(c);
         return c;
     }

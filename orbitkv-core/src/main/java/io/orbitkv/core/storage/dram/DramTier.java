@@ -74,7 +74,7 @@ public final class DramTier implements AutoCloseable {
         this.residency = residency;
         this.slots = new SlotTable(config.sizeClasses(), config.reservedBudgetBytes(),
                 config.evictedLeasedBudgetBytes());
-        this.metrics = new DramMetrics(registry, slots);
+        this.metrics = new DramMetrics(registry, config.arenaName(), slots);
         this.index = Caffeine.newBuilder()
                 .maximumWeight(config.indexWeightBytes())
                 .weigher((StateKey key, ResidentImage image) -> slots.slotBytes(image.slot()))

@@ -442,6 +442,19 @@ class DramTierTest {
     }
 
     @Test
+    void twoTiersShareARegistryUnderTheirArenaTags() throws IOException {
+        openSmall();
+        publish(key(1), 100);
+        try (DramTier other = DramTier.open(DramTierConfig.of(dir, "other", List.of(new SizeClass(K4, 8))),
+                new ResidencyStream(16), registry)) {
+            assertThat(registry.get("orbitkv.dram.bytes.used").tag("arena", "test").gauge().value()).isEqualTo(K4);
+            assertThat(registry.get("orbitkv.dram.bytes.used").tag("arena", "other").gauge().value()).isZero();
+        }
+        assertThat(registry.find("orbitkv.dram.bytes.used").tag("arena", "other").gauge()).isNull();
+        assertThat(registry.get("orbitkv.dram.bytes.used").tag("arena", "test").gauge().value()).isEqualTo(K4);
+    }
+
+    @Test
     void aReservationOfAnotherTierIsRejected() throws IOException {
         openSmall();
         Reservation mine = reserve(key(1), 10);
