@@ -1,0 +1,141 @@
+package io.orbitkv.core.storage.dram;
+
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.Meter;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Tags;
+import io.micrometer.core.instrument.binder.BaseUnits;
+
+import java.util.ArrayList;
+import java.util.EnumMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.function.ToLongFunction;
+
+/**
+ * The DRAM tier's meters in the registry it was given: byte gauges read from the
+ * {@link SlotTable}'s accounting, and counters of what happened. Registered when the tier opens
+ * and removed when it closes, so a registry can outlive (and see a reopen of) a tier.
+ *
+ * <p>Names ({@code orbitkv.dram.}...): gauges {@code bytes.capacity}, {@code bytes.free},
+ * {@code bytes.reserved}, {@code bytes.used}, {@code bytes.evicted.leased}, {@code bytes.leased},
+ * {@code leases}, {@code images.resident}; counters {@code hits}, {@code misses},
+ * {@code inserts}, {@code commits.duplicate}, {@code evictions} (tag {@code cause}),
+ * {@code reservations.failed} (tag {@code reason}).
+ *
+ * Every meter carries the tag {@code arena} = the configured arena name, so two tiers can share
+ * a registry without one's gauges shadowing the other's.
+ *
+ * <p>Thread model: counters are lock-free and may be bumped from any thread; a gauge read takes
+ * the slot table's lock once (a scrape reads eight, every few seconds). Key, namespace and slot
+ * identities never become tags: tag values come from configuration and closed enums only.
+ */
+final class DramMetrics implements AutoCloseable {
+
+    /** Why an image left the index. */
+    enum EvictionCause {
+        /** Caffeine's W-TinyLFU chose it under weight pressure. */
+        POLICY,
+        /** {@link DramTier#evict} asked for it. */
+        EXPLICIT,
+        /** Its size class had no free slot; it was that class's coldest unleased image. */
+        CLASS_PRESSURE,
+        /** {@link DramTier#evictNamespace} dropped its namespace. */
+        NAMESPACE;
+
+        String tag() {
+            return name().toLowerCase(Locale.ROOT);
+        }
+    }
+
+    private final MeterRegistry registry;
+    private final Tags arenaTag;
+    private final List<Meter> meters = new ArrayList<>();
+    private final Counter hits;
+    private final Counter misses;
+    private final Counter inserts;
+    private final Counter duplicates;
+    private final Map<EvictionCause, Counter> evictions = new EnumMap<>(EvictionCause.class);
+    private final Map<ReserveResult.FullReason, Counter> reservationFailures =
+            new EnumMap<>(ReserveResult.FullReason.class);
+
+    DramMetrics(MeterRegistry registry, String arenaName, SlotTable slots) {
+        this.registry = registry;
+        this.arenaTag = Tags.of("arena", arenaName);
+        bytesGauge("orbitkv.dram.bytes.capacity", slots, DramUsage::capacityBytes, "slot bytes of all arenas");
+        bytesGauge("orbitkv.dram.bytes.free", slots, DramUsage::freeBytes, "slot bytes on free lists");
+        bytesGauge("orbitkv.dram.bytes.reserved", slots, DramUsage::reservedBytes,
+                "slot bytes reserved, not committed");
+        bytesGauge("orbitkv.dram.bytes.used", slots, DramUsage::usedBytes, "slot bytes of resident images");
+        bytesGauge("orbitkv.dram.bytes.evicted.leased", slots, DramUsage::evictedLeasedBytes,
+                "slot bytes of evicted images still leased");
+        bytesGauge("orbitkv.dram.bytes.leased", slots, DramUsage::leasedBytes, "slot bytes with at least one lease");
+        meters.add(Gauge.builder("orbitkv.dram.leases", slots, s -> s.usage().leases())
+                .tags(arenaTag).description("outstanding leases").register(registry));
+        meters.add(Gauge.builder("orbitkv.dram.images.resident", slots, s -> s.usage().residentImages())
+                .tags(arenaTag).description("images in the index").register(registry));
+        this.hits = counter("orbitkv.dram.hits", "acquires that leased an image");
+        this.misses = counter("orbitkv.dram.misses", "acquires that found no resident image");
+        this.inserts = counter("orbitkv.dram.inserts", "commits that made an image resident");
+        this.duplicates = counter("orbitkv.dram.commits.duplicate", "commits of an already resident key");
+        for (EvictionCause cause : EvictionCause.values()) {
+            Counter c = Counter.builder("orbitkv.dram.evictions").tag("cause", cause.tag())
+                    .tags(arenaTag).description("images removed from the index").register(registry);
+            meters.add(c);
+            evictions.put(cause, c);
+        }
+        for (ReserveResult.FullReason reason : ReserveResult.FullReason.values()) {
+            Counter c = Counter.builder("orbitkv.dram.reservations.failed")
+                    .tag("reason", reason.name().toLowerCase(Locale.ROOT))
+                    .tags(arenaTag).description("reservations refused").register(registry);
+            meters.add(c);
+            reservationFailures.put(reason, c);
+        }
+    }
+
+    private void bytesGauge(String name, SlotTable slots, ToLongFunction<DramUsage> field, String description) {
+        meters.add(Gauge.builder(name, slots, s -> field.applyAsLong(s.usage()))
+                .baseUnit(BaseUnits.BYTES).tags(arenaTag).description(description).register(registry));
+    }
+
+    private Counter counter(String name, String description) {
+        Counter c = Counter.builder(name).tags(arenaTag).description(description).register(registry);
+        meters.add(c);
+        return c;
+    }
+
+    void hit() {
+        hits.increment();
+    }
+
+    void miss() {
+        misses.increment();
+    }
+
+    void inserted() {
+        inserts.increment();
+    }
+
+    void duplicate() {
+        duplicates.increment();
+    }
+
+    void evicted(EvictionCause cause) {
+        evictions.get(cause).increment();
+    }
+
+    void reservationFailed(ReserveResult.FullReason reason) {
+        reservationFailures.get(reason).increment();
+    }
+
+    /** Removes this tier's meters from the registry. */
+    @Override
+    public void close() {
+        for (Meter m : meters) {
+            registry.remove(m);
+        }
+        meters.clear();
+    }
+}

@@ -1,0 +1,303 @@
+package io.orbitkv.core.storage.dram;
+
+import com.github.benmanes.caffeine.cache.Cache;
+import com.github.benmanes.caffeine.cache.Caffeine;
+import com.github.benmanes.caffeine.cache.Policy;
+import com.github.benmanes.caffeine.cache.RemovalCause;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.core.storage.ResidencyEvent;
+import io.orbitkv.core.storage.ResidencyStream;
+import io.orbitkv.state.StateKey;
+
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.security.SecureRandom;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * The Manager's shared-memory DRAM tier: owns the arena files ({@link DramArenas}), the slot
+ * allocator and reference counts ({@link SlotTable}) and the index of resident images (a
+ * Caffeine cache, key to {@link ResidentImage}), and reports every insert and removal to the
+ * {@link ResidencyStream} it was given.
+ *
+ * <p>Lifecycle of an image: {@link #reserve} takes a slot of the smallest size class that holds
+ * the image; the publisher writes the bytes; {@link #commit} makes the image visible (first
+ * commit of a key wins, pages are immutable) or {@link #abort} gives the slot back. Readers
+ * {@link #acquire} a {@link Lease} that pins the image. Eviction (Caffeine's W-TinyLFU under a
+ * byte weight, {@link #evict}, {@link #evictNamespace}, or class pressure) removes the image from
+ * the index at once, so no new reader finds it, but its slot returns to the free list only when
+ * the last lease is released.
+ *
+ * <p>Thread model: every public method is thread-safe and non-blocking apart from short locks
+ * (Caffeine's per-bin and eviction locks, then the slot table's lock, in that order only).
+ * Caffeine's maintenance runs on the calling thread ({@code executor(Runnable::run)}), so an
+ * eviction has freed its slot (or parked it as evicted-but-leased) before the commit that caused
+ * it returns. {@link #close()} is for when traffic has stopped: afterwards calls fail with
+ * {@link IllegalStateException}, and segments handed out earlier fail on access rather than
+ * reading unmapped memory. Releasing leases and aborting reservations stays legal after close.
+ *
+ * <p>Invariants: an image is in the index iff its slot is RESIDENT with that image id; a key's
+ * residency events alternate ADDED, REMOVED (both are appended under the key's Caffeine bin
+ * lock, so they cannot reorder); {@link DramUsage}'s byte sum equals the capacity at all times.
+ *
+ * <p>Design note: the index and policy are Caffeine's (W-TinyLFU keeps frequently reused prefixes
+ * against one-off scans, which an LRU would flush; its hit rate on such traces is published in
+ * the Caffeine simulator), not a hand-written LRU. Caffeine's bound is one weight over all
+ * classes, but slots are per class, so a class can run dry while the total weight is below the
+ * bound; then {@link #reserve} evicts that class's coldest unleased image (Caffeine's own
+ * coldest-first order, at most {@value #MAX_PRESSURE_EVICTIONS} per call, scanning at most
+ * {@code pressureScanEntries}) instead of failing forever. The heap cost per resident block is
+ * the Caffeine node (~40 B), its map node and table slot (~40 B), the key (48 B), the
+ * {@link ResidentImage} (32 B), the frequency sketch (~8 B) and 17 B of slot arrays: measured
+ * 196 B at 1 M blocks ({@code DramHeapFootprintTest}), under the 256 B budget.
+ */
+public final class DramTier implements AutoCloseable {
+
+    /** Most images one reservation may evict to find a slot in its class. */
+    static final int MAX_PRESSURE_EVICTIONS = 8;
+
+    private final DramTierConfig config;
+    private final DramArenas arenas;
+    private final SlotTable slots;
+    private final Cache<StateKey, ResidentImage> index;
+    private final Policy.Eviction<StateKey, ResidentImage> eviction;
+    private final ResidencyStream residency;
+    private final DramMetrics metrics;
+    private final AtomicBoolean closed = new AtomicBoolean();
+
+    private DramTier(DramTierConfig config, DramArenas arenas, ResidencyStream residency, MeterRegistry registry) {
+        this.config = config;
+        this.arenas = arenas;
+        this.residency = residency;
+        this.slots = new SlotTable(config.sizeClasses(), config.reservedBudgetBytes(),
+                config.evictedLeasedBudgetBytes());
+        this.metrics = new DramMetrics(registry, config.arenaName(), slots);
+        this.index = Caffeine.newBuilder()
+                .maximumWeight(config.indexWeightBytes())
+                .weigher((StateKey key, ResidentImage image) -> slots.slotBytes(image.slot()))
+                .executor(Runnable::run)
+                .evictionListener((StateKey key, ResidentImage image, RemovalCause cause) ->
+                        onLeftIndex(Objects.requireNonNull(key), Objects.requireNonNull(image),
+                                DramMetrics.EvictionCause.POLICY))
+                .build();
+        this.eviction = index.policy().eviction().orElseThrow();
+    }
+
+    /**
+     * Creates the arena files of {@code config} (replacing stale ones), maps them and returns the
+     * open tier. Meters are registered in {@code registry}; residency changes go to
+     * {@code residency}.
+     */
+    public static DramTier open(DramTierConfig config, ResidencyStream residency, MeterRegistry registry)
+            throws IOException {
+        Objects.requireNonNull(residency, "residency");
+        Objects.requireNonNull(registry, "registry");
+        // Non-negative so that Java (long) and Python (struct "Q") print the same number.
+        long incarnation = new SecureRandom().nextLong() & Long.MAX_VALUE;
+        return new DramTier(config, new DramArenas(config, incarnation), residency, registry);
+    }
+
+    /**
+     * Reserves a writable slot for {@code key}'s image of {@code lengthBytes}. Returns
+     * {@link ReserveResult.AlreadyResident} when the key is already resident (nothing to write) and
+     * {@link ReserveResult.Full} when no slot can be had within the budgets.
+     */
+    public ReserveResult reserve(StateKey key, int namespaceId, int lengthBytes) {
+        Objects.requireNonNull(key, "key");
+        if (lengthBytes <= 0) throw new IllegalArgumentException("lengthBytes must be positive: " + lengthBytes);
+        requireOpen();
+        int sizeClass = slots.classFor(lengthBytes);
+        if (sizeClass < 0) return refuse(ReserveResult.FullReason.NO_SIZE_CLASS);
+        ResidentImage resident = index.policy().getIfPresentQuietly(key);
+        if (resident != null) return new ReserveResult.AlreadyResident(resident.imageId());
+        for (int pressureEvictions = 0; ; pressureEvictions++) {
+            switch (slots.reserve(sizeClass)) {
+                case SlotTable.Allocation.Allocated(int slot, long imageId) -> {
+                    return new Reservation(this, key, namespaceId, slot, imageId, slice(slot, lengthBytes),
+                            slotRef(slot, lengthBytes));
+                }
+                case SlotTable.Allocation.Refused(ReserveResult.FullReason reason) -> {
+                    boolean retry = reason == ReserveResult.FullReason.NO_FREE_SLOT
+                            && pressureEvictions < MAX_PRESSURE_EVICTIONS
+                            && evictColdestUnleased(sizeClass);
+                    if (!retry) return refuse(reason);
+                }
+            }
+        }
+    }
+
+    /**
+     * Makes the reservation's image resident and readable. If the key became resident meanwhile,
+     * the resident image stays and the reservation's slot is freed ({@link CommitResult.Duplicate}).
+     */
+    public CommitResult commit(Reservation reservation) {
+        requireOwned(reservation);
+        requireOpen();
+        if (!reservation.close(Reservation.COMMITTED)) return new CommitResult.NotOpen();
+        ResidentImage fresh = new ResidentImage(reservation.slot(), reservation.lengthBytes(),
+                reservation.namespaceId(), reservation.imageId());
+        ResidentImage winner = index.get(reservation.key(), key -> publish(key, fresh));
+        if (winner == fresh) {
+            metrics.inserted();
+            return new CommitResult.Inserted(fresh.imageId());
+        }
+        slots.abort(reservation.slot(), reservation.imageId());
+        metrics.duplicate();
+        return new CommitResult.Duplicate(winner.imageId());
+    }
+
+    /** Gives the reservation's slot back; false if it was already committed or aborted. */
+    public boolean abort(Reservation reservation) {
+        requireOwned(reservation);
+        if (!reservation.close(Reservation.ABORTED)) return false;
+        slots.abort(reservation.slot(), reservation.imageId());
+        return true;
+    }
+
+    /** Leases {@code key}'s resident image, or misses. A hit counts as a use for the policy. */
+    public AcquireResult acquire(StateKey key) {
+        Objects.requireNonNull(key, "key");
+        requireOpen();
+        ResidentImage image = index.getIfPresent(key);
+        // The image may have been evicted (and its slot reused) since the lookup: pin checks the id.
+        if (image == null || !slots.pin(image.slot(), image.imageId())) {
+            metrics.miss();
+            return new AcquireResult.Miss(key);
+        }
+        metrics.hit();
+        return new Lease(this, key, image.slot(), image.imageId(),
+                slice(image.slot(), image.lengthBytes()).asReadOnly(), slotRef(image.slot(), image.lengthBytes()));
+    }
+
+    /** True when {@code key} is resident now; does not count as a use. */
+    public boolean contains(StateKey key) {
+        return index.policy().getIfPresentQuietly(key) != null;
+    }
+
+    /** Removes {@code key}'s image from the index (its slot waits for its leases); false if absent. */
+    public boolean evict(StateKey key) {
+        Objects.requireNonNull(key, "key");
+        return removeImage(key, null, DramMetrics.EvictionCause.EXPLICIT);
+    }
+
+    /** Removes every image of {@code namespaceId}; returns how many. Walks the whole index. */
+    public int evictNamespace(int namespaceId) {
+        int removed = 0;
+        for (Map.Entry<StateKey, ResidentImage> e : index.asMap().entrySet()) {
+            if (e.getValue().namespaceId() == namespaceId
+                    && removeImage(e.getKey(), e.getValue(), DramMetrics.EvictionCause.NAMESPACE)) {
+                removed++;
+            }
+        }
+        return removed;
+    }
+
+    /** A consistent snapshot of the byte accounting. */
+    public DramUsage usage() {
+        return slots.usage();
+    }
+
+    /** What a client needs to map the arenas. */
+    public ArenaGeometry geometry() {
+        return arenas.geometry();
+    }
+
+    public DramTierConfig config() {
+        return config;
+    }
+
+    /** Unmaps the arenas, unlinks their files and removes the meters. Idempotent. */
+    @Override
+    public void close() {
+        if (!closed.compareAndSet(false, true)) return;
+        try {
+            metrics.close();
+        } finally {
+            arenas.close();
+        }
+    }
+
+    /** Runs Caffeine's pending maintenance (read-buffer drain, evictions) now; for tests. */
+    void runMaintenance() {
+        index.cleanUp();
+    }
+
+    /** Slot state table, for tests in this package. */
+    SlotTable slots() {
+        return slots;
+    }
+
+    /** Called by {@link Lease#release()} exactly once per lease. */
+    void unpin(int slot, long imageId) {
+        slots.unpin(slot, imageId);
+    }
+
+    // Runs inside Caffeine's computeIfAbsent for the key: the slot turns RESIDENT and ADDED is
+    // appended atomically with the insertion.
+    private ResidentImage publish(StateKey key, ResidentImage fresh) {
+        slots.publish(fresh.slot(), fresh.imageId());
+        residency.append(key, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.ADDED, fresh.imageId());
+        return fresh;
+    }
+
+    // Runs under the key's Caffeine bin lock (eviction listener or a compute function).
+    private void onLeftIndex(StateKey key, ResidentImage image, DramMetrics.EvictionCause cause) {
+        slots.retire(image.slot(), image.imageId());
+        residency.append(key, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.REMOVED, image.imageId());
+        metrics.evicted(cause);
+    }
+
+    /** Removes {@code key} if resident (and, when {@code expected} is given, still that image). */
+    private boolean removeImage(StateKey key, ResidentImage expected, DramMetrics.EvictionCause cause) {
+        boolean[] removed = {false};
+        index.asMap().computeIfPresent(key, (k, image) -> {
+            if (expected != null && image != expected) return image;
+            onLeftIndex(k, image, cause);
+            removed[0] = true;
+            return null;
+        });
+        return removed[0];
+    }
+
+    /** Evicts the coldest unleased image of {@code sizeClass}; false when none is found in the scan bound. */
+    private boolean evictColdestUnleased(int sizeClass) {
+        Optional<Policy.CacheEntry<StateKey, ResidentImage>> victim = eviction.coldest(entries -> entries
+                .limit(config.pressureScanEntries())
+                .filter(e -> slots.classOf(e.getValue().slot()) == sizeClass && !slots.isLeased(e.getValue().slot()))
+                .findFirst());
+        return victim.isPresent()
+                && removeImage(victim.get().getKey(), victim.get().getValue(),
+                        DramMetrics.EvictionCause.CLASS_PRESSURE);
+    }
+
+    private ReserveResult refuse(ReserveResult.FullReason reason) {
+        metrics.reservationFailed(reason);
+        return new ReserveResult.Full(reason);
+    }
+
+    private MemorySegment slice(int slot, int lengthBytes) {
+        int sizeClass = slots.classOf(slot);
+        return arenas.segment(sizeClass).asSlice(slotOffset(slot), lengthBytes);
+    }
+
+    private SlotRef slotRef(int slot, int lengthBytes) {
+        return new SlotRef(slots.classOf(slot), slotOffset(slot), lengthBytes);
+    }
+
+    private long slotOffset(int slot) {
+        return DramArenaLayout.FIRST_SLOT_OFFSET + (long) slots.slotInClass(slot) * slots.slotBytes(slot);
+    }
+
+    private void requireOpen() {
+        if (closed.get()) throw new IllegalStateException("DRAM tier is closed");
+    }
+
+    private void requireOwned(Reservation reservation) {
+        if (reservation.owner() != this) {
+            throw new IllegalArgumentException("reservation belongs to another DRAM tier: " + reservation);
+        }
+    }
+}

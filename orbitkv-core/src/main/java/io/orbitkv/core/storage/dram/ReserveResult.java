@@ -1,0 +1,33 @@
+package io.orbitkv.core.storage.dram;
+
+import java.util.Objects;
+
+/**
+ * Outcome of {@link DramTier#reserve}: a writable slot, the news that the key is already
+ * resident (nothing to write), or a refusal with its reason. None of these is an exception.
+ */
+public sealed interface ReserveResult permits Reservation, ReserveResult.AlreadyResident, ReserveResult.Full {
+
+    /** The key already has a committed image; publishing it again would be wasted bytes. */
+    record AlreadyResident(long imageId) implements ReserveResult {
+    }
+
+    /** No slot was reserved, for {@code reason}. */
+    record Full(FullReason reason) implements ReserveResult {
+        public Full {
+            Objects.requireNonNull(reason, "reason");
+        }
+    }
+
+    /** Why a reservation was refused; each is counted under {@code orbitkv.dram.reservations.failed}. */
+    enum FullReason {
+        /** The image is larger than the largest size class. */
+        NO_SIZE_CLASS,
+        /** The class has no free slot, and no unleased victim of that class could be evicted. */
+        NO_FREE_SLOT,
+        /** In-flight reservations already hold {@code reservedBudgetBytes}. */
+        RESERVED_BUDGET,
+        /** Evicted images still pinned by leases hold more than {@code evictedLeasedBudgetBytes}. */
+        EVICTED_LEASED_BUDGET
+    }
+}

@@ -1,0 +1,239 @@
+package io.orbitkv.core.storage.dram;
+
+import net.jqwik.api.Arbitraries;
+import net.jqwik.api.Arbitrary;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.Provide;
+import net.jqwik.api.state.Action;
+import net.jqwik.api.state.ActionChain;
+import net.jqwik.api.state.Transformer;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Action chains over the slot allocator against a plain model: after every step the byte
+ * accounting matches the model and sums to the capacity, and no two live slots overlap.
+ */
+class SlotTableProperties {
+
+    private static final List<SizeClass> CLASSES =
+            List.of(new SizeClass(4096, 5), new SizeClass(8192, 3), new SizeClass(12288, 2));
+    private static final long RESERVED_BUDGET = 3 * 12288;
+    private static final long EVICTED_LEASED_BUDGET = 8192;
+
+    /** The table and what it should contain: slot to image id per state, and lease counts. */
+    static final class Model {
+        final SlotTable table = new SlotTable(CLASSES, RESERVED_BUDGET, EVICTED_LEASED_BUDGET);
+        final Map<Integer, Long> reserved = new HashMap<>();
+        final Map<Integer, Long> resident = new HashMap<>();
+        final Map<Integer, Long> evictedLeased = new HashMap<>();
+        final Map<Integer, Integer> leases = new HashMap<>();
+        long lastImageId;
+
+        long bytes(Map<Integer, Long> slots) {
+            return slots.keySet().stream().mapToLong(table::slotBytes).sum();
+        }
+
+        boolean live(int slot) {
+            return reserved.containsKey(slot) || resident.containsKey(slot) || evictedLeased.containsKey(slot);
+        }
+
+        int freeSlotsOf(int sizeClass) {
+            int free = 0;
+            for (int s = 0; s < table.slotCount(); s++) {
+                if (table.classOf(s) == sizeClass && !live(s)) free++;
+            }
+            return free;
+        }
+
+        long imageOf(int slot) {
+            Long id = resident.get(slot);
+            return id != null ? id : evictedLeased.get(slot);
+        }
+
+        @Override
+        public String toString() {
+            return "Model[reserved=" + reserved + ", resident=" + resident + ", evictedLeased=" + evictedLeased
+                    + ", leases=" + leases + "]";
+        }
+    }
+
+    @Property(tries = 300)
+    void accountingAndExclusivityHoldAfterAnySequence(@ForAll("chains") ActionChain<Model> chain) {
+        chain.withInvariant("accounting", SlotTableProperties::accountingMatches)
+                .withInvariant("no overlap", SlotTableProperties::liveSlotsDoNotOverlap)
+                .run();
+    }
+
+    @Provide
+    Arbitrary<ActionChain<Model>> chains() {
+        return ActionChain.startWith(Model::new)
+                .withAction(3, new Reserve())
+                .withAction(1, new Abort())
+                .withAction(2, new Publish())
+                .withAction(2, new Pin())
+                .withAction(2, new Unpin())
+                .withAction(2, new Retire())
+                .withAction(1, new PinStale())
+                .withMaxTransformations(60);
+    }
+
+    static void accountingMatches(Model m) {
+        DramUsage u = m.table.usage();
+        long capacity = CLASSES.stream().mapToLong(SizeClass::capacityBytes).sum();
+        assertThat(u.capacityBytes()).isEqualTo(capacity);
+        assertThat(u.reservedBytes()).isEqualTo(m.bytes(m.reserved));
+        assertThat(u.usedBytes()).isEqualTo(m.bytes(m.resident));
+        assertThat(u.evictedLeasedBytes()).isEqualTo(m.bytes(m.evictedLeased));
+        assertThat(u.freeBytes() + u.reservedBytes() + u.usedBytes() + u.evictedLeasedBytes()).isEqualTo(capacity);
+        assertThat(u.leases()).isEqualTo(m.leases.values().stream().mapToLong(Integer::longValue).sum());
+        assertThat(u.leasedBytes()).isEqualTo(m.leases.keySet().stream().mapToLong(m.table::slotBytes).sum());
+        assertThat(u.residentImages()).isEqualTo(m.resident.size());
+    }
+
+    static void liveSlotsDoNotOverlap(Model m) {
+        record Range(int sizeClass, long from, long to) {
+        }
+        List<Range> ranges = new ArrayList<>();
+        for (int s = 0; s < m.table.slotCount(); s++) {
+            if (!m.live(s)) continue;
+            int bytes = m.table.slotBytes(s);
+            long from = DramArenaLayout.FIRST_SLOT_OFFSET + (long) m.table.slotInClass(s) * bytes;
+            ranges.add(new Range(m.table.classOf(s), from, from + bytes));
+            assertThat(m.table.state(s)).as("slot %d state", s).isNotEqualTo(SlotTable.FREE);
+        }
+        for (int i = 0; i < ranges.size(); i++) {
+            for (int j = i + 1; j < ranges.size(); j++) {
+                Range a = ranges.get(i);
+                Range b = ranges.get(j);
+                boolean overlap = a.sizeClass() == b.sizeClass() && a.from() < b.to() && b.from() < a.to();
+                assertThat(overlap).as("%s overlaps %s", a, b).isFalse();
+            }
+        }
+    }
+
+    static final class Reserve implements Action.Independent<Model> {
+        @Override
+        public Arbitrary<Transformer<Model>> transformer() {
+            return Arbitraries.integers().between(0, CLASSES.size() - 1).map(c -> Transformer.mutate("reserve class " + c, m -> {
+                long bytes = CLASSES.get(c).slotBytes();
+                SlotTable.Allocation a = m.table.reserve(c);
+                ReserveResult.FullReason expected = m.bytes(m.evictedLeased) > EVICTED_LEASED_BUDGET
+                        ? ReserveResult.FullReason.EVICTED_LEASED_BUDGET
+                        : m.bytes(m.reserved) + bytes > RESERVED_BUDGET
+                        ? ReserveResult.FullReason.RESERVED_BUDGET
+                        : m.freeSlotsOf(c) == 0 ? ReserveResult.FullReason.NO_FREE_SLOT : null;
+                switch (a) {
+                    case SlotTable.Allocation.Allocated(int slot, long imageId) -> {
+                        assertThat(expected).as("allocation refused by the model").isNull();
+                        assertThat(m.table.classOf(slot)).isEqualTo(c);
+                        assertThat(m.live(slot)).as("slot %d handed out while live", slot).isFalse();
+                        assertThat(imageId).isGreaterThan(m.lastImageId);
+                        m.lastImageId = imageId;
+                        m.reserved.put(slot, imageId);
+                    }
+                    case SlotTable.Allocation.Refused(ReserveResult.FullReason reason) ->
+                            assertThat(reason).isEqualTo(expected);
+                }
+            }));
+        }
+    }
+
+    /** Picks one slot of {@code slots} (the action only runs when it is non-empty). */
+    abstract static class OnSlot implements Action.Dependent<Model> {
+        abstract Map<Integer, ?> slots(Model m);
+
+        abstract String name();
+
+        abstract void apply(Model m, int slot);
+
+        @Override
+        public boolean precondition(Model m) {
+            return !slots(m).isEmpty();
+        }
+
+        @Override
+        public Arbitrary<Transformer<Model>> transformer(Model m) {
+            return Arbitraries.of(List.copyOf(slots(m).keySet()))
+                    .map(slot -> Transformer.mutate(name() + " " + slot, state -> apply(state, slot)));
+        }
+    }
+
+    static final class Abort extends OnSlot {
+        Map<Integer, ?> slots(Model m) { return m.reserved; }
+
+        String name() { return "abort"; }
+
+        void apply(Model m, int slot) {
+            m.table.abort(slot, m.reserved.remove(slot));
+        }
+    }
+
+    static final class Publish extends OnSlot {
+        Map<Integer, ?> slots(Model m) { return m.reserved; }
+
+        String name() { return "publish"; }
+
+        void apply(Model m, int slot) {
+            long id = m.reserved.remove(slot);
+            m.table.publish(slot, id);
+            m.resident.put(slot, id);
+        }
+    }
+
+    static final class Pin extends OnSlot {
+        Map<Integer, ?> slots(Model m) { return m.resident; }
+
+        String name() { return "pin"; }
+
+        void apply(Model m, int slot) {
+            assertThat(m.table.pin(slot, m.resident.get(slot))).isTrue();
+            m.leases.merge(slot, 1, Integer::sum);
+        }
+    }
+
+    static final class Unpin extends OnSlot {
+        Map<Integer, ?> slots(Model m) { return m.leases; }
+
+        String name() { return "unpin"; }
+
+        void apply(Model m, int slot) {
+            m.table.unpin(slot, m.imageOf(slot));
+            if (m.leases.merge(slot, -1, Integer::sum) == 0) {
+                m.leases.remove(slot);
+                m.evictedLeased.remove(slot);
+            }
+        }
+    }
+
+    static final class Retire extends OnSlot {
+        Map<Integer, ?> slots(Model m) { return m.resident; }
+
+        String name() { return "retire"; }
+
+        void apply(Model m, int slot) {
+            long id = m.resident.remove(slot);
+            boolean freed = m.table.retire(slot, id);
+            assertThat(freed).isEqualTo(!m.leases.containsKey(slot));
+            if (!freed) m.evictedLeased.put(slot, id);
+        }
+    }
+
+    /** A lookup that raced with retirement: pinning an image id the slot no longer holds fails. */
+    static final class PinStale implements Action.Independent<Model> {
+        @Override
+        public Arbitrary<Transformer<Model>> transformer() {
+            return Arbitraries.integers().between(0, 9).map(slot -> Transformer.mutate("pin stale " + slot, m -> {
+                Long current = m.resident.get(slot);
+                long stale = current == null ? m.lastImageId + 1 : current - 1_000_000;
+                assertThat(m.table.pin(slot, stale)).isFalse();
+            }));
+        }
+    }
+}
