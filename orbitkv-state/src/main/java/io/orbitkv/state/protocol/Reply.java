@@ -14,6 +14,12 @@ import java.util.regex.Pattern;
  * <p>Values; immutable and thread-safe; invariants are checked by the compact constructors.
  * Impossible combinations cannot be built: a lease exists only on a RESIDENT page, a reservation
  * id only on a granted entry, an error code only on a FAILED completion.
+ *
+ * <p>Design note: a QUERY_RESULT page is a {@link PageResult}; the four lease-less states are
+ * shared enum constants, so a 65,536-page miss allocates no per-page object, and only a RESIDENT
+ * page costs a {@link Resident} and a {@link Lease} (about 56 bytes together). A fixed 17-byte
+ * page entry on the wire was rejected: a lease-less entry is 1 byte, so a 1,024-page result with
+ * nothing resident is 1 KiB instead of 17 KiB.
  */
 public sealed interface Reply extends Frame {
 

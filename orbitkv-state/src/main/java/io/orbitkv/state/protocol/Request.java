@@ -4,8 +4,10 @@ import io.orbitkv.state.Namespace;
 import io.orbitkv.state.RecoveryContract;
 import io.orbitkv.state.RecoveryContractEncoding;
 import io.orbitkv.state.StateKey;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 
@@ -17,6 +19,12 @@ import java.util.Set;
  * <p>Values; immutable and thread-safe; every invariant below is checked by the compact
  * constructor ({@link IllegalArgumentException}). Ids and counts that travel as u32/u64 are
  * limited to {@code 2^31-1}/{@code 2^63-1}, the non-negative range of Java's int and long.
+ *
+ * <p>Design note: records validated at construction, rather than flyweights over the receive
+ * buffer, because a request is decoded once and then handed to another thread (the Manager's
+ * operation owner), so it must not alias a buffer that is about to be reused; the one bulky field,
+ * a QUERY's page names, is a single packed {@link Hashes} array (2 MiB for 65,536 keys), not an
+ * object per page.
  */
 public sealed interface Request extends Frame {
 
@@ -214,12 +222,12 @@ public sealed interface Request extends Frame {
             Check.nonNegative("region_id", regionId);
             pages = Check.list("pages", pages, 1, Integer.MAX_VALUE);
             Set<Integer> destinations = new HashSet<>();
-            Set<RestorePage> sources = new HashSet<>();
+            Map<Integer, Set<Long>> sources = new HashMap<>();
             for (RestorePage p : pages) {
                 if (!destinations.add(p.destinationPage())) {
                     throw new IllegalArgumentException("destination page " + p.destinationPage() + " appears twice");
                 }
-                if (!sources.add(new RestorePage(p.groupId(), p.sourcePage(), 0))) {
+                if (!sources.computeIfAbsent(p.groupId(), g -> new HashSet<>()).add(p.sourcePage())) {
                     throw new IllegalArgumentException("source page " + p.sourcePage() + " of group " + p.groupId() + " appears twice");
                 }
             }

@@ -198,4 +198,27 @@ class FrameDecoderTest {
                 .isThrownBy(() -> FrameEncoder.toBytes(1, new Reply.Completion(1, 0, CompletionEvent.DRAINED, Reply.Settled.OK)));
         assertThat(FrameEncoder.toBytes(0, new Reply.Error(ErrorCode.MALFORMED, "bad header"))).hasSizeGreaterThan(16);
     }
+
+    @Test
+    void aSkippableRefusalLeavesTheNextFrameIntact() {
+        byte[] bad = poll();
+        le(bad).putShort(FrameLayout.TYPE_OFFSET, (short) 0x0777);
+        byte[] good = FrameEncoder.toBytes(8, new Request.Cancel(3));
+        ByteBuffer stream = ByteBuffer.allocate(bad.length + good.length).put(bad).put(good).flip();
+        DecodeResult.Malformed m = malformed(manager.decode(stream));
+        assertThat(m.requestId()).isEqualTo(7);
+        stream.position(stream.position() + m.skipBytes());
+        assertThat(manager.decode(stream)).isEqualTo(new DecodeResult.Decoded(8, new Request.Cancel(3), good.length));
+    }
+
+    @Test
+    void limitsRefuseBudgetsThatCannotWork() {
+        org.assertj.core.api.Assertions.assertThatIllegalArgumentException().isThrownBy(() ->
+                new ProtocolLimits(15, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1)).withMessageContaining("maxFrameBytes");
+        org.assertj.core.api.Assertions.assertThatIllegalArgumentException().isThrownBy(() ->
+                new ProtocolLimits(1 << 20, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1)).withMessageContaining(">= 1");
+        org.assertj.core.api.Assertions.assertThatIllegalArgumentException().isThrownBy(() ->
+                new ProtocolLimits(1 << 20, 1, 1, 1, 1, 1, 1, 1, 70_000, 1, 1, 1, 1)).withMessageContaining("u16");
+        assertThat(ProtocolLimits.fromArray(ProtocolLimits.DEFAULTS.toArray())).isEqualTo(ProtocolLimits.DEFAULTS);
+    }
 }
