@@ -7,6 +7,7 @@ import io.orbitkv.state.RecoveryContract;
 import io.orbitkv.state.RecoveryContractEncoding;
 import io.orbitkv.state.StateKeys;
 import io.orbitkv.state.protocol.WireReader.BadFrame;
+import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
@@ -59,6 +60,14 @@ public final class FrameDecoder {
     /** The budgets this decoder enforces. */
     public ProtocolLimits limits() {
         return limits;
+    }
+
+    /**
+     * Decodes from the start of {@code segment} (e.g. the filled part of a receive segment); it is
+     * not modified. Only the first {@code maxFrameBytes} bytes are looked at: no legal frame is longer.
+     */
+    public DecodeResult decode(MemorySegment segment) {
+        return decode(segment.asSlice(0, Math.min(segment.byteSize(), limits.maxFrameBytes())).asByteBuffer());
     }
 
     /** Decodes from {@code buffer}'s position to its limit; the buffer is not modified. */

@@ -221,4 +221,15 @@ class FrameDecoderTest {
                 new ProtocolLimits(1 << 20, 1, 1, 1, 1, 1, 1, 1, 70_000, 1, 1, 1, 1)).withMessageContaining("u16");
         assertThat(ProtocolLimits.fromArray(ProtocolLimits.DEFAULTS.toArray())).isEqualTo(ProtocolLimits.DEFAULTS);
     }
+
+    @Test
+    void segmentsEncodeAndDecodeLikeBuffers() {
+        try (java.lang.foreign.Arena arena = java.lang.foreign.Arena.ofConfined()) {
+            java.lang.foreign.MemorySegment receive = arena.allocate(ProtocolLimits.DEFAULTS.maxFrameBytes() + 100L);
+            Request.Cancel cancel = new Request.Cancel(11);
+            int written = FrameEncoder.encode(4, cancel, receive, 0);
+            assertThat(manager.decode(receive)).isEqualTo(new DecodeResult.Decoded(4, cancel, written));
+            assertThat(manager.decode(receive.asSlice(0, written - 1))).isEqualTo(new DecodeResult.NeedBytes(1));
+        }
+    }
 }
