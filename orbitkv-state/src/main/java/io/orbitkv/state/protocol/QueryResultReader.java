@@ -1,0 +1,63 @@
+package io.orbitkv.state.protocol;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Reads a QUERY_RESULT body, the one frame with three nested variable-length levels (groups,
+ * spans, pages). Stateless; called by {@link FrameDecoder} only.
+ */
+final class QueryResultReader {
+
+    /** Smallest page entry: the state byte alone. */
+    private static final int MIN_PAGE_BYTES = 1;
+
+    private QueryResultReader() {
+    }
+
+    static Reply.QueryResult read(WireReader r, ProtocolLimits limits) {
+        long op = r.u63("operation_id");
+        int revision = r.u31("revision");
+        QueryStatus status = FrameDecoder.code(QueryStatus.class, r.u8("status"), "status");
+        boolean hit = r.flag("hit");
+        int groupCount = r.checkCount("group_count", r.u16("group_count"), limits.maxGroupsPerQuery(),
+                "maxGroupsPerQuery", 8);
+        long boundary = r.u63("boundary_tokens");
+        List<Reply.GroupResult> groups = new ArrayList<>(groupCount);
+        long pages = 0;
+        for (int g = 0; g < groupCount; g++) {
+            int groupId = r.u31("group_id");
+            int spanCount = r.checkCount("span_count", r.u16("span_count"), Reply.MAX_SPANS_PER_GROUP,
+                    "MAX_SPANS_PER_GROUP", 12);
+            r.zero16("pad");
+            List<Reply.Span> spans = new ArrayList<>(spanCount);
+            for (int s = 0; s < spanCount; s++) {
+                long first = r.u63("first_page");
+                long count = r.u31("page_count");
+                pages += count;
+                r.checkCount("pages of the result", pages, limits.maxPagesPerQuery(), "maxPagesPerQuery", 0);
+                int n = r.checkCount("page_count", count, Integer.MAX_VALUE, "", MIN_PAGE_BYTES);
+                List<Reply.PageResult> entries = new ArrayList<>(n);
+                for (int p = 0; p < n; p++) entries.add(readPage(r));
+                spans.add(new Reply.Span(first, entries));
+            }
+            groups.add(new Reply.GroupResult(groupId, spans));
+        }
+        return new Reply.QueryResult(op, revision, status, hit, boundary, groups);
+    }
+
+    private static Reply.PageResult readPage(WireReader r) {
+        PageState state = FrameDecoder.code(PageState.class, r.u8("state"), "state");
+        return switch (state) {
+            case MISS -> Reply.Unleased.MISS;
+            case CANDIDATE -> Reply.Unleased.CANDIDATE;
+            case RESERVED -> Reply.Unleased.RESERVED;
+            case READY -> Reply.Unleased.READY;
+            case RESIDENT -> {
+                int arena = r.u31("arena_index");
+                long offset = r.u63("offset_bytes");
+                yield new Reply.Resident(new Reply.Lease(arena, offset, r.u31("length_bytes")));
+            }
+        };
+    }
+}

@@ -1,0 +1,277 @@
+package io.orbitkv.state.protocol;
+
+import io.orbitkv.state.Namespace;
+import io.orbitkv.state.RecoveryContract;
+import io.orbitkv.state.RecoveryContractEncoding;
+import io.orbitkv.state.StateKey;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+
+/**
+ * The frames a client (engine) sends to the Manager; each gets exactly one reply (its typed reply
+ * or ERROR) carrying the same request id. Field encodings are in {@code docs/protocol.md}, in
+ * component order.
+ *
+ * <p>Values; immutable and thread-safe; every invariant below is checked by the compact
+ * constructor ({@link IllegalArgumentException}). Ids and counts that travel as u32/u64 are
+ * limited to {@code 2^31-1}/{@code 2^63-1}, the non-negative range of Java's int and long.
+ *
+ * <p>Design note: records validated at construction, rather than flyweights over the receive
+ * buffer, because a request is decoded once and then handed to another thread (the Manager's
+ * operation owner), so it must not alias a buffer that is about to be reused; the one bulky field,
+ * a QUERY's page names, is a single packed {@link Hashes} array (2 MiB for 65,536 keys), not an
+ * object per page.
+ */
+public sealed interface Request extends Frame {
+
+    /** Largest UTF-8 length of an instance id, in bytes. */
+    int MAX_INSTANCE_ID_BYTES = 256;
+
+    /**
+     * Opens (or re-opens, with a higher epoch) an engine instance's session. Invariants:
+     * instance id 1..{@value #MAX_INSTANCE_ID_BYTES} UTF-8 bytes; epoch {@code >= 0}; the
+     * contract's page size equals the namespace's; the contract has at most
+     * {@value RecoveryContractEncoding#MAX_GROUPS} groups.
+     */
+    record Register(String instanceId, long epoch, Namespace namespace, RecoveryContract contract) implements Request {
+        public Register {
+            Check.text("instance_id", instanceId, 1, MAX_INSTANCE_ID_BYTES);
+            Check.nonNegative("epoch", epoch);
+            Objects.requireNonNull(namespace, "namespace");
+            Objects.requireNonNull(contract, "contract");
+            if (contract.pageTokens() != namespace.pageTokens()) {
+                throw new IllegalArgumentException("contract page_tokens " + contract.pageTokens()
+                        + " differs from the namespace's " + namespace.pageTokens());
+            }
+            Check.atMost("contract groups", contract.groups().size(), RecoveryContractEncoding.MAX_GROUPS);
+        }
+
+        @Override
+        public FrameType type() {
+            return FrameType.REGISTER;
+        }
+    }
+
+    /**
+     * Registers a destination region for ENGINE_RESTORE: a shared-memory file of
+     * {@code sizeBytes} holding {@code pageCount} pages of {@code pageBytes}. Invariants: path
+     * non-empty; {@code pageBytes * pageCount <= sizeBytes}.
+     */
+    record RegisterRegion(String path, long sizeBytes, int pageBytes, int pageCount) implements Request {
+        public RegisterRegion {
+            Check.text("path", path, 1, Check.U16_MAX);
+            Check.positive("page_bytes", pageBytes);
+            Check.positive("page_count", pageCount);
+            Check.positive("size_bytes", sizeBytes);
+            if ((long) pageBytes * pageCount > sizeBytes) {
+                throw new IllegalArgumentException(pageCount + " pages of " + pageBytes + " bytes exceed size_bytes " + sizeBytes);
+            }
+        }
+
+        @Override
+        public FrameType type() {
+            return FrameType.REGISTER_REGION;
+        }
+    }
+
+    /**
+     * One state group's page names in a QUERY, page 0 first (entry {@code i} names the page of
+     * tokens {@code [i*P, (i+1)*P)}; for a recurrent group, the checkpoint at token {@code (i+1)*P}).
+     * Invariants: group id {@code >= 0}; a {@link KeyForm#STATE_KEY} group has 32-byte hashes.
+     */
+    record QueryGroup(int groupId, KeyForm form, Hashes hashes) {
+        public QueryGroup {
+            Check.nonNegative("group_id", groupId);
+            Objects.requireNonNull(form, "form");
+            Objects.requireNonNull(hashes, "hashes");
+            requireKeyWidth(form, hashes);
+        }
+    }
+
+    /**
+     * Asks which prefix of the prompt the Manager can restore, and leases it. A QUERY with an
+     * operation id that is live replaces that operation when its revision is higher.
+     * Invariants: operation id {@code >= 1}; revision {@code >= 0};
+     * {@code 0 <= originTokens < promptTokens}; 1..65,535 groups with distinct ids.
+     */
+    record Query(long operationId, int revision, CompletionTarget target, long promptTokens, long originTokens,
+                 List<QueryGroup> groups) implements Request {
+        public Query {
+            Check.positive("operation_id", operationId);
+            Check.nonNegative("revision", revision);
+            Objects.requireNonNull(target, "target");
+            Check.positive("prompt_tokens", promptTokens);
+            Check.nonNegative("origin_tokens", originTokens);
+            if (originTokens >= promptTokens) {
+                throw new IllegalArgumentException("origin_tokens " + originTokens + " must be below prompt_tokens " + promptTokens);
+            }
+            groups = Check.list("groups", groups, 1, Check.U16_MAX);
+            Check.uniqueIds("groups", groups, QueryGroup::groupId);
+        }
+
+        /** Pages summed over the groups. */
+        public long pageCount() {
+            long n = 0;
+            for (QueryGroup g : groups) n += g.hashes().count();
+            return n;
+        }
+
+        @Override
+        public FrameType type() {
+            return FrameType.QUERY;
+        }
+    }
+
+    /** Asks for the current result of a live operation at {@code revision}. */
+    record QueryPoll(long operationId, int revision) implements Request {
+        public QueryPoll {
+            Check.positive("operation_id", operationId);
+            Check.nonNegative("revision", revision);
+        }
+
+        @Override
+        public FrameType type() {
+            return FrameType.QUERY_POLL;
+        }
+    }
+
+    /** Stops an operation: unsubmitted work at once, submitted I/O drains before release. */
+    record Cancel(long operationId) implements Request {
+        public Cancel {
+            Check.positive("operation_id", operationId);
+        }
+
+        @Override
+        public FrameType type() {
+            return FrameType.CANCEL;
+        }
+    }
+
+    /**
+     * One page to publish: its group, its name (exactly one hash) and its image size. Invariants:
+     * group id {@code >= 0}; {@code lengthBytes >= 1}; a STATE_KEY name is 32 bytes.
+     */
+    record PublishPage(int groupId, KeyForm form, Hashes name, int lengthBytes) {
+        public PublishPage {
+            Check.nonNegative("group_id", groupId);
+            Objects.requireNonNull(form, "form");
+            Objects.requireNonNull(name, "name");
+            if (name.count() != 1) throw new IllegalArgumentException("a publish entry has exactly one name: " + name.count());
+            requireKeyWidth(form, name);
+            Check.positive("length_bytes", lengthBytes);
+        }
+    }
+
+    /** Reserves arena slots for pages the engine will write; at least one page. */
+    record PublishReserve(List<PublishPage> pages) implements Request {
+        public PublishReserve {
+            pages = Check.list("pages", pages, 1, Integer.MAX_VALUE);
+        }
+
+        @Override
+        public FrameType type() {
+            return FrameType.PUBLISH_RESERVE;
+        }
+    }
+
+    /** Seals reserved slots the engine has written; ids {@code >= 1}, at least one, distinct. */
+    record PublishCommit(List<Long> reservationIds) implements Request {
+        public PublishCommit {
+            reservationIds = reservationIdList(reservationIds);
+        }
+
+        @Override
+        public FrameType type() {
+            return FrameType.PUBLISH_COMMIT;
+        }
+    }
+
+    /** Frees reserved slots without sealing them; ids {@code >= 1}, at least one, distinct. */
+    record PublishAbort(List<Long> reservationIds) implements Request {
+        public PublishAbort {
+            reservationIds = reservationIdList(reservationIds);
+        }
+
+        @Override
+        public FrameType type() {
+            return FrameType.PUBLISH_ABORT;
+        }
+    }
+
+    /** Copy source page {@code sourcePage} of group {@code groupId} into destination page {@code destinationPage}. */
+    record RestorePage(int groupId, long sourcePage, int destinationPage) {
+        public RestorePage {
+            Check.nonNegative("group_id", groupId);
+            Check.nonNegative("source_page", sourcePage);
+            Check.nonNegative("destination_page", destinationPage);
+        }
+    }
+
+    /**
+     * Copies leased pages of an operation into a registered region; completion is an asynchronous
+     * COMPLETION (RESTORE_DONE). Invariants: at least one page; no source page and no destination
+     * page appears twice.
+     */
+    record Restore(long operationId, int regionId, List<RestorePage> pages) implements Request {
+        public Restore {
+            Check.positive("operation_id", operationId);
+            Check.nonNegative("region_id", regionId);
+            pages = Check.list("pages", pages, 1, Integer.MAX_VALUE);
+            Set<Integer> destinations = new HashSet<>();
+            Map<Integer, Set<Long>> sources = new HashMap<>();
+            for (RestorePage p : pages) {
+                if (!destinations.add(p.destinationPage())) {
+                    throw new IllegalArgumentException("destination page " + p.destinationPage() + " appears twice");
+                }
+                if (!sources.computeIfAbsent(p.groupId(), g -> new HashSet<>()).add(p.sourcePage())) {
+                    throw new IllegalArgumentException("source page " + p.sourcePage() + " of group " + p.groupId() + " appears twice");
+                }
+            }
+        }
+
+        @Override
+        public FrameType type() {
+            return FrameType.RESTORE;
+        }
+    }
+
+    /** Releases every lease of an operation and ends it (after any restore drains). */
+    record Release(long operationId) implements Request {
+        public Release {
+            Check.positive("operation_id", operationId);
+        }
+
+        @Override
+        public FrameType type() {
+            return FrameType.RELEASE;
+        }
+    }
+
+    /** Asks for the Manager's counters. */
+    record Stats() implements Request {
+        @Override
+        public FrameType type() {
+            return FrameType.STATS;
+        }
+    }
+
+    private static void requireKeyWidth(KeyForm form, Hashes hashes) {
+        if (form == KeyForm.STATE_KEY && hashes.width() != StateKey.BYTES) {
+            throw new IllegalArgumentException("state keys are 32 bytes, not " + hashes.width());
+        }
+    }
+
+    private static List<Long> reservationIdList(List<Long> ids) {
+        List<Long> copy = Check.list("reservation_ids", ids, 1, Integer.MAX_VALUE);
+        Set<Long> seen = new HashSet<>();
+        for (long id : copy) {
+            Check.positive("reservation_id", id);
+            if (!seen.add(id)) throw new IllegalArgumentException("reservation id " + id + " appears twice");
+        }
+        return copy;
+    }
+}
