@@ -98,7 +98,8 @@ public final class Reservation implements ReserveResult {
         return owner;
     }
 
-    int namespaceId() {
+    /** The namespace id the image will carry. */
+    public int namespaceId() {
         return namespaceId;
     }
 
