@@ -349,11 +349,11 @@ public final class TieredStore implements AutoCloseable {
 
         private StageResult onRead(ReadResult result) {
             return switch (result) {
-                case ReadResult.Served ignored -> switch (dram.commit(reservation)) {
-                    case CommitResult.Inserted(long imageId) -> leaseImage(key, imageId, StageResult.Source.SSD_READ);
-                    case CommitResult.Duplicate(long imageId) -> leaseImage(key, imageId, StageResult.Source.DRAM_HIT);
-                    case CommitResult.NotOpen() ->
-                            throw new IllegalStateException("staging reservation closed by someone else: " + reservation);
+                case ReadResult.Served ignored -> switch (dram.commitAndAcquire(reservation)) {
+                    case Lease lease -> new StageResult.Staged(lease,
+                            lease.imageId() == reservation.imageId() ? StageResult.Source.SSD_READ
+                                    : StageResult.Source.DRAM_HIT);
+                    case AcquireResult.Miss ignored2 -> new StageResult.Miss(key, StageResult.MissReason.EVICTED);
                 };
                 case ReadResult.Corrupt ignored -> aborted(new StageResult.Miss(key, StageResult.MissReason.CORRUPT));
                 case ReadResult.Busy ignored -> aborted(new StageResult.Busy(StageResult.BusyReason.SSD_QUEUE_FULL));

@@ -150,6 +150,36 @@ public final class DramTier implements AutoCloseable {
         return new CommitResult.Duplicate(winner.imageId());
     }
 
+    /**
+     * Commits like {@link #commit} and leases the committed image in the same step (the lease is
+     * taken inside the insertion, before any eviction the insertion triggers), so a caller that
+     * paid for the bytes, like a restore from SSD, keeps them even when W-TinyLFU refuses the
+     * newcomer at once. For a duplicate, leases the resident image if it is still there. Neither
+     * lease counts as a hit.
+     */
+    public AcquireResult commitAndAcquire(Reservation reservation) {
+        requireOwned(reservation);
+        requireOpen();
+        if (!reservation.close(Reservation.COMMITTED)) return new AcquireResult.Miss(reservation.key());
+        ResidentImage fresh = new ResidentImage(reservation.slot(), reservation.lengthBytes(),
+                reservation.namespaceId(), reservation.imageId());
+        ResidentImage winner = index.get(reservation.key(), key -> {
+            ResidentImage published = publish(key, fresh);
+            if (!slots.pin(fresh.slot(), fresh.imageId())) {
+                throw new IllegalStateException("a freshly published slot could not be pinned: " + fresh);
+            }
+            return published;
+        });
+        if (winner == fresh) {
+            metrics.inserted();
+            return newLease(reservation.key(), fresh);
+        }
+        slots.abort(reservation.slot(), reservation.imageId());
+        metrics.duplicate();
+        return slots.pin(winner.slot(), winner.imageId()) ? newLease(reservation.key(), winner)
+                : new AcquireResult.Miss(reservation.key());
+    }
+
     /** Gives the reservation's slot back; false if it was already committed or aborted. */
     public boolean abort(Reservation reservation) {
         requireOwned(reservation);
