@@ -37,8 +37,10 @@ import java.util.logging.Logger;
  * <p>Owns the listening socket, its socket file and the table of live connections. Thread model:
  * one accept virtual thread; one reader and one writer virtual thread per connection;
  * {@link #close()} from any thread (the shutdown hook). Invariants: at most
- * {@code limits.maxConnections()} connections are live; one more is answered ERROR BUSY
- * (request id 0) and closed at once; the socket file exists exactly while the server is open
+ * {@code limits.maxConnections()} connections have sessions; one more gets no session: its first
+ * frame is answered ERROR BUSY under that frame's request id and it is closed (protocol §8), and
+ * past {@link #REFUSING_CONNECTIONS} such connections waiting, a new one gets ERROR BUSY under
+ * request id 0 at accept; the socket file exists exactly while the server is open
  * and has mode {@code 0600} or {@code 0660}; {@link #close()} returns only after every
  * session's {@code close()} ran (or the drain bound passed).
  *
@@ -51,8 +53,9 @@ import java.util.logging.Logger;
  * <p>Design note: thread per connection on virtual threads instead of a selector loop: a
  * session's {@code handle} may block (REGISTER waits for a fenced incarnation to drain), and 256
  * connections cost 512 virtual threads (a few KiB of stack each) rather than a dispatcher that
- * must never block. Over-limit connections are refused at accept, before any buffer is
- * allocated for them, so a connection flood costs one small write each.
+ * must never block. Over-limit connections are answered on their first frame, as the protocol
+ * documents, but at most 16 at once (a 64 KiB buffer each); past that a connection flood costs
+ * one small write per connection at accept and no memory.
  */
 public final class ChannelServer implements AutoCloseable {
 
@@ -86,10 +89,22 @@ public final class ChannelServer implements AutoCloseable {
     private final FrameDecoder decoder;
     private final ChannelMetrics metrics;
     private final Map<Long, Connection> live = new ConcurrentHashMap<>();
+    /** Over-limit connections waiting for their first frame to answer it BUSY; at most {@link #REFUSING_CONNECTIONS}. */
+    private final Map<Long, Connection> refusing = new ConcurrentHashMap<>();
     private final Map<Long, Thread> readers = new ConcurrentHashMap<>();
     private final AtomicLong nextId = new AtomicLong();
     private final Thread acceptor;
     private volatile boolean closing;
+
+    /**
+     * Over-limit connections answered BUSY on their first frame at once; past this many (a
+     * connection flood) a new one gets ERROR BUSY under request id 0 at accept and is closed.
+     */
+    static final int REFUSING_CONNECTIONS = 16;
+
+    private String busyMessage() {
+        return "maxConnections (" + settings.limits().maxConnections() + ") reached";
+    }
 
     private ChannelServer(Settings settings, ServerSocketChannel server, SessionFactory sessions, MeterRegistry registry) {
         this.settings = settings;
@@ -171,19 +186,26 @@ public final class ChannelServer implements AutoCloseable {
                 continue;
             }
             metrics.accepted.increment();
-            if (closing || live.size() >= settings.limits().maxConnections()) {
-                refuse(channel, closing ? ErrorCode.SHUTTING_DOWN : ErrorCode.BUSY, closing
-                        ? "the Manager is shutting down"
-                        : "maxConnections (" + settings.limits().maxConnections() + ") reached");
+            if (closing) {
+                refuse(channel, ErrorCode.SHUTTING_DOWN, "the Manager is shutting down");
                 continue;
             }
             long id = nextId.incrementAndGet();
+            boolean full = live.size() >= settings.limits().maxConnections();
+            if (full && refusing.size() >= REFUSING_CONNECTIONS) {
+                refuse(channel, ErrorCode.BUSY, busyMessage());
+                continue;
+            }
+            Map<Long, Connection> table = full ? refusing : live;
             Connection c = new Connection(id, channel, decoder, settings.outboundQueueFrames(), metrics, () -> {
-                live.remove(id);
+                table.remove(id);
                 readers.remove(id);
             });
-            Thread reader = Thread.ofVirtual().name("orbitkv-conn-" + id).unstarted(() -> c.run(sessions));
-            live.put(id, c);
+            Thread reader = Thread.ofVirtual().name("orbitkv-conn-" + id).unstarted(full
+                    ? () -> c.runRefused(ErrorCode.BUSY, busyMessage())
+                    : () -> c.run(sessions));
+            if (full) metrics.refusedBusy.increment();
+            table.put(id, c);
             readers.put(id, reader);
             reader.start();
         }
@@ -191,7 +213,7 @@ public final class ChannelServer implements AutoCloseable {
 
     /** One ERROR frame under request id 0, then close; on the accept thread, before any buffer. */
     private void refuse(SocketChannel channel, ErrorCode code, String message) {
-        if (code == ErrorCode.BUSY) metrics.refusedBusy.increment();
+        metrics.refusedBusy.increment();
         try (channel) {
             ByteBuffer frame = ByteBuffer.wrap(FrameEncoder.toBytes(0, new Reply.Error(code, message)));
             while (frame.hasRemaining()) channel.write(frame);
@@ -216,6 +238,7 @@ public final class ChannelServer implements AutoCloseable {
         }
         acceptor.interrupt();
         List<Connection> open = new ArrayList<>(live.values());
+        open.addAll(refusing.values());
         for (Connection c : open) c.sendAndClose(ErrorCode.SHUTTING_DOWN, "the Manager is shutting down");
         long deadline = System.nanoTime() + settings.drainTimeout().toNanos();
         for (Thread reader : new ArrayList<>(readers.values())) {

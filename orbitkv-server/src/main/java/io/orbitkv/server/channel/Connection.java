@@ -103,6 +103,38 @@ final class Connection implements EventSink {
         }
     }
 
+    /**
+     * The reader loop of a connection that gets no session: the first frame (or refusal) is
+     * answered with ERROR {@code code} under its request id, then the connection closes
+     * (protocol §8: BUSY on REGISTER, then close).
+     */
+    void runRefused(ErrorCode code, String message) {
+        try {
+            while (!closed.get()) {
+                ByteBuffer filled = receive.duplicate().flip();
+                switch (decoder.decode(filled)) {
+                    case DecodeResult.Decoded d -> {
+                        writeFrame(d.requestId(), new Reply.Error(code, clip(message)));
+                        return;
+                    }
+                    case DecodeResult.NeedBytes n -> {
+                        if (!fill(n.bytes())) return;
+                    }
+                    case DecodeResult.Malformed m -> {
+                        metrics.refused(m.code());
+                        writeFrame(m.requestId(), new Reply.Error(m.code(), clip(m.message())));
+                        return;
+                    }
+                }
+            }
+        } catch (IOException e) {
+            LOG.fine(() -> "refused connection " + id + " ended: " + e);
+        } finally {
+            shutdown();
+            onExit.run();
+        }
+    }
+
     private void readLoop(ChannelSession session) throws IOException {
         while (!closed.get()) {
             ByteBuffer filled = receive.duplicate().flip();

@@ -240,7 +240,8 @@ class ChannelServerTest {
             assertThat(a.call(new Request.Stats())).isInstanceOf(Reply.StatsReply.class);
             assertThat(b.call(new Request.Stats())).isInstanceOf(Reply.StatsReply.class);
             try (RawClient c = new RawClient(server.socketPath())) {
-                assertError(c.next(), 0, ErrorCode.BUSY);
+                long id = c.send(new Request.Stats());          // stands for REGISTER: answered BUSY, then closed
+                assertError(c.next(), id, ErrorCode.BUSY);
                 assertThat(c.next()).isInstanceOf(RawClient.Closed.class);
             }
             assertThat(a.call(new Request.Stats())).isInstanceOf(Reply.StatsReply.class);
