@@ -2,6 +2,7 @@ package io.orbitkv.server.channel;
 
 import io.orbitkv.core.engine.ChannelSession;
 import io.orbitkv.core.engine.EventSink;
+import io.orbitkv.core.engine.OpenResult;
 import io.orbitkv.state.protocol.DecodeResult;
 import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.FrameDecoder;
@@ -81,7 +82,13 @@ final class Connection implements EventSink {
     void run(SessionFactory sessions) {
         ChannelSession session = null;
         try {
-            session = sessions.open(this);
+            switch (sessions.open(this)) {
+                case OpenResult.Opened o -> session = o.session();
+                case OpenResult.Refused r -> {
+                    answerFirstFrame(r.code(), r.message());
+                    return;
+                }
+            }
             writer = Thread.ofVirtual().name("orbitkv-conn-" + id + "-writer").start(this::writeCompletions);
             readLoop(session);
         } catch (IOException e) {
@@ -110,28 +117,32 @@ final class Connection implements EventSink {
      */
     void runRefused(ErrorCode code, String message) {
         try {
-            while (!closed.get()) {
-                ByteBuffer filled = receive.duplicate().flip();
-                switch (decoder.decode(filled)) {
-                    case DecodeResult.Decoded d -> {
-                        writeFrame(d.requestId(), new Reply.Error(code, clip(message)));
-                        return;
-                    }
-                    case DecodeResult.NeedBytes n -> {
-                        if (!fill(n.bytes())) return;
-                    }
-                    case DecodeResult.Malformed m -> {
-                        metrics.refused(m.code());
-                        writeFrame(m.requestId(), new Reply.Error(m.code(), clip(m.message())));
-                        return;
-                    }
-                }
-            }
+            answerFirstFrame(code, message);
         } catch (IOException e) {
             LOG.fine(() -> "refused connection " + id + " ended: " + e);
         } finally {
             shutdown();
             onExit.run();
+        }
+    }
+
+    private void answerFirstFrame(ErrorCode code, String message) throws IOException {
+        while (!closed.get()) {
+            ByteBuffer filled = receive.duplicate().flip();
+            switch (decoder.decode(filled)) {
+                case DecodeResult.Decoded d -> {
+                    writeFrame(d.requestId(), new Reply.Error(code, clip(message)));
+                    return;
+                }
+                case DecodeResult.NeedBytes n -> {
+                    if (!fill(n.bytes())) return;
+                }
+                case DecodeResult.Malformed m -> {
+                    metrics.refused(m.code());
+                    writeFrame(m.requestId(), new Reply.Error(m.code(), clip(m.message())));
+                    return;
+                }
+            }
         }
     }
 

@@ -41,7 +41,8 @@ import java.util.function.BiConsumer;
  * @param arenaName              file name stem of the arena files, {@code [A-Za-z0-9_-]{1,64}}
  * @param dramBytes              bytes of DRAM slots in all size classes together
  * @param dramSlotBytes          slot sizes, strictly increasing multiples of 4 KiB
- * @param stagingBytes           DRAM bytes that may be reserved and not yet committed (publishes, SSD stagings)
+ * @param stagingBytes           DRAM bytes that may be reserved and not yet committed (publishes, SSD stagings);
+ *                               also the query staging budget; follows {@code dramBytes / 8} unless set
  * @param ssdDir                 directory of the SSD extent files and of {@code manager.lock}
  * @param ssdBytes               bytes of SSD extent files in all
  * @param ssdFiles               number of extent ring files
@@ -52,6 +53,8 @@ import java.util.function.BiConsumer;
  * @param ssdWriteBurstBytes     SSD write budget's burst, bytes
  * @param ssdWriteQueueBytes     bytes admitted for SSD and not yet written
  * @param maxInflightStages      distinct keys being staged from SSD at once
+ * @param maxLeases              pages leased to all operations of all sessions at once (global lease table)
+ * @param restoreCopyThreads     platform threads copying leased pages into engine regions (RESTORE)
  * @param socket                 path of the engine channel's Unix socket
  * @param socketMode             permissions of the socket file, {@code 0600} or {@code 0660}
  * @param httpHost               address the HTTP endpoint binds
@@ -77,6 +80,8 @@ public record ManagerConfig(
         long ssdWriteBurstBytes,
         long ssdWriteQueueBytes,
         int maxInflightStages,
+        long maxLeases,
+        int restoreCopyThreads,
         Path socket,
         String socketMode,
         String httpHost,
@@ -116,6 +121,25 @@ public record ManagerConfig(
         storeConfig(dramDir, arenaName, dramBytes, dramSlotBytes, stagingBytes, ssdDir, ssdBytes, ssdFiles,
                 ssdIoThreads, ssdBufferedFallback, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
                 ssdWriteQueueBytes, maxInflightStages, drainTimeoutMillis);
+        coreConfig(maxLeases, stagingBytes, restoreCopyThreads, drainTimeoutMillis);
+    }
+
+    /**
+     * The Manager logic's bounds: {@code maxLeases}, {@code restoreCopyThreads}, the query staging
+     * budget (the same {@code stagingBytes} the DRAM tier may hold reserved: a staging reserves
+     * its slot there) and the fence drain bound ({@code drainTimeoutMillis}); the rest are the
+     * core's defaults.
+     */
+    public io.orbitkv.core.engine.ManagerConfig coreConfig() {
+        return coreConfig(maxLeases, stagingBytes, restoreCopyThreads, drainTimeoutMillis);
+    }
+
+    private static io.orbitkv.core.engine.ManagerConfig coreConfig(long maxLeases, long stagingBytes,
+            int restoreCopyThreads, long drainTimeoutMillis) {
+        io.orbitkv.core.engine.ManagerConfig d = io.orbitkv.core.engine.ManagerConfig.DEFAULTS;
+        return new io.orbitkv.core.engine.ManagerConfig(maxLeases, stagingBytes, d.stagesPerOperation(),
+                restoreCopyThreads, Math.max(d.restoreQueuedTasks(), restoreCopyThreads), d.maxInstances(),
+                d.maxReplans(), java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(drainTimeoutMillis));
     }
 
     /**
@@ -128,10 +152,11 @@ public record ManagerConfig(
         String user = System.getProperty("user.name", "user").replaceAll("[^A-Za-z0-9_-]", "_");
         Path ssd = VAR_DIR.resolve("ssd");
         return new ManagerConfig(Path.of("/dev/shm", "orbitkv-" + user), "manager", 1L << 30,
-                DramTierConfig.DEFAULT_SLOT_BYTES, 128L << 20, ssd, 4L << 30, 4, 4, true,
+                DramTierConfig.DEFAULT_SLOT_BYTES, (1L << 30) / 8, ssd, 4L << 30, 4, 4, true,
                 new SsdAdmissionPolicy.WriteThrough(), 1L << 30, 64L << 20, 256L << 20, 256,
-                VAR_DIR.resolve("manager.sock"), "0600", "127.0.0.1", DEFAULT_HTTP_PORT,
-                VAR_DIR.resolve("manager.ready"), ProtocolLimits.DEFAULTS, 1024, 10_000);
+                io.orbitkv.core.engine.ManagerConfig.DEFAULTS.maxLeases(),
+                io.orbitkv.core.engine.ManagerConfig.DEFAULTS.restoreCopyThreads(), VAR_DIR.resolve("manager.sock"), "0600", "127.0.0.1", DEFAULT_HTTP_PORT,
+                defaultReadyFile(ssd), ProtocolLimits.DEFAULTS, 1024, 10_000);
     }
 
     /** The tiered store this configuration describes. */
@@ -225,6 +250,7 @@ public record ManagerConfig(
             }
             if (e.getKey().equals("readyFile")) explicitReady = b.readyFile;
         }
+        if (!values.containsKey("stagingBytes") && stagingBytes == dramBytes / 8) b.stagingBytes = b.dramBytes / 8;
         if (explicitReady == null && !b.ssdDir.equals(ssdDir) && readyFile.equals(defaultReadyFile(ssdDir))) {
             b.readyFile = defaultReadyFile(b.ssdDir);
         }
@@ -237,8 +263,8 @@ public record ManagerConfig(
 
     /** Where the ready line goes unless {@code readyFile} is set: next to the SSD directory. */
     static Path defaultReadyFile(Path ssdDir) {
-        Path parent = ssdDir.toAbsolutePath().normalize().getParent();
-        return parent == null ? ssdDir.resolve("manager.ready") : parent.resolve("manager.ready");
+        Path parent = ssdDir.normalize().getParent();
+        return parent == null ? Path.of("manager.ready") : parent.resolve("manager.ready");
     }
 
     /** One configuration key: its name, what it means (for errors and docs) and how it is set. */
@@ -269,6 +295,8 @@ public record ManagerConfig(
                 new Key("ssdWriteQueueBytes", "SSD writes admitted, not yet written (size)",
                         (b, v) -> b.ssdWriteQueueBytes = size(v)),
                 new Key("maxInflightStages", "keys staged from SSD at once", (b, v) -> b.maxInflightStages = integer(v)),
+                new Key("maxLeases", "global lease table entries", (b, v) -> b.maxLeases = size(v)),
+                new Key("restoreCopyThreads", "restore copy threads", (b, v) -> b.restoreCopyThreads = integer(v)),
                 new Key("socket", "engine channel socket path", (b, v) -> b.socket = path(v)),
                 new Key("socketMode", "socket permissions, 0600 or 0660", (b, v) -> b.socketMode = text(v)),
                 new Key("httpHost", "HTTP bind address", (b, v) -> b.httpHost = text(v)),
@@ -352,6 +380,8 @@ public record ManagerConfig(
         long ssdWriteBurstBytes;
         long ssdWriteQueueBytes;
         int maxInflightStages;
+        long maxLeases;
+        int restoreCopyThreads;
         Path socket;
         String socketMode;
         String httpHost;
@@ -377,6 +407,8 @@ public record ManagerConfig(
             ssdWriteBurstBytes = c.ssdWriteBurstBytes;
             ssdWriteQueueBytes = c.ssdWriteQueueBytes;
             maxInflightStages = c.maxInflightStages;
+            maxLeases = c.maxLeases;
+            restoreCopyThreads = c.restoreCopyThreads;
             socket = c.socket;
             socketMode = c.socketMode;
             httpHost = c.httpHost;
@@ -396,7 +428,8 @@ public record ManagerConfig(
                     limits[6], limits[7], limits[8], limits[9], limits[10], limits[11], limits[12]);
             return new ManagerConfig(dramDir, arenaName, dramBytes, dramSlotBytes, stagingBytes, ssdDir, ssdBytes,
                     ssdFiles, ssdIoThreads, ssdBufferedFallback, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
-                    ssdWriteQueueBytes, maxInflightStages, socket, socketMode, httpHost, httpPort, readyFile, l,
+                    ssdWriteQueueBytes, maxInflightStages, maxLeases, restoreCopyThreads, socket, socketMode, httpHost,
+                    httpPort, readyFile, l,
                     outboundQueueFrames, drainTimeoutMillis);
         }
     }

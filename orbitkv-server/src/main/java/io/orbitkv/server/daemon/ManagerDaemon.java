@@ -99,8 +99,9 @@ public final class ManagerDaemon implements AutoCloseable {
         ChannelServer channel = null;
         try {
             Files.createDirectories(config.dramDir());
-            store = TieredStore.open(config.storeConfig(), new NamespaceTable(NAMESPACES), registry);
-            core = ManagerCore.create(store, config.limits(), registry);
+            NamespaceTable namespaces = new NamespaceTable(NAMESPACES);
+            store = TieredStore.open(config.storeConfig(), namespaces, registry);
+            core = new ManagerCore(store, namespaces, config.limits(), config.coreConfig(), registry, System::nanoTime);
             channel = ChannelServer.start(new ChannelServer.Settings(config.socket(), config.socketMode(),
                     config.limits(), config.outboundQueueFrames(), Duration.ofMillis(config.drainTimeoutMillis())),
                     core::openSession, registry);

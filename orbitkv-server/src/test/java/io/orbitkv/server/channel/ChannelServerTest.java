@@ -7,6 +7,7 @@ import static org.awaitility.Awaitility.await;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.core.engine.ChannelSession;
 import io.orbitkv.core.engine.EventSink;
+import io.orbitkv.core.engine.OpenResult;
 import io.orbitkv.state.protocol.CompletionEvent;
 import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.FrameEncoder;
@@ -88,7 +89,7 @@ class ChannelServerTest {
                 d.maxStatsCounters(), d.maxStringBytes(), maxConnections, d.maxOperationsPerConnection(),
                 d.maxReservationsPerConnection(), d.maxRegionsPerConnection());
         server = ChannelServer.start(new ChannelServer.Settings(dir.resolve("m.sock"), "0600", limits, 4,
-                Duration.ofSeconds(10)), ScriptedSession::new, registry);
+                Duration.ofSeconds(10)), sink -> new OpenResult.Opened(new ScriptedSession(sink)), registry);
         return server;
     }
 
@@ -278,7 +279,8 @@ class ChannelServerTest {
             assertThat(c.call(new Request.Stats())).isInstanceOf(Reply.StatsReply.class);
         }
         assertThatThrownBy(() -> ChannelServer.start(new ChannelServer.Settings(path, "0660", ProtocolLimits.DEFAULTS,
-                4, Duration.ofSeconds(1)), ScriptedSession::new, new SimpleMeterRegistry()))
+                4, Duration.ofSeconds(1)), sink -> new OpenResult.Opened(new ScriptedSession(sink)),
+                new SimpleMeterRegistry()))
                 .isInstanceOf(IOException.class).hasMessageContaining("already listening");
         try (RawClient c = new RawClient(path)) {
             assertThat(c.call(new Request.Stats())).isInstanceOf(Reply.StatsReply.class);
@@ -286,5 +288,19 @@ class ChannelServerTest {
         Path regular = Files.writeString(dir.resolve("not-a-socket"), "x");
         assertThatThrownBy(() -> ChannelServer.removeIfStale(regular)).hasMessageContaining("not a socket");
         assertThat(regular).exists();
+    }
+
+    @Test
+    void aSessionRefusedByTheManagerIsAnsweredOnItsFirstFrameAndClosed() throws IOException {
+        server = ChannelServer.start(new ChannelServer.Settings(dir.resolve("m.sock"), "0660", ProtocolLimits.DEFAULTS,
+                4, Duration.ofSeconds(10)), sink -> new OpenResult.Refused(ErrorCode.SHUTTING_DOWN, "draining"), registry);
+        assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(dir.resolve("m.sock"))))
+                .isEqualTo("rw-rw----");
+        try (RawClient c = new RawClient(server.socketPath())) {
+            long id = c.send(new Request.Stats());
+            assertError(c.next(), id, ErrorCode.SHUTTING_DOWN);
+            assertThat(c.next()).isInstanceOf(RawClient.Closed.class);
+        }
+        await().atMost(Duration.ofSeconds(10)).until(() -> server.connections() == 0);
     }
 }
