@@ -141,6 +141,7 @@ final class PublishFixture implements AutoCloseable {
         assertThat(pipeline.publish(key, NS, PageSource.weak(page(key, BLOCK), BLOCK)))
                 .isInstanceOf(PublishResult.Queued.class);
         assertThat(pipeline.sealQueued(16)).isEqualTo(1);
+        pipeline.admitEvicted();
     }
 
     /** Reads {@code key}'s SSD extent back, verified; empty when not on SSD. */
