@@ -269,6 +269,30 @@ class TieredStoreTest {
     }
 
     @Test
+    void closeDrainsQueuedAndInFlightSsdWorkBeforeClosingTheTiers() throws Exception {
+        open(writeThrough(), 16);
+        putOnSsdOnly(key(1));
+        CompletableFuture<Void> hold = holdDispatcher();
+        CompletableFuture<StageResult> staging = store.stage(key(1));
+        store.publish(key(2), NS, PageSource.weak(page(key(2)), BLOCK));
+        await().atMost(WAIT).until(() -> store.dispatcher().depth(false) == 1);
+        double writesBefore = registry.get("orbitkv.ssd.writes").counter().count();
+        Thread closer = Thread.ofPlatform().start(store::close);
+        await().atMost(WAIT).until(() -> closer.getState() == Thread.State.TIMED_WAITING);
+        assertThat(staging).as("close waits for the queued read").isNotDone();
+        hold.complete(null);
+        closer.join(WAIT.toMillis());
+        assertThat(closer.isAlive()).isFalse();
+        StageResult r = staging.join();
+        assertThat(r).isInstanceOfSatisfying(StageResult.Staged.class, st -> {
+            assertThat(st.source()).isEqualTo(StageResult.Source.SSD_READ);
+            st.lease().release(); // legal after close
+        });
+        assertThat(registry.find("orbitkv.ssd.writes").counter().count()).isEqualTo(writesBefore + 1);
+        assertThat(store.stage(key(1)).join()).isEqualTo(new StageResult.Miss(key(1), StageResult.MissReason.CLOSED));
+    }
+
+    @Test
     void bothTiersReportToTheOneResidencyStream() throws IOException {
         open(writeThrough(), 16);
         putOnSsdOnly(key(1));
