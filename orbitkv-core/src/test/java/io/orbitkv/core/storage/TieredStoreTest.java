@@ -41,7 +41,6 @@ class TieredStoreTest {
     static final NamespaceDigest DIGEST = new NamespaceDigest(0xabcdL, 4, 5, 6);
     static final int BLOCK = 20 * 1024; // not a 4 KiB multiple
     static final int SLOT = 32 * 1024;
-    static final Arena PAGES = Arena.ofAuto();
     static final Duration WAIT = Duration.ofSeconds(10);
 
     @TempDir
@@ -84,7 +83,8 @@ class TieredStoreTest {
     }
 
     static MemorySegment page(StateKey key) {
-        MemorySegment s = PAGES.allocate(BLOCK, 4096);
+        // Its own automatic arena: once a weak source's page is collected, its memory is freed too.
+        MemorySegment s = Arena.ofAuto().allocate(BLOCK, 4096);
         for (long o = 0; o < BLOCK; o++) s.set(ValueLayout.JAVA_BYTE, o, (byte) mix(key.prefix64() + o));
         return s;
     }
