@@ -49,7 +49,8 @@ import java.util.function.LongSupplier;
  *
  * <p>Thread model: all public methods are thread-safe and never block on I/O; staging completes
  * its future on an SSD worker thread (or at once for a DRAM hit or a refusal). The sealing
- * thread (a platform thread, {@code orbitkv-sealer-<arena>}) runs {@link PublishPipeline#sealQueued}.
+ * thread (a platform thread, {@code orbitkv-sealer-<arena>}) runs {@link PublishPipeline#sealQueued}
+ * and {@link PublishPipeline#admitEvicted}.
  * {@link #close()} stops intake, lets queued and in-flight SSD work finish (bounded by the
  * publish {@code drainTimeoutNanos}), then closes the store and the DRAM tier.
  *
@@ -349,11 +350,11 @@ public final class TieredStore implements AutoCloseable {
 
         private StageResult onRead(ReadResult result) {
             return switch (result) {
-                case ReadResult.Served ignored -> switch (dram.commit(reservation)) {
-                    case CommitResult.Inserted(long imageId) -> leaseImage(key, imageId, StageResult.Source.SSD_READ);
-                    case CommitResult.Duplicate(long imageId) -> leaseImage(key, imageId, StageResult.Source.DRAM_HIT);
-                    case CommitResult.NotOpen() ->
-                            throw new IllegalStateException("staging reservation closed by someone else: " + reservation);
+                case ReadResult.Served ignored -> switch (dram.commitAndAcquire(reservation)) {
+                    case Lease lease -> new StageResult.Staged(lease,
+                            lease.imageId() == reservation.imageId() ? StageResult.Source.SSD_READ
+                                    : StageResult.Source.DRAM_HIT);
+                    case AcquireResult.Miss ignored2 -> new StageResult.Miss(key, StageResult.MissReason.EVICTED);
                 };
                 case ReadResult.Corrupt ignored -> aborted(new StageResult.Miss(key, StageResult.MissReason.CORRUPT));
                 case ReadResult.Busy ignored -> aborted(new StageResult.Busy(StageResult.BusyReason.SSD_QUEUE_FULL));
@@ -425,7 +426,10 @@ public final class TieredStore implements AutoCloseable {
     private void sealLoop() {
         while (!closed.get()) {
             try {
-                if (pipeline.awaitSealWork(SEAL_POLL_NANOS)) pipeline.sealQueued(SEAL_BATCH_BLOCKS);
+                if (pipeline.awaitWork(SEAL_POLL_NANOS)) {
+                    pipeline.admitEvicted();
+                    pipeline.sealQueued(SEAL_BATCH_BLOCKS);
+                }
             } catch (InterruptedException e) {
                 return;
             } catch (RuntimeException e) {

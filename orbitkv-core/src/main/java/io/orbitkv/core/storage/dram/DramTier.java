@@ -31,6 +31,13 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * the index at once, so no new reader finds it, but its slot returns to the free list only when
  * the last lease is released.
  *
+ * <p>Hooks for internal copiers (the publish pipeline and staging): {@link #commitAndAcquire}
+ * leases the new image inside its insertion, so an image the policy refuses at once is still
+ * readable by the caller that paid for it; {@link #acquireImage} leases an exact image without
+ * counting a use; {@link #share} adds a lease to an already leased image; an
+ * {@link EvictionListener} set once with {@link #setEvictionListener} is handed each evicted
+ * image (not namespace drops) pinned by a lease taken before its slot was retired.
+ *
  * <p>Thread model: every public method is thread-safe and non-blocking apart from short locks
  * (Caffeine's per-bin and eviction locks, then the slot table's lock, in that order only).
  * Caffeine's maintenance runs on the calling thread ({@code executor(Runnable::run)}), so an
@@ -148,6 +155,36 @@ public final class DramTier implements AutoCloseable {
         slots.abort(reservation.slot(), reservation.imageId());
         metrics.duplicate();
         return new CommitResult.Duplicate(winner.imageId());
+    }
+
+    /**
+     * Commits like {@link #commit} and leases the committed image in the same step (the lease is
+     * taken inside the insertion, before any eviction the insertion triggers), so a caller that
+     * paid for the bytes, like a restore from SSD, keeps them even when W-TinyLFU refuses the
+     * newcomer at once. For a duplicate, leases the resident image if it is still there. Neither
+     * lease counts as a hit.
+     */
+    public AcquireResult commitAndAcquire(Reservation reservation) {
+        requireOwned(reservation);
+        requireOpen();
+        if (!reservation.close(Reservation.COMMITTED)) return new AcquireResult.Miss(reservation.key());
+        ResidentImage fresh = new ResidentImage(reservation.slot(), reservation.lengthBytes(),
+                reservation.namespaceId(), reservation.imageId());
+        ResidentImage winner = index.get(reservation.key(), key -> {
+            ResidentImage published = publish(key, fresh);
+            if (!slots.pin(fresh.slot(), fresh.imageId())) {
+                throw new IllegalStateException("a freshly published slot could not be pinned: " + fresh);
+            }
+            return published;
+        });
+        if (winner == fresh) {
+            metrics.inserted();
+            return newLease(reservation.key(), fresh);
+        }
+        slots.abort(reservation.slot(), reservation.imageId());
+        metrics.duplicate();
+        return slots.pin(winner.slot(), winner.imageId()) ? newLease(reservation.key(), winner)
+                : new AcquireResult.Miss(reservation.key());
     }
 
     /** Gives the reservation's slot back; false if it was already committed or aborted. */
