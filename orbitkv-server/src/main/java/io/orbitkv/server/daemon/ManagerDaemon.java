@@ -33,8 +33,8 @@ import java.util.Optional;
  * directory is shared; a socket a live Manager answers on is refused before any tier opens. Thread model: {@link #start} and
  * {@link #close()} run on the lifecycle thread (the CLI's main thread, or the signal handler's);
  * {@code close()} is idempotent and synchronized. Invariants: nothing is started unless the
- * lock is held; the ready line is printed (and the ready file written) only once everything
- * serves; after {@code close()} the socket file, the DRAM arena files, the ready file and the
+ * lock is held; the ready line is printed (and the ready file written, {@link #announceReady})
+ * only once everything serves; after {@code close()} the socket file, the DRAM arena files, the ready file and the
  * lock file are gone and the lock is released.
  *
  * <p>Shutdown order and why: (1) stop accepting and close every connection, which closes its
@@ -124,9 +124,7 @@ public final class ManagerDaemon implements AutoCloseable {
                     config.limits(), config.outboundQueueFrames(), Duration.ofMillis(config.drainTimeoutMillis())),
                     core::openSession, registry);
             StatusServer http = StatusServer.start(config.httpHost(), config.httpPort(), registry, core::status);
-            ManagerDaemon daemon = new ManagerDaemon(config, log, lock, dramLock, store, core, channel, http);
-            daemon.writeReadyFile();
-            return new Startup.Started(daemon);
+            return new Startup.Started(new ManagerDaemon(config, log, lock, dramLock, store, core, channel, http));
         } catch (IOException | RuntimeException e) {
             if (channel != null) channel.close();
             if (core != null) core.close();
@@ -148,6 +146,19 @@ public final class ManagerDaemon implements AutoCloseable {
     /** The bound HTTP port. */
     public int httpPort() {
         return http.port();
+    }
+
+    /**
+     * Announces that the Manager serves: writes the ready file, then prints the ready line on
+     * {@code out}. Called by the owner once it can also stop the Manager cleanly (signal handlers
+     * installed), so nobody signals a Manager that would not drain.
+     *
+     * @throws IOException if the ready file cannot be written
+     */
+    public void announceReady(PrintWriter out) throws IOException {
+        writeReadyFile();
+        out.println(readyLine);
+        out.flush();
     }
 
     private void writeReadyFile() throws IOException {
