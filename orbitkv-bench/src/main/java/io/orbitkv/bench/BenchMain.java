@@ -23,7 +23,7 @@ import java.util.Set;
  *   java -jar orbitkv-bench.jar dram      [--shm-dir=/dev/shm/orbitkv-bench] [--sizes-kib=256,2048] [--rounds=21]
  *                                         [--resident-kib=0,131072] [--mib-per-round=512]
  *   java -jar orbitkv-bench.jar ssd       [--dir=var/bench] [--sizes-kib=256,2048] [--depths=1,16]
- *                                         [--dataset-mib=1024] [--round-seconds=2] [--rounds=3] [--probe-seconds=1]
+ *                                         [--dataset-mib=1024] [--round-seconds=1] [--rounds=7] [--probe-seconds=1]
  *                                         [--writes=true]
  *   java -jar orbitkv-bench.jar heap-dram [--shm-dir=...] [--blocks=1000000]
  *   java -jar orbitkv-bench.jar heap-ssd  [--dir=...] [--blocks=1000000]
@@ -64,8 +64,8 @@ public final class BenchMain {
             case "ssd" -> SsdThroughputBench.run(new SsdThroughputBench.Options(dir, sizes,
                     ints(opts.getOrDefault("depths", "1,16")),
                     Long.parseLong(opts.getOrDefault("dataset-mib", "1024")) << 20,
-                    Integer.parseInt(opts.getOrDefault("round-seconds", "2")),
-                    Integer.parseInt(opts.getOrDefault("rounds", "3")),
+                    Integer.parseInt(opts.getOrDefault("round-seconds", "1")),
+                    Integer.parseInt(opts.getOrDefault("rounds", "7")),
                     Integer.parseInt(opts.getOrDefault("probe-seconds", "1")),
                     Boolean.parseBoolean(opts.getOrDefault("writes", "true"))));
             case "heap-dram" -> List.of(HeapFootprintBench.dram(shm,

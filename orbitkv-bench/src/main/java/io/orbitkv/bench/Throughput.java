@@ -1,6 +1,8 @@
 package io.orbitkv.bench;
 
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import java.util.function.DoubleSupplier;
 import java.util.function.LongSupplier;
 
@@ -62,6 +64,37 @@ public final class Throughput {
             r[round] = s[round] / b[round];
         }
         return new Paired(median(s), median(b), median(r), rounds);
+    }
+
+    /**
+     * Like {@link #pairedRounds} with several baselines measured in every round (subject first
+     * and baselines in order in even rounds, the reverse in odd rounds). Returns one
+     * {@link Paired} per baseline, in the given order, all sharing the subject's samples; a
+     * caller picks the best baseline by its median rate rather than by one lucky sample.
+     */
+    public static List<Paired> pairedRoundsAgainstEach(DoubleSupplier subjectRound, List<DoubleSupplier> baselineRounds,
+                                                      int rounds) {
+        if (rounds <= 0) throw new IllegalArgumentException("rounds must be positive: " + rounds);
+        if (baselineRounds.isEmpty()) throw new IllegalArgumentException("no baseline");
+        int n = baselineRounds.size();
+        double[] s = new double[rounds];
+        double[][] b = new double[n][rounds];
+        for (int round = 0; round < rounds; round++) {
+            boolean forward = round % 2 == 0;
+            if (forward) s[round] = subjectRound.getAsDouble();
+            for (int k = 0; k < n; k++) {
+                int i = forward ? k : n - 1 - k;
+                b[i][round] = baselineRounds.get(i).getAsDouble();
+            }
+            if (!forward) s[round] = subjectRound.getAsDouble();
+        }
+        List<Paired> out = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            double[] r = new double[rounds];
+            for (int round = 0; round < rounds; round++) r[round] = s[round] / b[i][round];
+            out.add(new Paired(median(s), median(b[i]), median(r), rounds));
+        }
+        return out;
     }
 
     /** GB/s (10^9 bytes per second) of {@code ops} operations. */

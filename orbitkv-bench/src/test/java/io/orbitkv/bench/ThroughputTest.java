@@ -37,6 +37,27 @@ class ThroughputTest {
     }
 
     @Test
+    void everyBaselineRunsInEveryRoundInAlternatingOrder() {
+        List<String> order = new ArrayList<>();
+        double[] rates = {2, 4};
+        List<java.util.function.DoubleSupplier> baselines = List.of(() -> {
+            order.add("a");
+            return rates[0];
+        }, () -> {
+            order.add("b");
+            return rates[1];
+        });
+        List<Throughput.Paired> each = Throughput.pairedRoundsAgainstEach(() -> {
+            order.add("s");
+            return 1;
+        }, baselines, 2);
+        assertThat(order).containsExactly("s", "a", "b", "b", "a", "s");
+        assertThat(each).extracting(Throughput.Paired::baselineRate).containsExactly(2.0, 4.0);
+        assertThat(each).extracting(Throughput.Paired::ratio).containsExactly(0.5, 0.25);
+        assertThat(each).extracting(Throughput.Paired::subjectRate).containsOnly(1.0);
+    }
+
+    @Test
     void opLevelPairingCountsBytesOfBothSidesAfterWarmup() {
         long[] calls = {0, 0};
         Throughput.Paired p = Throughput.paired(() -> {

@@ -22,6 +22,7 @@ import java.util.Comparator;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.DoubleSupplier;
 import java.util.stream.Stream;
 
 /**
@@ -36,8 +37,9 @@ import java.util.stream.Stream;
  * header + payload): each fio I/O covers exactly one extent, the bytes the store reads for it.
  * Then writes of fresh keys (ring wrapping over the filled file) alternate with fio
  * {@code --rw=write} over the same range. Reads run before writes, since fio's writes destroy
- * the extents. fio's engine is chosen per configuration by a short probe of io_uring, libaio
- * and psync (depth = numjobs for psync); the best one then runs the paired rounds.
+ * the extents. Every round runs the store and fio with each usable engine (io_uring, libaio,
+ * psync; depth = numjobs for psync), the order reversing every round; fio's best engine is the
+ * one with the highest median rate, and the ratio is the median of the per-round ratios to it.
  *
  * <p>Thread model: single-threaded driver; the store's workers run the lanes ({@link SsdLanes}).
  * Owns its store directories under the given directory and deletes them when done.
@@ -59,7 +61,7 @@ public final class SsdThroughputBench {
      * @param datasetBytes size of each store's ring file
      * @param roundSeconds seconds per side per round
      * @param rounds       paired rounds per configuration
-     * @param probeSeconds seconds per engine in fio's engine probe
+     * @param probeSeconds seconds of the availability (and warm-up) run of each fio engine
      * @param writes       whether to run the write comparison
      */
     public record Options(Path directory, List<Integer> blockSizes, List<Integer> depths, long datasetBytes,
@@ -133,49 +135,64 @@ public final class SsdThroughputBench {
 
     private static BenchRow compare(String name, Options o, Fio.Job job, StoreRound storeRound, double target)
             throws IOException {
-        Fio.Job probe = new Fio.Job(job.file(), job.offsetBytes(), job.sizeBytes(), job.blockBytes(), job.depth(),
-                job.pattern(), o.probeSeconds());
-        Fio.Engine best = null;
-        double bestRate = 0;
-        StringBuilder probed = new StringBuilder();
-        for (Fio.Engine engine : Fio.Engine.values()) {
-            switch (Fio.run(probe, engine)) {
-                case Fio.Result.Measured(Fio.Engine e, double bps) -> {
-                    probed.append(String.format(" %s=%.0f MB/s", e.fioName(), bps / 1e6));
-                    if (bps > bestRate) {
-                        best = e;
-                        bestRate = bps;
-                    }
-                }
-                case Fio.Result.Unavailable(Fio.Engine e, String reason) ->
-                        probed.append(" ").append(e.fioName()).append("=unavailable(").append(reason).append(")");
-            }
-        }
-        if (best == null) throw new IllegalStateException("no fio engine could run " + Fio.describe(job) + ":" + probed);
-        Fio.Engine engine = best;
-        Throughput.Paired p = Throughput.pairedRounds(() -> {
+        List<Fio.Engine> engines = availableEngines(job, o.probeSeconds());
+        List<DoubleSupplier> fioRounds = engines.stream().<DoubleSupplier>map(engine -> () -> fioRound(job, engine))
+                .toList();
+        List<Throughput.Paired> perEngine = Throughput.pairedRoundsAgainstEach(() -> {
             try {
                 return storeRound.bytesPerSecond();
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
                 throw new IllegalStateException(e);
             }
-        }, () -> {
-            try {
-                return switch (Fio.run(job, engine)) {
-                    case Fio.Result.Measured(Fio.Engine e, double bps) -> bps;
-                    case Fio.Result.Unavailable(Fio.Engine e, String reason) ->
-                            throw new IllegalStateException("fio " + e.fioName() + " failed mid-run: " + reason);
-                };
-            } catch (IOException e) {
-                throw new UncheckedIOException(e);
-            }
-        }, o.rounds());
-        System.err.printf("%s: probe%s; store %.0f MB/s, fio %s %.0f MB/s, ratio %.3f%n", name, probed,
-                p.subjectRate() / 1e6, engine.fioName(), p.baselineRate() / 1e6, p.ratio());
+        }, fioRounds, o.rounds());
+        int best = 0;
+        StringBuilder others = new StringBuilder();
+        for (int i = 0; i < engines.size(); i++) {
+            if (perEngine.get(i).baselineRate() > perEngine.get(best).baselineRate()) best = i;
+        }
+        for (int i = 0; i < engines.size(); i++) {
+            if (i == best) continue;
+            others.append(others.isEmpty() ? "; " : ", ").append(engines.get(i).fioName()).append(' ')
+                    .append(BenchRow.fmt(perEngine.get(i).baselineRate() / 1e6, 0));
+        }
+        Throughput.Paired p = perEngine.get(best);
+        System.err.printf("%s: store %.0f MB/s, fio %s %.0f MB/s%s, ratio %.3f (%d rounds of %d s)%n", name,
+                p.subjectRate() / 1e6, engines.get(best).fioName(), p.baselineRate() / 1e6, others, p.ratio(),
+                p.rounds(), o.roundSeconds());
         return new BenchRow(name, BenchRow.fmt(p.subjectRate() / 1e6, 0) + " MB/s",
-                BenchRow.fmt(p.baselineRate() / 1e6, 0) + " MB/s (fio " + engine.fioName() + ")",
+                BenchRow.fmt(p.baselineRate() / 1e6, 0) + " MB/s (fio " + engines.get(best).fioName() + others + ")",
                 p.ratio(), BenchRow.Target.atLeast(target));
+    }
+
+    /** Engines fio can run here, checked with a short run of {@code job}; fails if none can. */
+    private static List<Fio.Engine> availableEngines(Fio.Job job, int seconds) throws IOException {
+        Fio.Job probe = new Fio.Job(job.file(), job.offsetBytes(), job.sizeBytes(), job.blockBytes(), job.depth(),
+                job.pattern(), seconds);
+        List<Fio.Engine> usable = new ArrayList<>();
+        StringBuilder refused = new StringBuilder();
+        for (Fio.Engine engine : Fio.Engine.values()) {
+            switch (Fio.run(probe, engine)) {
+                case Fio.Result.Measured(Fio.Engine e, double bps) -> usable.add(e);
+                case Fio.Result.Unavailable(Fio.Engine e, String reason) ->
+                        refused.append(' ').append(e.fioName()).append(": ").append(reason);
+            }
+        }
+        if (!refused.isEmpty()) System.err.println("fio engines unavailable:" + refused);
+        if (usable.isEmpty()) throw new IllegalStateException("no fio engine could run " + Fio.describe(job));
+        return usable;
+    }
+
+    private static double fioRound(Fio.Job job, Fio.Engine engine) {
+        try {
+            return switch (Fio.run(job, engine)) {
+                case Fio.Result.Measured(Fio.Engine e, double bps) -> bps;
+                case Fio.Result.Unavailable(Fio.Engine e, String reason) ->
+                        throw new IllegalStateException("fio " + e.fioName() + " failed mid-run: " + reason);
+            };
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
     }
 
     /** Writes {@code extents} extents (the ring file exactly full) and returns their keys. */
