@@ -36,7 +36,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * but the benchmark never writes a payload byte, so the file stays sparse and only its header
  * page takes memory. The SSD side cannot avoid writing: every extent is a 4 KiB header plus a
  * 4 KiB payload on disk, 8 GiB at 1 M blocks (plus as much again to preallocate the ring
- * files), which takes about a minute here; {@code --ssd-blocks} trades precision for time.
+ * files), which takes about 30 s here; {@code --blocks} trades precision for time.
+ * Run: {@code java -Xmx2g -jar orbitkv-bench.jar heap-dram} and {@code ... heap-ssd --dir=var/bench}.
  */
 public final class HeapFootprintBench {
 
@@ -87,7 +88,7 @@ public final class HeapFootprintBench {
         long needed = files * SSD_FILE_BYTES;
         if (fs.getUsableSpace() < needed + (1L << 30)) {
             throw new IllegalStateException(dir + " has " + fs.getUsableSpace() + " B free; " + blocks
-                    + " blocks need " + needed + " B (pass a smaller --ssd-blocks)");
+                    + " blocks need " + needed + " B (pass a smaller --blocks)");
         }
         SsdConfig config = SsdConfig.of(dir).withFiles(files, SSD_FILE_BYTES).withMaxPayloadBytes(BLOCK_BYTES)
                 .withIo(SSD_DEPTH, 4 * SSD_DEPTH).withBuffers(1 << 20, 8 << 20);

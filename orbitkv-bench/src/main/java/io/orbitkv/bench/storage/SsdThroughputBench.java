@@ -51,6 +51,7 @@ import java.util.stream.Stream;
  * extent (header, then payload, both needed to verify before serving) where fio does one, and
  * computes a CRC32C of the payload (~0.1 ms per 2 MiB at ~20 GB/s): that is its cost of safety,
  * and what the ratio measures. Ratios compare extents per second, i.e. footprint bytes per second.
+ * Run: {@code java -jar orbitkv-bench.jar ssd --dir=var/bench} (or {@code bin/bench-storage}).
  */
 public final class SsdThroughputBench {
 
