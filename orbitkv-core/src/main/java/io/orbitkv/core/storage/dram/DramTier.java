@@ -67,6 +67,7 @@ public final class DramTier implements AutoCloseable {
     private final ResidencyStream residency;
     private final DramMetrics metrics;
     private final AtomicBoolean closed = new AtomicBoolean();
+    private volatile EvictionListener evictionListener;
 
     private DramTier(DramTierConfig config, DramArenas arenas, ResidencyStream residency, MeterRegistry registry) {
         this.config = config;
@@ -116,7 +117,7 @@ public final class DramTier implements AutoCloseable {
         for (int pressureEvictions = 0; ; pressureEvictions++) {
             switch (slots.reserve(sizeClass)) {
                 case SlotTable.Allocation.Allocated(int slot, long imageId) -> {
-                    return new Reservation(this, key, namespaceId, slot, imageId, slice(slot, lengthBytes),
+                    return new Reservation(this, key, namespaceId, slot, imageId, blockSlice(slot, lengthBytes),
                             slotRef(slot, lengthBytes));
                 }
                 case SlotTable.Allocation.Refused(ReserveResult.FullReason reason) -> {
@@ -149,6 +150,36 @@ public final class DramTier implements AutoCloseable {
         return new CommitResult.Duplicate(winner.imageId());
     }
 
+    /**
+     * Commits like {@link #commit} and leases the committed image in the same step (the lease is
+     * taken inside the insertion, before any eviction the insertion triggers), so a caller that
+     * paid for the bytes, like a restore from SSD, keeps them even when W-TinyLFU refuses the
+     * newcomer at once. For a duplicate, leases the resident image if it is still there. Neither
+     * lease counts as a hit.
+     */
+    public AcquireResult commitAndAcquire(Reservation reservation) {
+        requireOwned(reservation);
+        requireOpen();
+        if (!reservation.close(Reservation.COMMITTED)) return new AcquireResult.Miss(reservation.key());
+        ResidentImage fresh = new ResidentImage(reservation.slot(), reservation.lengthBytes(),
+                reservation.namespaceId(), reservation.imageId());
+        ResidentImage winner = index.get(reservation.key(), key -> {
+            ResidentImage published = publish(key, fresh);
+            if (!slots.pin(fresh.slot(), fresh.imageId())) {
+                throw new IllegalStateException("a freshly published slot could not be pinned: " + fresh);
+            }
+            return published;
+        });
+        if (winner == fresh) {
+            metrics.inserted();
+            return newLease(reservation.key(), fresh);
+        }
+        slots.abort(reservation.slot(), reservation.imageId());
+        metrics.duplicate();
+        return slots.pin(winner.slot(), winner.imageId()) ? newLease(reservation.key(), winner)
+                : new AcquireResult.Miss(reservation.key());
+    }
+
     /** Gives the reservation's slot back; false if it was already committed or aborted. */
     public boolean abort(Reservation reservation) {
         requireOwned(reservation);
@@ -168,8 +199,48 @@ public final class DramTier implements AutoCloseable {
             return new AcquireResult.Miss(key);
         }
         metrics.hit();
-        return new Lease(this, key, image.slot(), image.imageId(),
-                slice(image.slot(), image.lengthBytes()).asReadOnly(), slotRef(image.slot(), image.lengthBytes()));
+        return newLease(key, image);
+    }
+
+    /**
+     * Leases {@code key}'s image only if it is still resident as {@code imageId}. Unlike
+     * {@link #acquire} this is not a use: no hit is counted and the eviction policy does not see
+     * it. For internal copiers (the publish pipeline writing a resident image to SSD) that must
+     * not make an image look popular.
+     */
+    public AcquireResult acquireImage(StateKey key, long imageId) {
+        Objects.requireNonNull(key, "key");
+        requireOpen();
+        ResidentImage image = index.policy().getIfPresentQuietly(key);
+        if (image == null || image.imageId() != imageId || !slots.pin(image.slot(), image.imageId())) {
+            return new AcquireResult.Miss(key);
+        }
+        return newLease(key, image);
+    }
+
+    /**
+     * A second lease on the image {@code held} pins, valid even if the image was evicted since
+     * (its slot cannot be reused while {@code held} is held). Misses when {@code held} was
+     * released. Lets several readers of one staged image each own a lease.
+     */
+    public AcquireResult share(Lease held) {
+        Objects.requireNonNull(held, "held");
+        if (held.owner() != this) throw new IllegalArgumentException("lease of another DRAM tier: " + held);
+        if (!held.isHeld() || !slots.pinHeld(held.slot(), held.imageId())) return new AcquireResult.Miss(held.key());
+        return new Lease(this, held.key(), held.slot(), held.imageId(), held.namespaceId(), held.blockSegment(),
+                held.slotRef());
+    }
+
+    /**
+     * Registers the one listener that is offered every image evicted by the policy, by class
+     * pressure or by {@link #evict} (see {@link EvictionListener}). Call once, before traffic.
+     */
+    public void setEvictionListener(EvictionListener listener) {
+        Objects.requireNonNull(listener, "listener");
+        synchronized (this) {
+            if (evictionListener != null) throw new IllegalStateException("an eviction listener is already set");
+            evictionListener = listener;
+        }
     }
 
     /** True when {@code key} is resident now; does not count as a use. */
@@ -243,11 +314,21 @@ public final class DramTier implements AutoCloseable {
         return fresh;
     }
 
-    // Runs under the key's Caffeine bin lock (eviction listener or a compute function).
+    // Runs under the key's Caffeine bin lock (eviction listener or a compute function). A listener's
+    // lease is taken while the image is still RESIDENT, so retire parks the slot as evicted-but-leased.
     private void onLeftIndex(StateKey key, ResidentImage image, DramMetrics.EvictionCause cause) {
+        EvictionListener listener = evictionListener;
+        boolean offer = listener != null && cause != DramMetrics.EvictionCause.NAMESPACE
+                && slots.pin(image.slot(), image.imageId());
         slots.retire(image.slot(), image.imageId());
         residency.append(key, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.REMOVED, image.imageId());
         metrics.evicted(cause);
+        if (offer) listener.onEvicted(newLease(key, image), image.namespaceId());
+    }
+
+    private Lease newLease(StateKey key, ResidentImage image) {
+        return new Lease(this, key, image.slot(), image.imageId(), image.namespaceId(),
+                blockSlice(image.slot(), image.lengthBytes()).asReadOnly(), slotRef(image.slot(), image.lengthBytes()));
     }
 
     /** Removes {@code key} if resident (and, when {@code expected} is given, still that image). */
@@ -278,9 +359,11 @@ public final class DramTier implements AutoCloseable {
         return new ReserveResult.Full(reason);
     }
 
-    private MemorySegment slice(int slot, int lengthBytes) {
+    /** The slot's first {@code lengthBytes} rounded up to whole 4 KiB blocks (slots are block multiples). */
+    private MemorySegment blockSlice(int slot, int lengthBytes) {
         int sizeClass = slots.classOf(slot);
-        return arenas.segment(sizeClass).asSlice(slotOffset(slot), lengthBytes);
+        long blocks = ((long) lengthBytes + DramArenaLayout.PAGE_BYTES - 1) / DramArenaLayout.PAGE_BYTES;
+        return arenas.segment(sizeClass).asSlice(slotOffset(slot), blocks * DramArenaLayout.PAGE_BYTES);
     }
 
     private SlotRef slotRef(int slot, int lengthBytes) {

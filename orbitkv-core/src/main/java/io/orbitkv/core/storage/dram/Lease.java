@@ -33,17 +33,21 @@ public final class Lease implements AcquireResult, AutoCloseable {
     private final StateKey key;
     private final int slot;
     private final long imageId;
-    private final MemorySegment segment;
+    private final int namespaceId;
+    private final MemorySegment blockSegment;
     private final SlotRef slotRef;
     @SuppressWarnings("unused") // accessed through RELEASED
     private volatile boolean released;
 
-    Lease(DramTier owner, StateKey key, int slot, long imageId, MemorySegment segment, SlotRef slotRef) {
+    /** {@code blockSegment}: read-only view of the image rounded up to whole 4 KiB blocks of its slot. */
+    Lease(DramTier owner, StateKey key, int slot, long imageId, int namespaceId, MemorySegment blockSegment,
+          SlotRef slotRef) {
         this.owner = owner;
         this.key = key;
         this.slot = slot;
         this.imageId = imageId;
-        this.segment = segment;
+        this.namespaceId = namespaceId;
+        this.blockSegment = blockSegment;
         this.slotRef = slotRef;
     }
 
@@ -56,9 +60,23 @@ public final class Lease implements AcquireResult, AutoCloseable {
         return imageId;
     }
 
+    /** The namespace id the image was committed with (queries only serve images of their own namespace). */
+    public int namespaceId() {
+        return namespaceId;
+    }
+
     /** Read-only view of the image's bytes; valid until release (and while the tier is open). */
     public MemorySegment segment() {
-        return segment;
+        return blockSegment.asSlice(0, slotRef.lengthBytes());
+    }
+
+    /**
+     * Read-only view of the image padded to whole 4 KiB blocks of its slot (4 KiB aligned): what
+     * an {@code O_DIRECT} write can take without a bounce copy. Bytes past
+     * {@link #lengthBytes()} are whatever the slot held before and carry no meaning.
+     */
+    public MemorySegment blockSegment() {
+        return blockSegment;
     }
 
     /** Where the bytes are in the arena file. */
@@ -89,6 +107,10 @@ public final class Lease implements AcquireResult, AutoCloseable {
 
     int slot() {
         return slot;
+    }
+
+    DramTier owner() {
+        return owner;
     }
 
     @Override

@@ -39,19 +39,20 @@ public final class Reservation implements ReserveResult {
     private final int namespaceId;
     private final int slot;
     private final long imageId;
-    private final MemorySegment segment;
+    private final MemorySegment blockSegment;
     private final SlotRef slotRef;
     @SuppressWarnings("unused") // accessed through STATE
     private volatile int state;
 
-    Reservation(DramTier owner, StateKey key, int namespaceId, int slot, long imageId, MemorySegment segment,
+    /** {@code blockSegment}: writable view of the slot's first {@code lengthBytes} rounded up to 4 KiB. */
+    Reservation(DramTier owner, StateKey key, int namespaceId, int slot, long imageId, MemorySegment blockSegment,
                 SlotRef slotRef) {
         this.owner = owner;
         this.key = key;
         this.namespaceId = namespaceId;
         this.slot = slot;
         this.imageId = imageId;
-        this.segment = segment;
+        this.blockSegment = blockSegment;
         this.slotRef = slotRef;
     }
 
@@ -62,7 +63,16 @@ public final class Reservation implements ReserveResult {
 
     /** Writable view of exactly {@code lengthBytes} of the slot. */
     public MemorySegment segment() {
-        return segment;
+        return blockSegment.asSlice(0, slotRef.lengthBytes());
+    }
+
+    /**
+     * Writable view of the image's bytes padded to whole 4 KiB blocks of the slot, 4 KiB aligned:
+     * an {@code O_DIRECT} read can land here without a bounce copy. Bytes past
+     * {@link #lengthBytes()} are not part of the image.
+     */
+    public MemorySegment blockSegment() {
+        return blockSegment;
     }
 
     /** Where the slot is, for a writer in another process. */
@@ -88,7 +98,8 @@ public final class Reservation implements ReserveResult {
         return owner;
     }
 
-    int namespaceId() {
+    /** The namespace id the image will carry. */
+    public int namespaceId() {
         return namespaceId;
     }
 

@@ -201,6 +201,25 @@ final class SlotTable {
         }
     }
 
+    /**
+     * Adds a lease to a slot that already holds one on image {@code imageId}, resident or
+     * evicted-but-leased; false when it holds none (the image may be gone).
+     */
+    boolean pinHeld(int slot, long imageId) {
+        lock.lock();
+        try {
+            if (imageIds[slot] != imageId || leases[slot] <= 0
+                    || (states[slot] != RESIDENT && states[slot] != EVICTED_LEASED)) {
+                return false;
+            }
+            leases[slot]++;
+            leaseCount++;
+            return true;
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** Ends one lease; the last lease of an evicted image frees its slot. */
     void unpin(int slot, long imageId) {
         lock.lock();

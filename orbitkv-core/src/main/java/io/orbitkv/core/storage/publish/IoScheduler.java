@@ -69,6 +69,11 @@ public final class IoScheduler<R, W> {
         return Optional.empty();
     }
 
+    /** Removes and returns the oldest queued write (to make room under pressure), or empty. */
+    public Optional<W> pollOldestWrite() {
+        return Optional.ofNullable(writes.pollFirst());
+    }
+
     /** Removes queued writes that match (e.g. sources dropped under pressure); returns how many. */
     public int removeWritesIf(java.util.function.Predicate<W> drop) {
         int before = writes.size();

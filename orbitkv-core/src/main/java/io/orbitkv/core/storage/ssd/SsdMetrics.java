@@ -55,7 +55,8 @@ final class SsdMetrics {
     /** Registers the gauges that read the owner's state. */
     static <T> void gauges(MeterRegistry registry, String store, T owner,
                            ToDoubleFunction<T> queueDepth, ToDoubleFunction<T> usedBytes,
-                           ToDoubleFunction<T> capacityBytes, ToDoubleFunction<T> directIo) {
+                           ToDoubleFunction<T> capacityBytes, ToDoubleFunction<T> readerPins,
+                           ToDoubleFunction<T> directIo) {
         Tags tags = Tags.of("store", store);
         Gauge.builder("orbitkv.ssd.queue.depth", owner, queueDepth).tags(tags)
                 .description("I/O operations waiting for a worker").register(registry);
@@ -63,6 +64,8 @@ final class SsdMetrics {
                 .description("on-disk footprint of indexed extents").register(registry);
         Gauge.builder("orbitkv.ssd.bytes.capacity", owner, capacityBytes).tags(tags).baseUnit("bytes")
                 .description("bytes the ring may use").register(registry);
+        Gauge.builder("orbitkv.ssd.pins", owner, readerPins).tags(tags)
+                .description("reader pins outstanding").register(registry);
         Gauge.builder("orbitkv.ssd.direct_io", owner, directIo).tags(tags).description("1 when O_DIRECT is used, 0 for buffered fallback").register(registry);
     }
 

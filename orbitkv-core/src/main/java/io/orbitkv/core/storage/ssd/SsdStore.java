@@ -75,6 +75,7 @@ public final class SsdStore implements AutoCloseable {
     private final ArrayBlockingQueue<IoBuffers> buffers;
     private final ConcurrentHashMap<StateKey, Extent> index = new ConcurrentHashMap<>();
     private final AtomicLong usedBytes = new AtomicLong();
+    private final AtomicLong readerPins = new AtomicLong();
     private volatile ExtentRing ring;
 
     private SsdStore(SsdConfig config, ExtentFiles files, ResidencyStream residency, MeterRegistry registry) {
@@ -102,6 +103,7 @@ public final class SsdStore implements AutoCloseable {
                 s -> s.workers.getQueue().size(),
                 s -> s.usedBytes.get(),
                 SsdStore::capacityBytes,
+                s -> s.readerPins.get(),
                 s -> switch (s.files.mode()) {
                     case DIRECT -> 1.0;
                     case BUFFERED -> 0.0;
@@ -177,7 +179,10 @@ public final class SsdStore implements AutoCloseable {
         for (;;) {
             Extent e = index.get(key);
             if (e == null || e == seen) return new PinResult.Miss(key);
-            if (e.tryPin()) return new Pin(this, e);
+            if (e.tryPin()) {
+                readerPins.incrementAndGet();
+                return new Pin(this, e);
+            }
             seen = e; // retired by the ring: look once more in case a newer generation replaced it
         }
     }
@@ -186,6 +191,7 @@ public final class SsdStore implements AutoCloseable {
     public boolean unpin(Pin pin) {
         if (pin.store() != this) throw new IllegalArgumentException("pin of another store: " + pin);
         if (!pin.markReleased()) return false;
+        readerPins.decrementAndGet();
         releasePin(pin.extent());
         return true;
     }
@@ -225,6 +231,11 @@ public final class SsdStore implements AutoCloseable {
 
     public IoMode ioMode() {
         return files.mode();
+    }
+
+    /** Pins handed out by {@link #pin} and not yet unpinned (the ring writer's own pins excluded). */
+    public long readerPins() {
+        return readerPins.get();
     }
 
     /** On-disk footprint of the indexed extents, in bytes. */

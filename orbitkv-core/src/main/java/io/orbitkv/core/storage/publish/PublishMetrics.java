@@ -1,0 +1,100 @@
+package io.orbitkv.core.storage.publish;
+
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Meter;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Tags;
+
+import java.util.ArrayList;
+import java.util.EnumMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * The pipeline's counters ({@code orbitkv.publish.*}, tag {@code arena}). Every tagged series is
+ * created up front from closed enums, so the hot path does no registry lookup and keys never
+ * become tags. Gauges of the seal queue are registered by the pipeline itself. Thread-safe.
+ */
+final class PublishMetrics implements AutoCloseable {
+
+    /** What sealing did with a block taken from the queue. */
+    enum Sealed { INSERTED, DUPLICATE, ALREADY_RESIDENT }
+
+    /** Why a queued block was not sealed. */
+    enum SealDrop { SOURCE_GONE, DRAM_FULL, CLOSED }
+
+    /** Why SSD admission said no; the block stays in DRAM. */
+    enum Skip { OVER_RATE, QUEUE_FULL, ALREADY_STORED, UNKNOWN_NAMESPACE }
+
+    /** Why an admitted SSD write was not performed. */
+    enum WriteDrop { SOURCE_GONE, LANE_FULL, CLOSED }
+
+    /** How a performed SSD write ended (the store's {@code WriteResult}). */
+    enum Written { COMMITTED, BUSY, NO_SPACE, RING_FULL, FAILED }
+
+    private final MeterRegistry registry;
+    private final List<Meter> meters = new ArrayList<>();
+    final Counter sealBusy;
+    final Counter admitted;
+    private final Map<Sealed, Counter> sealed = new EnumMap<>(Sealed.class);
+    private final Map<SealDrop, Counter> sealDropped = new EnumMap<>(SealDrop.class);
+    private final Map<Skip, Counter> skipped = new EnumMap<>(Skip.class);
+    private final Map<WriteDrop, Counter> writeDropped = new EnumMap<>(WriteDrop.class);
+    private final Map<Written, Counter> written = new EnumMap<>(Written.class);
+
+    PublishMetrics(MeterRegistry registry, Tags tags) {
+        this.registry = registry;
+        sealBusy = counter("orbitkv.publish.seal.busy", tags, "publishes refused: seal queue full");
+        admitted = counter("orbitkv.publish.ssd.admitted", tags, "SSD writes admitted by policy and budget");
+        perValue(Sealed.values(), sealed, "orbitkv.publish.seal.sealed", "result", tags, "blocks sealed");
+        perValue(SealDrop.values(), sealDropped, "orbitkv.publish.seal.dropped", "reason", tags, "blocks not sealed");
+        perValue(Skip.values(), skipped, "orbitkv.publish.ssd.skipped", "reason", tags, "SSD writes skipped");
+        perValue(WriteDrop.values(), writeDropped, "orbitkv.publish.ssd.dropped", "reason", tags,
+                "admitted SSD writes dropped");
+        perValue(Written.values(), written, "orbitkv.publish.ssd.written", "result", tags, "SSD writes performed");
+    }
+
+    void sealed(Sealed result) {
+        sealed.get(result).increment();
+    }
+
+    void sealDropped(SealDrop reason) {
+        sealDropped.get(reason).increment();
+    }
+
+    void skipped(Skip reason) {
+        skipped.get(reason).increment();
+    }
+
+    void writeDropped(WriteDrop reason) {
+        writeDropped.get(reason).increment();
+    }
+
+    void written(Written result) {
+        written.get(result).increment();
+    }
+
+    void register(Meter meter) {
+        meters.add(meter);
+    }
+
+    @Override
+    public void close() {
+        for (Meter m : meters) registry.remove(m);
+        meters.clear();
+    }
+
+    private <E extends Enum<E>> void perValue(E[] values, Map<E, Counter> into, String name, String tagKey, Tags tags,
+                                              String description) {
+        for (E v : values) {
+            into.put(v, counter(name, tags.and(tagKey, v.name().toLowerCase(Locale.ROOT)), description));
+        }
+    }
+
+    private Counter counter(String name, Tags tags, String description) {
+        Counter c = Counter.builder(name).tags(tags).description(description).register(registry);
+        meters.add(c);
+        return c;
+    }
+}

@@ -1,0 +1,435 @@
+package io.orbitkv.core.storage.publish;
+
+import com.github.benmanes.caffeine.cache.Cache;
+import com.github.benmanes.caffeine.cache.Caffeine;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Tags;
+import io.micrometer.core.instrument.binder.BaseUnits;
+import io.orbitkv.core.storage.NamespaceTable;
+import io.orbitkv.core.storage.dram.AcquireResult;
+import io.orbitkv.core.storage.dram.CommitResult;
+import io.orbitkv.core.storage.dram.DramTier;
+import io.orbitkv.core.storage.dram.Lease;
+import io.orbitkv.core.storage.dram.Reservation;
+import io.orbitkv.core.storage.dram.ReserveResult;
+import io.orbitkv.core.storage.ssd.NamespaceDigest;
+import io.orbitkv.core.storage.ssd.SsdStore;
+import io.orbitkv.core.storage.ssd.WriteResult;
+import io.orbitkv.state.StateKey;
+
+import java.lang.foreign.MemorySegment;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.LongSupplier;
+
+/**
+ * The publish pipeline: seals produced blocks into DRAM, then decides separately whether and
+ * when each DRAM-resident block is written to SSD.
+ *
+ * <p>Owns the bounded seal queue (bytes and entries), the {@link WriteBudget}, the bounded
+ * reuse-aware hit table and the set of keys with an SSD write pending. Borrows the
+ * {@link DramTier}, the {@link SsdStore} and the {@link SsdIoDispatcher} from their owner
+ * (the {@code TieredStore}).
+ *
+ * <p>Flow: {@link #publish} queues a weak {@link PageSource} (full queue: {@link PublishResult.Busy},
+ * counted). {@link #sealQueued} (the owner's sealing thread) takes each block in order, opens
+ * its source (gone: dropped, counted), reserves a DRAM slot, copies, commits: a sealed block
+ * enters DRAM first. {@link #onCommitted} (also the engine channel's zero-copy commits) then runs
+ * SSD admission by policy: {@code write-through} at once; {@code on-evict} when DRAM evicts the
+ * image ({@link #onEvicted}, a lease taken before the slot was freed); {@code reuse-aware:N} on
+ * the N-th DRAM hit after the commit ({@link #onDramHit}). Admission then asks the budget (over
+ * rate or queue bytes: skipped, counted, the block stays in DRAM) and queues a write on the
+ * dispatcher's write lane. A queued write holds only key + image id (or the eviction lease); at
+ * its turn it leases exactly that image, quietly, and writes from the DRAM slot with no copy; if
+ * the image is gone the write is dropped (counted).
+ *
+ * <p>Thread model: {@code publish}, {@code onCommitted} and {@code onDramHit} from any thread;
+ * {@code sealQueued} from one sealing thread at a time; {@code onEvicted} on DRAM's evicting
+ * thread under that key's index lock, so it only queues. {@code queueLock} guards the seal
+ * queue and the budget and is never held while calling another component.
+ *
+ * <p>Invariants: {@code queuedBytes} is the sum of queued blocks' lengths and at most
+ * {@code sealQueueBytes}; every queued block is sealed or dropped exactly once, and its source
+ * closed exactly once; every admitted write returns its bytes to the budget exactly once and
+ * releases the one lease it took; at most one SSD write per key is pending.
+ *
+ * <p>Design note: sealing copies into DRAM before any SSD decision because a restore wants DRAM
+ * (~10 GB/s per core) and the SSD write (~2-3 GB/s, shared with restores) is optional. Queued
+ * writes do not pin their DRAM slot: 128 queued 2 MiB writes would otherwise hold 256 MiB of
+ * arena out of reach of eviction; a write whose image was evicted meanwhile is simply lost,
+ * which is the right outcome for a block nobody kept. {@code on-evict} is the exception: its
+ * write exists because of the eviction, so it keeps the lease the eviction handed over.
+ */
+public final class PublishPipeline implements AutoCloseable {
+
+    /** One block waiting to be sealed. */
+    private record SealRequest(StateKey key, int namespaceId, PageSource source) {}
+
+    /** A reuse-aware candidate: the committed image whose DRAM hits are counted. */
+    private record HitCount(int namespaceId, long imageId, int lengthBytes, AtomicInteger hits) {}
+
+    private final DramTier dram;
+    private final SsdStore ssd;
+    private final SsdIoDispatcher dispatcher;
+    private final PublishConfig config;
+    private final NamespaceTable namespaces;
+    private final LongSupplier nanoClock;
+    private final PublishMetrics metrics;
+    private final Cache<StateKey, HitCount> hitTable;
+    private final Set<StateKey> pendingWrites = ConcurrentHashMap.newKeySet();
+
+    private final ReentrantLock queueLock = new ReentrantLock();
+    private final Condition sealWork = queueLock.newCondition();
+    // @GuardedBy("queueLock")
+    private final ArrayDeque<SealRequest> sealQueue = new ArrayDeque<>();
+    // @GuardedBy("queueLock")
+    private long queuedBytes;
+    // @GuardedBy("queueLock")
+    private final WriteBudget budget;
+    // @GuardedBy("queueLock")
+    private boolean closed;
+
+    /**
+     * @param nanoClock the budget's clock ({@code System::nanoTime} in production; tests drive it)
+     */
+    public PublishPipeline(DramTier dram, SsdStore ssd, SsdIoDispatcher dispatcher, PublishConfig config,
+                           NamespaceTable namespaces, MeterRegistry registry, LongSupplier nanoClock) {
+        this.dram = Objects.requireNonNull(dram, "dram");
+        this.ssd = Objects.requireNonNull(ssd, "ssd");
+        this.dispatcher = Objects.requireNonNull(dispatcher, "dispatcher");
+        this.config = Objects.requireNonNull(config, "config");
+        this.namespaces = Objects.requireNonNull(namespaces, "namespaces");
+        this.nanoClock = Objects.requireNonNull(nanoClock, "nanoClock");
+        this.budget = new WriteBudget(config.writeBytesPerSecond(), config.writeBurstBytes(),
+                config.writeQueueBytes(), nanoClock.getAsLong());
+        this.hitTable = Caffeine.newBuilder().maximumSize(config.hitTableEntries()).executor(Runnable::run).build();
+        Tags tags = Tags.of("arena", dram.config().arenaName());
+        this.metrics = new PublishMetrics(registry, tags);
+        metrics.register(Gauge.builder("orbitkv.publish.seal.queue.bytes", this, p -> p.sealQueueBytes())
+                .baseUnit(BaseUnits.BYTES).tags(tags).description("bytes waiting to be sealed").register(registry));
+        metrics.register(Gauge.builder("orbitkv.publish.seal.queue.depth", this, p -> p.sealQueueDepth())
+                .tags(tags).description("blocks waiting to be sealed").register(registry));
+        metrics.register(Gauge.builder("orbitkv.publish.ssd.queued.bytes", this, p -> p.writeQueuedBytes())
+                .baseUnit(BaseUnits.BYTES).tags(tags).description("bytes admitted for SSD, not yet written")
+                .register(registry));
+    }
+
+    /** Queues {@code source} to be sealed as {@code key}'s image. Never blocks. */
+    public PublishResult publish(StateKey key, int namespaceId, PageSource source) {
+        Objects.requireNonNull(key, "key");
+        Objects.requireNonNull(source, "source");
+        int length = source.lengthBytes();
+        if (length <= 0) throw new IllegalArgumentException("lengthBytes must be positive: " + length);
+        queueLock.lock();
+        try {
+            if (closed || queuedBytes + length > config.sealQueueBytes()
+                    || sealQueue.size() >= config.sealQueueEntries()) {
+                metrics.sealBusy.increment();
+                return new PublishResult.Busy();
+            }
+            sealQueue.addLast(new SealRequest(key, namespaceId, source));
+            queuedBytes += length;
+            sealWork.signal();
+            return new PublishResult.Queued(queuedBytes);
+        } finally {
+            queueLock.unlock();
+        }
+    }
+
+    /** Seals up to {@code maxBlocks} queued blocks in order; returns how many were taken. */
+    public int sealQueued(int maxBlocks) {
+        int taken = 0;
+        while (taken < maxBlocks) {
+            SealRequest next;
+            queueLock.lock();
+            try {
+                next = sealQueue.pollFirst();
+                if (next == null) return taken;
+                queuedBytes -= next.source().lengthBytes();
+            } finally {
+                queueLock.unlock();
+            }
+            taken++;
+            seal(next);
+        }
+        return taken;
+    }
+
+    /** Waits up to {@code timeoutNanos} for a block to seal; true when one is queued. For the sealing thread. */
+    public boolean awaitSealWork(long timeoutNanos) throws InterruptedException {
+        queueLock.lock();
+        try {
+            long remaining = timeoutNanos;
+            while (sealQueue.isEmpty() && !closed) {
+                if (remaining <= 0) return false;
+                remaining = sealWork.awaitNanos(remaining);
+            }
+            return !sealQueue.isEmpty();
+        } finally {
+            queueLock.unlock();
+        }
+    }
+
+    /**
+     * {@code key}'s image {@code imageId} (of {@code namespaceId}, {@code lengthBytes}) was just
+     * committed to DRAM, by sealing or by a zero-copy publisher: run SSD admission per policy.
+     */
+    public void onCommitted(StateKey key, int namespaceId, long imageId, int lengthBytes) {
+        switch (config.policy()) {
+            case SsdAdmissionPolicy.WriteThrough() -> admit(key, namespaceId, imageId, lengthBytes, Optional.empty());
+            case SsdAdmissionPolicy.OnEvict() -> { }
+            case SsdAdmissionPolicy.ReuseAware(int ignored) ->
+                    hitTable.put(key, new HitCount(namespaceId, imageId, lengthBytes, new AtomicInteger()));
+        }
+    }
+
+    /** A reader leased {@code lease} from DRAM: counts a hit for {@code reuse-aware:N}. */
+    public void onDramHit(Lease lease) {
+        if (!(config.policy() instanceof SsdAdmissionPolicy.ReuseAware(int threshold))) return;
+        HitCount count = hitTable.getIfPresent(lease.key());
+        if (count == null || count.imageId() != lease.imageId()) return;
+        if (count.hits().incrementAndGet() == threshold) {
+            hitTable.asMap().remove(lease.key(), count);
+            admit(lease.key(), count.namespaceId(), count.imageId(), count.lengthBytes(), Optional.empty());
+        }
+    }
+
+    /**
+     * DRAM's {@link io.orbitkv.core.storage.dram.EvictionListener}: under {@code on-evict} the
+     * retained image is admitted for SSD and its lease travels with the write; otherwise, or when
+     * admission says no, the lease is released at once.
+     */
+    public void onEvicted(Lease retained, int namespaceId) {
+        switch (config.policy()) {
+            case SsdAdmissionPolicy.OnEvict() -> admit(retained.key(), namespaceId, retained.imageId(),
+                    retained.lengthBytes(), Optional.of(retained));
+            case SsdAdmissionPolicy.WriteThrough() -> retained.release();
+            case SsdAdmissionPolicy.ReuseAware(int ignored) -> {
+                hitTable.invalidate(retained.key());
+                retained.release();
+            }
+        }
+    }
+
+    public long sealQueueBytes() {
+        queueLock.lock();
+        try {
+            return queuedBytes;
+        } finally {
+            queueLock.unlock();
+        }
+    }
+
+    public int sealQueueDepth() {
+        queueLock.lock();
+        try {
+            return sealQueue.size();
+        } finally {
+            queueLock.unlock();
+        }
+    }
+
+    /** Bytes admitted for SSD and not yet written or dropped. */
+    public long writeQueuedBytes() {
+        queueLock.lock();
+        try {
+            return budget.queuedBytes();
+        } finally {
+            queueLock.unlock();
+        }
+    }
+
+    /** Refuses new blocks, drops (and closes the sources of) queued ones, removes the meters. */
+    @Override
+    public void close() {
+        List<SealRequest> dropped = new ArrayList<>();
+        queueLock.lock();
+        try {
+            closed = true;
+            dropped.addAll(sealQueue);
+            sealQueue.clear();
+            queuedBytes = 0;
+            sealWork.signalAll();
+        } finally {
+            queueLock.unlock();
+        }
+        for (SealRequest r : dropped) {
+            r.source().close();
+            metrics.sealDropped(PublishMetrics.SealDrop.CLOSED);
+        }
+        metrics.close();
+    }
+
+    // ---- sealing ---------------------------------------------------------------------------
+
+    private void seal(SealRequest request) {
+        PageSource source = request.source();
+        int length = source.lengthBytes();
+        try {
+            Optional<MemorySegment> bytes = source.tryOpen();
+            if (bytes.isEmpty()) {
+                metrics.sealDropped(PublishMetrics.SealDrop.SOURCE_GONE);
+                return;
+            }
+            switch (dram.reserve(request.key(), request.namespaceId(), length)) {
+                case ReserveResult.AlreadyResident(long ignored) ->
+                        metrics.sealed(PublishMetrics.Sealed.ALREADY_RESIDENT);
+                case ReserveResult.Full(ReserveResult.FullReason ignored) ->
+                        metrics.sealDropped(PublishMetrics.SealDrop.DRAM_FULL);
+                case Reservation reservation -> {
+                    MemorySegment.copy(bytes.get(), 0, reservation.segment(), 0, length);
+                    commit(reservation, request.namespaceId());
+                }
+            }
+        } finally {
+            source.close();
+        }
+    }
+
+    private void commit(Reservation reservation, int namespaceId) {
+        switch (dram.commit(reservation)) {
+            case CommitResult.Inserted(long imageId) -> {
+                metrics.sealed(PublishMetrics.Sealed.INSERTED);
+                onCommitted(reservation.key(), namespaceId, imageId, reservation.lengthBytes());
+            }
+            case CommitResult.Duplicate(long ignored) -> metrics.sealed(PublishMetrics.Sealed.DUPLICATE);
+            case CommitResult.NotOpen() ->
+                    throw new IllegalStateException("the pipeline's own reservation was closed: " + reservation);
+        }
+    }
+
+    // ---- SSD admission ---------------------------------------------------------------------
+
+    private void admit(StateKey key, int namespaceId, long imageId, int lengthBytes, Optional<Lease> retained) {
+        Optional<NamespaceDigest> digest = namespaces.digest(namespaceId);
+        if (digest.isEmpty()) {
+            skip(PublishMetrics.Skip.UNKNOWN_NAMESPACE, retained);
+            return;
+        }
+        if (ssd.contains(key) || !pendingWrites.add(key)) {
+            skip(PublishMetrics.Skip.ALREADY_STORED, retained);
+            return;
+        }
+        WriteBudget.Admission admission;
+        queueLock.lock();
+        try {
+            admission = budget.tryAdmit(lengthBytes, nanoClock.getAsLong());
+        } finally {
+            queueLock.unlock();
+        }
+        switch (admission) {
+            case OVER_RATE -> {
+                pendingWrites.remove(key);
+                skip(PublishMetrics.Skip.OVER_RATE, retained);
+            }
+            case QUEUE_FULL -> {
+                pendingWrites.remove(key);
+                skip(PublishMetrics.Skip.QUEUE_FULL, retained);
+            }
+            case ADMITTED -> {
+                metrics.admitted.increment();
+                WriteOp op = new WriteOp(key, digest.get(), imageId, lengthBytes, retained);
+                switch (dispatcher.submitWrite(op)) {
+                    case QUEUED, QUEUED_DISPLACING_OLDEST -> { }
+                    case CLOSED -> op.drop(IoOp.DropReason.CLOSED);
+                }
+            }
+        }
+    }
+
+    private void skip(PublishMetrics.Skip reason, Optional<Lease> retained) {
+        metrics.skipped(reason);
+        retained.ifPresent(Lease::release);
+    }
+
+    /** A queued SSD write: key + image id, and the eviction lease under {@code on-evict}. */
+    private final class WriteOp implements IoOp {
+        private final StateKey key;
+        private final NamespaceDigest namespace;
+        private final long imageId;
+        private final int lengthBytes;
+        private final Optional<Lease> retained;
+        private final AtomicInteger finished = new AtomicInteger();
+
+        WriteOp(StateKey key, NamespaceDigest namespace, long imageId, int lengthBytes, Optional<Lease> retained) {
+            this.key = key;
+            this.namespace = namespace;
+            this.imageId = imageId;
+            this.lengthBytes = lengthBytes;
+            this.retained = retained;
+        }
+
+        @Override
+        public CompletableFuture<?> start() {
+            Optional<Lease> lease = retained.isPresent() ? retained : leaseImage();
+            if (lease.isEmpty()) {
+                metrics.writeDropped(PublishMetrics.WriteDrop.SOURCE_GONE);
+                finish();
+                return CompletableFuture.completedFuture(null);
+            }
+            Lease held = lease.get();
+            CompletableFuture<WriteResult> write;
+            try {
+                write = ssd.write(namespace, key, held.blockSegment(), lengthBytes);
+            } catch (RuntimeException e) {
+                held.release();
+                finish();
+                throw e;
+            }
+            return write.whenComplete((result, failure) -> {
+                held.release();
+                metrics.written(failure != null ? PublishMetrics.Written.FAILED : outcome(result));
+                finish();
+            });
+        }
+
+        @Override
+        public void drop(DropReason reason) {
+            retained.ifPresent(Lease::release);
+            metrics.writeDropped(switch (reason) {
+                case LANE_FULL -> PublishMetrics.WriteDrop.LANE_FULL;
+                case CLOSED -> PublishMetrics.WriteDrop.CLOSED;
+            });
+            finish();
+        }
+
+        private Optional<Lease> leaseImage() {
+            return switch (dram.acquireImage(key, imageId)) {
+                case Lease l -> Optional.of(l);
+                case AcquireResult.Miss ignored -> Optional.empty();
+            };
+        }
+
+        private void finish() {
+            if (finished.getAndIncrement() != 0) throw new IllegalStateException("write finished twice: " + key);
+            pendingWrites.remove(key);
+            queueLock.lock();
+            try {
+                budget.onDequeued(lengthBytes);
+            } finally {
+                queueLock.unlock();
+            }
+        }
+    }
+
+    private static PublishMetrics.Written outcome(WriteResult result) {
+        return switch (result) {
+            case WriteResult.Committed ignored -> PublishMetrics.Written.COMMITTED;
+            case WriteResult.Busy ignored -> PublishMetrics.Written.BUSY;
+            case WriteResult.NoSpace ignored -> PublishMetrics.Written.NO_SPACE;
+            case WriteResult.RingFull ignored -> PublishMetrics.Written.RING_FULL;
+            case WriteResult.Failed ignored -> PublishMetrics.Written.FAILED;
+        };
+    }
+
+}

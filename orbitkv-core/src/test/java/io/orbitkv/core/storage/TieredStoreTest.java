@@ -1,0 +1,290 @@
+package io.orbitkv.core.storage;
+
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.core.storage.dram.DramTierConfig;
+import io.orbitkv.core.storage.dram.Lease;
+import io.orbitkv.core.storage.dram.SizeClass;
+import io.orbitkv.core.storage.publish.IoOp;
+import io.orbitkv.core.storage.publish.PageSource;
+import io.orbitkv.core.storage.publish.PublishConfig;
+import io.orbitkv.core.storage.publish.PublishResult;
+import io.orbitkv.core.storage.publish.SsdAdmissionPolicy;
+import io.orbitkv.core.storage.ssd.NamespaceDigest;
+import io.orbitkv.core.storage.ssd.SsdConfig;
+import io.orbitkv.state.StateKey;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+class TieredStoreTest {
+
+    static final int NS = 3;
+    static final NamespaceDigest DIGEST = new NamespaceDigest(0xabcdL, 4, 5, 6);
+    static final int BLOCK = 20 * 1024; // not a 4 KiB multiple
+    static final int SLOT = 32 * 1024;
+    static final Arena PAGES = Arena.ofAuto();
+    static final Duration WAIT = Duration.ofSeconds(10);
+
+    @TempDir
+    Path dir;
+
+    final SimpleMeterRegistry registry = new SimpleMeterRegistry();
+    TieredStore store;
+
+    @AfterEach
+    void close() {
+        if (store != null) store.close();
+    }
+
+    TieredStore open(PublishConfig publish, int dramSlots) throws IOException {
+        NamespaceTable namespaces = new NamespaceTable(4);
+        namespaces.register(NS, DIGEST);
+        DramTierConfig dram = new DramTierConfig(Files.createDirectories(dir.resolve("dram")), "tiered",
+                List.of(new SizeClass(SLOT, dramSlots)), 8L * SLOT, 2L * SLOT, 64);
+        SsdConfig ssd = SsdConfig.of(Files.createDirectories(dir.resolve("ssd"))).withMaxPayloadBytes(SLOT)
+                .withFiles(2, 2L << 20).withIo(1, 64).withPinnedWaitNanos(TimeUnit.MILLISECONDS.toNanos(20))
+                .withBuffers(64 * 1024, 64 * 1024);
+        store = TieredStore.open(new TieredStoreConfig(dram, ssd, publish, 1 << 16, 64), namespaces, registry);
+        return store;
+    }
+
+    static PublishConfig writeThrough() {
+        return PublishConfig.defaults(new SsdAdmissionPolicy.WriteThrough());
+    }
+
+    static StateKey key(long i) {
+        ByteBuffer b = ByteBuffer.allocate(StateKey.BYTES);
+        for (int w = 0; w < 4; w++) b.putLong(mix(i * 4 + w + 0x51));
+        return StateKey.ofBytes(b.array());
+    }
+
+    static long mix(long z) {
+        z = (z ^ (z >>> 30)) * 0xBF58476D1CE4E5B9L;
+        z = (z ^ (z >>> 27)) * 0x94D049BB133111EBL;
+        return z ^ (z >>> 31);
+    }
+
+    static MemorySegment page(StateKey key) {
+        MemorySegment s = PAGES.allocate(BLOCK, 4096);
+        for (long o = 0; o < BLOCK; o++) s.set(ValueLayout.JAVA_BYTE, o, (byte) mix(key.prefix64() + o));
+        return s;
+    }
+
+    static boolean hasCanary(MemorySegment s, StateKey key) {
+        if (s.byteSize() != BLOCK) return false;
+        for (long o = 0; o < BLOCK; o++) {
+            if (s.get(ValueLayout.JAVA_BYTE, o) != (byte) mix(key.prefix64() + o)) return false;
+        }
+        return true;
+    }
+
+    /** Publishes {@code key}, waits until it is on SSD, then evicts it from DRAM. */
+    void putOnSsdOnly(StateKey key) {
+        assertThat(store.publish(key, NS, PageSource.weak(page(key), BLOCK))).isInstanceOf(PublishResult.Queued.class);
+        await().atMost(WAIT).until(() -> store.ssd().contains(key));
+        assertThat(store.dram().evict(key)).isTrue();
+    }
+
+    double counter(String name, String tag, String value) {
+        return registry.get(name).tag(tag, value).counter().count();
+    }
+
+    double ssdReads() {
+        return registry.get("orbitkv.ssd.reads").counter().count();
+    }
+
+    /** Occupies the dispatcher's only submission slot (ioThreads = 1) until the future completes. */
+    CompletableFuture<Void> holdDispatcher() {
+        CompletableFuture<Void> hold = new CompletableFuture<>();
+        store.dispatcher().submitRead(new IoOp() {
+            @Override
+            public CompletableFuture<?> start() {
+                return hold;
+            }
+
+            @Override
+            public void drop(DropReason reason) {
+            }
+        });
+        return hold;
+    }
+
+    @Test
+    void lookupFindsDramThenSsdThenNothing() throws IOException {
+        open(writeThrough(), 16);
+        store.publish(key(1), NS, PageSource.weak(page(key(1)), BLOCK));
+        await().atMost(WAIT).until(() -> store.ssd().contains(key(1)));
+        switch (store.lookup(key(1))) {
+            case LookupResult.InDram(Lease lease) -> {
+                assertThat(hasCanary(lease.segment(), key(1))).isTrue();
+                lease.release();
+            }
+            case LookupResult.OnSsd other -> throw new AssertionError("expected DRAM: " + other);
+            case LookupResult.Miss other -> throw new AssertionError("expected DRAM: " + other);
+        }
+        store.dram().evict(key(1));
+        assertThat(store.lookup(key(1))).isInstanceOfSatisfying(LookupResult.OnSsd.class, onSsd -> {
+            assertThat(onSsd.pin().payloadBytes()).isEqualTo(BLOCK);
+            onSsd.pin().close();
+        });
+        assertThat(store.lookup(key(2))).isEqualTo(new LookupResult.Miss(key(2)));
+    }
+
+    @Test
+    void stageReadsFromSsdStraightIntoADramSlotAndLeasesIt() throws IOException {
+        open(writeThrough(), 16);
+        putOnSsdOnly(key(1));
+        StageResult r = store.stage(key(1)).join();
+        assertThat(r).isInstanceOfSatisfying(StageResult.Staged.class, staged -> {
+            assertThat(staged.source()).isEqualTo(StageResult.Source.SSD_READ);
+            assertThat(hasCanary(staged.lease().segment(), key(1))).isTrue();
+            staged.lease().release();
+        });
+        assertThat(registry.get("orbitkv.ssd.bounce.copies").counter().count()).as("O_DIRECT into the slot").isZero();
+        assertThat(store.dram().contains(key(1))).isTrue();
+        // Now it is a DRAM hit, with no further read.
+        StageResult again = store.stage(key(1)).join();
+        assertThat(again).isInstanceOfSatisfying(StageResult.Staged.class, staged -> {
+            assertThat(staged.source()).isEqualTo(StageResult.Source.DRAM_HIT);
+            staged.lease().release();
+        });
+        assertThat(ssdReads()).isEqualTo(1.0);
+        assertThat(store.stage(key(9)).join()).isEqualTo(new StageResult.Miss(key(9), StageResult.MissReason.NOT_FOUND));
+        assertThat(store.dram().usage().leases()).isZero();
+        assertThat(store.dram().usage().reservedBytes()).isZero();
+    }
+
+    @Test
+    void concurrentStagingsOfOneKeyShareOneBackingRead() throws IOException {
+        open(writeThrough(), 16);
+        putOnSsdOnly(key(1));
+        CompletableFuture<Void> hold = holdDispatcher();
+        List<CompletableFuture<StageResult>> stagings = new ArrayList<>();
+        for (int i = 0; i < 5; i++) stagings.add(store.stage(key(1)));
+        assertThat(store.inflightStagings()).isEqualTo(1);
+        assertThat(store.dispatcher().depth(true)).isEqualTo(1);
+        hold.complete(null);
+        List<Lease> leases = new ArrayList<>();
+        for (CompletableFuture<StageResult> s : stagings) {
+            StageResult r = s.join();
+            assertThat(r).isInstanceOf(StageResult.Staged.class);
+            leases.add(((StageResult.Staged) r).lease());
+        }
+        assertThat(ssdReads()).isEqualTo(1.0);
+        assertThat(counter("orbitkv.tiered.stage", "result", "ssd_read")).isEqualTo(1.0);
+        assertThat(counter("orbitkv.tiered.stage", "result", "shared_read")).isEqualTo(4.0);
+        assertThat(Set.copyOf(leases)).hasSize(5);
+        assertThat(store.dram().usage().leases()).isEqualTo(5);
+        for (Lease l : leases) {
+            assertThat(hasCanary(l.segment(), key(1))).isTrue();
+            l.release();
+        }
+        assertThat(store.dram().usage().leases()).isZero();
+        assertThat(store.inflightStagings()).isZero();
+    }
+
+    @Test
+    void aCorruptExtentStagesAsAMissAndIsNeverServed() throws IOException {
+        open(writeThrough(), 16);
+        putOnSsdOnly(key(1));
+        long payloadOffset = corruptPayloadOf(key(1));
+        assertThat(payloadOffset).isNotNegative();
+        StageResult r = store.stage(key(1)).join();
+        assertThat(r).isEqualTo(new StageResult.Miss(key(1), StageResult.MissReason.CORRUPT));
+        assertThat(store.dram().contains(key(1))).isFalse();
+        assertThat(store.ssd().contains(key(1))).as("dropped from the SSD index").isFalse();
+        assertThat(store.dram().usage().reservedBytes()).isZero();
+        assertThat(registry.get("orbitkv.ssd.corrupt.dropped").tag("damage", "bad_payload_crc").counter().count())
+                .isEqualTo(1.0);
+        assertThat(store.stage(key(1)).join()).isEqualTo(new StageResult.Miss(key(1), StageResult.MissReason.NOT_FOUND));
+    }
+
+    /** Flips one byte in the middle of {@code key}'s payload on disk; returns the payload's file offset. */
+    long corruptPayloadOf(StateKey key) throws IOException {
+        byte[] prefix = new byte[64];
+        MemorySegment.copy(page(key), ValueLayout.JAVA_BYTE, 0, prefix, 0, prefix.length);
+        try (var files = Files.list(dir.resolve("ssd"))) {
+            for (Path file : files.toList()) {
+                byte[] all = Files.readAllBytes(file);
+                for (int off = 0; off + prefix.length <= all.length; off += 4096) {
+                    if (java.util.Arrays.equals(all, off, off + prefix.length, prefix, 0, prefix.length)) {
+                        try (FileChannel ch = FileChannel.open(file, StandardOpenOption.WRITE)) {
+                            ch.write(ByteBuffer.wrap(new byte[] {(byte) ~all[off + BLOCK / 2]}), off + BLOCK / 2);
+                        }
+                        return off;
+                    }
+                }
+            }
+        }
+        return -1;
+    }
+
+    @Test
+    void readsOvertakeQueuedWritesOnRealFilesWithAtMostKReadsPerWaitingWrite() throws IOException {
+        open(writeThrough().withLanes(16, 16, 2), 32);
+        List<StateKey> readKeys = new ArrayList<>();
+        for (int i = 0; i < 6; i++) {
+            readKeys.add(key(100 + i));
+            putOnSsdOnly(key(100 + i));
+        }
+        List<StateKey> writeKeys = List.of(key(200), key(201), key(202));
+        CompletableFuture<Void> hold = holdDispatcher();
+        for (StateKey k : writeKeys) store.publish(k, NS, PageSource.weak(page(k), BLOCK));
+        await().atMost(WAIT).until(() -> store.dispatcher().depth(false) == 3);
+        List<CompletableFuture<StageResult>> stagings = readKeys.stream().map(store::stage).toList();
+        assertThat(store.dispatcher().depth(true)).isEqualTo(6);
+        long mark = store.residency().lastSequence() + 1;
+        hold.complete(null);
+        for (CompletableFuture<StageResult> s : stagings) {
+            assertThat(s.join()).isInstanceOfSatisfying(StageResult.Staged.class, st -> st.lease().release());
+        }
+        await().atMost(WAIT).until(() -> writeKeys.stream().allMatch(store.ssd()::contains));
+        // One SSD worker: operations complete in the order the dispatcher started them.
+        List<String> order = new ArrayList<>();
+        for (ResidencyEvent e : store.residency().readFrom(mark, 1000).events()) {
+            if (e.kind() != ResidencyEvent.Kind.ADDED) continue;
+            if (e.medium() == ResidencyEvent.Medium.DRAM && readKeys.contains(e.key())) order.add("r");
+            if (e.medium() == ResidencyEvent.Medium.SSD && writeKeys.contains(e.key())) order.add("w");
+        }
+        assertThat(order).containsExactly("r", "r", "w", "r", "r", "w", "r", "r", "w");
+    }
+
+    @Test
+    void bothTiersReportToTheOneResidencyStream() throws IOException {
+        open(writeThrough(), 16);
+        putOnSsdOnly(key(1));
+        List<ResidencyEvent> events = store.residency().readFrom(1, 100).events();
+        assertThat(events).extracting(ResidencyEvent::medium, ResidencyEvent::kind)
+                .contains(org.assertj.core.groups.Tuple.tuple(ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.ADDED),
+                        org.assertj.core.groups.Tuple.tuple(ResidencyEvent.Medium.SSD, ResidencyEvent.Kind.ADDED),
+                        org.assertj.core.groups.Tuple.tuple(ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.REMOVED));
+    }
+
+    @Test
+    void zeroCopyCommitRunsSsdAdmission() throws IOException {
+        open(writeThrough(), 16);
+        var reservation = (io.orbitkv.core.storage.dram.Reservation) store.reserve(key(1), NS, BLOCK);
+        MemorySegment.copy(page(key(1)), 0, reservation.segment(), 0, BLOCK);
+        assertThat(store.commit(reservation)).isInstanceOf(io.orbitkv.core.storage.dram.CommitResult.Inserted.class);
+        await().atMost(WAIT).until(() -> store.ssd().contains(key(1)));
+    }
+}
