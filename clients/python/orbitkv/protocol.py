@@ -528,8 +528,9 @@ class ArenaFile:
         _check_text("path", self.path, 1, 0xFFFF)
         _check_int("size_bytes", self.size_bytes, 1, U63_MAX)
         _check_int("slot_bytes", self.slot_bytes, 1, U31_MAX)
-        if self.size_bytes % self.slot_bytes:
-            raise _bad(f"size_bytes {self.size_bytes} is not a multiple of slot_bytes {self.slot_bytes}")
+        # Not a multiple: the Manager's arena file starts with a 4 KiB header; offsets are absolute.
+        if self.size_bytes < self.slot_bytes:
+            raise _bad(f"size_bytes {self.size_bytes} is below slot_bytes {self.slot_bytes}")
 
 
 @dataclass(frozen=True)
