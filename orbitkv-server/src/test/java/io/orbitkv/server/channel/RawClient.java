@@ -55,10 +55,11 @@ public final class RawClient implements AutoCloseable {
         return id;
     }
 
-    /** Sends {@code request} and returns the next frame, which must be its reply. */
+    /** Sends {@code request} and returns its reply (COMPLETION events before it are skipped). */
     public Reply call(Request request) {
         long id = send(request);
         Received r = next();
+        while (r instanceof Frame f && f.reply() instanceof Reply.Completion) r = next();
         if (!(r instanceof Frame f) || f.requestId() != id) {
             throw new AssertionError("expected the reply to request " + id + ", got " + r);
         }
