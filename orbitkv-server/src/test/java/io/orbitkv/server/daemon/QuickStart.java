@@ -1,4 +1,4 @@
-package io.orbitkv.server.clientit;
+package io.orbitkv.server.daemon;
 
 import io.orbitkv.client.OrbitKvClient;
 import io.orbitkv.client.PageToPublish;
