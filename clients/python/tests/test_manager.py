@@ -6,6 +6,7 @@ the quick-start example runs and its hit shows in /metrics."""
 
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -42,7 +43,8 @@ class ManagerProcess:
              "--dram-bytes", "64m", "--ssd-bytes", "64m", "--http", "0", "--dram-dir", self.dram_dir,
              "--ssd-dir", os.path.join(self.dir, "ssd"), "--socket", os.path.join(self.dir, "m.sock")],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=self.dir)
-        line = self.proc.stdout.readline()  # blocks until the ready line, or EOF if it failed
+        ready, _, _ = select.select([self.proc.stdout], [], [], 60)  # the ready line, or EOF if it failed
+        line = self.proc.stdout.readline() if ready else ""
         match = READY.search(line)
         if not match:
             self.proc.kill()
