@@ -49,7 +49,8 @@ import java.util.function.LongSupplier;
  *
  * <p>Thread model: all public methods are thread-safe and never block on I/O; staging completes
  * its future on an SSD worker thread (or at once for a DRAM hit or a refusal). The sealing
- * thread (a platform thread, {@code orbitkv-sealer-<arena>}) runs {@link PublishPipeline#sealQueued}.
+ * thread (a platform thread, {@code orbitkv-sealer-<arena>}) runs {@link PublishPipeline#sealQueued}
+ * and {@link PublishPipeline#admitEvicted}.
  * {@link #close()} stops intake, lets queued and in-flight SSD work finish (bounded by the
  * publish {@code drainTimeoutNanos}), then closes the store and the DRAM tier.
  *
@@ -425,7 +426,10 @@ public final class TieredStore implements AutoCloseable {
     private void sealLoop() {
         while (!closed.get()) {
             try {
-                if (pipeline.awaitSealWork(SEAL_POLL_NANOS)) pipeline.sealQueued(SEAL_BATCH_BLOCKS);
+                if (pipeline.awaitWork(SEAL_POLL_NANOS)) {
+                    pipeline.admitEvicted();
+                    pipeline.sealQueued(SEAL_BATCH_BLOCKS);
+                }
             } catch (InterruptedException e) {
                 return;
             } catch (RuntimeException e) {

@@ -41,7 +41,6 @@ class TieredStoreTest {
     static final NamespaceDigest DIGEST = new NamespaceDigest(0xabcdL, 4, 5, 6);
     static final int BLOCK = 20 * 1024; // not a 4 KiB multiple
     static final int SLOT = 32 * 1024;
-    static final Arena PAGES = Arena.ofAuto();
     static final Duration WAIT = Duration.ofSeconds(10);
 
     @TempDir
@@ -84,7 +83,8 @@ class TieredStoreTest {
     }
 
     static MemorySegment page(StateKey key) {
-        MemorySegment s = PAGES.allocate(BLOCK, 4096);
+        // Its own automatic arena: once a weak source's page is collected, its memory is freed too.
+        MemorySegment s = Arena.ofAuto().allocate(BLOCK, 4096);
         for (long o = 0; o < BLOCK; o++) s.set(ValueLayout.JAVA_BYTE, o, (byte) mix(key.prefix64() + o));
         return s;
     }
@@ -266,6 +266,30 @@ class TieredStoreTest {
             if (e.medium() == ResidencyEvent.Medium.SSD && writeKeys.contains(e.key())) order.add("w");
         }
         assertThat(order).containsExactly("r", "r", "w", "r", "r", "w", "r", "r", "w");
+    }
+
+    @Test
+    void closeDrainsQueuedAndInFlightSsdWorkBeforeClosingTheTiers() throws Exception {
+        open(writeThrough(), 16);
+        putOnSsdOnly(key(1));
+        CompletableFuture<Void> hold = holdDispatcher();
+        CompletableFuture<StageResult> staging = store.stage(key(1));
+        store.publish(key(2), NS, PageSource.weak(page(key(2)), BLOCK));
+        await().atMost(WAIT).until(() -> store.dispatcher().depth(false) == 1);
+        double writesBefore = registry.get("orbitkv.ssd.writes").counter().count();
+        Thread closer = Thread.ofPlatform().start(store::close);
+        await().atMost(WAIT).until(() -> closer.getState() == Thread.State.TIMED_WAITING);
+        assertThat(staging).as("close waits for the queued read").isNotDone();
+        hold.complete(null);
+        closer.join(WAIT.toMillis());
+        assertThat(closer.isAlive()).isFalse();
+        StageResult r = staging.join();
+        assertThat(r).isInstanceOfSatisfying(StageResult.Staged.class, st -> {
+            assertThat(st.source()).isEqualTo(StageResult.Source.SSD_READ);
+            st.lease().release(); // legal after close
+        });
+        assertThat(registry.find("orbitkv.ssd.writes").counter().count()).isEqualTo(writesBefore + 1);
+        assertThat(store.stage(key(1)).join()).isEqualTo(new StageResult.Miss(key(1), StageResult.MissReason.CLOSED));
     }
 
     @Test

@@ -31,6 +31,13 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * the index at once, so no new reader finds it, but its slot returns to the free list only when
  * the last lease is released.
  *
+ * <p>Hooks for internal copiers (the publish pipeline and staging): {@link #commitAndAcquire}
+ * leases the new image inside its insertion, so an image the policy refuses at once is still
+ * readable by the caller that paid for it; {@link #acquireImage} leases an exact image without
+ * counting a use; {@link #share} adds a lease to an already leased image; an
+ * {@link EvictionListener} set once with {@link #setEvictionListener} is handed each evicted
+ * image (not namespace drops) pinned by a lease taken before its slot was retired.
+ *
  * <p>Thread model: every public method is thread-safe and non-blocking apart from short locks
  * (Caffeine's per-bin and eviction locks, then the slot table's lock, in that order only).
  * Caffeine's maintenance runs on the calling thread ({@code executor(Runnable::run)}), so an

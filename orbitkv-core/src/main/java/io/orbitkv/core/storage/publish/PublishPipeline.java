@@ -46,7 +46,8 @@ import java.util.function.LongSupplier;
  * its source (gone: dropped, counted), reserves a DRAM slot, copies, commits: a sealed block
  * enters DRAM first. {@link #onCommitted} (also the engine channel's zero-copy commits) then runs
  * SSD admission by policy: {@code write-through} at once; {@code on-evict} when DRAM evicts the
- * image ({@link #onEvicted}, a lease taken before the slot was freed); {@code reuse-aware:N} on
+ * image ({@link #onEvicted} hands over a lease taken before the slot was freed, and
+ * {@link #admitEvicted} admits it); {@code reuse-aware:N} on
  * the N-th DRAM hit after the commit ({@link #onDramHit}). Admission then asks the budget (over
  * rate or queue bytes: skipped, counted, the block stays in DRAM) and queues a write on the
  * dispatcher's write lane. A queued write holds only key + image id (or the eviction lease); at
@@ -54,8 +55,8 @@ import java.util.function.LongSupplier;
  * the image is gone the write is dropped (counted).
  *
  * <p>Thread model: {@code publish}, {@code onCommitted} and {@code onDramHit} from any thread;
- * {@code sealQueued} from one sealing thread at a time; {@code onEvicted} on DRAM's evicting
- * thread under that key's index lock, so it only queues. {@code queueLock} guards the seal
+ * {@code sealQueued} and {@code admitEvicted} from one sealing thread at a time; {@code onEvicted}
+ * on DRAM's evicting thread under that key's index lock, so it only queues (bounded). {@code queueLock} guards the seal
  * queue and the budget and is never held while calling another component.
  *
  * <p>Invariants: {@code queuedBytes} is the sum of queued blocks' lengths and at most
@@ -75,6 +76,9 @@ public final class PublishPipeline implements AutoCloseable {
     /** One block waiting to be sealed. */
     private record SealRequest(StateKey key, int namespaceId, PageSource source) {}
 
+    /** An image DRAM evicted and handed over, waiting for SSD admission under {@code on-evict}. */
+    private record Evicted(Lease retained, int namespaceId) {}
+
     /** A reuse-aware candidate: the committed image whose DRAM hits are counted. */
     private record HitCount(int namespaceId, long imageId, int lengthBytes, AtomicInteger hits) {}
 
@@ -89,9 +93,11 @@ public final class PublishPipeline implements AutoCloseable {
     private final Set<StateKey> pendingWrites = ConcurrentHashMap.newKeySet();
 
     private final ReentrantLock queueLock = new ReentrantLock();
-    private final Condition sealWork = queueLock.newCondition();
+    private final Condition work = queueLock.newCondition();
     // @GuardedBy("queueLock")
     private final ArrayDeque<SealRequest> sealQueue = new ArrayDeque<>();
+    // @GuardedBy("queueLock"); bounded by writeLaneOps (each entry pins an evicted DRAM slot)
+    private final ArrayDeque<Evicted> evictedQueue = new ArrayDeque<>();
     // @GuardedBy("queueLock")
     private long queuedBytes;
     // @GuardedBy("queueLock")
@@ -139,7 +145,7 @@ public final class PublishPipeline implements AutoCloseable {
             }
             sealQueue.addLast(new SealRequest(key, namespaceId, source));
             queuedBytes += length;
-            sealWork.signal();
+            work.signal();
             return new PublishResult.Queued(queuedBytes);
         } finally {
             queueLock.unlock();
@@ -165,16 +171,41 @@ public final class PublishPipeline implements AutoCloseable {
         return taken;
     }
 
-    /** Waits up to {@code timeoutNanos} for a block to seal; true when one is queued. For the sealing thread. */
-    public boolean awaitSealWork(long timeoutNanos) throws InterruptedException {
+    /**
+     * Runs SSD admission for the images DRAM handed over on eviction ({@code on-evict}), oldest
+     * first; returns how many. Called by the sealing thread, so admission never runs under the
+     * evicting thread's index lock.
+     */
+    public int admitEvicted() {
+        int admitted = 0;
+        for (;;) {
+            Evicted next;
+            queueLock.lock();
+            try {
+                next = evictedQueue.pollFirst();
+            } finally {
+                queueLock.unlock();
+            }
+            if (next == null) return admitted;
+            Lease lease = next.retained();
+            admit(lease.key(), next.namespaceId(), lease.imageId(), lease.lengthBytes(), Optional.of(lease));
+            admitted++;
+        }
+    }
+
+    /**
+     * Waits up to {@code timeoutNanos} for a block to seal or an evicted image to admit; true
+     * when there is work. For the sealing thread.
+     */
+    public boolean awaitWork(long timeoutNanos) throws InterruptedException {
         queueLock.lock();
         try {
             long remaining = timeoutNanos;
-            while (sealQueue.isEmpty() && !closed) {
+            while (sealQueue.isEmpty() && evictedQueue.isEmpty() && !closed) {
                 if (remaining <= 0) return false;
-                remaining = sealWork.awaitNanos(remaining);
+                remaining = work.awaitNanos(remaining);
             }
-            return !sealQueue.isEmpty();
+            return !sealQueue.isEmpty() || !evictedQueue.isEmpty();
         } finally {
             queueLock.unlock();
         }
@@ -205,14 +236,29 @@ public final class PublishPipeline implements AutoCloseable {
     }
 
     /**
-     * DRAM's {@link io.orbitkv.core.storage.dram.EvictionListener}: under {@code on-evict} the
-     * retained image is admitted for SSD and its lease travels with the write; otherwise, or when
-     * admission says no, the lease is released at once.
+     * DRAM's {@link io.orbitkv.core.storage.dram.EvictionListener}. Under {@code on-evict} the
+     * retained image is queued for {@link #admitEvicted} (the evicting thread holds an index lock,
+     * so nothing else happens here) and its lease travels with the write; a full hand-over queue
+     * ({@code writeLaneOps} entries) drops it, counted as {@code lane_full}. Under the other
+     * policies the lease is released at once.
      */
     public void onEvicted(Lease retained, int namespaceId) {
         switch (config.policy()) {
-            case SsdAdmissionPolicy.OnEvict() -> admit(retained.key(), namespaceId, retained.imageId(),
-                    retained.lengthBytes(), Optional.of(retained));
+            case SsdAdmissionPolicy.OnEvict() -> {
+                boolean queued;
+                queueLock.lock();
+                try {
+                    queued = !closed && evictedQueue.size() < config.writeLaneOps()
+                            && evictedQueue.add(new Evicted(retained, namespaceId));
+                    if (queued) work.signal();
+                } finally {
+                    queueLock.unlock();
+                }
+                if (!queued) {
+                    metrics.writeDropped(PublishMetrics.WriteDrop.LANE_FULL);
+                    retained.release();
+                }
+            }
             case SsdAdmissionPolicy.WriteThrough() -> retained.release();
             case SsdAdmissionPolicy.ReuseAware(int ignored) -> {
                 hitTable.invalidate(retained.key());
@@ -249,23 +295,33 @@ public final class PublishPipeline implements AutoCloseable {
         }
     }
 
-    /** Refuses new blocks, drops (and closes the sources of) queued ones, removes the meters. */
+    /**
+     * Refuses new blocks, drops (and closes the sources of) queued ones, releases handed-over
+     * evicted images, removes the meters.
+     */
     @Override
     public void close() {
         List<SealRequest> dropped = new ArrayList<>();
+        List<Evicted> evicted = new ArrayList<>();
         queueLock.lock();
         try {
             closed = true;
             dropped.addAll(sealQueue);
             sealQueue.clear();
             queuedBytes = 0;
-            sealWork.signalAll();
+            evicted.addAll(evictedQueue);
+            evictedQueue.clear();
+            work.signalAll();
         } finally {
             queueLock.unlock();
         }
         for (SealRequest r : dropped) {
             r.source().close();
             metrics.sealDropped(PublishMetrics.SealDrop.CLOSED);
+        }
+        for (Evicted e : evicted) {
+            e.retained().release();
+            metrics.writeDropped(PublishMetrics.WriteDrop.CLOSED);
         }
         metrics.close();
     }

@@ -38,7 +38,12 @@ class DramEvictionHookTest {
 
     /** 4 slots of 4 KiB: index weight 2 slots, 1 reserved, 1 evicted-but-leased. */
     private void open(boolean listen) throws IOException {
-        tier = DramTier.open(new DramTierConfig(dir, "hook", List.of(new SizeClass(K4, 4)), K4, K4, 64),
+        open(listen, K4);
+    }
+
+    private void open(boolean listen, long reservedBudgetBytes) throws IOException {
+        tier = DramTier.open(new DramTierConfig(dir, "hook", List.of(new SizeClass(K4, 4)), reservedBudgetBytes, K4,
+                        64),
                 new ResidencyStream(256), registry);
         if (listen) {
             tier.setEvictionListener((lease, ns) -> {
@@ -151,6 +156,51 @@ class DramEvictionHookTest {
             assertThat(lease.blockSegment().isReadOnly()).isTrue();
             assertThat(lease.blockSegment().address()).isEqualTo(r.blockSegment().address());
         }
+    }
+
+    @Test
+    void commitAndAcquireLeasesTheNewImageEvenWhenThePolicyEvictsItAtOnce() throws IOException {
+        open(true);
+        publish(key(1), 1, 100);
+        publish(key(2), 1, 100);
+        for (int i = 0; i < 20; i++) {
+            ((Lease) tier.acquire(key(1))).release();
+            ((Lease) tier.acquire(key(2))).release();
+        }
+        tier.runMaintenance();
+        Reservation r = (Reservation) tier.reserve(key(3), 1, 100);
+        writeCanary(r.segment(), key(3));
+        AcquireResult result = tier.commitAndAcquire(r);
+        tier.runMaintenance();
+        assertThat(result).isInstanceOf(Lease.class);
+        Lease lease = (Lease) result;
+        assertThat(lease.imageId()).isEqualTo(r.imageId());
+        // W-TinyLFU refuses the cold newcomer against two hot residents: it is out of the index...
+        assertThat(tier.contains(key(3))).isFalse();
+        offered.forEach(Lease::release);
+        // ...yet this caller's bytes stay put until it lets go.
+        assertThat(hasCanary(lease.segment(), key(3))).isTrue();
+        assertThat(tier.usage().evictedLeasedBytes()).isEqualTo(K4);
+        lease.release();
+        assertThat(tier.usage().evictedLeasedBytes()).isZero();
+        assertThat(tier.usage().leases()).isZero();
+        assertThat(counterOf("hits")).isEqualTo(40);
+    }
+
+    @Test
+    void commitAndAcquireOfADuplicateLeasesTheResidentImage() throws IOException {
+        open(false, 2 * K4);
+        Reservation first = (Reservation) tier.reserve(key(1), 1, 100);
+        Reservation late = (Reservation) tier.reserve(key(1), 1, 100);
+        writeCanary(first.segment(), key(1));
+        long resident = ((CommitResult.Inserted) tier.commit(first)).imageId();
+        AcquireResult r = tier.commitAndAcquire(late);
+        assertThat(r).isInstanceOfSatisfying(Lease.class, l -> {
+            assertThat(l.imageId()).isEqualTo(resident);
+            l.release();
+        });
+        assertThat(tier.commitAndAcquire(late)).isEqualTo(new AcquireResult.Miss(key(1)));
+        assertThat(tier.usage().reservedBytes()).isZero();
     }
 
     private double counterOf(String name) {

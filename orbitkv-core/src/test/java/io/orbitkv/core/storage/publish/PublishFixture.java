@@ -37,7 +37,6 @@ final class PublishFixture implements AutoCloseable {
     static final int NS = 7;
     static final NamespaceDigest DIGEST = new NamespaceDigest(0x5eed, 1, 2, 3);
     static final int BLOCK = 12 * 1024; // not a 4 KiB multiple: the padded views matter
-    static final Arena PAGES = Arena.ofAuto();
 
     final SimpleMeterRegistry registry = new SimpleMeterRegistry();
     final ResidencyStream residency = new ResidencyStream(4096);
@@ -84,7 +83,8 @@ final class PublishFixture implements AutoCloseable {
 
     /** A producer page holding {@code key}'s canary. */
     static MemorySegment page(StateKey key, int lengthBytes) {
-        MemorySegment s = PAGES.allocate(lengthBytes, 4096);
+        // Its own automatic arena: once a weak source's page is collected, its memory is freed too.
+        MemorySegment s = Arena.ofAuto().allocate(lengthBytes, 4096);
         writeCanary(s, key);
         return s;
     }
@@ -141,13 +141,14 @@ final class PublishFixture implements AutoCloseable {
         assertThat(pipeline.publish(key, NS, PageSource.weak(page(key, BLOCK), BLOCK)))
                 .isInstanceOf(PublishResult.Queued.class);
         assertThat(pipeline.sealQueued(16)).isEqualTo(1);
+        pipeline.admitEvicted();
     }
 
     /** Reads {@code key}'s SSD extent back, verified; empty when not on SSD. */
     Optional<MemorySegment> readFromSsd(StateKey key) {
         if (!(ssd.pin(key) instanceof Pin pin)) return Optional.empty();
         try (pin) {
-            MemorySegment dst = PAGES.allocate(pin.paddedPayloadBytes(), 4096);
+            MemorySegment dst = Arena.ofAuto().allocate(pin.paddedPayloadBytes(), 4096);
             ReadResult r = ssd.read(pin, dst).join();
             assertThat(r).isInstanceOf(ReadResult.Served.class);
             return Optional.of(dst.asSlice(0, pin.payloadBytes()));

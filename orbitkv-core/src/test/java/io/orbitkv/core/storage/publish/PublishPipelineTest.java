@@ -145,6 +145,9 @@ class PublishPipelineTest {
             }
         });
         assertThat(f.dram.evict(key(1))).isTrue();
+        // The evicting thread only hands the image over; admission runs on the sealing thread.
+        assertThat(f.dispatcher.depth(false)).isZero();
+        assertThat(f.pipeline.admitEvicted()).isEqualTo(1);
         assertThat(f.dispatcher.depth(false)).isEqualTo(1);
         // The retained image's slot is not free: new blocks go elsewhere and cannot overwrite it.
         assertThat(f.dram.usage().evictedLeasedBytes()).isEqualTo(16 * 1024);
