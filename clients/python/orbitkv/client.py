@@ -306,6 +306,8 @@ class Client:
             for i, (page, outcome) in enumerate(zip(pages, reserved.outcomes)):
                 if isinstance(outcome, p.Granted):
                     granted.append((outcome.reservation_id, i))
+                    if self._failure is not None:  # protocol.md 9.6: closed or fenced, the slot is not ours
+                        raise self._failure
                     arena = self._arenas[outcome.arena_index]
                     end = outcome.offset_bytes + len(page.data)
                     if end > len(arena):

@@ -182,6 +182,9 @@ public final class OrbitKvClient implements AutoCloseable {
                     case Reply.Granted g -> {
                         granted.add(g.reservationId());
                         grantedPage.add(i);
+                        // protocol.md 9.6: once closed or fenced, the slot may already hold another page.
+                        RuntimeException ended = channel.failure();
+                        if (ended != null) throw ended instanceof OrbitKvException ok ? ok.rethrown() : ended;
                         MemorySegment image = pages.get(i).image();
                         MemorySegment.copy(image, 0, mappings.arena(g.arenaIndex()), g.offsetBytes(), image.byteSize());
                     }
