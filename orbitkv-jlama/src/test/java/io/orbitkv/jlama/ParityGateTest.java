@@ -21,9 +21,7 @@ import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
@@ -51,8 +49,7 @@ class ParityGateTest {
     static Namespace ns;
     static AbstractModel engineModel;
     static AbstractModel controlModel;
-    static JlamaSessionRunner control;
-    static final Map<String, RequestReport> coldResults = new HashMap<>();
+    static ColdControl control;
 
     @TempDir
     Path tmp;
@@ -63,7 +60,7 @@ class ParityGateTest {
         ns = JlamaNamespace.of(files, PAGE_TOKENS);
         engineModel = JlamaSessionRunner.loadModel(files.dir());
         controlModel = JlamaSessionRunner.loadModel(files.dir());
-        control = new JlamaSessionRunner(controlModel, ns, KvPageStore.cold());
+        control = new ColdControl(controlModel, ns, NEW_TOKENS);
     }
 
     @AfterAll
@@ -82,24 +79,11 @@ class ParityGateTest {
     }
 
     static RequestReport cold(int[] prompt) {
-        return coldResults.computeIfAbsent(Arrays.toString(prompt), k -> control.run(prompt, NEW_TOKENS, System.nanoTime()));
+        return control.result(prompt);
     }
 
-    /** The gate: tokens and every logit bit-identical to the cold control. */
     static void assertParity(RequestReport warm, int[] prompt) {
-        RequestReport expected = cold(prompt);
-        assertThat(expected.restoredTokens()).isZero();
-        assertThat(warm.generated()).as("greedy tokens").containsExactly(expected.generated());
-        for (int step = 0; step < NEW_TOKENS; step++) {
-            float[] w = warm.logits()[step];
-            float[] c = expected.logits()[step];
-            assertThat(w).hasSameSizeAs(c);
-            for (int v = 0; v < c.length; v++) {
-                if (Float.floatToRawIntBits(w[v]) != Float.floatToRawIntBits(c[v])) {
-                    throw new AssertionError("step " + step + " logit " + v + ": warm " + w[v] + " != cold " + c[v]);
-                }
-            }
-        }
+        control.assertParity(warm, prompt);
     }
 
     static RequestReport serve(OrbitKvPageStore store, AbstractModel model, int[] prompt) {
