@@ -24,6 +24,7 @@ PAGE_BYTES = 8192  # one page's KV bytes for this toy model
 
 
 def main(socket_path: str) -> int:
+    # [quickstart]
     namespace = Namespace(model_id="quickstart/tiny-llama", revision="r1", weights_digest="sha256:00",
                           tokenizer_digest="sha256:01", adapter_id="", dtype="bf16", kv_layout="nhd",
                           page_tokens=PAGE_TOKENS, tp_size=1, tp_rank=0, pp_size=1, pp_rank=0, format_version=1)
@@ -56,6 +57,7 @@ def main(socket_path: str) -> int:
             print(f"restored {len(hashes)} pages: {'bytes equal' if ok else 'MISMATCH'}")
             client.release(1)
             print("query_hits =", client.stats().get("query_hits"))
+            # [/quickstart]
             return 0 if ok else 1
     finally:
         if os.path.exists(region_path):

@@ -6,6 +6,7 @@ the quick-start example runs and its hit shows in /metrics."""
 
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -42,7 +43,8 @@ class ManagerProcess:
              "--dram-bytes", "64m", "--ssd-bytes", "64m", "--http", "0", "--dram-dir", self.dram_dir,
              "--ssd-dir", os.path.join(self.dir, "ssd"), "--socket", os.path.join(self.dir, "m.sock")],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=self.dir)
-        line = self.proc.stdout.readline()  # blocks until the ready line, or EOF if it failed
+        ready, _, _ = select.select([self.proc.stdout], [], [], 60)  # the ready line, or EOF if it failed
+        line = self.proc.stdout.readline() if ready else ""
         match = READY.search(line)
         if not match:
             self.proc.kill()
@@ -79,7 +81,9 @@ class AgainstManager(unittest.TestCase):
     def namespace(self, model):
         return Namespace(model, "r1", "sha256:w", "sha256:t", "", "bf16", "nhd", PAGE_TOKENS, 1, 0, 1, 0, 1)
 
-    def client(self, model, instance="engine-0", epoch=1):
+    def client(self, model, instance=None, epoch=1):
+        """A registered client; each test uses its own instance id, so no test waits on another's disconnect."""
+        instance = instance or f"engine-{model}"
         c = Client(self.manager.socket, timeout=20)
         self.addCleanup(c.close)
         ns = self.namespace(model)
@@ -165,6 +169,21 @@ class AgainstManager(unittest.TestCase):
         hits = re.search(r'^orbitkv_manager_queries_total\{outcome="hit"\} (\S+)$', self.manager.metrics(), re.M)
         self.assertIsNotNone(hits)
         self.assertGreaterEqual(float(hits.group(1)), 1.0)
+
+
+class ReadmeQuickStart(unittest.TestCase):
+    """The README shows the quick-start example that AgainstManager runs (indentation aside)."""
+
+    def test_readme_shows_the_example(self):
+        with open(QUICKSTART, encoding="utf-8") as f:
+            source = f.read()
+        snippet = source[source.index("# [quickstart]\n") + len("# [quickstart]\n"):source.index("# [/quickstart]")]
+        with open(os.path.join(HERE, "..", "..", "..", "README.md"), encoding="utf-8") as f:
+            readme = f.read()
+
+        def normalize(text):
+            return "\n".join(line.strip() for line in text.splitlines() if line.strip())
+        self.assertIn(normalize(snippet), normalize(readme))
 
 
 if __name__ == "__main__":

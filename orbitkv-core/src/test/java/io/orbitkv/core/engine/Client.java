@@ -55,7 +55,18 @@ final class Client implements AutoCloseable {
     void registerOk(String instance, long epoch, Namespace ns, RecoveryContract contract) {
         Reply r = register(instance, epoch, ns, contract);
         assertThat(r).isInstanceOf(Reply.Registered.class);
-        registered = (Reply.Registered) r;
+        mapArenas((Reply.Registered) r);
+    }
+
+    /** Registers and maps the arenas; false (nothing mapped) if the REGISTER was refused. */
+    boolean tryRegister(String instance, long epoch, Namespace ns, RecoveryContract contract) {
+        if (!(register(instance, epoch, ns, contract) instanceof Reply.Registered r)) return false;
+        mapArenas(r);
+        return true;
+    }
+
+    private void mapArenas(Reply.Registered r) {
+        registered = r;
         for (Reply.ArenaFile f : registered.arenas()) {
             try (FileChannel ch = FileChannel.open(Path.of(f.path()), StandardOpenOption.READ, StandardOpenOption.WRITE)) {
                 arenas.add(ch.map(FileChannel.MapMode.READ_WRITE, 0, f.sizeBytes(), arena));
@@ -94,7 +105,7 @@ final class Client implements AutoCloseable {
             entries.add(new Request.PublishPage(group, KeyForm.BLOCK_HASH, Hashes.of(List.of(hash(prompt, group, p))),
                     ManagerFixture.PAGE_BYTES));
         }
-        Reply.Reserved reserved = (Reply.Reserved) send(new Request.PublishReserve(entries));
+        if (!(send(new Request.PublishReserve(entries)) instanceof Reply.Reserved reserved)) return List.of();
         List<Long> ids = new ArrayList<>();
         for (int i = 0; i < pages.length; i++) {
             if (reserved.outcomes().get(i) instanceof Reply.Granted g) {
@@ -103,7 +114,7 @@ final class Client implements AutoCloseable {
             }
         }
         if (ids.isEmpty()) return List.of();
-        return ((Reply.Committed) send(new Request.PublishCommit(ids))).outcomes();
+        return send(new Request.PublishCommit(ids)) instanceof Reply.Committed c ? c.outcomes() : List.of();
     }
 
     void write(Reply.Granted g, byte[] bytes) {

@@ -58,7 +58,7 @@ final class ManagerFixture implements AutoCloseable {
     /** Opens the tiers (SSD files kept across restarts) and a new core. */
     void start() throws IOException {
         registry = new SimpleMeterRegistry();
-        namespaces = new NamespaceTable(16);
+        namespaces = new NamespaceTable(1024);
         DramTierConfig dram = new DramTierConfig(Files.createDirectories(dir.resolve("dram")), "mgr",
                 List.of(new SizeClass(SLOT, dramSlots)), 16L * SLOT, 4L * SLOT, 64);
         SsdConfig ssd = SsdConfig.of(Files.createDirectories(dir.resolve("ssd"))).withMaxPayloadBytes(SLOT)

@@ -47,8 +47,9 @@ import java.util.logging.Logger;
  * <p>Socket file rules: an existing file at the path is probed with a connect. If a Manager
  * answers, {@link #start} refuses ({@link IOException}): a live socket is never replaced. If
  * nothing answers, the file is a stale leftover of a dead Manager and is replaced. Permissions
- * are set right after bind; the window between bind and chmod is covered by the parent
- * directory, which the Manager creates 0700 when it creates it.
+ * are set right after bind (Java cannot bind with a mode); for the microseconds between bind and
+ * chmod the file has the umask's mode, so on a shared host the socket belongs in a directory
+ * only its users can enter (a missing parent directory is created 0700).
  *
  * <p>Design note: thread per connection on virtual threads instead of a selector loop: a
  * session's {@code handle} may block (REGISTER waits for a fenced incarnation to drain), and 256
@@ -149,7 +150,7 @@ public final class ChannelServer implements AutoCloseable {
      *
      * @throws IOException if a live server answers, or the path is not a socket
      */
-    static void removeIfStale(Path path) throws IOException {
+    public static void removeIfStale(Path path) throws IOException {
         if (!Files.exists(path, LinkOption.NOFOLLOW_LINKS)) return;
         int mode = (Integer) Files.getAttribute(path, "unix:mode", LinkOption.NOFOLLOW_LINKS);
         if ((mode & 0170000) != 0140000) {

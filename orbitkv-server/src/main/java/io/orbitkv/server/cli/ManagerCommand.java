@@ -102,8 +102,12 @@ final class ManagerCommand implements Callable<Integer> {
             });
         }
         Runtime.getRuntime().addShutdownHook(new Thread(daemon::close, "orbitkv-shutdown"));
-        out.println(daemon.readyLine());
-        out.flush();
+        try {
+            daemon.announceReady(out);
+        } catch (IOException e) {
+            daemon.close();
+            throw new InputException("cannot write the ready file: " + e.getMessage());
+        }
         try {
             stop.await();
         } catch (InterruptedException e) {

@@ -27,11 +27,14 @@ import java.util.Optional;
  * engine channel and the HTTP endpoint, started in that order by {@link #start} and stopped in
  * the reverse order by {@link #close()}.
  *
- * <p>Owns every one of those resources and the ready file. Thread model: {@link #start} and
+ * <p>Owns every one of those resources, the ready file and two locks: the store's
+ * ({@code <ssdDir>/manager.lock}) and the DRAM arenas' ({@code <dramDir>/<arenaName>.lock}), so
+ * a second Manager never truncates a live Manager's arena files even when only the DRAM
+ * directory is shared; a socket a live Manager answers on is refused before any tier opens. Thread model: {@link #start} and
  * {@link #close()} run on the lifecycle thread (the CLI's main thread, or the signal handler's);
  * {@code close()} is idempotent and synchronized. Invariants: nothing is started unless the
- * lock is held; the ready line is printed (and the ready file written) only once everything
- * serves; after {@code close()} the socket file, the DRAM arena files, the ready file and the
+ * lock is held; the ready line is printed (and the ready file written, {@link #announceReady})
+ * only once everything serves; after {@code close()} the socket file, the DRAM arena files, the ready file and the
  * lock file are gone and the lock is released.
  *
  * <p>Shutdown order and why: (1) stop accepting and close every connection, which closes its
@@ -57,6 +60,7 @@ public final class ManagerDaemon implements AutoCloseable {
     private final ManagerConfig config;
     private final PrintWriter log;
     private final StoreLock lock;
+    private final StoreLock dramLock;
     private final TieredStore store;
     private final ManagerCore core;
     private final ChannelServer channel;
@@ -64,11 +68,12 @@ public final class ManagerDaemon implements AutoCloseable {
     private final String readyLine;
     private boolean closed;
 
-    private ManagerDaemon(ManagerConfig config, PrintWriter log, StoreLock lock, TieredStore store, ManagerCore core,
-                          ChannelServer channel, StatusServer http) {
+    private ManagerDaemon(ManagerConfig config, PrintWriter log, StoreLock lock, StoreLock dramLock, TieredStore store,
+                          ManagerCore core, ChannelServer channel, StatusServer http) {
         this.config = config;
         this.log = log;
         this.lock = lock;
+        this.dramLock = dramLock;
         this.store = store;
         this.core = core;
         this.channel = channel;
@@ -78,7 +83,7 @@ public final class ManagerDaemon implements AutoCloseable {
     }
 
     /**
-     * Takes the lock and starts everything; on failure releases what was started and rethrows.
+     * Takes the locks and starts everything; on failure releases what was started and rethrows.
      *
      * @throws IOException if a file, the socket or the HTTP port cannot be set up
      */
@@ -88,6 +93,20 @@ public final class ManagerDaemon implements AutoCloseable {
             return new Startup.Locked(config.lockFile(), StoreLock.holderPid(config.lockFile()));
         }
         StoreLock lock = acquired.get();
+        Path dramLockFile = config.dramDir().resolve(config.arenaName() + ".lock");
+        Optional<StoreLock> dramAcquired;
+        try {
+            dramAcquired = StoreLock.tryAcquire(dramLockFile);
+            if (dramAcquired.isPresent()) ChannelServer.removeIfStale(config.socket());
+        } catch (IOException | RuntimeException e) {
+            lock.close();
+            throw e;
+        }
+        if (dramAcquired.isEmpty()) {
+            lock.close();
+            return new Startup.Locked(dramLockFile, StoreLock.holderPid(dramLockFile));
+        }
+        StoreLock dramLock = dramAcquired.get();
         PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
         new JvmMemoryMetrics().bindTo(registry);
         new JvmThreadMetrics().bindTo(registry);
@@ -98,7 +117,6 @@ public final class ManagerDaemon implements AutoCloseable {
         ManagerCore core = null;
         ChannelServer channel = null;
         try {
-            Files.createDirectories(config.dramDir());
             NamespaceTable namespaces = new NamespaceTable(NAMESPACES);
             store = TieredStore.open(config.storeConfig(), namespaces, registry);
             core = new ManagerCore(store, namespaces, config.limits(), config.coreConfig(), registry, System::nanoTime);
@@ -106,13 +124,12 @@ public final class ManagerDaemon implements AutoCloseable {
                     config.limits(), config.outboundQueueFrames(), Duration.ofMillis(config.drainTimeoutMillis())),
                     core::openSession, registry);
             StatusServer http = StatusServer.start(config.httpHost(), config.httpPort(), registry, core::status);
-            ManagerDaemon daemon = new ManagerDaemon(config, log, lock, store, core, channel, http);
-            daemon.writeReadyFile();
-            return new Startup.Started(daemon);
+            return new Startup.Started(new ManagerDaemon(config, log, lock, dramLock, store, core, channel, http));
         } catch (IOException | RuntimeException e) {
             if (channel != null) channel.close();
             if (core != null) core.close();
             if (store != null) store.close();
+            dramLock.close();
             lock.close();
             throw e;
         }
@@ -129,6 +146,19 @@ public final class ManagerDaemon implements AutoCloseable {
     /** The bound HTTP port. */
     public int httpPort() {
         return http.port();
+    }
+
+    /**
+     * Announces that the Manager serves: writes the ready file, then prints the ready line on
+     * {@code out}. Called by the owner once it can also stop the Manager cleanly (signal handlers
+     * installed), so nobody signals a Manager that would not drain.
+     *
+     * @throws IOException if the ready file cannot be written
+     */
+    public void announceReady(PrintWriter out) throws IOException {
+        writeReadyFile();
+        out.println(readyLine);
+        out.flush();
     }
 
     private void writeReadyFile() throws IOException {
@@ -156,6 +186,7 @@ public final class ManagerDaemon implements AutoCloseable {
         step("closed the Manager logic", core::close);
         step("closed the tiers (SSD work drained, arena files removed)", store::close);
         step("removed " + config.readyFile(), () -> Files.deleteIfExists(config.readyFile()));
+        step("released " + dramLock.file(), dramLock::close);
         step("removed the DRAM directory if empty", this::removeEmptyDramDir);
         step("released " + lock.file(), lock::close);
         log.println("orbitkv manager: stopped in " + (System.nanoTime() - t0) / 1_000_000 + " ms");

@@ -77,7 +77,13 @@ class ManagerProcessTest {
             String out = new String(second.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
             assertThat(second.exitValue()).as(out).isEqualTo(2);
             assertThat(out).contains("orbitkv: error: another Manager holds").contains("(pid " + m.process.pid() + ")");
+            Path other = tmp.resolve("other");
+            String sharedDram = exitsTwo(with(ManagerProcess.command(other), "--dram-dir", ManagerProcess.dram(dir)));
+            assertThat(sharedDram).contains("another Manager holds " + ManagerProcess.dram(dir).resolve("manager.lock"));
+            String sharedSocket = exitsTwo(with(ManagerProcess.command(other), "--socket", socket));
+            assertThat(sharedSocket).contains("a Manager is already listening on " + socket);
             assertThat(m.process.isAlive()).isTrue();
+            e2eStillServes(socket);
 
             assertThat(m.terminate()).as(m.stderrText()).isZero();
             assertThat(socket).doesNotExist();
@@ -85,6 +91,30 @@ class ManagerProcessTest {
             assertThat(dir.resolve("ready")).doesNotExist();
             assertThat(ManagerProcess.dram(dir)).doesNotExist();
             assertThat(m.stderrText()).contains("SIGTERM received").contains("released");
+        }
+    }
+
+    /** {@code command} with the value of {@code option} replaced by {@code value}. */
+    private static java.util.List<String> with(java.util.List<String> command, String option, Path value) {
+        java.util.List<String> out = new java.util.ArrayList<>(command);
+        out.set(out.indexOf(option) + 1, value.toString());
+        return out;
+    }
+
+    /** Runs {@code command} to its end; asserts status 2 and returns its output. */
+    private static String exitsTwo(java.util.List<String> command) throws Exception {
+        Process p = new ProcessBuilder(command).redirectErrorStream(true).start();
+        assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertThat(p.exitValue()).as(out).isEqualTo(2);
+        return out;
+    }
+
+    /** A new engine still gets the hit published in the first test: the refused Managers touched nothing. */
+    private static void e2eStillServes(Path socket) throws IOException {
+        try (Engine e = new Engine(socket)) {
+            e.register("engine-1", 2);
+            e.assertHitWithBytes(e.query(1, 7, 4), 7, 4);
         }
     }
 
