@@ -18,27 +18,38 @@ import java.util.List;
  * Serves one greedy request at a time on a {@link LlamaCppEngine}, reusing KV pages through a
  * {@link KvPageStore}: lease the longest restorable prefix, assemble its page images into one
  * sequence-state blob and restore it with {@code llama_state_seq_set_data}, decode the rest of
- * the prompt as one batch, decode greedily, then export the sequence state once and publish every
- * page that became complete and was not restored.
+ * the prompt as one batch of at least {@value #MIN_PREFILL_TOKENS} tokens, decode greedily, then
+ * export the sequence state once and publish every prompt page that was not restored.
  *
  * <pre>
- *   prompt  |<--- restored pages (set_data) --->|<-- one decode batch (>= 1 token) -->|
- *   KV after n generated tokens: prompt + n-1 positions; published pages [restored, (prompt+n-1)/P)
+ *   prompt  |<--- restored pages (set_data) --->|<-- one decode batch (>= 2 tokens) -->|
+ *   published: pages [restored, prompt / P): positions computed by a batch, never by a decode step
  * </pre>
  *
  * <p>Borrows the engine and the store. Thread model: confined; {@link #run} is called by one
  * thread at a time (the engine's context is confined). Invariants: each request starts from an
  * empty KV cache ({@code llama_kv_self_clear}), so cells hold positions {@code 0..n-1} in order
- * and can be carved; at least one prompt token is always computed (its logits pick the first
- * token); a restore that llama.cpp refuses leaves the cache empty and the request runs cold
- * (counted as a miss, never a wrong output).
+ * and can be carved; every K/V position this runner publishes or relies on was computed by a
+ * batch of at least two tokens; a restore that llama.cpp refuses leaves the cache empty and the
+ * request runs cold (counted as a miss, never a wrong output).
  *
- * <p>Design note: per-step logits come from {@code llama_get_logits_ith(ctx, -1)} after each
- * decode. One blob for the whole prefix because {@code set_data} first removes the sequence; the
- * copy costs {@code pages * pageBytes} once more than the lease (4 KiB per CI page). Keys are the
- * project's {@link io.orbitkv.state.TokenChain} with no salt, in the llama.cpp namespace.
+ * <p>Design note: in the b4916 CPU build a batch of one token takes another matrix-multiply path
+ * (a matrix-vector product) than a batch of two or more, and its results differ in the last bits:
+ * measured on the CI model, the logits of a prompt split as [n-1 | 1] differed from one batch of
+ * n in 3 of 3 prompts, while every split into batches of >= 2 tokens was bit-identical, and the
+ * F16 K/V of positions computed by greedy decode steps differed from the same positions prefilled
+ * in 5 of 7 prompts. Hence (1) at least {@value #MIN_PREFILL_TOKENS} prompt tokens are always
+ * computed, and (2) decode-step positions are not published: the next turn of a conversation
+ * recomputes the previous answer in its prefill batch and publishes it then. Unlike Jlama, whose
+ * forward and batch paths write identical K/V, this costs one answer's prefill per turn, and keeps
+ * every warm run bit-identical to a cold run that prefills the whole prompt at once. One blob for
+ * the whole prefix because {@code set_data} first removes the sequence. Keys are the project's
+ * {@link io.orbitkv.state.TokenChain} with no salt, in the llama.cpp namespace.
  */
 public final class LlamaCppSessionRunner {
+
+    /** Prompt tokens a request always computes in its prefill batch (see the design note). */
+    public static final int MIN_PREFILL_TOKENS = 2;
 
     private static final byte[] NO_SALT = new byte[0];
 
@@ -89,11 +100,11 @@ public final class LlamaCppSessionRunner {
                     + engine.contextTokens());
         }
         engine.clear();
-        int restorablePages = (prompt.length - 1) / pageTokens;
+        int restorablePages = Math.max(0, prompt.length - MIN_PREFILL_TOKENS) / pageTokens;
         List<StateKey> promptKeys = StateKeys.forTokens(namespaceDigest, FullAttention.GROUP,
                 Arrays.copyOf(prompt, restorablePages * pageTokens), pageTokens, NO_SALT);
         PrefixLookup lookup = restorablePages == 0
-                ? new PrefixLookup.Miss("prompt shorter than one page plus one token")
+                ? new PrefixLookup.Miss("prompt shorter than one page plus " + MIN_PREFILL_TOKENS + " tokens")
                 : store.lookupPrefix(promptKeys, prompt.length);
         int restoredPages = switch (lookup) {
             case PrefixLookup.Miss miss -> 0;
@@ -117,9 +128,7 @@ public final class LlamaCppSessionRunner {
             next = argmax(row);
         }
 
-        int[] sequence = Arrays.copyOf(prompt, prompt.length + newTokens - 1);
-        System.arraycopy(generated, 0, sequence, prompt.length, newTokens - 1);
-        KvPageStore.PublishReport published = publishNewPages(sequence, restoredPages);
+        KvPageStore.PublishReport published = publishNewPages(prompt, restoredPages);
         return new RequestReport(generated, logits, prompt.length, restored, prompt.length - restored,
                 restoredPages * layout.pageBytes(), source, ttft, published);
     }
@@ -135,10 +144,11 @@ public final class LlamaCppSessionRunner {
         }
     }
 
-    private KvPageStore.PublishReport publishNewPages(int[] sequence, int firstNewPage) {
-        int completePages = sequence.length / pageTokens;
+    /** Publishes the complete pages of the prompt (positions a batch computed) from {@code firstNewPage} on. */
+    private KvPageStore.PublishReport publishNewPages(int[] prompt, int firstNewPage) {
+        int completePages = prompt.length / pageTokens;
         if (completePages <= firstNewPage) return KvPageStore.PublishReport.NONE;
-        List<StateKey> keys = StateKeys.forTokens(namespaceDigest, FullAttention.GROUP, sequence, pageTokens, NO_SALT);
+        List<StateKey> keys = StateKeys.forTokens(namespaceDigest, FullAttention.GROUP, prompt, pageTokens, NO_SALT);
         try (Arena a = Arena.ofConfined()) {
             MemorySegment state = engine.exportSequence(a);
             return store.publish(keys.subList(firstNewPage, completePages), layout.pageBytes(),

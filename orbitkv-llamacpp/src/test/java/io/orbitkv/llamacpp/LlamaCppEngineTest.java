@@ -121,6 +121,35 @@ class LlamaCppEngineTest {
         }
     }
 
+    /**
+     * Why the runner computes at least two prompt tokens and publishes no decode-step positions:
+     * in this build a one-token batch rounds differently from a larger batch, while any split into
+     * batches of two or more tokens is bit-identical to one batch.
+     */
+    @Test
+    void aOneTokenBatchComputesOtherBitsThanALargerBatch() {
+        int[] p = LlamaCppParityGateTest.prompt(3, 71);
+        engine.clear();
+        float[] oneBatch = engine.decode(p, 0, 71);
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment batched = engine.exportSequence(a);
+            for (int cut = 2; cut <= 69; cut += 67) {
+                engine.clear();
+                engine.decode(p, 0, cut);
+                assertThat(engine.decode(p, cut, 71)).as("split at " + cut).isEqualTo(oneBatch);
+                assertThat(engine.exportSequence(a).mismatch(batched)).as("split at " + cut).isEqualTo(-1);
+            }
+            engine.clear();
+            engine.decode(p, 0, 70);
+            assertThat(engine.decode(p, 70, 71)).as("last token alone").isNotEqualTo(oneBatch);
+
+            engine.clear();
+            engine.decode(p, 0, 62);
+            for (int i = 62; i < 71; i++) engine.decode(p, i, i + 1);
+            assertThat(engine.exportSequence(a).mismatch(batched)).as("K/V of nine decode steps").isNotEqualTo(-1);
+        }
+    }
+
     @Test
     void aBlobLlamaCppRefusesLeavesAnEmptySequence() {
         engine.clear();

@@ -47,7 +47,7 @@ class LlamaCppParityGateTest {
 
     static final int PAGE_TOKENS = 16;
     static final int NEW_TOKENS = 12;
-    /** 58 prompt tokens: 3 restorable pages (48 tokens), 10 computed; 69 KV positions: 4 pages published. */
+    /** 58 prompt tokens: 3 restorable pages (48 tokens), 10 computed; 3 prompt pages published. */
     static final int PROMPT_TOKENS = 58;
     static final int CONTEXT = TinyLlamaSpec.ci().context();
 
@@ -119,7 +119,7 @@ class LlamaCppParityGateTest {
             RequestReport first = serve(store, engine, p);
             assertThat(first.restoredTokens()).isZero();
             assertThat(first.source()).isEqualTo(HitSource.NONE);
-            assertThat(first.published().sealed()).isEqualTo(4);
+            assertThat(first.published().sealed()).isEqualTo(3);
             assertParity(first, p);
 
             RequestReport again = serve(store, engine, p);
@@ -132,7 +132,7 @@ class LlamaCppParityGateTest {
     }
 
     @Test
-    void partialHitAndAConversationThatRestoresDecodedPages() throws Exception {
+    void partialHitAndAConversationWhoseAnswersAreRestoredOnceAPrefillComputedThem() throws Exception {
         int[] p = prompt(2, PROMPT_TOKENS);
         int[] diverging = p.clone();
         diverging[40] = diverging[40] == 100 ? 101 : 100;           // pages 0 and 1 shared, page 2 differs
@@ -144,14 +144,44 @@ class LlamaCppParityGateTest {
             assertThat(partial.prefilledTokens()).isEqualTo(26);
             assertParity(partial, diverging);
 
-            // next turn: history (prompt + answer) + new user tokens; pages 3 and 4 hold decoded tokens
-            int[] turn2 = Arrays.copyOf(p, PROMPT_TOKENS + NEW_TOKENS + 12);
-            System.arraycopy(first.generated(), 0, turn2, PROMPT_TOKENS, NEW_TOKENS);
-            System.arraycopy(prompt(3, 12), 0, turn2, PROMPT_TOKENS + NEW_TOKENS, 12);
+            // turn 2: history (prompt + answer) + 12 user tokens = 82; the answer's positions were decode
+            // steps, never published, so only the 3 prompt pages restore and the answer is prefilled
+            int[] turn2 = next(p, first, 12, 3);
             RequestReport second = serve(store, engine, turn2);
-            assertThat(second.restoredTokens()).isEqualTo(64);
+            assertThat(second.restoredTokens()).isEqualTo(48);
+            assertThat(second.published().sealed()).as("pages 3 and 4, now computed by a prefill").isEqualTo(2);
             assertParity(second, turn2);
+
+            // turn 3 restores turn 1's answer through the pages turn 2 prefilled and published
+            int[] turn3 = next(turn2, second, 12, 9);
+            RequestReport third = serve(store, engine, turn3);
+            assertThat(third.restoredTokens()).isEqualTo(80);
+            assertParity(third, turn3);
         }
+    }
+
+    @Test
+    void atLeastTwoPromptTokensAreComputed_atEveryPageBoundary() throws Exception {
+        int[] p = prompt(9, 64);
+        try (ManagerLauncher m = ManagerLauncher.start(tmp.resolve("mgr"));
+             OrbitKvPageStore store = OrbitKvPageStore.connect(m.socket(), "llamacpp-a", 1, ns)) {
+            assertThat(serve(store, engine, p).published().sealed()).isEqualTo(4);
+            for (int length = 47; length <= 51; length++) {
+                int[] q = Arrays.copyOf(p, length);
+                RequestReport r = serve(store, engine, q);
+                assertThat(r.prefilledTokens()).as("prompt " + length).isGreaterThanOrEqualTo(2);
+                assertThat(r.restoredTokens()).as("prompt " + length).isEqualTo(length >= 50 ? 48 : 32);
+                assertParity(r, q);
+            }
+        }
+    }
+
+    /** The next turn: {@code history} + its answer + {@code userTokens} tokens of seed {@code seed}. */
+    static int[] next(int[] history, RequestReport answer, int userTokens, long seed) {
+        int[] turn = Arrays.copyOf(history, history.length + NEW_TOKENS + userTokens);
+        System.arraycopy(answer.generated(), 0, turn, history.length, NEW_TOKENS);
+        System.arraycopy(prompt(seed, userTokens), 0, turn, history.length + NEW_TOKENS, userTokens);
+        return turn;
     }
 
     @Test
@@ -166,7 +196,7 @@ class LlamaCppParityGateTest {
             String out = new String(child.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
             assertThat(child.waitFor(120, TimeUnit.SECONDS)).isTrue();
             assertThat(child.exitValue()).as(out).isZero();
-            assertThat(out).contains("RESULT restored=0 published=4");
+            assertThat(out).contains("RESULT restored=0 published=3");
 
             try (OrbitKvPageStore restarted = OrbitKvPageStore.connect(m.socket(), "llamacpp-r", 2, ns)) {
                 RequestReport r = serve(restarted, engine, p);
@@ -183,7 +213,7 @@ class LlamaCppParityGateTest {
              LlamaCppEngine second = LlamaCppEngine.load(files.ggufFile(), LlamaCppEngine.Settings.deterministic(CONTEXT));
              OrbitKvPageStore a = OrbitKvPageStore.connect(m.socket(), "replica-a", 1, ns);
              OrbitKvPageStore b = OrbitKvPageStore.connect(m.socket(), "replica-b", 1, ns)) {
-            assertThat(serve(a, engine, p).published().sealed()).isEqualTo(4);
+            assertThat(serve(a, engine, p).published().sealed()).isEqualTo(3);
             RequestReport r = serve(b, second, p);
             assertThat(r.restoredTokens()).isEqualTo(48);
             assertThat(r.source()).isEqualTo(HitSource.DRAM);
@@ -198,9 +228,9 @@ class LlamaCppParityGateTest {
         Path dir = tmp.resolve("mgr");
         try (ManagerLauncher m = ManagerLauncher.start(dir);
              OrbitKvPageStore store = OrbitKvPageStore.connect(m.socket(), "llamacpp-a", 1, ns)) {
-            assertThat(serve(store, engine, p).published().sealed()).isEqualTo(4);
-            assertThat(serve(store, engine, q).published().sealed()).isEqualTo(4);
-            await().atMost(Duration.ofSeconds(30)).until(() -> m.metric("orbitkv_ssd_writes_total") >= 8);
+            assertThat(serve(store, engine, p).published().sealed()).isEqualTo(3);
+            assertThat(serve(store, engine, q).published().sealed()).isEqualTo(3);
+            await().atMost(Duration.ofSeconds(30)).until(() -> m.metric("orbitkv_ssd_writes_total") >= 6);
             store.close();
             assertThat(m.stop()).isZero();
         }
@@ -230,7 +260,7 @@ class LlamaCppParityGateTest {
             try (ManagerLauncher m = ManagerLauncher.start(tmp.resolve("mgr"));
                  OrbitKvPageStore a = OrbitKvPageStore.connect(m.socket(), "llamacpp-a", 1, ns);
                  OrbitKvPageStore o = OrbitKvPageStore.connect(m.socket(), "llamacpp-other", 1, otherNs)) {
-                assertThat(serve(a, engine, p).published().sealed()).isEqualTo(4);
+                assertThat(serve(a, engine, p).published().sealed()).isEqualTo(3);
                 RequestReport r = new LlamaCppSessionRunner(other, otherNs, o).run(p, NEW_TOKENS, System.nanoTime());
                 assertThat(r.restoredTokens()).isZero();
                 assertThat(r.source()).isEqualTo(HitSource.NONE);
