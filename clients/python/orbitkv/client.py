@@ -247,7 +247,11 @@ class Client:
         return reply
 
     def register(self, instance_id: str, epoch: int, namespace: Namespace, contract: RecoveryContract) -> p.Registered:
-        """Registers this connection's engine instance and maps every arena file read-write."""
+        """Registers this connection's engine instance and maps every arena file read-write.
+
+        Raises OrbitKvError: STALE_EPOCH (a higher, or a live equal, epoch is registered; the
+        connection is closed), MALFORMED, OUT_OF_ORDER (already registered), BUSY (too many
+        connections, or the previous incarnation did not drain in time: register again)."""
         reply = self.call(p.Register(instance_id, epoch, namespace, contract), p.Registered)
         for arena in reply.arenas:
             fd = os.open(arena.path, os.O_RDWR)
@@ -302,6 +306,8 @@ class Client:
             for i, (page, outcome) in enumerate(zip(pages, reserved.outcomes)):
                 if isinstance(outcome, p.Granted):
                     granted.append((outcome.reservation_id, i))
+                    if self._failure is not None:  # protocol.md 9.6: closed or fenced, the slot is not ours
+                        raise self._failure
                     arena = self._arenas[outcome.arena_index]
                     end = outcome.offset_bytes + len(page.data)
                     if end > len(arena):

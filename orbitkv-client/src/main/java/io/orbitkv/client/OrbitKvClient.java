@@ -86,7 +86,10 @@ public final class OrbitKvClient implements AutoCloseable {
      * read-write. A restarted engine registers with a higher {@code epoch}; the Manager answers
      * only after everything of the previous incarnation has drained (protocol.md 9.2).
      *
-     * @throws OrbitKvException STALE_EPOCH, MALFORMED, BUSY, OUT_OF_ORDER (already registered)...
+     * @throws OrbitKvException STALE_EPOCH (a higher or live equal epoch is registered; the Manager
+     *         closes the connection), MALFORMED (bad namespace or contract), OUT_OF_ORDER (already
+     *         registered), BUSY (too many connections, or the previous incarnation did not drain in
+     *         time: call {@code register} again on this connection)
      */
     public Registration register(String instanceId, long epoch, Namespace namespace, RecoveryContract contract) {
         synchronized (registerLock) {
@@ -179,6 +182,9 @@ public final class OrbitKvClient implements AutoCloseable {
                     case Reply.Granted g -> {
                         granted.add(g.reservationId());
                         grantedPage.add(i);
+                        // protocol.md 9.6: once closed or fenced, the slot may already hold another page.
+                        RuntimeException ended = channel.failure();
+                        if (ended != null) throw ended instanceof OrbitKvException ok ? ok.rethrown() : ended;
                         MemorySegment image = pages.get(i).image();
                         MemorySegment.copy(image, 0, mappings.arena(g.arenaIndex()), g.offsetBytes(), image.byteSize());
                     }
@@ -291,6 +297,11 @@ public final class OrbitKvClient implements AutoCloseable {
             }
         }
         return out;
+    }
+
+    /** Operations whose COMPLETIONs this client still routes (live or draining on the Manager); for diagnostics. */
+    int routedOperations() {
+        return events.size();
     }
 
     /** Closes the socket (the Manager then releases everything of this session after drain), then unmaps. */

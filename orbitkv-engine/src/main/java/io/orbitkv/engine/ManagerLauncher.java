@@ -26,14 +26,15 @@ import java.util.regex.Pattern;
  *
  * <p>Design note: a separate process, not an in-JVM daemon, so "the Manager restarts" is a real
  * process exit with its arenas unmapped and its SSD store reopened and recovered from disk.
- * The defaults ({@link Sizes#CI}, write-through to SSD) hold the CI model's 4-8 KiB pages many
- * times over and make every sealed page reach the SSD; the bench models pass bigger
- * {@link Sizes}.
+ * The budgets (256 DRAM slots of at least 64 KiB, SSD four times DRAM, write-through) hold a
+ * demo conversation many times over and make every sealed page reach the SSD.
  */
 public final class ManagerLauncher implements AutoCloseable {
 
     private static final Pattern HTTP = Pattern.compile("http=127\\.0\\.0\\.1:(\\d+)");
     private static final Duration START_TIMEOUT = Duration.ofSeconds(60);
+    private static final long MIN_SLOT_BYTES = 64 * 1024;
+    private static final long DRAM_SLOTS = 256;
 
     private final Path dir;
     private final Process process;
@@ -45,37 +46,20 @@ public final class ManagerLauncher implements AutoCloseable {
         this.httpPort = httpPort;
     }
 
-    /**
-     * The Manager's store sizes, in bytes.
-     *
-     * @param dramBytes DRAM tier capacity
-     * @param ssdBytes  SSD tier capacity
-     * @param slotBytes largest page image (DRAM slot)
-     */
-    public record Sizes(long dramBytes, long ssdBytes, long slotBytes) {
-        /** 16 MiB DRAM, 64 MiB SSD, 64 KiB slots: the CI models' 4-8 KiB pages many times over. */
-        public static final Sizes CI = new Sizes(16L << 20, 64L << 20, 64L << 10);
-
-        public Sizes {
-            if (dramBytes < slotBytes || ssdBytes < slotBytes || slotBytes < 4096) {
-                throw new IllegalArgumentException("need dram, ssd >= slot >= 4 KiB: " + dramBytes + ", " + ssdBytes + ", " + slotBytes);
-            }
-        }
-
-        /** Room for 256 pages of {@code pageBytes} in DRAM and 1024 on SSD (the bench models' 128-256 KiB pages). */
-        public static Sizes forPages(long pageBytes) {
-            long slot = Math.max(CI.slotBytes(), Long.highestOneBit(pageBytes - 1) << 1);
-            return new Sizes(Math.max(CI.dramBytes(), 256 * slot), Math.max(CI.ssdBytes(), 1024 * slot), slot);
-        }
-    }
-
-    /** Starts a Manager over {@code dir} with {@link Sizes#CI} (reusing its SSD store if one is there) and waits until ready. */
+    /** Starts a Manager sized for pages of up to 64 KiB; see {@link #start(Path, long)}. */
     public static ManagerLauncher start(Path dir) throws IOException, InterruptedException {
-        return start(dir, Sizes.CI);
+        return start(dir, MIN_SLOT_BYTES);
     }
 
-    /** Starts a Manager over {@code dir} with {@code sizes} (reusing its SSD store if one is there) and waits until ready. */
-    public static ManagerLauncher start(Path dir, Sizes sizes) throws IOException, InterruptedException {
+    /**
+     * Starts a Manager over {@code dir} (reusing its SSD store if one is there) whose DRAM slots
+     * hold {@code pageBytes}, and waits until ready. Budgets: slot = the next power of two of
+     * the page, at least 64 KiB; DRAM = 256 slots (16 MiB for the CI model's 8 KiB pages, 64 MiB
+     * for the bench model's 256 KiB pages); SSD = 4 x DRAM.
+     */
+    public static ManagerLauncher start(Path dir, long pageBytes) throws IOException, InterruptedException {
+        long slotBytes = Math.max(MIN_SLOT_BYTES, Long.highestOneBit(Math.max(1, pageBytes - 1)) << 1);
+        long dramBytes = DRAM_SLOTS * slotBytes;
         Files.createDirectories(dir);
         Path ready = dir.resolve("ready");
         Files.deleteIfExists(ready);
@@ -85,8 +69,8 @@ public final class ManagerLauncher implements AutoCloseable {
                 "-cp", System.getProperty("java.class.path"), "io.orbitkv.server.cli.OrbitKvCli", "manager",
                 "--ssd-dir", dir.resolve("ssd").toString(), "--dram-dir", dir.resolve("dram").toString(),
                 "--socket", socket(dir).toString(), "--http", "0", "--ready-file", ready.toString(),
-                "--dram-bytes", Long.toString(sizes.dramBytes()), "--ssd-bytes", Long.toString(sizes.ssdBytes()),
-                "--ssd-policy", "write-through", "--set", "dramSlotBytes=" + sizes.slotBytes()));
+                "--dram-bytes", dramBytes / 1024 + "k", "--ssd-bytes", 4 * dramBytes / 1024 + "k",
+                "--ssd-policy", "write-through", "--set", "dramSlotBytes=" + slotBytes / 1024 + "k"));
         Process p = new ProcessBuilder(cmd).redirectError(dir.resolve("manager.err").toFile())
                 .redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
         long deadline = System.nanoTime() + START_TIMEOUT.toNanos();

@@ -69,10 +69,11 @@ public final class JlamaDemo {
         AbstractModel coldModel = JlamaSessionRunner.loadModel(files.dir());
         JlamaSessionRunner cold = new JlamaSessionRunner(coldModel, ns, KvPageStore.cold());
         Path managerDir = work.resolve("manager");
+        long pageBytes = new JlamaKvPageLayout(spec.layers(), spec.kvWidth(), PAGE_TOKENS).pageBytes();
         out.println("orbitkv demo: starting a Manager in " + managerDir);
         int[] history = new int[0];
         int[] lastPrompt = null;
-        try (ManagerLauncher manager = ManagerLauncher.start(managerDir);
+        try (ManagerLauncher manager = ManagerLauncher.start(managerDir, pageBytes);
              OrbitKvPageStore store = OrbitKvPageStore.connect(manager.socket(), "demo-engine", 1, ns)) {
             JlamaSessionRunner warm = new JlamaSessionRunner(warmModel, ns, store);
             header(out);
@@ -89,7 +90,7 @@ public final class JlamaDemo {
             store.close();
             out.println("orbitkv demo: stopping the Manager (exit " + manager.stop() + ") and starting it again on the same SSD store");
         }
-        try (ManagerLauncher manager = ManagerLauncher.start(managerDir);
+        try (ManagerLauncher manager = ManagerLauncher.start(managerDir, pageBytes);
              OrbitKvPageStore store = OrbitKvPageStore.connect(manager.socket(), "demo-engine", 2, ns)) {
             JlamaSessionRunner warm = new JlamaSessionRunner(warmModel, ns, store);
             RequestReport c = cold.run(lastPrompt, ANSWER_TOKENS, System.nanoTime());

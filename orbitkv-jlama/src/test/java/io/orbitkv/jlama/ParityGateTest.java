@@ -112,6 +112,8 @@ class ParityGateTest {
             assertThat(again.restoredBytes()).isEqualTo(3 * new JlamaKvPageLayout(2, 32, PAGE_TOKENS).pageBytes());
             assertThat(again.source()).isEqualTo(HitSource.DRAM);
             assertParity(again, p);
+            assertThat(store.stats()).as("every lease released, no operation left live")
+                    .containsEntry("leases", 0L).containsEntry("operations", 0L);
         }
     }
 

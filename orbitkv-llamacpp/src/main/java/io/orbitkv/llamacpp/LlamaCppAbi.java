@@ -3,7 +3,6 @@ package io.orbitkv.llamacpp;
 import java.lang.foreign.MemoryLayout;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.StructLayout;
-import java.lang.foreign.ValueLayout;
 import java.lang.invoke.VarHandle;
 import java.util.ArrayList;
 import java.util.List;
@@ -234,10 +233,5 @@ public final class LlamaCppAbi {
 
     private static VarHandle handle(StructLayout struct, String field) {
         return struct.varHandle(groupElement(field));
-    }
-
-    /** The value layout of {@code field}, for tests. */
-    static ValueLayout fieldLayout(StructLayout struct, String field) {
-        return (ValueLayout) struct.select(groupElement(field));
     }
 }

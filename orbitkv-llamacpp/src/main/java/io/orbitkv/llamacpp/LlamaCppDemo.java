@@ -70,13 +70,13 @@ public final class LlamaCppDemo {
              LlamaCppEngine coldEngine = LlamaCppEngine.load(files.ggufFile(), settings)) {
             LlamaCppKvPageLayout layout = LlamaCppSessionRunner.layout(warmEngine, PAGE_TOKENS);
             Namespace ns = LlamaCppNamespace.of(files, layout);
-            ManagerLauncher.Sizes sizes = ManagerLauncher.Sizes.forPages(layout.pageBytes());
+            long pageBytes = layout.pageBytes();
             LlamaCppSessionRunner cold = new LlamaCppSessionRunner(coldEngine, ns, KvPageStore.cold());
             Path managerDir = work.resolve("manager");
             out.println("orbitkv demo: starting a Manager in " + managerDir);
             int[] history = new int[0];
             int[] lastPrompt = null;
-            try (ManagerLauncher manager = ManagerLauncher.start(managerDir, sizes);
+            try (ManagerLauncher manager = ManagerLauncher.start(managerDir, pageBytes);
                  OrbitKvPageStore store = OrbitKvPageStore.connect(manager.socket(), "demo-llamacpp", 1, ns)) {
                 LlamaCppSessionRunner warm = new LlamaCppSessionRunner(warmEngine, ns, store);
                 header(out);
@@ -93,7 +93,7 @@ public final class LlamaCppDemo {
                 store.close();
                 out.println("orbitkv demo: stopping the Manager (exit " + manager.stop() + ") and starting it again on the same SSD store");
             }
-            try (ManagerLauncher manager = ManagerLauncher.start(managerDir, sizes);
+            try (ManagerLauncher manager = ManagerLauncher.start(managerDir, pageBytes);
                  OrbitKvPageStore store = OrbitKvPageStore.connect(manager.socket(), "demo-llamacpp", 2, ns)) {
                 LlamaCppSessionRunner warm = new LlamaCppSessionRunner(warmEngine, ns, store);
                 RequestReport c = cold.run(lastPrompt, ANSWER_TOKENS, System.nanoTime());

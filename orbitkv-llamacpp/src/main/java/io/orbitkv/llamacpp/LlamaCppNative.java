@@ -16,7 +16,6 @@ import java.util.List;
 
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_BOOLEAN;
-import static java.lang.foreign.ValueLayout.JAVA_BYTE;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
@@ -159,9 +158,5 @@ public final class LlamaCppNative {
 
     static MemorySegment cString(Arena arena, String s) {
         return arena.allocateFrom(s);
-    }
-
-    static byte[] bytes(MemorySegment s) {
-        return s.toArray(JAVA_BYTE);
     }
 }

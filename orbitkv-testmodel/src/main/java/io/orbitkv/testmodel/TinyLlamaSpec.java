@@ -12,8 +12,8 @@ package io.orbitkv.testmodel;
  * runs: 2 layers, hidden 64, 4 query / 2 KV heads (GQA, so the KV page carries half the query
  * width), about 0.13 M parameters (0.5 MB of F32), a greedy step in well under a millisecond even
  * with the Vector API forced onto its scalar fallback. {@link #bench()} is big enough that
- * prefill dominates a restore: 8 layers, hidden 512, context 4096, about 30 M parameters
- * (120 MB of F32), one 16-token KV page is 8 layers x 2 x 16 x 256 floats = 256 KiB.
+ * prefill dominates a restore: 8 layers, hidden 512, context 4096, about 23.7 M parameters
+ * (95 MB of F32, written in about 2 s), one 16-token KV page is 8 layers x 2 x 16 x 256 floats = 256 KiB.
  *
  * @param name         model name written into config/GGUF metadata
  * @param layers       transformer blocks

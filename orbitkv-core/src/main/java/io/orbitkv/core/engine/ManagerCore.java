@@ -79,6 +79,8 @@ public final class ManagerCore implements AutoCloseable {
         long epoch;
         long incarnationId;
         EngineSession session;
+        /** The drain the admitted session waits for before REGISTERED (kept for a retried REGISTER). */
+        CompletableFuture<Void> predecessorDrain = CompletableFuture.completedFuture(null);
     }
 
     /** Outcome of {@link #admit}: the session's scope, or the ERROR answering its REGISTER. */
@@ -173,7 +175,10 @@ public final class ManagerCore implements AutoCloseable {
                 }
             } else if (r.epoch() != instance.epoch) {
                 return refused(ErrorCode.STALE_EPOCH, "a retried REGISTER must repeat epoch " + instance.epoch);
+            } else {
+                predecessorDrain = instance.predecessorDrain;
             }
+            instance.predecessorDrain = predecessorDrain;
             instance.epoch = r.epoch();
             instance.session = session;
             instance.incarnationId = incarnations.incrementAndGet();
@@ -181,8 +186,8 @@ public final class ManagerCore implements AutoCloseable {
             scope = new SessionScope(r.namespace(), namespaceId.getAsInt(), r.contract());
         }
         if (toFence != null) {
-            predecessorDrain = toFence.fence(ErrorCode.STALE_EPOCH, "instance " + r.instanceId()
-                    + " registered with higher epoch " + r.epoch());
+            toFence.fence(ErrorCode.STALE_EPOCH, "instance " + r.instanceId() + " registered with higher epoch "
+                    + r.epoch());
         }
         if (!await(predecessorDrain, config.fenceDrainTimeoutNanos())) {
             metrics.busy(ManagerMetrics.Table.INSTANCES);
@@ -274,7 +279,8 @@ public final class ManagerCore implements AutoCloseable {
             instances.forEach((id, i) -> list.add(new ManagerStatus.InstanceStatus(id, i.epoch, i.incarnationId,
                     i.session != null && i.session.isOpen())));
         }
-        return new ManagerStatus(store.dram().usage(), store.inflightStagings(), list, sessions.size(),
+        return new ManagerStatus(store.dram().usage(), store.ssd().usedBytes(), store.ssd().capacityBytes(),
+                store.inflightStagings(), list, sessions.size(),
                 limits.maxConnections(), metrics.operations.get(), leaseTable.used(), leaseTable.capacity(),
                 metrics.reservations.get(), metrics.regions.get(), stagingBudget.used(), stagingBudget.capacity(),
                 copier.tasksInFlight(),

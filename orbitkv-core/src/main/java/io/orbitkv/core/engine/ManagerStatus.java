@@ -11,6 +11,8 @@ import java.util.Objects;
  * atomically but the snapshot as a whole is not (tables move while it is taken).
  *
  * @param dram               DRAM tier byte accounting
+ * @param ssdUsedBytes       bytes of the SSD store's extents in use
+ * @param ssdCapacityBytes   the SSD store's capacity
  * @param ssdInflightStages  keys being staged from SSD now
  * @param instances          known engine instances (highest epoch each)
  * @param sessions           open connections
@@ -29,7 +31,7 @@ import java.util.Objects;
  * @param busyRejections     BUSY answers of every table, total
  * @param shuttingDown       true once {@link ManagerCore#close()} began
  */
-public record ManagerStatus(DramUsage dram, int ssdInflightStages, List<InstanceStatus> instances, int sessions,
+public record ManagerStatus(DramUsage dram, long ssdUsedBytes, long ssdCapacityBytes, int ssdInflightStages, List<InstanceStatus> instances, int sessions,
                             int maxSessions, long operations, long leases, long maxLeases, long reservations,
                             long regions, long stagingBytes, long stagingBudgetBytes, int restoreTasks,
                             QueryCounts queries, long pagesLeased, long restoreBytes, long busyRejections,

@@ -19,6 +19,7 @@ import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -42,7 +43,9 @@ import java.util.Set;
  *
  * <p>Design note: only pages that can matter are looked up: page {@code i} of a group for
  * {@code origin/P <= i < cap/P} (a recurrent group's page {@code i} names the checkpoint at
- * {@code (i+1)·P}, which is a candidate exactly in that range). Looking up leases every resident
+ * {@code (i+1)·P}, which is a candidate exactly in that range), and below the first page a full
+ * attention group lacks, since no legal boundary passes it: full groups are looked up first, so
+ * a cold QUERY of 1,024 pages derives and looks up one key per full group, not 1,024. Looking up leases every resident
  * page; the pages the selection does not require are released at once. The alternative, a
  * lease-free probe followed by leasing the required pages, would need a second pass and a retry
  * when an image is evicted between the two; the lease pins it instead, and a lookup is ~100 ns,
@@ -89,11 +92,23 @@ public final class QueryPlanner {
         Map<Integer, Request.QueryGroup> byId = new HashMap<>();
         for (Request.QueryGroup g : query.groups()) byId.put(g.groupId(), g);
 
+        // Full groups first: no boundary passes a full group's first missing page, so the other
+        // groups are looked up only below the lowest such page (a cold miss costs one lookup).
+        Map<Integer, Found> byGroup = new HashMap<>();
+        long bound = capPage;
+        for (StateGroup group : contract.groups()) {
+            if (!(group instanceof StateGroup.Full)) continue;
+            Request.QueryGroup qg = byId.get(group.id());
+            Found f = lookUp(qg, scope, originPage, Math.min(bound, qg.hashes().count()), excluded, dramOnly, true);
+            byGroup.put(group.id(), f);
+            bound = Math.min(bound, f.firstMissingPage());
+        }
         List<Found> found = new ArrayList<>(contract.groups().size());
         Map<Integer, GroupCoverage> coverage = new HashMap<>();
         for (StateGroup group : contract.groups()) {
             Request.QueryGroup qg = byId.get(group.id());
-            Found f = lookUp(qg, scope, originPage, Math.min(capPage, qg.hashes().count()), excluded, dramOnly);
+            Found f = byGroup.containsKey(group.id()) ? byGroup.get(group.id())
+                    : lookUp(qg, scope, originPage, Math.min(bound, qg.hashes().count()), excluded, dramOnly, false);
             found.add(f);
             coverage.put(group.id(), switch (group) {
                 case StateGroup.Recurrent r -> GroupCoverage.checkpoints(f.checkpoints(p));
@@ -112,11 +127,13 @@ public final class QueryPlanner {
         };
     }
 
+    /** Looks up pages {@code [from, to)}; with {@code stopAtMiss}, stops after the first unavailable one. */
     private Found lookUp(Request.QueryGroup qg, SessionScope scope, long from, long to, Set<StateKey> excluded,
-                         boolean dramOnly) {
+                         boolean dramOnly, boolean stopAtMiss) {
         int n = (int) Math.max(0, to - from);
         Found f = new Found(qg.groupId(), from, n);
         for (int i = 0; i < n; i++) {
+            if (stopAtMiss && i > 0 && !f.available(i - 1)) return f.truncate(i);
             int index = (int) (from + i);
             StateKey key = qg.form() == KeyForm.BLOCK_HASH
                     ? StateKeys.forBlockHash(scope.digestBytesShared(), qg.groupId(), qg.hashes().get(index))
@@ -189,11 +206,27 @@ public final class QueryPlanner {
         final long[] stagingBytes;
 
         Found(int groupId, long from, int n) {
+            this(groupId, from, new StateKey[n], new Lease[n], new long[n]);
+        }
+
+        private Found(int groupId, long from, StateKey[] keys, Lease[] leases, long[] stagingBytes) {
             this.groupId = groupId;
             this.from = from;
-            this.keys = new StateKey[n];
-            this.leases = new Lease[n];
-            this.stagingBytes = new long[n];
+            this.keys = keys;
+            this.leases = leases;
+            this.stagingBytes = stagingBytes;
+        }
+
+        /** The first {@code n} pages only (nothing is held beyond them). */
+        Found truncate(int n) {
+            return new Found(groupId, from, Arrays.copyOf(keys, n), Arrays.copyOf(leases, n),
+                    Arrays.copyOf(stagingBytes, n));
+        }
+
+        /** The first page looked up that is not available, or one past the last looked up. */
+        long firstMissingPage() {
+            for (int i = 0; i < keys.length; i++) if (!available(i)) return from + i;
+            return from + keys.length;
         }
 
         boolean available(int i) {
@@ -235,7 +268,7 @@ public final class QueryPlanner {
             long[] out = new long[keys.length];
             int n = 0;
             for (int i = 0; i < keys.length; i++) if (available(i)) out[n++] = (from + i + 1) * p;
-            return java.util.Arrays.copyOf(out, n);
+            return Arrays.copyOf(out, n);
         }
     }
 }

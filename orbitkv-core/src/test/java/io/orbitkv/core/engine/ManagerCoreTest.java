@@ -104,6 +104,26 @@ class ManagerCoreTest {
     }
 
     @Test
+    void aColdQueryLooksUpOnlyUpToTheFirstMissingFullAttentionPage() {
+        RecoveryContract hybrid = new RecoveryContract(16, List.of(new StateGroup.Full(0),
+                new StateGroup.SlidingWindow(1, 64, 0), new StateGroup.Recurrent(2)));
+        try (Client c = m.register("e1", 1, NS, hybrid)) {
+            c.publish(8, 0, 0, 1);
+            c.publish(8, 1, 0, 1, 2, 3, 4, 5, 6, 7, 8);
+            double missesBefore = m.registry.get("orbitkv.dram.misses").counter().count();
+            double hitsBefore = m.registry.get("orbitkv.dram.hits").counter().count();
+            Reply.QueryResult r = (Reply.QueryResult) c.send(Client.query(1, 0, CompletionTarget.HOST_READY,
+                    1024 * 16 + 1, 0, 8, new int[] {0, 1, 2}, 1024));
+            assertThat(r.hit()).as("no checkpoint published").isFalse();
+            double lookups = m.registry.get("orbitkv.dram.misses").counter().count() - missesBefore
+                    + m.registry.get("orbitkv.dram.hits").counter().count() - hitsBefore;
+            assertThat(lookups).as("3 full pages, 2 window pages, 2 checkpoints of 3 x 1,024").isEqualTo(7);
+            c.send(new Request.Release(1));
+        }
+        m.assertNothingHeld();
+    }
+
+    @Test
     void hybridContractSelectsTheLegalBoundaryNotTheLongestAttentionMatch() {
         RecoveryContract hybrid = new RecoveryContract(16, List.of(new StateGroup.Full(0),
                 new StateGroup.SlidingWindow(1, 32, 16), new StateGroup.Recurrent(2)));

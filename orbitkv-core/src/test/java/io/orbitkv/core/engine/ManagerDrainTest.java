@@ -112,6 +112,40 @@ class ManagerDrainTest {
     }
 
     @Test
+    void aRegisterWhosePredecessorDoesNotDrainInTimeIsBusyAndARetryWaitsForTheDrain() throws IOException {
+        ManagerConfig d = ManagerConfig.DEFAULTS;
+        m = new ManagerFixture(dir, 64, ProtocolLimits.DEFAULTS, new ManagerConfig(d.maxLeases(), d.stagingBudgetBytes(),
+                d.stagesPerOperation(), d.restoreCopyThreads(), d.restoreQueuedTasks(), d.maxInstances(), d.maxReplans(),
+                java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(200)));
+        Client old = m.register("e1", 1, NS, ManagerFixture.FULL);
+        old.publish(4, 0, 0);
+        StateKey key = Client.key(NS, 4, 0, 0);
+        await().atMost(RecordingSink.WAIT).until(() -> m.store.ssd().contains(key));
+        m.store.dram().evict(key);
+        CompletableFuture<Void> hold = new CompletableFuture<>();
+        m.store.dispatcher().submitRead(new IoOp() {
+            @Override
+            public CompletableFuture<?> start() {
+                return hold;
+            }
+
+            @Override
+            public void drop(DropReason reason) {
+            }
+        });
+        assertThat(old.queryFull(1, 4, 1).status()).isEqualTo(QueryStatus.PENDING);
+        try (Client next = m.connect()) {
+            assertThat(Client.error(next.register("e1", 2, NS, ManagerFixture.FULL))).isEqualTo(ErrorCode.BUSY);
+            assertThat(old.sink.fenced).isEqualTo(ErrorCode.STALE_EPOCH);
+            hold.complete(null);
+            next.registerOk("e1", 2, NS, ManagerFixture.FULL);
+            assertThat(m.core.status().leases()).as("the fenced incarnation drained first").isZero();
+        }
+        old.close();
+        m.assertNothingHeld();
+    }
+
+    @Test
     void closingTheManagerFencesEverySessionAndRefusesNewOnes() throws IOException {
         m = ManagerFixture.open(dir);
         Client c = m.register("e1", 1, NS, ManagerFixture.FULL);

@@ -2,6 +2,7 @@ package io.orbitkv.core.engine;
 
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.protocol.CompletionEvent;
+import io.orbitkv.state.protocol.CompletionTarget;
 import io.orbitkv.state.protocol.ProtocolLimits;
 import io.orbitkv.state.protocol.QueryStatus;
 import io.orbitkv.state.protocol.Reply;
@@ -24,7 +25,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * Many sessions at once publish, query (DRAM hits and SSD stagings under eviction pressure),
- * check the bytes of every lease, release, cancel, leave operations live, and re-register with
+ * check the bytes of every lease, restore hits into region files (checking them, or releasing
+ * mid-copy and waiting for DRAINED), release, cancel, leave operations live, and re-register with
  * higher epochs (fencing the previous session with whatever it holds); at the end nothing is held
  * and the DRAM bytes balance.
  *
@@ -56,8 +58,9 @@ class ManagerStressTest {
             for (int t = 0; t < THREADS; t++) {
                 SplittableRandom random = new SplittableRandom(seed + t);
                 String instance = "engine-" + t;
+                Path region = java.nio.file.Files.write(dir.resolve("region-" + t), new byte[PAGES * ManagerFixture.SLOT]);
                 done.add(pool.submit(() -> {
-                    run(m, random, instance, hits, pending);
+                    run(m, random, instance, region, hits, pending);
                     return null;
                 }));
             }
@@ -68,14 +71,17 @@ class ManagerStressTest {
             assertThat(s.dram().leasedBytes()).isZero();
             assertThat(s.dram().freeBytes() + s.dram().usedBytes()).isEqualTo(s.dram().capacityBytes());
             assertThat(hits.get()).as("some queries hit").isPositive();
-            System.out.println("hits " + hits + ", pending " + pending + ", busy " + s.busyRejections());
+            assertThat(s.restoreBytes()).as("some restores copied").isPositive();
+            System.out.println("hits " + hits + ", pending " + pending + ", busy " + s.busyRejections()
+                    + ", restored bytes " + s.restoreBytes());
         }
     }
 
     private static final AtomicLong EPOCHS = new AtomicLong();
 
-    private void run(ManagerFixture m, SplittableRandom random, String instance, AtomicLong hits, AtomicLong pending) {
-        Client c = connect(m, instance);
+    private void run(ManagerFixture m, SplittableRandom random, String instance, Path region, AtomicLong hits,
+                     AtomicLong pending) throws IOException {
+        Client c = connect(m, instance, region);
         long op = 1;
         for (int round = 0; round < ROUNDS; round++) {
             int prompt = random.nextInt(PROMPTS);
@@ -83,7 +89,7 @@ class ManagerStressTest {
                 case 0 -> {
                     // A restarted engine: the higher epoch fences the old session, which may still hold
                     // live operations and stagings; the old one then goes silent, as a dead process would.
-                    Client next = connect(m, instance);
+                    Client next = connect(m, instance, region);
                     assertThat(c.sink.fenced).isEqualTo(io.orbitkv.state.protocol.ErrorCode.STALE_EPOCH);
                     c.close();
                     c = next;
@@ -93,7 +99,8 @@ class ManagerStressTest {
                 }
                 case 3 -> m.store.dram().evict(Client.key(NS, prompt, 0, random.nextInt(PAGES)));
                 default -> {
-                    Reply r = c.send(Client.query(op, 0, io.orbitkv.state.protocol.CompletionTarget.HOST_READY,
+                    boolean restore = random.nextInt(3) == 0;
+                    Reply r = c.send(Client.query(op, 0, restore ? CompletionTarget.ENGINE_RESTORE : CompletionTarget.HOST_READY,
                             PAGES * 16 + 1, 0, prompt, new int[] {0}, PAGES));
                     if (r instanceof Reply.QueryResult q) {
                         if (q.status() == QueryStatus.PENDING) {
@@ -113,6 +120,10 @@ class ManagerStressTest {
                         if (q.status() == QueryStatus.FINAL && q.hit()) {
                             hits.incrementAndGet();
                             c.assertBytes(q, prompt);
+                            if (restore && !restoreAndCheck(c, op, q, prompt, region, random)) {
+                                op++;
+                                continue;
+                            }
                         }
                         if (random.nextInt(4) > 0) c.send(new Request.Release(op)); // else left for the fence or close
                     }
@@ -123,12 +134,47 @@ class ManagerStressTest {
         c.close();
     }
 
-    /** Registers with a fresh epoch; a racing thread of the same instance may take a higher one first. */
-    private Client connect(ManagerFixture m, String instance) {
-        for (;;) {
-            Client c = m.connect();
-            if (c.tryRegister(instance, EPOCHS.incrementAndGet(), NS, ManagerFixture.FULL)) return c;
-            c.close();
+    /** Registers with a fresh epoch and registers the thread's region file as region 0. */
+    private Client connect(ManagerFixture m, String instance, Path region) {
+        Client c = m.connect();
+        c.registerOk(instance, EPOCHS.incrementAndGet(), NS, ManagerFixture.FULL);
+        assertThat(c.send(new Request.RegisterRegion(region.toString(), PAGES * ManagerFixture.SLOT,
+                ManagerFixture.SLOT, PAGES))).isEqualTo(new Reply.RegionRegistered(0));
+        return c;
+    }
+
+    /**
+     * Restores every page of a FINAL hit into the region (page p to destination p), then either
+     * checks the region's bytes after RESTORE_DONE, or releases at once and waits for DRAINED
+     * before the region is used again. False when the operation was released here.
+     */
+    private boolean restoreAndCheck(Client c, long op, Reply.QueryResult q, long prompt, Path region,
+                                    SplittableRandom random) throws IOException {
+        List<Request.RestorePage> pages = new ArrayList<>();
+        for (Reply.Span s : q.groups().getFirst().spans()) {
+            for (int i = 0; i < s.pages().size(); i++) {
+                pages.add(new Request.RestorePage(0, s.firstPage() + i, (int) (s.firstPage() + i)));
+            }
         }
+        if (!(c.send(new Request.Restore(op, 0, pages)) instanceof Reply.RestoreAccepted)) return true;
+        if (random.nextInt(3) == 0) {
+            if (c.send(new Request.Release(op)) instanceof Reply.Released rel && !rel.drained()) {
+                org.awaitility.Awaitility.await().atMost(RecordingSink.WAIT).until(() ->
+                        c.sink.fenced != null || c.sink.find(op, CompletionEvent.DRAINED).isPresent());
+            }
+            return false;
+        }
+        org.awaitility.Awaitility.await().atMost(RecordingSink.WAIT).until(() ->
+                c.sink.fenced != null || c.sink.find(op, CompletionEvent.RESTORE_DONE).isPresent());
+        if (c.sink.find(op, CompletionEvent.RESTORE_DONE).map(e -> e.outcome() == Reply.Settled.OK).orElse(false)) {
+            byte[] all = java.nio.file.Files.readAllBytes(region);
+            for (Request.RestorePage p : pages) {
+                int at = p.destinationPage() * ManagerFixture.SLOT;
+                assertThat(java.util.Arrays.copyOfRange(all, at, at + ManagerFixture.PAGE_BYTES))
+                        .as("restored page %d", p.sourcePage())
+                        .isEqualTo(Client.image(prompt, 0, p.sourcePage(), ManagerFixture.PAGE_BYTES));
+            }
+        }
+        return true;
     }
 }
