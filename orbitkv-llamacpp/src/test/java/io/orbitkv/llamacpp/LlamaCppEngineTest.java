@@ -61,6 +61,20 @@ class LlamaCppEngineTest {
     }
 
     @Test
+    void theNamespaceBindsTheLayoutTheBuildAndTheWeights() throws IOException {
+        Namespace ns = LlamaCppNamespace.of(files, LlamaCppSessionRunner.layout(engine, PAGE_TOKENS));
+        assertThat(ns.kvLayout()).isEqualTo("llamacpp-seqstate-v1@b4916/v-transposed");
+        assertThat(ns.dtype()).isEqualTo("f16");
+        assertThat(ns.pageTokens()).isEqualTo(PAGE_TOKENS);
+        assertThat(ns.weightsDigest()).isEqualTo(files.weightsDigestHex());
+        TinyLlamaModel other = TinyLlamaModel.generate(TinyLlamaSpec.ci().withSeed(7), dir.resolve("other"));
+        Namespace otherNs = LlamaCppNamespace.of(other, LlamaCppSessionRunner.layout(engine, PAGE_TOKENS));
+        assertThat(otherNs.digestHex()).isNotEqualTo(ns.digestHex());
+        LlamaCppKvPageLayout rows = new LlamaCppKvPageLayout(2, 1, 64, 1, false, 2, 32, PAGE_TOKENS);
+        assertThat(LlamaCppNamespace.of(files, rows).digestHex()).as("another V order, another namespace").isNotEqualTo(ns.digestHex());
+    }
+
+    @Test
     void theStartupCheckNamesWhatMismatched() throws Throwable {
         LlamaCppNative lib = LlamaCppNative.get();
         try (Arena a = Arena.ofConfined()) {
