@@ -1,6 +1,10 @@
 package io.orbitkv.jlama;
 
 import com.github.tjake.jlama.model.AbstractModel;
+import io.orbitkv.engine.KvPageStore;
+import io.orbitkv.engine.ManagerLauncher;
+import io.orbitkv.engine.OrbitKvPageStore;
+import io.orbitkv.engine.RequestReport;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.testmodel.ByteFallbackVocab;
 import io.orbitkv.testmodel.TinyLlamaModel;

@@ -1,11 +1,9 @@
 package io.orbitkv.jlama;
 
+import io.orbitkv.engine.FullAttention;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.RecoveryContract;
-import io.orbitkv.state.StateGroup;
 import io.orbitkv.testmodel.TinyLlamaModel;
-
-import java.util.List;
 
 /**
  * The OrbitKV identity of a Jlama KV cache: which engines may share pages, and the rule for
@@ -23,7 +21,7 @@ import java.util.List;
 public final class JlamaNamespace {
 
     /** The one state group: all layers' K and V. */
-    public static final int GROUP = 0;
+    public static final int GROUP = FullAttention.GROUP;
     /** Storage format version of {@link JlamaKvPageLayout} images. */
     public static final int FORMAT_VERSION = 1;
 
@@ -45,6 +43,6 @@ public final class JlamaNamespace {
 
     /** Full attention: one {@code full} group. */
     public static RecoveryContract contract(int pageTokens) {
-        return new RecoveryContract(pageTokens, List.of(new StateGroup.Full(GROUP)));
+        return FullAttention.contract(pageTokens);
     }
 }

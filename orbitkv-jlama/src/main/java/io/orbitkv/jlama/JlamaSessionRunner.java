@@ -1,5 +1,9 @@
 package io.orbitkv.jlama;
 
+import io.orbitkv.engine.HitSource;
+import io.orbitkv.engine.KvPageStore;
+import io.orbitkv.engine.PrefixLookup;
+import io.orbitkv.engine.RequestReport;
 import com.github.tjake.jlama.model.AbstractModel;
 import com.github.tjake.jlama.model.ModelSupport;
 import com.github.tjake.jlama.safetensors.DType;

@@ -1,5 +1,7 @@
 package io.orbitkv.jlama;
 
+import io.orbitkv.engine.KvPageStore;
+import io.orbitkv.engine.RequestReport;
 import com.github.tjake.jlama.model.AbstractModel;
 import io.orbitkv.state.Namespace;
 

@@ -1,5 +1,7 @@
 package io.orbitkv.jlama;
 
+import io.orbitkv.engine.OrbitKvPageStore;
+import io.orbitkv.engine.RequestReport;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.testmodel.TinyLlamaModel;
 import io.orbitkv.testmodel.TinyLlamaSpec;

@@ -4,6 +4,7 @@ import com.github.tjake.jlama.model.AbstractModel;
 import de.kherud.llama.InferenceParameters;
 import de.kherud.llama.LlamaModel;
 import de.kherud.llama.ModelParameters;
+import io.orbitkv.engine.KvPageStore;
 import io.orbitkv.testmodel.ByteFallbackVocab;
 import io.orbitkv.testmodel.TinyLlamaModel;
 import io.orbitkv.testmodel.TinyLlamaSpec;

@@ -1,5 +1,8 @@
 package io.orbitkv.jlama;
 
+import io.orbitkv.engine.HitSource;
+import io.orbitkv.engine.KvPageStore;
+import io.orbitkv.engine.PrefixLookup;
 import io.orbitkv.state.StateKey;
 
 import java.lang.foreign.Arena;

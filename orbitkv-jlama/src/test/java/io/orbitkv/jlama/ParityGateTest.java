@@ -1,5 +1,10 @@
 package io.orbitkv.jlama;
 
+import io.orbitkv.engine.HitSource;
+import io.orbitkv.engine.KvPageStore;
+import io.orbitkv.engine.ManagerLauncher;
+import io.orbitkv.engine.OrbitKvPageStore;
+import io.orbitkv.engine.RequestReport;
 import com.github.tjake.jlama.model.AbstractModel;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.StateKey;

@@ -1,4 +1,4 @@
-package io.orbitkv.jlama;
+package io.orbitkv.engine;
 
 import io.orbitkv.client.OrbitKvClient;
 import io.orbitkv.client.OrbitKvException;
@@ -33,10 +33,13 @@ import java.util.List;
  * hands out only a gap-free run of RESIDENT pages starting at page 0 whose lease length is the
  * page size, so a short or odd lease shortens the prefix, never corrupts a restore.
  *
- * <p>Design note: HOST_READY rather than ENGINE_RESTORE because Jlama keeps each (layer,
- * position) vector as its own tensor, not in one registerable region; the runner copies
- * {@code 2 * L * P} vectors per page straight out of the shared arena mapping (no intermediate
- * buffer). Publishing builds each image in a confined arena first because the client copies it
+ * <p>Engine-neutral: the Jlama and llama.cpp adapters both use it; the image bytes are the
+ * adapter's page layout, opaque here.
+ *
+ * <p>Design note: HOST_READY rather than ENGINE_RESTORE because neither engine exposes its KV
+ * cache as one registerable region (Jlama keeps each (layer, position) vector as its own tensor;
+ * llama.cpp takes K/V only through {@code llama_state_seq_set_data}); the runner copies out of
+ * the shared arena mapping. Publishing builds each image in a confined arena first because the client copies it
  * into the slot it is granted; one extra copy of an 8 KiB (CI) to 256 KiB (bench) page.
  */
 public final class OrbitKvPageStore implements KvPageStore {
@@ -52,13 +55,13 @@ public final class OrbitKvPageStore implements KvPageStore {
     /**
      * Connects to the Manager at {@code socket} and registers engine {@code instanceId} at
      * {@code epoch} (a restarted engine passes a higher epoch) with {@code namespace} and the
-     * full-attention contract of {@link JlamaNamespace#contract}.
+     * full-attention contract of {@link FullAttention#contract}.
      */
     public static OrbitKvPageStore connect(Path socket, String instanceId, long epoch, Namespace namespace)
             throws IOException {
         OrbitKvClient client = OrbitKvClient.connect(socket);
         try {
-            RecoveryContract contract = JlamaNamespace.contract(namespace.pageTokens());
+            RecoveryContract contract = FullAttention.contract(namespace.pageTokens());
             client.register(instanceId, epoch, namespace, contract);
             return new OrbitKvPageStore(client);
         } catch (RuntimeException e) {
@@ -76,7 +79,7 @@ public final class OrbitKvPageStore implements KvPageStore {
     public PrefixLookup lookupPrefix(List<StateKey> pageKeys, long promptTokens) {
         long operationId = nextOperationId++;
         Request.Query query = new Request.Query(operationId, 0, CompletionTarget.HOST_READY, promptTokens, 0,
-                List.of(new Request.QueryGroup(JlamaNamespace.GROUP, KeyForm.STATE_KEY, Hashes.ofKeys(pageKeys))));
+                List.of(new Request.QueryGroup(FullAttention.GROUP, KeyForm.STATE_KEY, Hashes.ofKeys(pageKeys))));
         Reply.QueryResult first = client.query(query);
         HitSource source = first.status() == QueryStatus.FINAL ? HitSource.DRAM : HitSource.STAGED;
         Reply.QueryResult result = client.awaitSettled(first);
@@ -92,7 +95,7 @@ public final class OrbitKvPageStore implements KvPageStore {
         List<MemorySegment> images = new ArrayList<>();
         long expectedLength = -1;
         for (Reply.GroupResult group : result.groups()) {
-            if (group.groupId() != JlamaNamespace.GROUP) continue;
+            if (group.groupId() != FullAttention.GROUP) continue;
             for (Reply.Span span : group.spans()) {
                 if (span.firstPage() != images.size()) return images;
                 for (Reply.PageResult page : span.pages()) {
@@ -123,7 +126,7 @@ public final class OrbitKvPageStore implements KvPageStore {
             for (int i = 0; i < pageKeys.size(); i++) {
                 MemorySegment image = images.allocate(imageBytes, 64);
                 writer.write(i, image);
-                pages.add(PageToPublish.ofKey(JlamaNamespace.GROUP, pageKeys.get(i), image));
+                pages.add(PageToPublish.ofKey(FullAttention.GROUP, pageKeys.get(i), image));
             }
             int sealed = 0;
             int present = 0;

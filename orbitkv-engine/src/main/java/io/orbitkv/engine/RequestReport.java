@@ -1,9 +1,9 @@
-package io.orbitkv.jlama;
+package io.orbitkv.engine;
 
 import java.util.Objects;
 
 /**
- * What one {@link JlamaSessionRunner#run} did, for the demo, the benchmark and the parity gates.
+ * What one request of an engine session runner did, for the demo, the benchmark and the parity gates.
  *
  * <p>Immutable value (the arrays are the runner's fresh copies, not shared with it).
  *
@@ -13,7 +13,7 @@ import java.util.Objects;
  * @param promptTokens    prompt length
  * @param restoredTokens  prompt tokens restored from OrbitKV (a multiple of the page size)
  * @param prefilledTokens prompt tokens computed ({@code promptTokens - restoredTokens})
- * @param restoredBytes   page image bytes copied into Jlama's KV buffer
+ * @param restoredBytes   page image bytes restored into the engine's KV cache
  * @param source          where the restored prefix came from
  * @param ttftNanos       nanoTime from request arrival to the first generated token
  * @param published       outcome of publishing the newly completed pages

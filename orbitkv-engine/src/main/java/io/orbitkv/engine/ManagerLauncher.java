@@ -1,4 +1,4 @@
-package io.orbitkv.jlama;
+package io.orbitkv.engine;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;

@@ -1,4 +1,4 @@
-package io.orbitkv.jlama;
+package io.orbitkv.engine;
 
 import java.lang.foreign.MemorySegment;
 import java.util.List;

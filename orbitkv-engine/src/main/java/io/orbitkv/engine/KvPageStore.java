@@ -1,4 +1,4 @@
-package io.orbitkv.jlama;
+package io.orbitkv.engine;
 
 import io.orbitkv.state.StateKey;
 
@@ -6,7 +6,7 @@ import java.lang.foreign.MemorySegment;
 import java.util.List;
 
 /**
- * What a {@link JlamaSessionRunner} needs from OrbitKV: lease the longest restorable prefix, and
+ * What an engine session runner (Jlama, llama.cpp) needs from OrbitKV: lease the longest restorable prefix, and
  * publish newly computed pages. The Manager-backed implementation speaks the engine channel
  * protocol; {@link #cold()} is the control that never touches OrbitKV.
  *

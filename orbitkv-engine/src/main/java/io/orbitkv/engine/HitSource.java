@@ -1,4 +1,4 @@
-package io.orbitkv.jlama;
+package io.orbitkv.engine;
 
 /**
  * Where a restored prefix came from, as far as the protocol says.
