@@ -46,6 +46,17 @@ class UringReaderTest {
     }
 
     @Test
+    void aRingTheKernelRefusesIsAValueWithTheErrno() {
+        // io_uring_setup(0, ...) is EINVAL on every kernel: a real refusal, not a simulated one
+        assertThat(IoUring.setup(0)).isEqualTo(new IoUring.Setup.Failed("io_uring_setup failed: errno 22"));
+        assertThat(IoUring.setup(4)).isInstanceOfSatisfying(IoUring.Setup.Ready.class, r -> {
+            assertThat(r.ring().sqEntries()).isEqualTo(4);
+            assertThat(r.ring().cqEntries()).isEqualTo(8);
+            r.ring().close();
+        });
+    }
+
+    @Test
     void readsFileBytesAtTheGivenOffsets() throws Exception {
         byte[] data = new byte[3 * 4096];
         for (int i = 0; i < data.length; i++) data[i] = (byte) (i * 31 + 7);
