@@ -1,0 +1,101 @@
+package io.orbitkv.bench;
+
+import io.orbitkv.bench.storage.BenchRow;
+import io.orbitkv.bench.storage.DramPutGetBench;
+import io.orbitkv.bench.storage.Fio;
+import io.orbitkv.bench.storage.HeapFootprintBench;
+import io.orbitkv.bench.storage.SsdThroughputBench;
+
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * Entry point of {@code orbitkv-bench.jar}: runs one benchmark, named by the first argument, and
+ * prints its Markdown table rows ({@link BenchRow#markdown()}) on standard output; progress and
+ * details go to standard error. {@code bin/bench-storage} runs each benchmark in its own JVM and
+ * assembles the table.
+ *
+ * <pre>
+ *   java -jar orbitkv-bench.jar dram      [--shm-dir=/dev/shm/orbitkv-bench] [--sizes-kib=256,2048] [--rounds=21]
+ *                                         [--resident-kib=0,131072] [--mib-per-round=512]
+ *   java -jar orbitkv-bench.jar ssd       [--dir=var/bench] [--sizes-kib=256,2048] [--depths=1,16]
+ *                                         [--dataset-mib=1024] [--round-seconds=1] [--rounds=7] [--probe-seconds=1]
+ *                                         [--writes=true]
+ *   java -jar orbitkv-bench.jar heap-dram [--shm-dir=...] [--blocks=1000000]
+ *   java -jar orbitkv-bench.jar heap-ssd  [--dir=...] [--blocks=1000000]
+ *   java -jar orbitkv-bench.jar fio-version
+ * </pre>
+ *
+ * <p>Single-threaded; exits 0 after printing its rows (whether or not targets were met: the
+ * table says so), 2 on bad arguments, 1 when a benchmark failed.
+ */
+public final class BenchMain {
+
+    private static final Map<String, Set<String>> OPTIONS = Map.of(
+            "dram", Set.of("shm-dir", "sizes-kib", "rounds", "resident-kib", "mib-per-round"),
+            "ssd", Set.of("dir", "sizes-kib", "depths", "dataset-mib", "round-seconds", "rounds", "probe-seconds",
+                    "writes"),
+            "heap-dram", Set.of("shm-dir", "blocks"),
+            "heap-ssd", Set.of("dir", "blocks"),
+            "fio-version", Set.of());
+
+    private BenchMain() {}
+
+    public static void main(String[] args) throws Exception {
+        if (args.length == 0 || !OPTIONS.containsKey(args[0])) {
+            System.err.println("usage: orbitkv-bench <" + String.join("|", OPTIONS.keySet().stream().sorted().toList())
+                    + "> [--option=value ...]");
+            System.exit(2);
+        }
+        String name = args[0];
+        Map<String, String> opts = parse(name, Arrays.copyOfRange(args, 1, args.length));
+        Path shm = Path.of(opts.getOrDefault("shm-dir", "/dev/shm/orbitkv-bench"));
+        Path dir = Path.of(opts.getOrDefault("dir", "var/bench"));
+        List<Integer> sizes = ints(opts.getOrDefault("sizes-kib", "256,2048")).stream().map(k -> k * 1024).toList();
+        List<BenchRow> rows = switch (name) {
+            case "dram" -> DramPutGetBench.run(new DramPutGetBench.Options(shm, sizes,
+                    ints(opts.getOrDefault("resident-kib", "0,131072")).stream().map(k -> k * 1024L).toList(),
+                    Integer.parseInt(opts.getOrDefault("rounds", "21")),
+                    Long.parseLong(opts.getOrDefault("mib-per-round", "512")) << 20));
+            case "ssd" -> SsdThroughputBench.run(new SsdThroughputBench.Options(dir, sizes,
+                    ints(opts.getOrDefault("depths", "1,16")),
+                    Long.parseLong(opts.getOrDefault("dataset-mib", "1024")) << 20,
+                    Integer.parseInt(opts.getOrDefault("round-seconds", "1")),
+                    Integer.parseInt(opts.getOrDefault("rounds", "7")),
+                    Integer.parseInt(opts.getOrDefault("probe-seconds", "1")),
+                    Boolean.parseBoolean(opts.getOrDefault("writes", "true"))));
+            case "heap-dram" -> List.of(HeapFootprintBench.dram(shm,
+                    Integer.parseInt(opts.getOrDefault("blocks", "1000000"))));
+            case "heap-ssd" -> List.of(HeapFootprintBench.ssd(dir,
+                    Integer.parseInt(opts.getOrDefault("blocks", "1000000"))));
+            case "fio-version" -> {
+                System.out.println(Fio.version());
+                yield List.of();
+            }
+            default -> throw new IllegalStateException("unreachable: " + name);
+        };
+        for (BenchRow row : rows) System.out.println(row.markdown());
+    }
+
+    static Map<String, String> parse(String benchmark, String[] args) {
+        Map<String, String> out = new HashMap<>();
+        for (String a : args) {
+            int eq = a.indexOf('=');
+            String key = a.startsWith("--") && eq > 2 ? a.substring(2, eq) : "";
+            if (!OPTIONS.get(benchmark).contains(key)) {
+                System.err.println(benchmark + ": unknown or malformed option " + a + "; known: " + OPTIONS.get(benchmark));
+                System.exit(2);
+            }
+            out.put(key, a.substring(eq + 1));
+        }
+        return out;
+    }
+
+    static List<Integer> ints(String csv) {
+        return Arrays.stream(csv.split(",")).map(String::strip).map(Integer::parseInt).toList();
+    }
+}
