@@ -150,6 +150,23 @@ public final class IoUring implements AutoCloseable {
         return true;
     }
 
+    /**
+     * Queues {@code IORING_OP_READV} from {@code fd} at {@code offset} into the {@code count}
+     * buffers described by the iovec array {@code iovecs}; false when the SQ is full.
+     */
+    boolean queueReadv(int fd, long offset, MemorySegment iovecs, int count, long userData) {
+        MemorySegment sqe = nextSqe();
+        if (sqe == null) return false;
+        sqe.set(JAVA_BYTE, UringLayout.SQE_OPCODE, UringLayout.OP_READV);
+        sqe.set(JAVA_INT, UringLayout.SQE_FD, fd);
+        sqe.set(JAVA_LONG, UringLayout.SQE_OFF, offset);
+        sqe.set(JAVA_LONG, UringLayout.SQE_ADDR, iovecs.address());
+        sqe.set(JAVA_INT, UringLayout.SQE_LEN, count);
+        sqe.set(JAVA_LONG, UringLayout.SQE_USER_DATA, userData);
+        publish();
+        return true;
+    }
+
     /** Queues a no-op completing with {@code userData} (used to wake the completion owner). */
     boolean queueNop(long userData) {
         MemorySegment sqe = nextSqe();

@@ -36,7 +36,7 @@ public final class Libc {
     private static final VarHandle ERRNO = CAPTURE.varHandle(PathElement.groupElement("errno"));
     private static final Linker.Option CAPTURE_ERRNO = Linker.Option.captureCallState("errno");
 
-    /** Architecture constants, or null fields when the architecture is not supported. */
+    /** Linux on x86_64 or aarch64; elsewhere the route reports itself unavailable and no call is made. */
     private static final String ARCH = System.getProperty("os.arch", "").toLowerCase(Locale.ROOT);
     static final boolean SUPPORTED = System.getProperty("os.name", "").toLowerCase(Locale.ROOT).contains("linux")
             && (ARCH.equals("amd64") || ARCH.equals("x86_64") || ARCH.equals("aarch64"));

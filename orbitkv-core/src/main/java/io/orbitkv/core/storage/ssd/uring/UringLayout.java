@@ -27,6 +27,7 @@ import static java.lang.foreign.ValueLayout.JAVA_SHORT;
  * io_sqring_offsets: head tail ring_mask ring_entries flags dropped array resv1 (u32) resv2 (u64)
  * io_cqring_offsets: head tail ring_mask ring_entries overflow cqes flags resv1 (u32) resv2 (u64)
  * io_uring_cqe (16 B): 0 user_data u64   8 res s32   12 flags u32
+ * iovec (16 B, linux/uio.h): 0 iov_base ptr   8 iov_len size_t
  * </pre>
  *
  * <p>Publication rules (from the header and io_uring(7)): the application fills an SQE and its
@@ -78,6 +79,10 @@ public final class UringLayout {
             JAVA_LONG.withName("user_data"), JAVA_INT.withName("res"), JAVA_INT.withName("flags"))
             .withName("io_uring_cqe");
 
+    /** {@code struct iovec} from {@code /usr/include/linux/uio.h}: base pointer and length (16 B on LP64). */
+    public static final StructLayout IOVEC = MemoryLayout.structLayout(
+            JAVA_LONG.withName("iov_base"), JAVA_LONG.withName("iov_len")).withName("iovec");
+
     public static final long PARAMS_SQ_ENTRIES = PARAMS.byteOffset(PathElement.groupElement("sq_entries"));
     public static final long PARAMS_CQ_ENTRIES = PARAMS.byteOffset(PathElement.groupElement("cq_entries"));
     public static final long PARAMS_FEATURES = PARAMS.byteOffset(PathElement.groupElement("features"));
@@ -97,6 +102,8 @@ public final class UringLayout {
 
     /** {@code IORING_OP_NOP}: first value of the op enum. */
     public static final byte OP_NOP = 0;
+    /** {@code IORING_OP_READV}: second value of the op enum; {@code addr} = iovec array, {@code len} = count. */
+    public static final byte OP_READV = 1;
     /** {@code IORING_OP_READ}: position 22 of the op enum (since Linux 5.6). */
     public static final byte OP_READ = 22;
     /** {@code IORING_ENTER_GETEVENTS}. */

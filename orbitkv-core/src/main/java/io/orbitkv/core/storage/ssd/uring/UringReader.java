@@ -21,11 +21,15 @@ import java.util.concurrent.locks.ReentrantLock;
  * caller, {@link #close}) ends the interval early.
  *
  * <p>Thread model: {@link #submit} is thread-safe (the SQ side is guarded by
- * {@code submitLock}); completions run on the reaper thread, one at a time, in CQE order.
+ * {@code submitLock}); completions run on the reaper thread, one at a time, in CQE order. A
+ * completion that submits its follow-up read (a closed-loop reader) only queues it; the reaper
+ * submits everything queued during one drain with a single {@code io_uring_enter}, as fio's
+ * {@code iodepth_batch} does.
  * {@link #close} stops new submissions, waits (bounded) for the in-flight batches, then unmaps.
  *
- * <p>Invariants: {@code inflight} equals the number of occupied slots; a slot is freed only by
- * the reaper after all of its batch's CQEs; SQ capacity ({@code 2 × slots + 1}, rounded up by
+ * <p>Invariants: a slot is freed only by the reaper after all of its batch's CQEs, just before
+ * the batch's completion runs; {@code inflight} counts batches whose completion has not finished
+ * (occupied slots plus at most the one completion running); SQ capacity ({@code 2 × slots + 1}, rounded up by
  * the kernel) always has room for every in-flight SQE plus the close wake-up no-op, and the CQ
  * (twice the SQ) for every outstanding CQE, so neither queue can overflow.
  *
@@ -43,13 +47,37 @@ public final class UringReader implements AutoCloseable {
     private static final long WAKE_USER_DATA = -1L;
     private static final long CLOSE_WAIT_SECONDS = 10;
 
+    /** One operation of a batch. */
+    public sealed interface Op permits Read, ScatterRead {}
+
     /** One positional read into {@code buffer} (its whole length) from {@code fd} at {@code offset}. */
-    public record Read(int fd, long offset, MemorySegment buffer) {
+    public record Read(int fd, long offset, MemorySegment buffer) implements Op {
         public Read {
             Objects.requireNonNull(buffer, "buffer");
             if (offset < 0 || buffer.byteSize() <= 0 || buffer.byteSize() > Integer.MAX_VALUE) {
                 throw new IllegalArgumentException("bad read: offset=" + offset + " length=" + buffer.byteSize());
             }
+        }
+    }
+
+    /**
+     * One positional read of consecutive file bytes into several buffers ({@code readv}):
+     * {@code iovecs} holds {@code count} {@link UringLayout#IOVEC} entries, filled by the caller
+     * with {@link #describe}; it and every buffer it names must stay valid until completion.
+     */
+    public record ScatterRead(int fd, long offset, MemorySegment iovecs, int count) implements Op {
+        public ScatterRead {
+            Objects.requireNonNull(iovecs, "iovecs");
+            if (offset < 0 || count <= 0 || iovecs.byteSize() < count * UringLayout.IOVEC.byteSize()) {
+                throw new IllegalArgumentException("bad scatter read: offset=" + offset + " count=" + count);
+            }
+        }
+
+        /** Writes iovec {@code index} of {@code iovecs} to describe {@code buffer}. */
+        public static void describe(MemorySegment iovecs, int index, MemorySegment buffer) {
+            long base = index * UringLayout.IOVEC.byteSize();
+            iovecs.set(java.lang.foreign.ValueLayout.JAVA_LONG, base, buffer.address());
+            iovecs.set(java.lang.foreign.ValueLayout.JAVA_LONG, base + 8, buffer.byteSize());
         }
     }
 
@@ -107,6 +135,8 @@ public final class UringReader implements AutoCloseable {
     private final AtomicLong reaperErrors = new AtomicLong();
     private final Thread reaper;
     private volatile boolean stopping;
+    /** SQEs queued by completion callbacks and not yet submitted; confined to the reaper thread. */
+    private boolean deferredSubmit;
 
     private UringReader(IoUring ring, int maxInflightBatches, String name) {
         this.ring = ring;
@@ -134,10 +164,10 @@ public final class UringReader implements AutoCloseable {
 
     /**
      * Queues the reads of one batch and hands them to the kernel. Never blocks on I/O.
-     * On {@link Submit.Submitted} every buffer in {@code reads} must stay valid until
-     * {@code completion} has run.
+     * On {@link Submit.Submitted} every buffer (and iovec array) in {@code reads} must stay
+     * valid until {@code completion} has run.
      */
-    public Submit submit(List<Read> reads, Completion completion) {
+    public Submit submit(List<? extends Op> reads, Completion completion) {
         Objects.requireNonNull(completion, "completion");
         if (reads.isEmpty() || reads.size() > MAX_READS_PER_BATCH) {
             throw new IllegalArgumentException("a batch has 1.." + MAX_READS_PER_BATCH + " reads: " + reads.size());
@@ -148,15 +178,24 @@ public final class UringReader implements AutoCloseable {
             if (stopping) return new Submit.Closed();
             if (freeCount == 0) return new Submit.Busy();
             int slot = freeSlots[--freeCount];
+            batch.submittedNanos = System.nanoTime(); // before the volatile publication, so the reaper sees it
             slots.set(slot, batch);
             inflight.incrementAndGet();
             for (int i = 0; i < reads.size(); i++) {
-                Read r = reads.get(i);
-                if (!ring.queueRead(r.fd(), r.offset(), r.buffer(), userData(slot, i))) {
+                boolean queued = switch (reads.get(i)) {
+                    case Read r -> ring.queueRead(r.fd(), r.offset(), r.buffer(), userData(slot, i));
+                    case ScatterRead v -> ring.queueReadv(v.fd(), v.offset(), v.iovecs(), v.count(), userData(slot, i));
+                };
+                if (!queued) {
                     throw new IllegalStateException("SQ full with " + inflight.get() + " batches in flight (sizing bug)");
                 }
             }
-            batch.submittedNanos = System.nanoTime();
+            if (Thread.currentThread() == reaper) {
+                // A completion callback issuing its next read: the reaper hands all such SQEs to
+                // the kernel in one io_uring_enter after it has drained the CQ (flushDeferred).
+                deferredSubmit = true;
+                return new Submit.Submitted();
+            }
             int r = ring.submit();
             if (r < 0) {
                 // The SQEs stay published; the kernel may still consume them, so the slot and
@@ -196,7 +235,9 @@ public final class UringReader implements AutoCloseable {
         IoUring.CompletionSink sink = this::onCqe;
         for (;;) {
             try {
-                if (ring.drain(sink) > 0) continue;
+                int reaped = ring.drain(sink);
+                flushDeferred();
+                if (reaped > 0) continue;
                 if (stopping && inflight.get() == 0) return;
                 int r = ring.waitForCompletion();
                 if (r < 0 && r != -Libc.EINTR) {
@@ -214,6 +255,22 @@ public final class UringReader implements AutoCloseable {
         }
     }
 
+    /** Submits the SQEs completion callbacks queued on this thread; reaper only. */
+    private void flushDeferred() {
+        if (!deferredSubmit) return;
+        deferredSubmit = false;
+        submitLock.lock();
+        try {
+            int r = ring.submit();
+            if (r < 0) {
+                reaperErrors.incrementAndGet();
+                LOG.log(System.Logger.Level.ERROR, "io_uring_enter(submit) failed: errno {0}", -r);
+            }
+        } finally {
+            submitLock.unlock();
+        }
+    }
+
     private void onCqe(long userData, int result) {
         if (userData == WAKE_USER_DATA) return;
         int slot = (int) (userData >>> 8);
@@ -222,18 +279,20 @@ public final class UringReader implements AutoCloseable {
         b.results[read] = result;
         if (--b.remaining > 0) return;
         long now = System.nanoTime();
+        // The slot is free before the completion runs, so a closed-loop caller can issue its
+        // next batch from the completion; inflight drops only after it has run.
+        slots.set(slot, null);
+        submitLock.lock();
+        try {
+            freeSlots[freeCount++] = slot;
+        } finally {
+            submitLock.unlock();
+        }
         try {
             b.completion.onComplete(b.results, b.submittedNanos, now);
         } catch (RuntimeException | Error e) {
             LOG.log(System.Logger.Level.ERROR, "io_uring completion callback failed (bug)", e);
         } finally {
-            slots.set(slot, null);
-            submitLock.lock();
-            try {
-                freeSlots[freeCount++] = slot;
-            } finally {
-                submitLock.unlock();
-            }
             inflight.decrementAndGet();
             completedBatches.incrementAndGet();
         }

@@ -88,6 +88,46 @@ class UringReaderTest {
     }
 
     @Test
+    void completionsThatIssueTheirNextReadKeepAClosedLoopGoing() throws Exception {
+        byte[] data = new byte[64 * 1024];
+        for (int i = 0; i < data.length; i++) data[i] = (byte) (i / 4096);
+        Path file = dir.resolve("loop");
+        Files.write(file, data);
+        int fd = Libc.openReadOnly(file.toString(), false);
+        int lanes = 4;
+        int readsPerLane = 200;
+        try (UringReader reader = openReader(lanes); Arena arena = Arena.ofShared()) {
+            CountDownLatch done = new CountDownLatch(lanes);
+            java.util.concurrent.atomic.AtomicInteger wrong = new java.util.concurrent.atomic.AtomicInteger();
+            for (int lane = 0; lane < lanes; lane++) {
+                MemorySegment buf = arena.allocate(4096, 4096);
+                new Object() {
+                    int issued;
+
+                    void issue() {
+                        int block = (issued * 7 + 3) % 16;
+                        UringReader.Submit s = reader.submit(List.of(new UringReader.Read(fd, block * 4096L, buf)),
+                                (r, sub, comp) -> {
+                                    if (r[0] != 4096 || buf.get(java.lang.foreign.ValueLayout.JAVA_BYTE, 17) != block) {
+                                        wrong.incrementAndGet();
+                                    }
+                                    if (++issued < readsPerLane) issue(); else done.countDown();
+                                });
+                        if (!(s instanceof UringReader.Submit.Submitted)) throw new AssertionError(s);
+                    }
+                }.issue();
+            }
+            assertThat(done.await(30, TimeUnit.SECONDS)).isTrue();
+            assertThat(wrong.get()).isZero();
+            await().atMost(10, TimeUnit.SECONDS).until(() -> reader.inflight() == 0); // the last completions return
+            assertThat(reader.completedBatches()).isEqualTo((long) lanes * readsPerLane);
+            assertThat(reader.errors()).isZero();
+        } finally {
+            Libc.close(fd);
+        }
+    }
+
+    @Test
     void aBatchHoldsItsSlotUntilItsCompletionArrivesAndTheBoundAnswersBusy() throws IOException {
         int[] pipe = Libc.pipe();
         try (UringReader reader = openReader(1); Arena arena = Arena.ofShared()) {
