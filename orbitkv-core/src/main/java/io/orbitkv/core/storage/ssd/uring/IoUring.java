@@ -18,7 +18,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  *
  * <p>Thread model: the submission side ({@link #queueRead}, {@link #queueNop}, {@link #submit})
  * must be called by one thread at a time (the caller serialises it); the completion side
- * ({@link #drain}, {@link #waitForCompletion}) by one thread at a time (the completion owner).
+ * ({@link #drain}, {@link #submitAndWait}) by one thread at a time (the completion owner).
  * The two sides touch disjoint ring fields, as the kernel ABI intends. {@link #close} only after
  * both sides have stopped.
  *
@@ -210,10 +210,30 @@ public final class IoUring implements AutoCloseable {
         return 0;
     }
 
-    /** Blocks until at least one CQE is available; returns 0 or -errno (EINTR is a normal wake-up). */
-    int waitForCompletion() {
-        int r = Libc.ioUringEnter(ringFd, 0, 1, UringLayout.ENTER_GETEVENTS);
-        return Math.min(r, 0);
+    /**
+     * Takes over the count of published, not yet submitted SQEs (submission side, under the
+     * caller's lock), so the completion owner can submit them together with its wait. SQEs are
+     * interchangeable to the kernel: whoever calls {@code io_uring_enter} with a count submits
+     * that many from the SQ head, so moving the count never loses or doubles an entry.
+     */
+    int takePending() {
+        int n = pendingSubmit;
+        pendingSubmit = 0;
+        return n;
+    }
+
+    /** Gives back {@code n} SQEs that {@link #submitAndWait} did not submit (submission side, under the lock). */
+    void returnPending(int n) {
+        pendingSubmit += n;
+    }
+
+    /**
+     * Submits {@code toSubmit} SQEs taken with {@link #takePending} and blocks until at least one
+     * CQE is available, in one {@code io_uring_enter}. Returns the SQEs submitted, or -errno
+     * (EINTR is a normal wake-up; then nothing was submitted).
+     */
+    int submitAndWait(int toSubmit) {
+        return Libc.ioUringEnter(ringFd, toSubmit, 1, UringLayout.ENTER_GETEVENTS);
     }
 
     /** Calls {@code sink} for each available CQE, then hands their slots back; returns how many. */

@@ -23,8 +23,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * <p>Thread model: {@link #submit} is thread-safe (the SQ side is guarded by
  * {@code submitLock}); completions run on the reaper thread, one at a time, in CQE order. A
  * completion that submits its follow-up read (a closed-loop reader) only queues it; the reaper
- * submits everything queued during one drain with a single {@code io_uring_enter}, as fio's
- * {@code iodepth_batch} does.
+ * submits everything queued during one drain in the same {@code io_uring_enter} that waits for
+ * the next completion (one system call per wake-up, as fio's io_uring engine does).
  * {@link #close} stops new submissions, waits (bounded) for the in-flight batches, then unmaps.
  *
  * <p>Invariants: a slot is freed only by the reaper after all of its batch's CQEs, just before
@@ -192,7 +192,7 @@ public final class UringReader implements AutoCloseable {
             }
             if (Thread.currentThread() == reaper) {
                 // A completion callback issuing its next read: the reaper hands all such SQEs to
-                // the kernel in one io_uring_enter after it has drained the CQ (flushDeferred).
+                // the kernel after it has drained the CQ, in the same io_uring_enter as its wait.
                 deferredSubmit = true;
                 return new Submit.Submitted();
             }
@@ -235,12 +235,13 @@ public final class UringReader implements AutoCloseable {
         IoUring.CompletionSink sink = this::onCqe;
         for (;;) {
             try {
-                int reaped = ring.drain(sink);
-                flushDeferred();
-                if (reaped > 0) continue;
+                if (ring.drain(sink) > 0) continue;
                 if (stopping && inflight.get() == 0) return;
-                int r = ring.waitForCompletion();
-                if (r < 0 && r != -Libc.EINTR) {
+                int toSubmit = takeDeferred();
+                int r = ring.submitAndWait(toSubmit);
+                int unsubmitted = r >= 0 ? toSubmit - r : toSubmit;
+                if (unsubmitted > 0) giveBackDeferred(unsubmitted);
+                if (r < 0 && r != -Libc.EINTR && r != -Libc.EAGAIN && r != -Libc.EBUSY) {
                     reaperErrors.incrementAndGet();
                     LOG.log(System.Logger.Level.WARNING, "io_uring_enter(wait) failed: errno {0}", -r);
                     Thread.sleep(1); // a persistent error must not spin a core; CQEs are still drained
@@ -255,17 +256,24 @@ public final class UringReader implements AutoCloseable {
         }
     }
 
-    /** Submits the SQEs completion callbacks queued on this thread; reaper only. */
-    private void flushDeferred() {
-        if (!deferredSubmit) return;
+    /** The SQEs completion callbacks queued during the last drain, to submit with the wait; reaper only. */
+    private int takeDeferred() {
+        if (!deferredSubmit) return 0;
         deferredSubmit = false;
         submitLock.lock();
         try {
-            int r = ring.submit();
-            if (r < 0) {
-                reaperErrors.incrementAndGet();
-                LOG.log(System.Logger.Level.ERROR, "io_uring_enter(submit) failed: errno {0}", -r);
-            }
+            return ring.takePending();
+        } finally {
+            submitLock.unlock();
+        }
+    }
+
+    /** SQEs the combined enter did not submit go back to the pending count, for the next enter. */
+    private void giveBackDeferred(int n) {
+        deferredSubmit = true;
+        submitLock.lock();
+        try {
+            ring.returnPending(n);
         } finally {
             submitLock.unlock();
         }
