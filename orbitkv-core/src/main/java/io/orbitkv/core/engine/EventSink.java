@@ -7,6 +7,13 @@ import io.orbitkv.state.protocol.Reply;
  * Where a {@link ChannelSession} sends what is not a reply: asynchronous COMPLETION events and
  * the fencing of its connection. Implemented by the transport; thread-safe (called from I/O
  * completion threads while the connection thread writes replies).
+ *
+ * <p>Ordering (protocol §9.3): the Manager never calls {@link #complete} about work while the
+ * {@link ChannelSession#handle} that started it is still running (a staging that finishes first
+ * turns that reply FINAL instead), but it may call it as soon as that {@code handle} returned.
+ * So the transport must put a {@code handle}'s reply on the connection's outbound path before
+ * anything queued by {@code complete} after that return, e.g. by enqueueing replies and events
+ * on one queue and enqueueing the reply under the same lock {@code complete} takes.
  */
 public interface EventSink {
 

@@ -26,14 +26,18 @@ public sealed interface Reply extends Frame {
     /** Most spans (disjoint page ranges) one group may have in a QUERY_RESULT: sinks plus window need 2. */
     int MAX_SPANS_PER_GROUP = 16;
 
-    /** One arena file the client maps; its index in {@link Registered#arenas()} is the lease's arena index. */
+    /**
+     * One arena file the client maps; its index in {@link Registered#arenas()} is the lease's arena index.
+     * Invariant: {@code sizeBytes >= slotBytes} (not a multiple: the file may start with a header).
+     */
     record ArenaFile(String path, long sizeBytes, int slotBytes) {
         public ArenaFile {
             Check.text("path", path, 1, Check.U16_MAX);
             Check.positive("slot_bytes", slotBytes);
             Check.positive("size_bytes", sizeBytes);
-            if (sizeBytes % slotBytes != 0) {
-                throw new IllegalArgumentException("size_bytes " + sizeBytes + " is not a multiple of slot_bytes " + slotBytes);
+            // Not a multiple: an arena file starts with a header page; leases carry absolute offsets.
+            if (sizeBytes < slotBytes) {
+                throw new IllegalArgumentException("size_bytes " + sizeBytes + " is below slot_bytes " + slotBytes);
             }
         }
     }

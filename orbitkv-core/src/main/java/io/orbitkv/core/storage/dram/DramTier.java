@@ -234,7 +234,8 @@ public final class DramTier implements AutoCloseable {
         Objects.requireNonNull(held, "held");
         if (held.owner() != this) throw new IllegalArgumentException("lease of another DRAM tier: " + held);
         if (!held.isHeld() || !slots.pinHeld(held.slot(), held.imageId())) return new AcquireResult.Miss(held.key());
-        return new Lease(this, held.key(), held.slot(), held.imageId(), held.blockSegment(), held.slotRef());
+        return new Lease(this, held.key(), held.slot(), held.imageId(), held.namespaceId(), held.blockSegment(),
+                held.slotRef());
     }
 
     /**
@@ -333,7 +334,7 @@ public final class DramTier implements AutoCloseable {
     }
 
     private Lease newLease(StateKey key, ResidentImage image) {
-        return new Lease(this, key, image.slot(), image.imageId(),
+        return new Lease(this, key, image.slot(), image.imageId(), image.namespaceId(),
                 blockSlice(image.slot(), image.lengthBytes()).asReadOnly(), slotRef(image.slot(), image.lengthBytes()));
     }
 

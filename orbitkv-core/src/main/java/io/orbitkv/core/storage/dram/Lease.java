@@ -33,17 +33,20 @@ public final class Lease implements AcquireResult, AutoCloseable {
     private final StateKey key;
     private final int slot;
     private final long imageId;
+    private final int namespaceId;
     private final MemorySegment blockSegment;
     private final SlotRef slotRef;
     @SuppressWarnings("unused") // accessed through RELEASED
     private volatile boolean released;
 
     /** {@code blockSegment}: read-only view of the image rounded up to whole 4 KiB blocks of its slot. */
-    Lease(DramTier owner, StateKey key, int slot, long imageId, MemorySegment blockSegment, SlotRef slotRef) {
+    Lease(DramTier owner, StateKey key, int slot, long imageId, int namespaceId, MemorySegment blockSegment,
+          SlotRef slotRef) {
         this.owner = owner;
         this.key = key;
         this.slot = slot;
         this.imageId = imageId;
+        this.namespaceId = namespaceId;
         this.blockSegment = blockSegment;
         this.slotRef = slotRef;
     }
@@ -55,6 +58,11 @@ public final class Lease implements AcquireResult, AutoCloseable {
     /** The residency generation of the leased image. */
     public long imageId() {
         return imageId;
+    }
+
+    /** The namespace id the image was committed with (queries only serve images of their own namespace). */
+    public int namespaceId() {
+        return namespaceId;
     }
 
     /** Read-only view of the image's bytes; valid until release (and while the tier is open). */

@@ -1,0 +1,457 @@
+"""OrbitKV engine channel client (stdlib only: socket, mmap, struct, threading).
+
+One :class:`Client` is one connection to a Manager and one registered engine instance
+(docs/protocol.md section 1). It maps the Manager's arena files (REGISTERED) and the
+destination regions it registers with ``MAP_SHARED``; page bytes never travel over the socket.
+
+Thread model: thread-safe. Any number of threads may call; each request is encoded whole and
+written under a lock, so requests pipeline on the one connection. A single daemon reader
+thread decodes what the Manager sends, wakes the caller waiting on each reply (matched by
+request id) and routes COMPLETION events to the operation they name (:class:`_Operations`).
+Every blocking call waits at most ``timeout`` seconds (TimeoutError).
+
+What it keeps: the socket, the mappings, and per live operation only the events that route its
+COMPLETIONs; leases and coverage stay with the Manager (ARCHITECTURE.md section 2).
+
+Errors: a refused request raises :class:`OrbitKvError` (the Manager's ErrorCode and message;
+the request had no effect). A lost connection raises ConnectionError; per-page publishing
+outcomes are values (:class:`PublishOutcome`).
+
+Design note: a reader thread rather than reading inline, because COMPLETION frames arrive
+between any two replies (section 9.3) and must be routed even while no call is waiting; the
+routing arms an event only when the reply that starts the work is read, so a COMPLETION can
+never be missed or attributed to an older revision.
+"""
+
+from __future__ import annotations
+
+import enum
+import mmap
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+from . import protocol as p
+from .state import Namespace, RecoveryContract
+
+DEFAULT_TIMEOUT_S = 30.0
+_RECV_BYTES = 1 << 16
+
+
+class OrbitKvError(Exception):
+    """The Manager refused a request with ERROR ``code`` (a :class:`protocol.ErrorCode`)."""
+
+    def __init__(self, code: p.ErrorCode, message: str):
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message
+
+
+class PublishOutcome(enum.Enum):
+    """What became of one published page (RESERVED refusal or COMMITTED outcome)."""
+    SEALED = "sealed"
+    DISCARDED = "discarded"
+    ALREADY_RESIDENT = "already_resident"
+    NO_SPACE = "no_space"
+    BUSY = "busy"
+    NOT_FOUND = "not_found"
+
+
+_REFUSED = {p.Refusal.ALREADY_RESIDENT: PublishOutcome.ALREADY_RESIDENT, p.Refusal.NO_SPACE: PublishOutcome.NO_SPACE,
+            p.Refusal.BUSY: PublishOutcome.BUSY}
+_SETTLED = {p.SettleOutcome.SEALED: PublishOutcome.SEALED, p.SettleOutcome.DISCARDED: PublishOutcome.DISCARDED,
+            p.SettleOutcome.NOT_FOUND: PublishOutcome.NOT_FOUND, p.SettleOutcome.ABORTED: PublishOutcome.NOT_FOUND}
+
+
+@dataclass(frozen=True)
+class PageToPublish:
+    """One page image: its group, its name (block hash or 32-byte StateKey) and its bytes."""
+    group_id: int
+    name: bytes
+    data: bytes
+    key_form: p.KeyForm = p.KeyForm.BLOCK_HASH
+
+    def entry(self) -> p.PublishPage:
+        return p.PublishPage(self.group_id, self.key_form, bytes(self.name), len(self.data))
+
+
+@dataclass
+class Region:
+    """A registered ENGINE_RESTORE destination: ``page_count`` pages of ``page_bytes`` in ``path``."""
+    region_id: int
+    path: str
+    page_bytes: int
+    page_count: int
+    mapping: mmap.mmap
+
+    def page(self, index: int) -> bytes:
+        """A copy of destination page ``index`` (read it only after RESTORE_DONE)."""
+        if not 0 <= index < self.page_count:
+            raise IndexError(index)
+        start = index * self.page_bytes
+        return self.mapping[start:start + self.page_bytes]
+
+
+class _Waiter:
+    __slots__ = ("event", "value", "error")
+
+    def __init__(self):
+        self.event = threading.Event()
+        self.value = None
+        self.error: Optional[BaseException] = None
+
+    def set(self, value=None, error: Optional[BaseException] = None) -> None:
+        self.value, self.error = value, error
+        self.event.set()
+
+    def wait(self, timeout: float, what: str):
+        if not self.event.wait(timeout):
+            raise TimeoutError(f"{what}: no answer within {timeout} s")
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+class _Operations:
+    """COMPLETION routing per live operation id: its current revision and one waiter per event.
+
+    Called by the reader thread with every reply (before its caller wakes) and every COMPLETION,
+    in arrival order. The reply that starts some work arms the event's waiter (QUERY_RESULT
+    PENDING of a new revision: QUERY_SETTLED; RESTORE_ACCEPTED: RESTORE_DONE; CANCELLED or
+    RELEASED with drained = 0: DRAINED), so a COMPLETION, always sent after that reply, finds
+    it. Entries end with the operation, so the table holds at most the live operations the
+    Manager allows (maxOperationsPerConnection). Guarded by ``_lock``."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._ops: Dict[int, dict] = {}
+        self._failure: Optional[BaseException] = None
+
+    def _op(self, op_id: int, revision: int = 0) -> dict:
+        op = self._ops.get(op_id)
+        if op is None:
+            op = self._ops[op_id] = {"revision": revision, "ended": False, "events": {}}
+        return op
+
+    def on_frame(self, frame) -> None:
+        with self._lock:
+            if isinstance(frame, p.QueryResult):
+                op = self._ops.get(frame.operation_id)
+                if op is None or op["ended"] or frame.revision > op["revision"]:
+                    op = self._ops[frame.operation_id] = {"revision": frame.revision, "ended": False, "events": {}}
+                if (frame.revision == op["revision"] and frame.status == p.QueryStatus.PENDING
+                        and p.CompletionEvent.QUERY_SETTLED not in op["events"]):
+                    op["events"][p.CompletionEvent.QUERY_SETTLED] = _Waiter()
+            elif isinstance(frame, p.RestoreAccepted):
+                self._op(frame.operation_id)["events"][p.CompletionEvent.RESTORE_DONE] = _Waiter()
+            elif isinstance(frame, (p.Cancelled, p.Released)):
+                if frame.drained:
+                    self._ops.pop(frame.operation_id, None)
+                else:
+                    self._op(frame.operation_id)["events"][p.CompletionEvent.DRAINED] = _Waiter()
+            elif isinstance(frame, p.Completion):
+                op = self._ops.get(frame.operation_id)
+                if op is None or frame.revision < op["revision"]:
+                    return
+                waiter = op["events"].setdefault(frame.event, _Waiter())
+                if frame.event == p.CompletionEvent.DRAINED:
+                    op["ended"] = True
+                waiter.set(frame)
+
+    def waiter(self, op_id: int, event: p.CompletionEvent) -> _Waiter:
+        with self._lock:
+            if self._failure is not None:
+                w = _Waiter()
+                w.set(error=self._failure)
+                return w
+            return self._op(op_id)["events"].setdefault(event, _Waiter())
+
+    def forget_if_ended(self, op_id: int) -> None:
+        with self._lock:
+            op = self._ops.get(op_id)
+            if op is not None and op["ended"]:
+                del self._ops[op_id]
+
+    def fail_all(self, error: BaseException) -> None:
+        with self._lock:
+            self._failure = self._failure or error
+            for op in self._ops.values():
+                for w in op["events"].values():
+                    if not w.event.is_set():
+                        w.set(error=self._failure)
+            self._ops.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._ops)
+
+
+class Client:
+    """A connection to the OrbitKV Manager listening at ``socket_path``."""
+
+    def __init__(self, socket_path: Union[str, os.PathLike], timeout: float = DEFAULT_TIMEOUT_S):
+        self.timeout = timeout
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._sock.connect(os.fspath(socket_path))
+        except OSError:
+            self._sock.close()
+            raise
+        self._write_lock = threading.Lock()
+        self._pending_lock = threading.Lock()
+        self._pending: Dict[int, _Waiter] = {}
+        self._next_id = 1
+        self._failure: Optional[BaseException] = None
+        self._operations = _Operations()
+        self._arenas: List[mmap.mmap] = []
+        self._regions: List[mmap.mmap] = []
+        self.registered: Optional[p.Registered] = None
+        self._reader = threading.Thread(target=self._read_loop, name="orbitkv-client-reader", daemon=True)
+        self._reader.start()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def send(self, request) -> _Waiter:
+        """Writes ``request`` without waiting; ``.wait(timeout, what)`` on the result gives the reply frame."""
+        waiter = _Waiter()
+        with self._pending_lock:
+            if self._failure is not None:
+                waiter.set(error=self._failure)
+                return waiter
+            request_id = self._next_id
+            self._next_id = self._next_id + 1 if self._next_id < p.U63_MAX else 1
+            self._pending[request_id] = waiter
+        data = p.encode(request_id, request)
+        try:
+            with self._write_lock:
+                self._sock.sendall(data)
+        except OSError as e:
+            self._fail(ConnectionError(f"writing {request.TYPE.name} failed: {e}"))
+        return waiter
+
+    def call(self, request, reply_type):
+        """Sends ``request`` and returns its typed reply; raises OrbitKvError on ERROR."""
+        reply = self.send(request).wait(self.timeout, request.TYPE.name)
+        if isinstance(reply, p.Error):
+            raise OrbitKvError(reply.code, reply.message)
+        if not isinstance(reply, reply_type):
+            raise p.ProtocolError(p.ErrorCode.MALFORMED, f"{request.TYPE.name} answered by {reply.TYPE.name}")
+        return reply
+
+    def register(self, instance_id: str, epoch: int, namespace: Namespace, contract: RecoveryContract) -> p.Registered:
+        """Registers this connection's engine instance and maps every arena file read-write.
+
+        Raises OrbitKvError: STALE_EPOCH (a higher, or a live equal, epoch is registered; the
+        connection is closed), MALFORMED, OUT_OF_ORDER (already registered), BUSY (too many
+        connections, or the previous incarnation did not drain in time: register again)."""
+        reply = self.call(p.Register(instance_id, epoch, namespace, contract), p.Registered)
+        for arena in reply.arenas:
+            fd = os.open(arena.path, os.O_RDWR)
+            try:
+                self._arenas.append(mmap.mmap(fd, arena.size_bytes, mmap.MAP_SHARED,
+                                              mmap.PROT_READ | mmap.PROT_WRITE))
+            finally:
+                os.close(fd)
+        self.registered = reply
+        return reply
+
+    def query(self, operation_id: int, groups: Union[Dict[int, Sequence[bytes]], Sequence[p.QueryGroup]],
+              prompt_tokens: int, origin_tokens: int = 0, revision: int = 0,
+              target: p.CompletionTarget = p.CompletionTarget.HOST_READY,
+              key_form: p.KeyForm = p.KeyForm.BLOCK_HASH) -> p.QueryResult:
+        """Sends a QUERY; ``groups`` maps group id to its page names (page 0 first) in ``key_form``,
+        or is a list of QueryGroup. Returns the first answer, PENDING or FINAL."""
+        if isinstance(groups, dict):
+            groups = [p.QueryGroup(gid, key_form, list(hashes)) for gid, hashes in groups.items()]
+        request = p.Query(operation_id, revision, target, prompt_tokens, origin_tokens, groups)
+        return self.call(request, p.QueryResult)
+
+    def poll(self, operation_id: int, revision: int) -> p.QueryResult:
+        return self.call(p.QueryPoll(operation_id, revision), p.QueryResult)
+
+    def wait_settled(self, result: p.QueryResult) -> p.QueryResult:
+        """The FINAL result: ``result`` if FINAL, else after COMPLETION QUERY_SETTLED, one poll."""
+        if result.status == p.QueryStatus.FINAL:
+            return result
+        self._operations.waiter(result.operation_id, p.CompletionEvent.QUERY_SETTLED).wait(
+            self.timeout, "QUERY_SETTLED")
+        settled = self.poll(result.operation_id, result.revision)
+        if settled.status != p.QueryStatus.FINAL:
+            raise p.ProtocolError(p.ErrorCode.MALFORMED, "still PENDING after QUERY_SETTLED")
+        return settled
+
+    def publish(self, pages: Sequence[PageToPublish]) -> List[PublishOutcome]:
+        """PUBLISH_RESERVE, write each image into its granted slot through the mapping,
+        PUBLISH_COMMIT; one outcome per page, in order."""
+        limits = self._registration().limits
+        batch = min(limits.max_pages_per_publish, limits.max_ids_per_settle)
+        out: List[PublishOutcome] = []
+        for start in range(0, len(pages), batch):
+            out += self._publish_batch(pages[start:start + batch])
+        return out
+
+    def _publish_batch(self, pages: Sequence[PageToPublish]) -> List[PublishOutcome]:
+        reserved = self.call(p.PublishReserve([pg.entry() for pg in pages]), p.Reserved)
+        out: List[Optional[PublishOutcome]] = [None] * len(pages)
+        granted: List[Tuple[int, int]] = []
+        try:
+            for i, (page, outcome) in enumerate(zip(pages, reserved.outcomes)):
+                if isinstance(outcome, p.Granted):
+                    granted.append((outcome.reservation_id, i))
+                    if self._failure is not None:  # protocol.md 9.6: closed or fenced, the slot is not ours
+                        raise self._failure
+                    arena = self._arenas[outcome.arena_index]
+                    end = outcome.offset_bytes + len(page.data)
+                    if end > len(arena):
+                        raise p.ProtocolError(p.ErrorCode.MALFORMED, "granted slot lies outside its arena")
+                    arena[outcome.offset_bytes:end] = page.data
+                else:
+                    out[i] = _REFUSED[outcome.reason]
+        except Exception:
+            if granted:
+                self.send(p.PublishAbort([rid for rid, _ in granted]))
+            raise
+        if granted:
+            committed = self.call(p.PublishCommit([rid for rid, _ in granted]), p.Committed)
+            for (_, i), settled in zip(granted, committed.outcomes):
+                out[i] = _SETTLED[settled]
+        return out  # type: ignore[return-value]
+
+    def register_region(self, path: Union[str, os.PathLike], page_bytes: int, page_count: int) -> Region:
+        """Creates (or grows) ``path`` to ``page_bytes * page_count``, maps it and registers it
+        as an ENGINE_RESTORE destination; keep the file until the client is closed."""
+        path = os.path.abspath(os.fspath(path))
+        size = page_bytes * page_count
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            if os.fstat(fd).st_size < size:
+                os.ftruncate(fd, size)
+            mapping = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+        self._regions.append(mapping)
+        reply = self.call(p.RegisterRegion(path, size, page_bytes, page_count), p.RegionRegistered)
+        return Region(reply.region_id, path, page_bytes, page_count, mapping)
+
+    def restore(self, operation_id: int, region: Region,
+                mapping: Iterable[Union[p.RestorePage, Tuple[int, int, int]]]) -> p.Completion:
+        """RESTORE leased RESIDENT pages into ``region`` (``(group_id, source_page,
+        destination_page)`` each) and wait for COMPLETION RESTORE_DONE."""
+        pages = [m if isinstance(m, p.RestorePage) else p.RestorePage(*m) for m in mapping]
+        self.call(p.Restore(operation_id, region.region_id, pages), p.RestoreAccepted)
+        return self._operations.waiter(operation_id, p.CompletionEvent.RESTORE_DONE).wait(
+            self.timeout, "RESTORE_DONE")
+
+    def release(self, operation_id: int) -> p.Released:
+        """RELEASE; returns once everything the operation held is released (after DRAINED if needed)."""
+        return self._end(p.Release(operation_id), p.Released)
+
+    def cancel(self, operation_id: int) -> p.Cancelled:
+        """CANCEL; returns once its submitted I/O has drained and everything is released."""
+        return self._end(p.Cancel(operation_id), p.Cancelled)
+
+    def _end(self, request, reply_type):
+        reply = self.call(request, reply_type)
+        if not reply.drained:
+            try:
+                self._operations.waiter(request.operation_id, p.CompletionEvent.DRAINED).wait(self.timeout, "DRAINED")
+            finally:
+                self._operations.forget_if_ended(request.operation_id)
+        return reply
+
+    def stats(self) -> Dict[str, int]:
+        return self.call(p.Stats(), p.StatsReply).as_dict()
+
+    def read_lease(self, lease: p.Lease) -> memoryview:
+        """A read-only view of a leased RESIDENT page in the shared arena, valid until the
+        operation is released; release the view before :meth:`close`."""
+        arena = self._arenas[lease.arena_index]
+        end = lease.offset_bytes + lease.length_bytes
+        if end > len(arena):
+            raise IndexError(f"lease {lease} lies outside arena {lease.arena_index}")
+        return memoryview(arena)[lease.offset_bytes:end].toreadonly()
+
+    @staticmethod
+    def resident_pages(result: p.QueryResult, first_destination_page: int = 0) -> List[p.RestorePage]:
+        """A restore mapping for every RESIDENT page of ``result`` onto consecutive destination pages."""
+        out, dest = [], first_destination_page
+        for g in result.groups:
+            for index, page in g.pages():
+                if page.state == p.PageState.RESIDENT:
+                    out.append(p.RestorePage(g.group_id, index, dest))
+                    dest += 1
+        return out
+
+    def close(self) -> None:
+        """Closes the socket (the Manager then releases this session after drain), then unmaps."""
+        self._fail(ConnectionError("the client closed the connection"))
+        if threading.current_thread() is not self._reader:
+            self._reader.join(self.timeout)
+        for m in self._arenas + self._regions:
+            try:
+                m.close()
+            except BufferError:
+                pass  # a view is still exported; the mapping goes when it is dropped
+        self._arenas, self._regions = [], []
+
+    # -- reader thread -------------------------------------------------------------------------
+
+    def _registration(self) -> p.Registered:
+        if self.registered is None:
+            raise RuntimeError("not registered")
+        return self.registered
+
+    def _read_loop(self) -> None:
+        decoder = p.FrameDecoder(p.DEFAULT_LIMITS, p.Direction.TO_CLIENT)
+        buf = bytearray()
+        try:
+            while True:
+                chunk = self._sock.recv(_RECV_BYTES)
+                if not chunk:
+                    raise ConnectionError("the Manager closed the connection")
+                buf += chunk
+                while True:
+                    result = decoder.decode(buf)
+                    if isinstance(result, p.NeedBytes):
+                        break
+                    del buf[:result.consumed]
+                    self._dispatch(result.request_id, result.frame)
+        except p.MalformedFrame as e:
+            self._fail(ConnectionError(f"the Manager sent a bad frame: {e}"))
+        except OSError as e:
+            self._fail(e if isinstance(e, ConnectionError) else ConnectionError(str(e)))
+
+    def _dispatch(self, request_id: int, frame) -> None:
+        if request_id == p.NO_REQUEST:
+            if isinstance(frame, p.Error):
+                self._fail(OrbitKvError(frame.code, frame.message))
+                return
+            self._operations.on_frame(frame)
+            return
+        with self._pending_lock:
+            waiter = self._pending.pop(request_id, None)
+        self._operations.on_frame(frame)
+        if waiter is not None:
+            waiter.set(frame)
+
+    def _fail(self, error: BaseException) -> None:
+        with self._pending_lock:
+            if self._failure is None:
+                self._failure = error
+            pending, self._pending = self._pending, {}
+        for w in pending.values():
+            w.set(error=self._failure)
+        self._operations.fail_all(self._failure)
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()

@@ -1,0 +1,170 @@
+"""orbitkv.client against a scripted stand-in Manager (exact frame sequences of docs/protocol.md,
+real shared files, no Manager logic): arenas mapped and written where granted, COMPLETIONs routed
+to the waiting call, ERROR raised as OrbitKvError, pipelined replies matched by request id."""
+
+import os
+import socket
+import tempfile
+import threading
+import unittest
+
+from orbitkv import protocol as p
+from orbitkv.client import Client, OrbitKvError, PageToPublish, PublishOutcome
+from orbitkv.state import FullGroup, Namespace, RecoveryContract
+
+NS = Namespace("m", "r", "sha256:w", "sha256:t", "", "bf16", "nhd", 16, 1, 0, 1, 0, 1)
+CONTRACT = RecoveryContract(16, [FullGroup(0)])
+SLOT = 4096
+
+
+class ScriptedManager:
+    """Accepts one connection; answers each request with ``script(request_id, request)``: a list
+    of (request id, frame) written back in order (0 for COMPLETION)."""
+
+    def __init__(self, directory, script):
+        self.path = os.path.join(directory, "manager.sock")
+        self.received = []
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(self.path)
+        self.server.listen(1)
+        self.thread = threading.Thread(target=self._serve, args=(script,), daemon=True)
+        self.thread.start()
+
+    def _serve(self, script):
+        decoder = p.FrameDecoder(p.DEFAULT_LIMITS, p.Direction.TO_MANAGER)
+        conn, _ = self.server.accept()
+        buf = bytearray()
+        with conn:
+            while True:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                buf += chunk
+                while True:
+                    result = decoder.decode(buf)
+                    if isinstance(result, p.NeedBytes):
+                        break
+                    del buf[:result.consumed]
+                    self.received.append(result.frame)
+                    conn.sendall(b"".join(p.encode(i, f) for i, f in script(result.request_id, result.frame)))
+
+    def close(self):
+        self.server.close()
+        self.thread.join(5)
+
+
+class ClientAgainstScript(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.arena = os.path.join(self.tmp.name, "arena-0")
+        with open(self.arena, "wb") as f:
+            f.truncate(16 * SLOT)
+        self.addCleanup(self.tmp.cleanup)
+
+    def start(self, script):
+        def full(request_id, request):
+            if isinstance(request, p.Register):
+                return [(request_id, p.Registered(7, request.epoch, p.DEFAULT_LIMITS,
+                                                  [p.ArenaFile(self.arena, 16 * SLOT, SLOT)]))]
+            return script(request_id, request)
+        manager = ScriptedManager(self.tmp.name, full)
+        self.addCleanup(manager.close)
+        client = Client(manager.path, timeout=5)
+        self.addCleanup(client.close)
+        client.register("engine-0", 1, NS, CONTRACT)
+        return manager, client
+
+    def test_publish_writes_granted_slots_and_commits_only_those(self):
+        def script(rid, request):
+            if isinstance(request, p.PublishReserve):
+                return [(rid, p.Reserved([p.Granted(11, 0, 2 * SLOT), p.Refused(p.Refusal.NO_SPACE)]))]
+            return [(rid, p.Committed([p.SettleOutcome.SEALED]))]
+        manager, client = self.start(script)
+        outcomes = client.publish([PageToPublish(0, b"\x01" * 8, b"abc" * 100), PageToPublish(0, b"\x02" * 8, b"z")])
+        self.assertEqual(outcomes, [PublishOutcome.SEALED, PublishOutcome.NO_SPACE])
+        with open(self.arena, "rb") as f:
+            data = f.read()
+        self.assertEqual(data[2 * SLOT:2 * SLOT + 300], b"abc" * 100)
+        self.assertEqual(data[2 * SLOT + 300], 0)
+        self.assertEqual(manager.received[-1], p.PublishCommit([11]))
+
+    def test_pending_query_settles_on_completion_then_reads_lease(self):
+        lease = p.Lease(0, 3 * SLOT, 5)
+        with open(self.arena, "r+b") as f:
+            f.seek(3 * SLOT)
+            f.write(b"hello")
+
+        def result(op, rev, status):
+            page = p.PageResult(p.PageState.RESIDENT, lease) if status == p.QueryStatus.FINAL \
+                else p.PageResult(p.PageState.RESERVED)
+            return p.QueryResult(op, rev, status, True, 16, [p.GroupResult(0, [p.Span(0, [page])])])
+
+        def script(rid, request):
+            if isinstance(request, p.Query):
+                return [(rid, result(request.operation_id, request.revision, p.QueryStatus.PENDING)),
+                        (0, p.Completion(request.operation_id, request.revision, p.CompletionEvent.QUERY_SETTLED,
+                                         p.Outcome.OK))]
+            if isinstance(request, p.QueryPoll):
+                return [(rid, result(request.operation_id, request.revision, p.QueryStatus.FINAL))]
+            return [(rid, p.Released(request.operation_id, False, 1)),
+                    (0, p.Completion(request.operation_id, 2, p.CompletionEvent.DRAINED, p.Outcome.OK))]
+        _, client = self.start(script)
+        first = client.query(5, {0: [b"\x01" * 8]}, prompt_tokens=20, revision=2)
+        self.assertEqual(first.status, p.QueryStatus.PENDING)
+        settled = client.wait_settled(first)
+        self.assertTrue(settled.hit)
+        (_, page), = settled.group(0).pages()
+        view = client.read_lease(page.lease)
+        self.assertEqual(bytes(view), b"hello")
+        self.assertTrue(view.readonly)
+        view.release()
+        self.assertEqual(client.release(5).pages_released, 1)
+        self.assertEqual(len(client._operations), 0)
+
+    def test_restore_waits_for_restore_done(self):
+        region_path = os.path.join(self.tmp.name, "region")
+
+        def script(rid, request):
+            if isinstance(request, p.RegisterRegion):
+                return [(rid, p.RegionRegistered(4))]
+            with open(region_path, "r+b") as f:  # the "Manager" copies, then reports
+                f.seek(request.pages[0].destination_page * 1024)
+                f.write(b"restored")
+            return [(rid, p.RestoreAccepted(request.operation_id, 1)),
+                    (0, p.Completion(request.operation_id, 0, p.CompletionEvent.RESTORE_DONE, p.Outcome.OK))]
+        manager, client = self.start(script)
+        region = client.register_region(region_path, 1024, 2)
+        done = client.restore(9, region, [(0, 3, 1)])
+        self.assertEqual((done.event, done.outcome), (p.CompletionEvent.RESTORE_DONE, p.Outcome.OK))
+        self.assertEqual(region.page(1)[:8], b"restored")
+        self.assertEqual(manager.received[1], p.RegisterRegion(region_path, 2048, 1024, 2))
+
+    def test_error_is_raised_and_the_connection_goes_on(self):
+        def script(rid, request):
+            if isinstance(request, p.Stats):
+                return [(rid, p.StatsReply([p.Counter("leases", 0)]))]
+            return [(rid, p.Error(p.ErrorCode.NOT_FOUND, "no such operation"))]
+        _, client = self.start(script)
+        with self.assertRaises(OrbitKvError) as caught:
+            client.poll(3, 0)
+        self.assertEqual(caught.exception.code, p.ErrorCode.NOT_FOUND)
+        self.assertEqual(client.stats(), {"leases": 0})
+
+    def test_pipelined_requests_are_matched_by_request_id(self):
+        def script(rid, request):
+            return [(rid, p.QueryResult(request.operation_id, request.revision, p.QueryStatus.FINAL, False, 0, []))]
+        _, client = self.start(script)
+        waiters = [client.send(p.QueryPoll(op, op % 5)) for op in range(1, 101)]
+        for op, w in enumerate(waiters, start=1):
+            r = w.wait(5, "QUERY_RESULT")
+            self.assertEqual((r.operation_id, r.revision), (op, op % 5))
+
+    def test_unsolicited_stale_epoch_fails_pending_calls(self):
+        _, client = self.start(lambda rid, request: [(0, p.Error(p.ErrorCode.STALE_EPOCH, "epoch 2 registered"))])
+        with self.assertRaises(OrbitKvError) as caught:
+            client.stats()
+        self.assertEqual(caught.exception.code, p.ErrorCode.STALE_EPOCH)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,333 @@
+package io.orbitkv.client;
+
+import io.orbitkv.state.Namespace;
+import io.orbitkv.state.RecoveryContract;
+import io.orbitkv.state.protocol.CompletionEvent;
+import io.orbitkv.state.protocol.PageState;
+import io.orbitkv.state.protocol.QueryStatus;
+import io.orbitkv.state.protocol.Reply;
+import io.orbitkv.state.protocol.Request;
+import io.orbitkv.state.protocol.SettleOutcome;
+import java.io.IOException;
+import java.io.InterruptedIOException;
+import java.io.UncheckedIOException;
+import java.lang.foreign.MemorySegment;
+import java.net.SocketTimeoutException;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+/**
+ * Java client of the OrbitKV engine channel ({@code docs/protocol.md}): one connection to a
+ * Manager, one registered engine instance, and the shared-memory mappings that go with it.
+ *
+ * <p>Usage: {@link #connect}, {@link #register} once, then {@link #publish} pages, {@link #query}
+ * (and {@link #awaitSettled} a PENDING answer), read a HOST_READY hit with {@link #readLease} or
+ * copy an ENGINE_RESTORE hit into a {@link #registerRegion region} with {@link #restore}, and end
+ * each operation with {@link #release} or {@link #cancel}. {@link #close} closes the socket and
+ * then unmaps everything.
+ *
+ * <p>Thread model: thread-safe. Blocking calls may come from any number of threads at once and
+ * are pipelined on the one connection ({@link #send} is the non-blocking form); a single reader
+ * thread ({@link FrameChannel}) routes replies by request id and COMPLETION events by operation
+ * ({@link OperationEvents}). Every blocking call waits at most {@code replyTimeout}.
+ *
+ * <p>What it owns: the socket, the arena and region mappings, and per live operation only the
+ * futures that route its COMPLETIONs. It keeps no copy of leases or coverage: those are the
+ * Manager's (ARCHITECTURE.md 2); a {@link Reply.QueryResult} is the caller's value.
+ *
+ * <p>Errors: a refused request throws {@link OrbitKvException} with the Manager's code (the
+ * request had no effect); expected per-page outcomes of publishing are values
+ * ({@link PublishOutcome}); transport failures and timeouts are {@link UncheckedIOException}.
+ *
+ * <p>Design note: blocking methods over a future-based core, because an engine's scheduler
+ * step calls one of them at a time per request and reads better straight-line, while
+ * {@link #send} keeps pipelining (many QUERYs in flight, one round trip) available to callers
+ * and benchmarks; a restore waits on its COMPLETION future, never by polling.
+ */
+public final class OrbitKvClient implements AutoCloseable {
+
+    /** Default bound on any one blocking wait: long enough for an SSD-staged query, short enough to surface a hang. */
+    public static final Duration DEFAULT_REPLY_TIMEOUT = Duration.ofSeconds(30);
+
+    private final OperationEvents events = new OperationEvents();
+    private final SharedMappings mappings = new SharedMappings();
+    private final Duration replyTimeout;
+    private final Object registerLock = new Object();
+    private final FrameChannel channel;
+    private volatile Registration registration;
+
+    private OrbitKvClient(Path socket, Duration replyTimeout) throws IOException {
+        this.replyTimeout = Objects.requireNonNull(replyTimeout, "replyTimeout");
+        this.channel = FrameChannel.open(socket, events::onFrame, events::failAll);
+    }
+
+    /** Connects to the Manager listening at {@code socket}. */
+    public static OrbitKvClient connect(Path socket) throws IOException {
+        return connect(socket, DEFAULT_REPLY_TIMEOUT);
+    }
+
+    /** Connects to the Manager at {@code socket}; each blocking call waits at most {@code replyTimeout}. */
+    public static OrbitKvClient connect(Path socket, Duration replyTimeout) throws IOException {
+        return new OrbitKvClient(socket, replyTimeout);
+    }
+
+    /**
+     * Registers this connection's engine instance and maps every arena file REGISTERED names,
+     * read-write. A restarted engine registers with a higher {@code epoch}; the Manager answers
+     * only after everything of the previous incarnation has drained (protocol.md 9.2).
+     *
+     * @throws OrbitKvException STALE_EPOCH (a higher or live equal epoch is registered; the Manager
+     *         closes the connection), MALFORMED (bad namespace or contract), OUT_OF_ORDER (already
+     *         registered), BUSY (too many connections, or the previous incarnation did not drain in
+     *         time: call {@code register} again on this connection)
+     */
+    public Registration register(String instanceId, long epoch, Namespace namespace, RecoveryContract contract) {
+        synchronized (registerLock) {
+            Reply.Registered r = call(new Request.Register(instanceId, epoch, namespace, contract), Reply.Registered.class);
+            try {
+                mappings.mapArenas(r.arenas());
+            } catch (IOException e) {
+                throw new UncheckedIOException("mapping the Manager's arena files failed", e);
+            }
+            Registration reg = Registration.of(r);
+            registration = reg;
+            return reg;
+        }
+    }
+
+    /** The registration of this connection, once {@link #register} has returned. */
+    public Registration registration() {
+        Registration reg = registration;
+        if (reg == null) throw new IllegalStateException("not registered");
+        return reg;
+    }
+
+    /**
+     * Sends {@code request} without waiting; the future completes with its typed reply, or
+     * exceptionally with {@link OrbitKvException} (ERROR) or {@link UncheckedIOException} (the
+     * connection ended). Requests sent this way are pipelined: the Manager answers in order.
+     */
+    public <R extends Reply> CompletableFuture<R> send(Request request, Class<R> replyType) {
+        return channel.send(request).thenApply(reply -> switch (reply) {
+            case Reply.Error(var code, var message) -> throw new OrbitKvException(code, message);
+            default -> {
+                if (!replyType.isInstance(reply)) {
+                    throw new IllegalStateException(request.type() + " was answered by " + reply.type());
+                }
+                yield replyType.cast(reply);
+            }
+        });
+    }
+
+    /** Sends a QUERY and returns its first answer, PENDING or FINAL; leases in it are held until release. */
+    public Reply.QueryResult query(Request.Query query) {
+        return call(query, Reply.QueryResult.class);
+    }
+
+    /** The current result of a live operation at {@code revision} (QUERY_POLL). */
+    public Reply.QueryResult poll(long operationId, int revision) {
+        return call(new Request.QueryPoll(operationId, revision), Reply.QueryResult.class);
+    }
+
+    /**
+     * The FINAL result of a query: {@code result} itself if it is FINAL, else waits for its
+     * COMPLETION QUERY_SETTLED and polls once.
+     */
+    public Reply.QueryResult awaitSettled(Reply.QueryResult result) {
+        if (result.status() == QueryStatus.FINAL) return result;
+        await(events.await(result.operationId(), CompletionEvent.QUERY_SETTLED), "QUERY_SETTLED");
+        Reply.QueryResult settled = poll(result.operationId(), result.revision());
+        if (settled.status() != QueryStatus.FINAL) {
+            throw new IllegalStateException("operation " + result.operationId() + " is PENDING after QUERY_SETTLED");
+        }
+        return settled;
+    }
+
+    /**
+     * Publishes page images: PUBLISH_RESERVE, then each image is copied into its granted arena
+     * slot through the shared mapping, then PUBLISH_COMMIT seals the written slots. Batches
+     * larger than the Manager's {@code maxPagesPerPublish} go in several round trips.
+     *
+     * @return one outcome per page, in order
+     */
+    public List<PublishOutcome> publish(List<PageToPublish> pages) {
+        Registration reg = registration();
+        int batch = Math.min(reg.limits().maxPagesPerPublish(), reg.limits().maxIdsPerSettle());
+        List<PublishOutcome> out = new ArrayList<>(pages.size());
+        for (int from = 0; from < pages.size(); from += batch) {
+            out.addAll(publishBatch(pages.subList(from, Math.min(pages.size(), from + batch))));
+        }
+        return out;
+    }
+
+    private List<PublishOutcome> publishBatch(List<PageToPublish> pages) {
+        Reply.Reserved reserved = call(new Request.PublishReserve(pages.stream().map(PageToPublish::entry).toList()),
+                Reply.Reserved.class);
+        PublishOutcome[] out = new PublishOutcome[pages.size()];
+        List<Long> granted = new ArrayList<>();
+        List<Integer> grantedPage = new ArrayList<>();
+        try {
+            for (int i = 0; i < pages.size(); i++) {
+                switch (reserved.outcomes().get(i)) {
+                    case Reply.Granted g -> {
+                        granted.add(g.reservationId());
+                        grantedPage.add(i);
+                        // protocol.md 9.6: once closed or fenced, the slot may already hold another page.
+                        RuntimeException ended = channel.failure();
+                        if (ended != null) throw ended instanceof OrbitKvException ok ? ok.rethrown() : ended;
+                        MemorySegment image = pages.get(i).image();
+                        MemorySegment.copy(image, 0, mappings.arena(g.arenaIndex()), g.offsetBytes(), image.byteSize());
+                    }
+                    case Reply.Refused f -> out[i] = switch (f.reason()) {
+                        case ALREADY_RESIDENT -> PublishOutcome.ALREADY_RESIDENT;
+                        case NO_SPACE -> PublishOutcome.NO_SPACE;
+                        case BUSY -> PublishOutcome.BUSY;
+                    };
+                }
+            }
+        } catch (RuntimeException e) {
+            if (!granted.isEmpty()) send(new Request.PublishAbort(granted), Reply.Aborted.class);
+            throw e;
+        }
+        if (!granted.isEmpty()) {
+            List<SettleOutcome> settled = call(new Request.PublishCommit(granted), Reply.Committed.class).outcomes();
+            for (int k = 0; k < settled.size(); k++) {
+                out[grantedPage.get(k)] = switch (settled.get(k)) {
+                    case SEALED -> PublishOutcome.SEALED;
+                    case DISCARDED -> PublishOutcome.DISCARDED;
+                    case NOT_FOUND, ABORTED -> PublishOutcome.NOT_FOUND;
+                };
+            }
+        }
+        return Arrays.asList(out);
+    }
+
+    /**
+     * Creates (or grows) the shared-memory file {@code path} to {@code pageBytes * pageCount},
+     * maps it read-write and registers it as an ENGINE_RESTORE destination. Keep the file until
+     * this client is closed.
+     */
+    public Region registerRegion(Path path, int pageBytes, int pageCount) {
+        long size = Math.multiplyExact((long) pageBytes, pageCount);
+        Path absolute = path.toAbsolutePath();
+        MemorySegment mapping;
+        try {
+            mapping = mappings.mapRegion(absolute, size);
+        } catch (IOException e) {
+            throw new UncheckedIOException("mapping region " + absolute + " failed", e);
+        }
+        Reply.RegionRegistered r = call(new Request.RegisterRegion(absolute.toString(), size, pageBytes, pageCount),
+                Reply.RegionRegistered.class);
+        return new Region(r.regionId(), absolute, pageBytes, pageCount, mapping);
+    }
+
+    /**
+     * Asks the Manager to copy leased RESIDENT pages of an ENGINE_RESTORE operation into
+     * {@code region} ({@code mapping}: source page to destination page per group) and waits for
+     * COMPLETION RESTORE_DONE. On {@link Reply.Settled#OK} the pages are READY in the region;
+     * a FAILED outcome leaves the leases held until {@link #release}.
+     */
+    public Reply.Completion restore(long operationId, Region region, List<Request.RestorePage> mapping) {
+        return await(restoreAsync(operationId, region, mapping), "RESTORE_DONE");
+    }
+
+    /** {@link #restore} without waiting: the future completes with COMPLETION RESTORE_DONE. */
+    public CompletableFuture<Reply.Completion> restoreAsync(long operationId, Region region,
+                                                            List<Request.RestorePage> mapping) {
+        return send(new Request.Restore(operationId, region.regionId(), mapping), Reply.RestoreAccepted.class)
+                .thenCompose(accepted -> events.await(operationId, CompletionEvent.RESTORE_DONE));
+    }
+
+    /**
+     * Ends a FINAL operation (RELEASE; of a PENDING one, as CANCEL) and returns once everything
+     * it held is released: when the reply says I/O is still draining, after COMPLETION DRAINED.
+     */
+    public Reply.Released release(long operationId) {
+        Reply.Released r = call(new Request.Release(operationId), Reply.Released.class);
+        if (!r.drained()) await(events.takeDrained(operationId), "DRAINED");
+        return r;
+    }
+
+    /** Cancels an operation (CANCEL) and returns once its submitted I/O has drained and all is released. */
+    public Reply.Cancelled cancel(long operationId) {
+        Reply.Cancelled r = call(new Request.Cancel(operationId), Reply.Cancelled.class);
+        if (!r.drained()) await(events.takeDrained(operationId), "DRAINED");
+        return r;
+    }
+
+    /** The Manager's counters by name (STATS); names a client does not know are kept as well. */
+    public Map<String, Long> stats() {
+        Map<String, Long> out = new LinkedHashMap<>();
+        for (Reply.Counter c : call(new Request.Stats(), Reply.StatsReply.class).counters()) out.put(c.name(), c.value());
+        return out;
+    }
+
+    /**
+     * A read-only view of a leased RESIDENT page in the shared arena. It stays valid and
+     * unchanged until the operation is released, cancelled or replaced, or this client closes.
+     */
+    public MemorySegment readLease(Reply.Lease lease) {
+        return mappings.arena(lease.arenaIndex()).asSlice(lease.offsetBytes(), lease.lengthBytes()).asReadOnly();
+    }
+
+    /**
+     * A restore mapping for every RESIDENT page of {@code result}, groups in result order, pages
+     * ascending, onto consecutive destination pages starting at {@code firstDestinationPage}.
+     */
+    public static List<Request.RestorePage> residentPages(Reply.QueryResult result, int firstDestinationPage) {
+        List<Request.RestorePage> out = new ArrayList<>();
+        int destination = firstDestinationPage;
+        for (Reply.GroupResult g : result.groups()) {
+            for (Reply.Span s : g.spans()) {
+                for (int i = 0; i < s.pages().size(); i++) {
+                    if (s.pages().get(i).state() == PageState.RESIDENT) {
+                        out.add(new Request.RestorePage(g.groupId(), s.firstPage() + i, destination++));
+                    }
+                }
+            }
+        }
+        return out;
+    }
+
+    /** Operations whose COMPLETIONs this client still routes (live or draining on the Manager); for diagnostics. */
+    int routedOperations() {
+        return events.size();
+    }
+
+    /** Closes the socket (the Manager then releases everything of this session after drain), then unmaps. */
+    @Override
+    public void close() {
+        channel.close();
+        mappings.close();
+    }
+
+    private <R extends Reply> R call(Request request, Class<R> replyType) {
+        return await(send(request, replyType), request.type().toString());
+    }
+
+    private <T> T await(CompletableFuture<T> future, String what) {
+        try {
+            return future.get(replyTimeout.toNanos(), TimeUnit.NANOSECONDS);
+        } catch (ExecutionException e) {
+            Throwable cause = e.getCause();
+            if (cause instanceof OrbitKvException ok) throw ok.rethrown();
+            if (cause instanceof RuntimeException re) throw re;
+            throw new IllegalStateException(cause);
+        } catch (TimeoutException e) {
+            throw new UncheckedIOException(new SocketTimeoutException(what + ": no answer within " + replyTimeout));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new UncheckedIOException(new InterruptedIOException("interrupted waiting for " + what));
+        }
+    }
+}

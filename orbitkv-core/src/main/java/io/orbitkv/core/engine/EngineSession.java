@@ -1,0 +1,416 @@
+package io.orbitkv.core.engine;
+
+import io.orbitkv.core.query.Budget;
+import io.orbitkv.core.query.OperationHost;
+import io.orbitkv.core.query.QueryOperation;
+import io.orbitkv.core.query.QueryPlanner;
+import io.orbitkv.core.query.SessionScope;
+import io.orbitkv.core.storage.TieredStore;
+import io.orbitkv.core.storage.dram.CommitResult;
+import io.orbitkv.core.storage.dram.Reservation;
+import io.orbitkv.core.storage.dram.ReserveResult;
+import io.orbitkv.core.transfer.Region;
+import io.orbitkv.core.transfer.RestoreCopier;
+import io.orbitkv.state.StateKey;
+import io.orbitkv.state.StateKeys;
+import io.orbitkv.state.protocol.ErrorCode;
+import io.orbitkv.state.protocol.KeyForm;
+import io.orbitkv.state.protocol.ProtocolLimits;
+import io.orbitkv.state.protocol.Refusal;
+import io.orbitkv.state.protocol.Reply;
+import io.orbitkv.state.protocol.Request;
+import io.orbitkv.state.protocol.SettleOutcome;
+
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Executor;
+
+/**
+ * The Manager's side of one engine connection (protocol §9): its session state, its query
+ * operations, its publish reservations and its destination regions.
+ *
+ * <p>Thread model: the transport calls {@link #handle} one request at a time; stagings and
+ * copies complete on other threads and re-enter through {@link OperationHost#callbacks()}. All
+ * mutable state is guarded by {@code lock} (this session's monitor, shared with its operations);
+ * REGISTER waits for a fenced incarnation's drain without holding it. {@link #close()} may come
+ * from any thread, any number of times.
+ *
+ * <p>Invariants: live + replaced operations {@code <= maxOperationsPerConnection} (a replacement
+ * may pass it by its draining predecessor); open reservations {@code <= maxReservationsPerConnection};
+ * regions {@code <= maxRegionsPerConnection}; after {@link #close()} the drain future completes
+ * exactly when every operation ENDED, every reservation was aborted and every region unmapped.
+ *
+ * <p>Design note: one lock per connection rather than per operation, because an operation's
+ * events, its replacement and the connection's teardown all touch the same tables; requests of
+ * one connection are sequential anyway, so the lock is contended only by that connection's own
+ * I/O completions (at most {@code stagesPerOperation} per operation), never across connections.
+ * Because {@code handle} holds the lock, a completion can never be emitted before the reply of
+ * the request that started its work has been built: a staging that finishes first makes that
+ * reply FINAL instead.
+ */
+final class EngineSession implements ChannelSession, OperationHost {
+
+    /** The connection's life (protocol §9.1, plus teardown). */
+    enum Phase { CONNECTED, REGISTERED, CLOSED }
+
+    private final ManagerCore core;
+    private final EventSink sink;
+    private final Object lock = new Object();
+    private final CompletableFuture<Void> drained = new CompletableFuture<>();
+    private final Map<Long, QueryOperation> live = new LinkedHashMap<>();
+    private final Set<QueryOperation> replaced = new HashSet<>();
+    private final Map<Long, Reservation> reservations = new LinkedHashMap<>();
+    private final Map<Integer, Region> regions = new LinkedHashMap<>();
+    private Phase phase = Phase.CONNECTED;
+    private ErrorCode closedCode = ErrorCode.SHUTTING_DOWN;
+    private SessionScope scope;
+    private long nextReservationId = 1;
+    private int nextRegionId;
+
+    EngineSession(ManagerCore core, EventSink sink) {
+        this.core = core;
+        this.sink = sink;
+    }
+
+    @Override
+    public Reply handle(Request request) {
+        if (request instanceof Request.Register register) return register(register);
+        synchronized (lock) {
+            if (phase == Phase.CLOSED) return new Reply.Error(closedCode, "the session is closed");
+            if (phase == Phase.CONNECTED) {
+                return new Reply.Error(ErrorCode.OUT_OF_ORDER, request.type() + " before REGISTERED");
+            }
+            return switch (request) {
+                case Request.Register ignored -> throw new IllegalStateException("handled above");
+                case Request.RegisterRegion r -> registerRegion(r);
+                case Request.Query q -> query(q);
+                case Request.QueryPoll p -> poll(p);
+                case Request.Cancel c -> stop(c.operationId(), false);
+                case Request.Release r -> stop(r.operationId(), true);
+                case Request.PublishReserve r -> reserve(r);
+                case Request.PublishCommit c -> commit(c);
+                case Request.PublishAbort a -> abort(a);
+                case Request.Restore r -> restore(r);
+                case Request.Stats ignored -> core.stats();
+            };
+        }
+    }
+
+    // ---- session ---------------------------------------------------------------------------
+
+    private Reply register(Request.Register r) {
+        synchronized (lock) {
+            if (phase == Phase.CLOSED) return new Reply.Error(closedCode, "the session is closed");
+            if (phase == Phase.REGISTERED) return new Reply.Error(ErrorCode.OUT_OF_ORDER, "already registered");
+        }
+        return switch (core.admit(this, r)) {
+            case ManagerCore.Admission.Refused(Reply.Error error) -> error;
+            case ManagerCore.Admission.Admitted(SessionScope admitted, long incarnationId) -> {
+                synchronized (lock) {
+                    if (phase == Phase.CLOSED) yield new Reply.Error(closedCode, "the session closed while registering");
+                    scope = admitted;
+                    phase = Phase.REGISTERED;
+                }
+                yield new Reply.Registered(incarnationId, r.epoch(), core.limits(), core.arenaFiles());
+            }
+        };
+    }
+
+    /**
+     * Fences this incarnation (a higher epoch registered): ERROR {@code code} to the client, then
+     * teardown. Returns the drain future.
+     */
+    CompletableFuture<Void> fence(ErrorCode code, String message) {
+        synchronized (lock) {
+            closedCode = code;
+        }
+        sink.fence(code, message);
+        return shutdown();
+    }
+
+    @Override
+    public void close() {
+        shutdown();
+    }
+
+    /** Cancels every operation, aborts every reservation, unregisters regions after drain. Idempotent. */
+    CompletableFuture<Void> shutdown() {
+        synchronized (lock) {
+            if (phase != Phase.CLOSED) {
+                phase = Phase.CLOSED;
+                core.sessionClosed(this);
+                for (Reservation res : reservations.values()) store().dram().abort(res);
+                core.metrics().reservations.addAndGet(-reservations.size());
+                reservations.clear();
+                for (QueryOperation op : new ArrayList<>(live.values())) op.stop(false);
+                for (QueryOperation op : new ArrayList<>(replaced)) op.stop(false);
+                finishIfDrained();
+            }
+        }
+        return drained;
+    }
+
+    /** Completes when everything of this session is released (after {@link #shutdown()}). */
+    CompletableFuture<Void> drained() {
+        return drained;
+    }
+
+    boolean isOpen() {
+        synchronized (lock) {
+            return phase != Phase.CLOSED;
+        }
+    }
+
+    private void finishIfDrained() {
+        if (phase != Phase.CLOSED || !live.isEmpty() || !replaced.isEmpty() || drained.isDone()) return;
+        for (Region region : regions.values()) region.close();
+        core.metrics().regions.addAndGet(-regions.size());
+        regions.clear();
+        drained.complete(null);
+    }
+
+    // ---- queries ---------------------------------------------------------------------------
+
+    private Reply query(Request.Query q) {
+        Optional<Reply.Error> invalid = planner().check(q, scope);
+        if (invalid.isPresent()) return invalid.get();
+        QueryOperation existing = live.get(q.operationId());
+        if (existing != null) {
+            if (existing.state() == QueryOperation.State.DRAINING) {
+                return busy(ManagerMetrics.Table.OPERATIONS, "operation " + q.operationId() + " is still draining");
+            }
+            if (q.revision() <= existing.revision()) {
+                return new Reply.Error(ErrorCode.STALE_REVISION, "revision " + q.revision()
+                        + " is not above the live revision " + existing.revision());
+            }
+        } else if (live.size() + replaced.size() >= core.limits().maxOperationsPerConnection()) {
+            return busy(ManagerMetrics.Table.OPERATIONS, "maxOperationsPerConnection "
+                    + core.limits().maxOperationsPerConnection() + " reached");
+        }
+        QueryOperation op = new QueryOperation(this, q, scope);
+        Optional<Reply.Error> refused = op.start();
+        if (refused.isPresent()) {
+            if (refused.get().code() == ErrorCode.BUSY) core.metrics().busy(ManagerMetrics.Table.LEASES);
+            return refused.get();
+        }
+        if (existing != null) {
+            live.remove(q.operationId());
+            replaced.add(existing);
+            existing.stop(true);
+        }
+        if (op.state() != QueryOperation.State.ENDED) {
+            live.put(q.operationId(), op);
+            core.metrics().operations.incrementAndGet();
+        }
+        return op.result();
+    }
+
+    private Reply poll(Request.QueryPoll p) {
+        QueryOperation op = live.get(p.operationId());
+        if (op == null || op.state() == QueryOperation.State.DRAINING) {
+            return new Reply.Error(ErrorCode.NOT_FOUND, "operation " + p.operationId() + " is not live");
+        }
+        if (op.revision() != p.revision()) {
+            return new Reply.Error(ErrorCode.STALE_REVISION, "operation " + p.operationId() + " is at revision "
+                    + op.revision() + ", not " + p.revision());
+        }
+        return op.result();
+    }
+
+    private Reply stop(long operationId, boolean release) {
+        QueryOperation op = live.get(operationId);
+        if (op == null || op.state() == QueryOperation.State.DRAINING) {
+            return new Reply.Error(ErrorCode.NOT_FOUND, "operation " + operationId + " is not live");
+        }
+        QueryOperation.Stopped s = op.stop(true);
+        return release ? new Reply.Released(operationId, s.drained(), s.pagesReleased())
+                : new Reply.Cancelled(operationId, s.drained(), s.pagesReleased());
+    }
+
+    private Reply restore(Request.Restore r) {
+        QueryOperation op = live.get(r.operationId());
+        if (op == null || op.state() == QueryOperation.State.DRAINING) {
+            return new Reply.Error(ErrorCode.NOT_FOUND, "operation " + r.operationId() + " is not live");
+        }
+        Region region = regions.get(r.regionId());
+        if (region == null) return new Reply.Error(ErrorCode.NOT_FOUND, "region " + r.regionId() + " is not registered");
+        Reply reply = op.restore(r, region);
+        if (reply instanceof Reply.Error(ErrorCode code, String ignored) && code == ErrorCode.BUSY) {
+            core.metrics().busy(ManagerMetrics.Table.RESTORES);
+        }
+        return reply;
+    }
+
+    private Reply registerRegion(Request.RegisterRegion r) {
+        if (regions.size() >= core.limits().maxRegionsPerConnection()) {
+            return busy(ManagerMetrics.Table.REGIONS, "maxRegionsPerConnection "
+                    + core.limits().maxRegionsPerConnection() + " reached");
+        }
+        return switch (Region.open(r.path(), r.sizeBytes(), r.pageBytes(), r.pageCount())) {
+            case Region.NotFound(String reason) -> new Reply.Error(ErrorCode.NOT_FOUND, reason);
+            case Region.Opened(Region region) -> {
+                int id = nextRegionId++;
+                regions.put(id, region);
+                core.metrics().regions.incrementAndGet();
+                yield new Reply.RegionRegistered(id);
+            }
+        };
+    }
+
+    // ---- publish ---------------------------------------------------------------------------
+
+    private Reply reserve(Request.PublishReserve r) {
+        int largestSlot = store().dram().config().sizeClasses().getLast().slotBytes();
+        for (Request.PublishPage p : r.pages()) {
+            if (scope.contract().group(p.groupId()).isEmpty()) {
+                return new Reply.Error(ErrorCode.NAMESPACE_MISMATCH, "group " + p.groupId() + " is not in the contract");
+            }
+            if (p.lengthBytes() > largestSlot) {
+                return new Reply.Error(ErrorCode.TOO_LARGE, "page of " + p.lengthBytes()
+                        + " bytes exceeds the largest slot of " + largestSlot);
+            }
+        }
+        List<Reply.ReserveOutcome> outcomes = new ArrayList<>(r.pages().size());
+        for (Request.PublishPage p : r.pages()) {
+            if (reservations.size() >= core.limits().maxReservationsPerConnection()) {
+                core.metrics().busy(ManagerMetrics.Table.RESERVATIONS);
+                outcomes.add(new Reply.Refused(Refusal.BUSY));
+                continue;
+            }
+            StateKey key = p.form() == KeyForm.BLOCK_HASH
+                    ? StateKeys.forBlockHash(scope.digestBytes(), p.groupId(), p.name().get(0))
+                    : p.name().key(0);
+            outcomes.add(switch (store().reserve(key, scope.namespaceId(), p.lengthBytes())) {
+                case Reservation res -> {
+                    long id = nextReservationId++;
+                    reservations.put(id, res);
+                    core.metrics().reservations.incrementAndGet();
+                    yield new Reply.Granted(id, res.slotRef().classIndex(), res.slotRef().offsetBytes());
+                }
+                case ReserveResult.AlreadyResident ignored -> new Reply.Refused(Refusal.ALREADY_RESIDENT);
+                case ReserveResult.Full ignored -> new Reply.Refused(Refusal.NO_SPACE);
+            });
+        }
+        return new Reply.Reserved(outcomes);
+    }
+
+    private Reply commit(Request.PublishCommit c) {
+        List<SettleOutcome> outcomes = new ArrayList<>(c.reservationIds().size());
+        for (long id : c.reservationIds()) {
+            Reservation res = takeReservation(id);
+            outcomes.add(res == null ? SettleOutcome.NOT_FOUND : switch (store().commit(res)) {
+                case CommitResult.Inserted ignored -> SettleOutcome.SEALED;
+                case CommitResult.Duplicate ignored -> SettleOutcome.DISCARDED;
+                case CommitResult.NotOpen ignored -> SettleOutcome.NOT_FOUND;
+            });
+        }
+        return new Reply.Committed(outcomes);
+    }
+
+    private Reply abort(Request.PublishAbort a) {
+        List<SettleOutcome> outcomes = new ArrayList<>(a.reservationIds().size());
+        for (long id : a.reservationIds()) {
+            Reservation res = takeReservation(id);
+            outcomes.add(res != null && store().dram().abort(res) ? SettleOutcome.ABORTED : SettleOutcome.NOT_FOUND);
+        }
+        return new Reply.Aborted(outcomes);
+    }
+
+    private Reservation takeReservation(long id) {
+        Reservation res = reservations.remove(id);
+        if (res != null) core.metrics().reservations.decrementAndGet();
+        return res;
+    }
+
+    private Reply.Error busy(ManagerMetrics.Table table, String message) {
+        core.metrics().busy(table);
+        return new Reply.Error(ErrorCode.BUSY, message);
+    }
+
+    // ---- OperationHost ---------------------------------------------------------------------
+
+    @Override
+    public Object lock() {
+        return lock;
+    }
+
+    @Override
+    public Executor callbacks() {
+        return core.callbacks();
+    }
+
+    @Override
+    public TieredStore store() {
+        return core.store();
+    }
+
+    @Override
+    public QueryPlanner planner() {
+        return core.planner();
+    }
+
+    @Override
+    public Budget leases() {
+        return core.leaseTable();
+    }
+
+    @Override
+    public Budget stagingBytes() {
+        return core.stagingBudget();
+    }
+
+    @Override
+    public RestoreCopier copier() {
+        return core.copier();
+    }
+
+    @Override
+    public int stagesPerOperation() {
+        return core.config().stagesPerOperation();
+    }
+
+    @Override
+    public int maxReplans() {
+        return core.config().maxReplans();
+    }
+
+    @Override
+    public void emit(Reply.Completion event) {
+        sink.complete(event);
+    }
+
+    @Override
+    public void ended(QueryOperation operation) {
+        if (live.remove(operation.operationId(), operation) | replaced.remove(operation)) {
+            core.metrics().operations.decrementAndGet();
+        }
+        finishIfDrained();
+    }
+
+    @Override
+    public void countQuery(QueryOutcome outcome, int pagesLeased) {
+        core.metrics().query(outcome, pagesLeased);
+    }
+
+    @Override
+    public void countRestoreBytes(long bytes) {
+        core.metrics().restoreBytes(bytes);
+    }
+
+    /** Counts for STATS and /status, read under the lock. */
+    int reservationCount() {
+        synchronized (lock) {
+            return reservations.size();
+        }
+    }
+
+    ProtocolLimits limits() {
+        return core.limits();
+    }
+}

@@ -1,0 +1,63 @@
+package io.orbitkv.core.engine;
+
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The Manager logic's own bounds (the wire-visible ones are in
+ * {@link io.orbitkv.state.protocol.ProtocolLimits}). Immutable; validated on construction.
+ *
+ * @param maxLeases               pages leased to all operations of all sessions at once (the global lease
+ *                                table); a query that would pass it is answered BUSY
+ * @param stagingBudgetBytes      bytes being read from SSD into DRAM for queries at once, reserved before
+ *                                any read (4 KiB-padded payload bytes)
+ * @param stagesPerOperation      stagings one operation has submitted to the store at once; the rest wait
+ *                                in the operation's queue, and CANCEL drops them without I/O
+ * @param restoreCopyThreads      platform threads copying leased pages into engine regions
+ * @param restoreQueuedTasks      copy tasks queued or running at once over all sessions; one more is BUSY
+ * @param maxInstances            instance records (highest epoch per instance id) kept; records without an
+ *                                open session are dropped oldest-first when full
+ * @param maxReplans              times one query operation re-selects its boundary after staging failures
+ *                                before it settles as a miss
+ * @param fenceDrainTimeoutNanos  how long REGISTER (and {@code close()}) wait for a previous incarnation's
+ *                                submitted I/O to drain
+ */
+public record ManagerConfig(long maxLeases, long stagingBudgetBytes, int stagesPerOperation, int restoreCopyThreads,
+                            int restoreQueuedTasks, int maxInstances, int maxReplans, long fenceDrainTimeoutNanos) {
+
+    /** Defaults for a single-node daemon: 1 M leases (a 16-token page each: 16 M tokens), 1 GiB staging. */
+    public static final ManagerConfig DEFAULTS = new ManagerConfig(1 << 20, 1L << 30, 64, 4, 1024, 4096, 4,
+            TimeUnit.SECONDS.toNanos(30));
+
+    public ManagerConfig {
+        if (maxLeases < 1) throw new IllegalArgumentException("maxLeases must be >= 1: " + maxLeases);
+        if (stagingBudgetBytes < 1) throw new IllegalArgumentException("stagingBudgetBytes must be >= 1");
+        if (stagesPerOperation < 1) throw new IllegalArgumentException("stagesPerOperation must be >= 1");
+        if (restoreCopyThreads < 1) throw new IllegalArgumentException("restoreCopyThreads must be >= 1");
+        if (restoreQueuedTasks < restoreCopyThreads) {
+            throw new IllegalArgumentException("restoreQueuedTasks must be >= restoreCopyThreads");
+        }
+        if (maxInstances < 1) throw new IllegalArgumentException("maxInstances must be >= 1");
+        if (maxReplans < 0) throw new IllegalArgumentException("maxReplans must be >= 0");
+        if (fenceDrainTimeoutNanos < 1) throw new IllegalArgumentException("fenceDrainTimeoutNanos must be >= 1");
+    }
+
+    public ManagerConfig withMaxLeases(long leases) {
+        return new ManagerConfig(leases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
+                restoreQueuedTasks, maxInstances, maxReplans, fenceDrainTimeoutNanos);
+    }
+
+    public ManagerConfig withStagingBudgetBytes(long bytes) {
+        return new ManagerConfig(maxLeases, bytes, stagesPerOperation, restoreCopyThreads, restoreQueuedTasks,
+                maxInstances, maxReplans, fenceDrainTimeoutNanos);
+    }
+
+    public ManagerConfig withStagesPerOperation(int stages) {
+        return new ManagerConfig(maxLeases, stagingBudgetBytes, stages, restoreCopyThreads, restoreQueuedTasks,
+                maxInstances, maxReplans, fenceDrainTimeoutNanos);
+    }
+
+    public ManagerConfig withRestore(int threads, int queuedTasks) {
+        return new ManagerConfig(maxLeases, stagingBudgetBytes, stagesPerOperation, threads, queuedTasks,
+                maxInstances, maxReplans, fenceDrainTimeoutNanos);
+    }
+}

@@ -1,0 +1,60 @@
+package io.orbitkv.core.query;
+
+import io.orbitkv.core.storage.dram.Lease;
+import io.orbitkv.state.StateKey;
+
+/**
+ * One required page of a query operation's selected boundary, and what the operation holds for
+ * it. Mutable; confined to the owning session's lock (see {@link QueryOperation}).
+ *
+ * <p>Invariant: {@code lease} is held iff the state is RESIDENT or READY; {@code stagingBytes}
+ * is non-zero iff the state is QUEUED or STAGING (the bytes reserved from the staging budget).
+ */
+final class PageSlot {
+
+    /** Where the page is in the operation's life. */
+    enum State {
+        /** Leased in DRAM. */
+        RESIDENT,
+        /** On SSD, waiting in the operation's queue for a staging slot (no I/O yet). */
+        QUEUED,
+        /** Submitted to the store: its backing read may be running. */
+        STAGING,
+        /** Staging found nothing servable (corrupt, I/O error, evicted, busy). */
+        FAILED,
+        /** Copied into the engine's region by a RESTORE; still leased. */
+        READY
+    }
+
+    final int groupId;
+    final long page;
+    final StateKey key;
+    State state;
+    Lease lease;
+    long stagingBytes;
+
+    private PageSlot(int groupId, long page, StateKey key, State state, Lease lease, long stagingBytes) {
+        this.groupId = groupId;
+        this.page = page;
+        this.key = key;
+        this.state = state;
+        this.lease = lease;
+        this.stagingBytes = stagingBytes;
+    }
+
+    static PageSlot resident(int groupId, long page, Lease lease) {
+        return new PageSlot(groupId, page, lease.key(), State.RESIDENT, lease, 0);
+    }
+
+    static PageSlot toStage(int groupId, long page, StateKey key, long stagingBytes) {
+        return new PageSlot(groupId, page, key, State.QUEUED, null, stagingBytes);
+    }
+
+    /** Releases the lease if one is held; true if this call released it. */
+    boolean releaseLease() {
+        if (lease == null) return false;
+        lease.release();
+        lease = null;
+        return true;
+    }
+}

@@ -1,0 +1,481 @@
+package io.orbitkv.core.query;
+
+import io.orbitkv.core.storage.StageResult;
+import io.orbitkv.core.storage.dram.Lease;
+import io.orbitkv.core.storage.dram.SlotRef;
+import io.orbitkv.core.transfer.Region;
+import io.orbitkv.state.RecoveryDemand;
+import io.orbitkv.state.Requirement;
+import io.orbitkv.state.StateGroup;
+import io.orbitkv.state.StateKey;
+import io.orbitkv.state.Validation;
+import io.orbitkv.state.protocol.CompletionEvent;
+import io.orbitkv.state.protocol.CompletionTarget;
+import io.orbitkv.state.protocol.ErrorCode;
+import io.orbitkv.state.protocol.QueryStatus;
+import io.orbitkv.state.protocol.Reply;
+import io.orbitkv.state.protocol.Request;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.invoke.VarHandle;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.Set;
+
+/**
+ * One revision of one QUERY operation of a session (protocol §9.4-9.5): its selected boundary,
+ * the leases on exactly the required pages, the stagings bringing SSD pages into DRAM, and the
+ * restore copies into the engine's region.
+ *
+ * <p>Thread model: confined to the owning session's lock ({@link OperationHost#lock()}); the
+ * session calls every method with it held, and I/O completions re-enter through
+ * {@link OperationHost#callbacks()} and take it first. The copy tasks themselves run without the
+ * lock and read only final fields, the leases (held until the copies drain) and the volatile
+ * {@code stopCopies}.
+ *
+ * <p>States, all transitions in {@link #transition}: PENDING (stagings queued or running) →
+ * FINAL (a hit whose pages are all RESIDENT/READY, or a miss holding nothing) → DRAINING
+ * (cancelled, released, replaced or disconnected while I/O is submitted) → ENDED (nothing held).
+ * PENDING or FINAL go straight to ENDED when nothing is in flight.
+ *
+ * <p>Invariants: leases are held on exactly the pages of the selected boundary's required ranges
+ * (nothing else); {@code leaseTickets} from the global table equal the plan's page count while
+ * the operation is not ENDED, and are zero after; staging bytes are taken from the budget before
+ * a page is queued and given back when its staging ends or is dropped; a FINAL hit passed
+ * {@link RecoveryDemand#validate(io.orbitkv.state.RecoveryContract, long)}; a failed staging
+ * never becomes a hit: the boundary is selected again with that page missing.
+ *
+ * <p>Design note: a plan holds its DRAM leases from lookup to release instead of re-acquiring
+ * after selection, so an eviction between selection and answer cannot turn a selected page into
+ * a hole; the cost is that a lookup of a page the boundary does not need briefly pins it (one
+ * CAS each way). Stagings are submitted at most {@code stagesPerOperation} (64) at a time, so a
+ * CANCEL of a 65,536-page PENDING query drops the unsubmitted rest without any I/O and waits only
+ * for the ≤ 64 reads already submitted.
+ */
+public final class QueryOperation {
+
+    /** The operation's life; see the class comment. */
+    public enum State { PENDING, FINAL, DRAINING, ENDED }
+
+    /** The answer to CANCEL/RELEASE: pages released now, and whether the operation is gone. */
+    public record Stopped(int pagesReleased, boolean drained) {
+    }
+
+    private final OperationHost host;
+    private final Request.Query query;
+    private final SessionScope scope;
+    private final Set<StateKey> excluded = new HashSet<>();
+    private final ArrayDeque<PageSlot> queue = new ArrayDeque<>();
+    private State state = State.PENDING;
+    private boolean hit;
+    private long boundaryTokens;
+    private List<Requirement> required = List.of();
+    private List<QueryPlan.SlotSpan> spans = List.of();
+    private List<Reply.GroupResult> missGroups = List.of();
+    private long leaseTickets;
+    private int stagingInFlight;
+    private int copyTasksInFlight;
+    private boolean copyFailed;
+    private long copiedBytes;
+    private final List<PageSlot> copying = new ArrayList<>();
+    private volatile boolean stopCopies;
+    private int replans;
+    private boolean pendingReplied;
+    private boolean drainedEventWanted;
+
+    public QueryOperation(OperationHost host, Request.Query query, SessionScope scope) {
+        this.host = Objects.requireNonNull(host, "host");
+        this.query = Objects.requireNonNull(query, "query");
+        this.scope = Objects.requireNonNull(scope, "scope");
+        this.boundaryTokens = query.originTokens();
+    }
+
+    public long operationId() {
+        return query.operationId();
+    }
+
+    public int revision() {
+        return query.revision();
+    }
+
+    public State state() {
+        return state;
+    }
+
+    /** Leases this operation holds now. */
+    public int leasesHeld() {
+        int n = 0;
+        for (QueryPlan.SlotSpan s : spans) for (PageSlot p : s.pages()) if (p.lease != null) n++;
+        return n;
+    }
+
+    /**
+     * Plans the query and takes what it needs; returns the ERROR to answer instead (BUSY: the
+     * lease table is full; NO_SPACE: only stagings beyond the budget could make a hit), in which
+     * case the operation holds nothing and must be dropped.
+     */
+    public Optional<Reply.Error> start() {
+        QueryPlan plan = host.planner().plan(query, scope, excluded, false);
+        Optional<Reply.Error> refused = adopt(plan);
+        if (refused.isEmpty()) {
+            if (state == State.PENDING) host.countQuery(OperationHost.QueryOutcome.PENDING, 0);
+            else countSettled();
+        }
+        return refused;
+    }
+
+    /** The current QUERY_RESULT (PENDING while stagings run, else FINAL). */
+    public Reply.QueryResult result() {
+        QueryStatus status = state == State.PENDING ? QueryStatus.PENDING : QueryStatus.FINAL;
+        if (state == State.PENDING) pendingReplied = true;
+        if (!hit) return new Reply.QueryResult(operationId(), revision(), status, false, boundaryTokens, missGroups);
+        List<Reply.GroupResult> groups = new ArrayList<>(scope.contract().groups().size());
+        for (StateGroup g : scope.contract().groups()) {
+            List<Reply.Span> out = new ArrayList<>(2);
+            for (QueryPlan.SlotSpan s : spans) {
+                if (s.groupId() != g.id()) continue;
+                List<Reply.PageResult> pages = new ArrayList<>(s.pages().length);
+                for (PageSlot p : s.pages()) pages.add(pageResult(p));
+                out.add(new Reply.Span(s.firstPage(), pages));
+            }
+            groups.add(new Reply.GroupResult(g.id(), out));
+        }
+        return new Reply.QueryResult(operationId(), revision(), status, true, boundaryTokens, groups);
+    }
+
+    private static Reply.PageResult pageResult(PageSlot p) {
+        return switch (p.state) {
+            case RESIDENT -> {
+                SlotRef ref = p.lease.slotRef();
+                yield new Reply.Resident(new Reply.Lease(ref.classIndex(), ref.offsetBytes(), ref.lengthBytes()));
+            }
+            case QUEUED, STAGING -> Reply.Unleased.RESERVED;
+            case FAILED -> Reply.Unleased.MISS;
+            case READY -> Reply.Unleased.READY;
+        };
+    }
+
+    // ---- planning --------------------------------------------------------------------------
+
+    /** Takes {@code plan} as the operation's selection; on refusal holds nothing and says why. */
+    private Optional<Reply.Error> adopt(QueryPlan plan) {
+        switch (plan) {
+            case QueryPlan.Miss miss -> {
+                settleMiss(miss.groups());
+                return Optional.empty();
+            }
+            case QueryPlan.Hit h -> {
+                if (!host.leases().tryAcquire(h.pageCount())) {
+                    h.releaseAll();
+                    return Optional.of(new Reply.Error(ErrorCode.BUSY, "lease table full ("
+                            + host.leases().used() + " of " + host.leases().capacity() + " leases)"));
+                }
+                long bytes = h.stagingBytes();
+                if (!host.stagingBytes().tryAcquire(bytes)) {
+                    h.releaseAll();
+                    host.leases().release(h.pageCount());
+                    return adoptFromDram(bytes);
+                }
+                leaseTickets = h.pageCount();
+                hit = true;
+                boundaryTokens = h.boundaryTokens();
+                required = h.required();
+                spans = h.spans();
+                for (QueryPlan.SlotSpan s : spans) {
+                    for (PageSlot p : s.pages()) if (p.state == PageSlot.State.QUEUED) queue.add(p);
+                }
+                if (queue.isEmpty()) finishHit();
+                else pump();
+                return Optional.empty();
+            }
+        }
+    }
+
+    /**
+     * The staging set did not fit the budget: select again from DRAM-resident pages only (a
+     * shorter boundary, or a miss). NO_SPACE only when SSD pages could have made a hit and DRAM
+     * alone cannot.
+     */
+    private Optional<Reply.Error> adoptFromDram(long refusedBytes) {
+        QueryPlan fallback = host.planner().plan(query, scope, excluded, true);
+        if (fallback instanceof QueryPlan.Miss) {
+            return Optional.of(new Reply.Error(ErrorCode.NO_SPACE, "staging " + refusedBytes
+                    + " bytes from SSD does not fit the staging budget (" + host.stagingBytes() + ")"));
+        }
+        return adopt(fallback);
+    }
+
+    private void pump() {
+        while (state == State.PENDING && stagingInFlight < host.stagesPerOperation() && !queue.isEmpty()) {
+            PageSlot slot = queue.poll();
+            slot.state = PageSlot.State.STAGING;
+            stagingInFlight++;
+            host.store().stage(slot.key).whenCompleteAsync((result, failure) -> {
+                synchronized (host.lock()) {
+                    onStaged(slot, result);
+                }
+            }, host.callbacks());
+        }
+    }
+
+    private void onStaged(PageSlot slot, StageResult result) {
+        stagingInFlight--;
+        host.stagingBytes().release(slot.stagingBytes);
+        slot.stagingBytes = 0;
+        Lease lease = result instanceof StageResult.Staged(Lease l, StageResult.Source ignored) ? l : null;
+        if (state != State.PENDING || slot.state != PageSlot.State.STAGING) {
+            if (lease != null) lease.release();
+            drainCheck();
+            return;
+        }
+        if (lease != null && lease.namespaceId() == scope.namespaceId()) {
+            slot.lease = lease;
+            slot.state = PageSlot.State.RESIDENT;
+        } else {
+            if (lease != null) lease.release();
+            slot.state = PageSlot.State.FAILED;
+            excluded.add(slot.key);
+        }
+        if (stagingInFlight > 0 || !queue.isEmpty()) {
+            pump();
+            return;
+        }
+        if (anyFailed()) replan();
+        else finishHit();
+        if (state != State.PENDING) {
+            countSettled();
+            if (pendingReplied) {
+                host.emit(new Reply.Completion(operationId(), revision(), CompletionEvent.QUERY_SETTLED,
+                        Reply.Settled.OK));
+            }
+        }
+    }
+
+    private boolean anyFailed() {
+        for (QueryPlan.SlotSpan s : spans) for (PageSlot p : s.pages()) if (p.state == PageSlot.State.FAILED) return true;
+        return false;
+    }
+
+    /**
+     * A staging failed: select again with the failed keys missing. The old leases are kept until
+     * the new plan has taken its own, so pages both need stay pinned in DRAM meanwhile.
+     */
+    private void replan() {
+        List<QueryPlan.SlotSpan> old = spans;
+        long oldTickets = leaseTickets;
+        leaseTickets = 0;
+        spans = List.of();
+        hit = false;
+        boolean retry = replans++ < host.maxReplans();
+        QueryPlan plan = retry ? host.planner().plan(query, scope, excluded, false) : new QueryPlan.Miss(List.of());
+        host.leases().release(oldTickets);
+        if (adopt(plan).isPresent()) settleMiss(List.of());
+        for (QueryPlan.SlotSpan s : old) for (PageSlot p : s.pages()) p.releaseLease();
+    }
+
+    private void finishHit() {
+        Validation v = new RecoveryDemand(scope.contract().pageTokens(), query.originTokens(), boundaryTokens, required)
+                .validate(scope.contract(), query.promptTokens());
+        if (v instanceof Validation.Rejected(String reason)) {
+            // Defence in depth: a demand the contract rejects is never served as a hit.
+            System.getLogger(QueryOperation.class.getName()).log(System.Logger.Level.ERROR,
+                    "selected demand rejected (bug), answering a miss: " + reason);
+            releaseAllLeases();
+            settleMiss(List.of());
+            return;
+        }
+        transition(State.FINAL);
+    }
+
+    private void settleMiss(List<Reply.GroupResult> groups) {
+        releaseAllLeases();
+        host.leases().release(leaseTickets);
+        leaseTickets = 0;
+        hit = false;
+        boundaryTokens = query.originTokens();
+        required = List.of();
+        spans = List.of();
+        missGroups = groups;
+        transition(State.FINAL);
+    }
+
+    private void countSettled() {
+        host.countQuery(hit ? OperationHost.QueryOutcome.HIT : OperationHost.QueryOutcome.MISS, hit ? leaseTickets() : 0);
+    }
+
+    private int leaseTickets() {
+        return (int) leaseTickets;
+    }
+
+    // ---- restore ---------------------------------------------------------------------------
+
+    /**
+     * Submits the copies of a RESTORE into {@code region}; the reply (RESTORE_ACCEPTED or the
+     * ERROR of protocol §5.8). COMPLETION RESTORE_DONE follows once every copy task ended.
+     */
+    public Reply restore(Request.Restore request, Region region) {
+        if (query.target() != CompletionTarget.ENGINE_RESTORE) {
+            return new Reply.Error(ErrorCode.INVALID_DEMAND, "operation " + operationId() + " targets HOST_READY");
+        }
+        if (state != State.FINAL || !hit) {
+            return new Reply.Error(ErrorCode.INVALID_DEMAND, "operation " + operationId() + " is not a FINAL hit");
+        }
+        if (copyTasksInFlight > 0) {
+            return new Reply.Error(ErrorCode.BUSY, "a restore of operation " + operationId() + " is in flight");
+        }
+        List<PageSlot> sources = new ArrayList<>(request.pages().size());
+        for (Request.RestorePage rp : request.pages()) {
+            Optional<PageSlot> slot = find(rp.groupId(), rp.sourcePage());
+            if (slot.isEmpty() || slot.get().lease == null) {
+                return new Reply.Error(ErrorCode.NOT_FOUND, "source page " + rp.sourcePage() + " of group "
+                        + rp.groupId() + " is not leased by operation " + operationId());
+            }
+            if (rp.destinationPage() >= region.pageCount()) {
+                return new Reply.Error(ErrorCode.INVALID_DEMAND, "destination page " + rp.destinationPage()
+                        + " is outside the region's " + region.pageCount() + " pages");
+            }
+            if (slot.get().lease.lengthBytes() > region.pageBytes()) {
+                return new Reply.Error(ErrorCode.NAMESPACE_MISMATCH, "page image of " + slot.get().lease.lengthBytes()
+                        + " bytes exceeds the region's page_bytes " + region.pageBytes());
+            }
+            sources.add(slot.get());
+        }
+        int taskCount = Math.min(request.pages().size(), Math.max(1, host.copier().parallelism()));
+        List<Runnable> tasks = new ArrayList<>(taskCount);
+        for (int t = 0; t < taskCount; t++) {
+            int from = request.pages().size() * t / taskCount;
+            int to = request.pages().size() * (t + 1) / taskCount;
+            List<Lease> leases = new ArrayList<>(to - from);
+            List<MemorySegment> targets = new ArrayList<>(to - from);
+            for (int i = from; i < to; i++) {
+                Lease lease = sources.get(i).lease;
+                leases.add(lease);
+                targets.add(region.page(request.pages().get(i).destinationPage(), lease.lengthBytes()));
+            }
+            tasks.add(() -> copy(leases, targets));
+        }
+        if (!host.copier().trySubmit(tasks)) {
+            return new Reply.Error(ErrorCode.BUSY, "restore copy queue is full");
+        }
+        copyTasksInFlight = taskCount;
+        copyFailed = false;
+        copiedBytes = 0;
+        copying.clear();
+        copying.addAll(sources);
+        return new Reply.RestoreAccepted(operationId(), request.pages().size());
+    }
+
+    /** Runs on a copy thread, without the session lock. */
+    private void copy(List<Lease> leases, List<MemorySegment> targets) {
+        long bytes = 0;
+        boolean failed = false;
+        try {
+            for (int i = 0; i < leases.size(); i++) {
+                if (stopCopies) break;
+                MemorySegment src = leases.get(i).segment();
+                MemorySegment.copy(src, 0, targets.get(i), 0, src.byteSize());
+                bytes += src.byteSize();
+            }
+            VarHandle.releaseFence();
+        } catch (RuntimeException e) {
+            System.getLogger(QueryOperation.class.getName()).log(System.Logger.Level.ERROR, "restore copy failed", e);
+            failed = true;
+        }
+        long copied = bytes;
+        boolean copyError = failed;
+        host.callbacks().execute(() -> {
+            synchronized (host.lock()) {
+                onCopied(copied, copyError);
+            }
+        });
+    }
+
+    private void onCopied(long bytes, boolean failed) {
+        copyTasksInFlight--;
+        copiedBytes += bytes;
+        copyFailed |= failed;
+        if (copyTasksInFlight > 0) return;
+        host.countRestoreBytes(copiedBytes);
+        Reply.Outcome outcome;
+        if (state == State.FINAL && !copyFailed) {
+            for (PageSlot p : copying) p.state = PageSlot.State.READY;
+            outcome = Reply.Settled.OK;
+        } else {
+            outcome = state == State.FINAL ? new Reply.Failed(ErrorCode.INTERNAL) : Reply.Settled.CANCELLED;
+        }
+        copying.clear();
+        host.emit(new Reply.Completion(operationId(), revision(), CompletionEvent.RESTORE_DONE, outcome));
+        drainCheck();
+    }
+
+    private Optional<PageSlot> find(int groupId, long page) {
+        for (QueryPlan.SlotSpan s : spans) {
+            if (s.groupId() == groupId && page >= s.firstPage() && page < s.firstPage() + s.pages().length) {
+                return Optional.of(s.pages()[(int) (page - s.firstPage())]);
+            }
+        }
+        return Optional.empty();
+    }
+
+    // ---- ending ----------------------------------------------------------------------------
+
+    /**
+     * CANCEL, RELEASE, replacement by a new revision or disconnect: drops queued stagings at once,
+     * stops unstarted copies, releases every lease no submitted I/O still reads; the rest is
+     * released when that I/O drains. {@code notifyDrained}: send COMPLETION DRAINED then.
+     */
+    public Stopped stop(boolean notifyDrained) {
+        if (state == State.ENDED || state == State.DRAINING) return new Stopped(0, state == State.ENDED);
+        stopCopies = true;
+        for (PageSlot p : queue) {
+            host.stagingBytes().release(p.stagingBytes);
+            p.stagingBytes = 0;
+            p.state = PageSlot.State.FAILED;
+        }
+        queue.clear();
+        int released = copyTasksInFlight == 0 ? releaseAllLeases() : 0;
+        transition(State.DRAINING);
+        drainedEventWanted = notifyDrained;
+        boolean drained = drainCheckQuietly();
+        return new Stopped(released, drained);
+    }
+
+    private void drainCheck() {
+        if (state != State.DRAINING) return;
+        if (drainCheckQuietly() && drainedEventWanted) {
+            host.emit(new Reply.Completion(operationId(), revision(), CompletionEvent.DRAINED, Reply.Settled.OK));
+        }
+    }
+
+    /** Ends the operation if nothing is in flight; true if it is ENDED now. */
+    private boolean drainCheckQuietly() {
+        if (stagingInFlight > 0 || copyTasksInFlight > 0) return false;
+        releaseAllLeases();
+        host.leases().release(leaseTickets);
+        leaseTickets = 0;
+        transition(State.ENDED);
+        host.ended(this);
+        return true;
+    }
+
+    private int releaseAllLeases() {
+        int n = 0;
+        for (QueryPlan.SlotSpan s : spans) for (PageSlot p : s.pages()) if (p.releaseLease()) n++;
+        return n;
+    }
+
+    private void transition(State next) {
+        boolean legal = switch (state) {
+            case PENDING -> next == State.FINAL || next == State.PENDING || next == State.DRAINING;
+            case FINAL -> next == State.DRAINING || next == State.FINAL;
+            case DRAINING -> next == State.ENDED;
+            case ENDED -> false;
+        };
+        if (!legal) throw new IllegalStateException("operation " + operationId() + ": " + state + " -> " + next);
+        state = next;
+    }
+}

@@ -1,0 +1,103 @@
+package io.orbitkv.core.transfer;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.channels.FileChannel;
+import java.nio.file.InvalidPathException;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.Objects;
+
+/**
+ * An engine's destination region for ENGINE_RESTORE: its shared-memory file mapped read-write
+ * into a shared {@link Arena} that this object owns, holding {@code pageCount} pages of
+ * {@code pageBytes}, page {@code j} at byte {@code j·pageBytes}.
+ *
+ * <p>Thread model: the mapping may be written by several copy threads at once (distinct pages);
+ * {@link #close()} unmaps it and must only be called once no copy into it can still run (the
+ * session closes regions after its operations drained), since unmapping under a running copy
+ * would make that copy fail rather than corrupt memory, but would abandon submitted I/O.
+ *
+ * <p>Design note: {@code FileChannel.map(..., arena)} rather than a {@code MappedByteBuffer},
+ * so unmapping is deterministic (at {@link #close()}), not left to the garbage collector while
+ * the client may already have deleted and reused the file.
+ */
+public final class Region implements AutoCloseable {
+
+    /** Outcome of {@link #open}. */
+    public sealed interface Opening {
+    }
+
+    /** The region is mapped. */
+    public record Opened(Region region) implements Opening {
+    }
+
+    /** The file cannot be opened or mapped, or is smaller than declared. */
+    public record NotFound(String reason) implements Opening {
+    }
+
+    private final Path path;
+    private final int pageBytes;
+    private final int pageCount;
+    private final Arena arena;
+    private final MemorySegment segment;
+
+    private Region(Path path, int pageBytes, int pageCount, Arena arena, MemorySegment segment) {
+        this.path = path;
+        this.pageBytes = pageBytes;
+        this.pageCount = pageCount;
+        this.arena = arena;
+        this.segment = segment;
+    }
+
+    /** Maps {@code sizeBytes} of the file at {@code path}; never throws for a bad path or file. */
+    public static Opening open(String path, long sizeBytes, int pageBytes, int pageCount) {
+        Objects.requireNonNull(path, "path");
+        Path file;
+        try {
+            file = Path.of(path);
+        } catch (InvalidPathException e) {
+            return new NotFound("bad path: " + e.getMessage());
+        }
+        if (!file.isAbsolute()) return new NotFound("path is not absolute: " + path);
+        Arena arena = Arena.ofShared();
+        try (FileChannel channel = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+            long size = channel.size();
+            if (size < sizeBytes) {
+                arena.close();
+                return new NotFound("file " + path + " has " + size + " bytes, less than size_bytes " + sizeBytes);
+            }
+            MemorySegment segment = channel.map(FileChannel.MapMode.READ_WRITE, 0, sizeBytes, arena);
+            return new Opened(new Region(file, pageBytes, pageCount, arena, segment));
+        } catch (IOException | UnsupportedOperationException | SecurityException e) {
+            arena.close();
+            return new NotFound("cannot map " + path + ": " + e.getMessage());
+        }
+    }
+
+    public int pageBytes() {
+        return pageBytes;
+    }
+
+    public int pageCount() {
+        return pageCount;
+    }
+
+    public Path path() {
+        return path;
+    }
+
+    /** The first {@code lengthBytes} of destination page {@code page}. */
+    public MemorySegment page(int page, int lengthBytes) {
+        Objects.checkIndex(page, pageCount);
+        if (lengthBytes > pageBytes) throw new IllegalArgumentException(lengthBytes + " bytes exceed the page");
+        return segment.asSlice((long) page * pageBytes, lengthBytes);
+    }
+
+    /** Unmaps the file. Idempotent. */
+    @Override
+    public void close() {
+        if (arena.scope().isAlive()) arena.close();
+    }
+}

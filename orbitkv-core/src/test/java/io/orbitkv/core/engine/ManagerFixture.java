@@ -1,0 +1,111 @@
+package io.orbitkv.core.engine;
+
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.core.storage.NamespaceTable;
+import io.orbitkv.core.storage.TieredStore;
+import io.orbitkv.core.storage.TieredStoreConfig;
+import io.orbitkv.core.storage.dram.DramTierConfig;
+import io.orbitkv.core.storage.dram.SizeClass;
+import io.orbitkv.core.storage.publish.PublishConfig;
+import io.orbitkv.core.storage.publish.SsdAdmissionPolicy;
+import io.orbitkv.core.storage.ssd.SsdConfig;
+import io.orbitkv.state.Namespace;
+import io.orbitkv.state.RecoveryContract;
+import io.orbitkv.state.StateGroup;
+import io.orbitkv.state.protocol.ProtocolLimits;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** A real TieredStore (DRAM arenas and SSD files in a temp dir) under a ManagerCore. */
+final class ManagerFixture implements AutoCloseable {
+
+    static final int PAGE_TOKENS = 16;
+    static final int SLOT = 32 * 1024;
+    static final int PAGE_BYTES = 20 * 1024;
+    static final RecoveryContract FULL = new RecoveryContract(PAGE_TOKENS, List.of(new StateGroup.Full(0)));
+
+    final Path dir;
+    final int dramSlots;
+    final ProtocolLimits limits;
+    final ManagerConfig config;
+    SimpleMeterRegistry registry;
+    NamespaceTable namespaces;
+    TieredStore store;
+    ManagerCore core;
+
+    ManagerFixture(Path dir, int dramSlots, ProtocolLimits limits, ManagerConfig config) throws IOException {
+        this.dir = dir;
+        this.dramSlots = dramSlots;
+        this.limits = limits;
+        this.config = config;
+        start();
+    }
+
+    static ManagerFixture open(Path dir) throws IOException {
+        return new ManagerFixture(dir, 64, ProtocolLimits.DEFAULTS, ManagerConfig.DEFAULTS);
+    }
+
+    static Namespace namespace(String model) {
+        return new Namespace(model, "r1", "w", "t", "", "bf16", "nhd", PAGE_TOKENS, 1, 0, 1, 0, 1);
+    }
+
+    /** Opens the tiers (SSD files kept across restarts) and a new core. */
+    void start() throws IOException {
+        registry = new SimpleMeterRegistry();
+        namespaces = new NamespaceTable(1024);
+        DramTierConfig dram = new DramTierConfig(Files.createDirectories(dir.resolve("dram")), "mgr",
+                List.of(new SizeClass(SLOT, dramSlots)), 16L * SLOT, 4L * SLOT, 64);
+        SsdConfig ssd = SsdConfig.of(Files.createDirectories(dir.resolve("ssd"))).withMaxPayloadBytes(SLOT)
+                .withFiles(2, 4L << 20).withIo(1, 64).withPinnedWaitNanos(TimeUnit.MILLISECONDS.toNanos(20))
+                .withBuffers(64 * 1024, 64 * 1024);
+        store = TieredStore.open(new TieredStoreConfig(dram, ssd,
+                PublishConfig.defaults(new SsdAdmissionPolicy.WriteThrough()), 1 << 16, 64), namespaces, registry);
+        core = new ManagerCore(store, namespaces, limits, config, registry, System::nanoTime);
+    }
+
+    /** A Manager restart: the core and both tiers close; the SSD files stay. */
+    void restart() throws IOException {
+        stop();
+        start();
+    }
+
+    void stop() {
+        core.close();
+        store.close();
+    }
+
+    Client connect() {
+        return new Client(this);
+    }
+
+    Client register(String instance, long epoch, Namespace ns, RecoveryContract contract) {
+        Client c = connect();
+        c.registerOk(instance, epoch, ns, contract);
+        return c;
+    }
+
+    /** Everything of every session is back: no lease, no staging byte, no reservation, no DRAM pin. */
+    void assertNothingHeld() {
+        org.awaitility.Awaitility.await().atMost(RecordingSink.WAIT).untilAsserted(() -> {
+            ManagerStatus s = core.status();
+            assertThat(s.leases()).as("lease table").isZero();
+            assertThat(s.stagingBytes()).as("staging bytes").isZero();
+            assertThat(s.reservations()).as("reservations").isZero();
+            assertThat(s.operations()).as("operations").isZero();
+            assertThat(s.dram().leases()).as("DRAM leases").isZero();
+            assertThat(s.dram().reservedBytes()).as("DRAM reserved bytes").isZero();
+            assertThat(store.inflightStagings()).isZero();
+        });
+    }
+
+    @Override
+    public void close() {
+        stop();
+    }
+}

@@ -1,0 +1,211 @@
+package io.orbitkv.core.engine;
+
+import io.orbitkv.state.Namespace;
+import io.orbitkv.state.StateKey;
+import io.orbitkv.state.protocol.CompletionTarget;
+import io.orbitkv.state.protocol.ErrorCode;
+import io.orbitkv.state.protocol.Hashes;
+import io.orbitkv.state.protocol.KeyForm;
+import io.orbitkv.state.protocol.ProtocolLimits;
+import io.orbitkv.state.protocol.QueryStatus;
+import io.orbitkv.state.protocol.Refusal;
+import io.orbitkv.state.protocol.Reply;
+import io.orbitkv.state.protocol.Request;
+import io.orbitkv.state.protocol.SettleOutcome;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+/** Ownership: disconnects, epochs, namespaces, publish settling, and every bounded table. */
+class ManagerSessionTest {
+
+    static final Namespace NS = ManagerFixture.namespace("model-a");
+    static final Namespace OTHER = ManagerFixture.namespace("model-b");
+
+    @TempDir
+    Path dir;
+    ManagerFixture m;
+
+    @AfterEach
+    void close() {
+        if (m != null) m.close();
+    }
+
+    @Test
+    void aDisconnectReleasesLeasesReservationsAndRegions() throws IOException {
+        m = ManagerFixture.open(dir);
+        Client c = m.register("e1", 1, NS, ManagerFixture.FULL);
+        c.publish(1, 0, 0, 1, 2);
+        assertThat(c.queryFull(1, 1, 3).hit()).isTrue();
+        Reply.Reserved open = (Reply.Reserved) c.send(new Request.PublishReserve(List.of(new Request.PublishPage(0,
+                KeyForm.BLOCK_HASH, Hashes.of(List.of(Client.hash(1, 0, 9))), 1000))));
+        assertThat(open.outcomes().getFirst()).isInstanceOf(Reply.Granted.class);
+        Path regionFile = Files.write(dir.resolve("region"), new byte[ManagerFixture.SLOT]);
+        assertThat(c.send(new Request.RegisterRegion(regionFile.toString(), ManagerFixture.SLOT, ManagerFixture.SLOT, 1)))
+                .isInstanceOf(Reply.RegionRegistered.class);
+        ManagerStatus before = m.core.status();
+        assertThat(before.leases()).isEqualTo(3);
+        assertThat(before.reservations()).isEqualTo(1);
+        assertThat(before.regions()).isEqualTo(1);
+        assertThat(before.dram().reservedBytes()).isEqualTo(ManagerFixture.SLOT);
+
+        c.close();
+        m.assertNothingHeld();
+        ManagerStatus after = m.core.status();
+        assertThat(after.regions()).isZero();
+        assertThat(after.sessions()).isZero();
+        assertThat(after.dram().leasedBytes()).isZero();
+        assertThat(m.store.dram().contains(Client.key(NS, 1, 0, 0))).as("sealed pages stay cached").isTrue();
+    }
+
+    @Test
+    void aHigherEpochFencesThePreviousIncarnationAndRegistersAfterItsDrain() throws IOException {
+        m = ManagerFixture.open(dir);
+        Client old = m.register("e1", 1, NS, ManagerFixture.FULL);
+        old.publish(1, 0, 0, 1);
+        assertThat(old.queryFull(1, 1, 2).hit()).isTrue();
+        assertThat(m.core.status().leases()).isEqualTo(2);
+
+        try (Client lower = m.connect(); Client same = m.connect()) {
+            assertThat(Client.error(lower.register("e1", 0, NS, ManagerFixture.FULL))).isEqualTo(ErrorCode.STALE_EPOCH);
+            assertThat(Client.error(same.register("e1", 1, NS, ManagerFixture.FULL))).isEqualTo(ErrorCode.STALE_EPOCH);
+        }
+        assertThat(old.sink.fenced).isNull();
+
+        try (Client next = m.register("e1", 2, NS, ManagerFixture.FULL)) {
+            assertThat(old.sink.fenced).isEqualTo(ErrorCode.STALE_EPOCH);
+            assertThat(m.core.status().leases()).as("drained before REGISTERED").isZero();
+            assertThat(Client.error(old.send(new Request.QueryPoll(1, 0)))).isEqualTo(ErrorCode.STALE_EPOCH);
+            Reply.QueryResult r = next.queryFull(1, 1, 2);
+            assertThat(r.hit()).as("a restarted engine hits the Manager's cache").isTrue();
+            next.assertBytes(r, 1);
+            assertThat(m.core.status().instances()).singleElement()
+                    .satisfies(i -> assertThat(i.epoch()).isEqualTo(2));
+        }
+        old.close();
+        try (Client reconnect = m.register("e1", 2, NS, ManagerFixture.FULL)) {
+            assertThat(reconnect.registered.epoch()).as("same epoch after the connection closed").isEqualTo(2);
+        }
+        m.assertNothingHeld();
+    }
+
+    @Test
+    void aClientOnlySeesKeysOfTheNamespaceItRegistered() throws IOException {
+        m = ManagerFixture.open(dir);
+        try (Client a = m.register("a", 1, NS, ManagerFixture.FULL); Client b = m.register("b", 1, OTHER, ManagerFixture.FULL)) {
+            a.publish(1, 0, 0, 1);
+            assertThat(a.queryFull(1, 1, 2).hit()).isTrue();
+            assertThat(b.queryFull(1, 1, 2).hit()).as("same block hashes, other namespace").isFalse();
+
+            List<StateKey> keysOfA = List.of(Client.key(NS, 1, 0, 0), Client.key(NS, 1, 0, 1));
+            Request.Query byKey = new Request.Query(2, 0, CompletionTarget.HOST_READY, 33, 0,
+                    List.of(new Request.QueryGroup(0, KeyForm.STATE_KEY, Hashes.ofKeys(keysOfA))));
+            assertThat(((Reply.QueryResult) a.send(byKey)).hit()).as("a's own keys by value").isTrue();
+            assertThat(((Reply.QueryResult) b.send(byKey)).hit()).as("a's keys in DRAM, asked by b").isFalse();
+            a.send(new Request.Release(1));
+            a.send(new Request.Release(2));
+
+            for (StateKey k : keysOfA) {
+                await().atMost(RecordingSink.WAIT).until(() -> m.store.ssd().contains(k));
+                m.store.dram().evict(k);
+            }
+            Reply.QueryResult fromSsd = (Reply.QueryResult) b.send(new Request.Query(3, 0, CompletionTarget.HOST_READY,
+                    33, 0, List.of(new Request.QueryGroup(0, KeyForm.STATE_KEY, Hashes.ofKeys(keysOfA)))));
+            assertThat(fromSsd.status()).isEqualTo(QueryStatus.FINAL);
+            assertThat(fromSsd.hit()).as("a's keys on SSD, asked by b").isFalse();
+            assertThat(m.store.dram().contains(keysOfA.getFirst())).as("nothing was staged for b").isFalse();
+        }
+        m.assertNothingHeld();
+    }
+
+    @Test
+    void publishSettlesSealedAlreadyResidentDiscardedAbortedAndNotFound() throws IOException {
+        m = ManagerFixture.open(dir);
+        try (Client a = m.register("a", 1, NS, ManagerFixture.FULL); Client b = m.register("b", 1, NS, ManagerFixture.FULL)) {
+            Request.PublishReserve page0 = new Request.PublishReserve(List.of(new Request.PublishPage(0,
+                    KeyForm.BLOCK_HASH, Hashes.of(List.of(Client.hash(1, 0, 0))), ManagerFixture.PAGE_BYTES)));
+            Reply.Granted ga = (Reply.Granted) ((Reply.Reserved) a.send(page0)).outcomes().getFirst();
+            Reply.Granted gb = (Reply.Granted) ((Reply.Reserved) b.send(page0)).outcomes().getFirst();
+            a.write(ga, Client.image(1, 0, 0, ManagerFixture.PAGE_BYTES));
+            b.write(gb, Client.image(1, 0, 0, ManagerFixture.PAGE_BYTES));
+            assertThat(((Reply.Committed) a.send(new Request.PublishCommit(List.of(ga.reservationId())))).outcomes())
+                    .containsExactly(SettleOutcome.SEALED);
+            assertThat(((Reply.Committed) b.send(new Request.PublishCommit(List.of(gb.reservationId(), 999L)))).outcomes())
+                    .containsExactly(SettleOutcome.DISCARDED, SettleOutcome.NOT_FOUND);
+            assertThat(((Reply.Reserved) a.send(page0)).outcomes()).containsExactly(new Reply.Refused(Refusal.ALREADY_RESIDENT));
+
+            Request.PublishReserve page1 = new Request.PublishReserve(List.of(new Request.PublishPage(0,
+                    KeyForm.BLOCK_HASH, Hashes.of(List.of(Client.hash(1, 0, 1))), 100)));
+            Reply.Granted g1 = (Reply.Granted) ((Reply.Reserved) a.send(page1)).outcomes().getFirst();
+            assertThat(((Reply.Aborted) a.send(new Request.PublishAbort(List.of(g1.reservationId())))).outcomes())
+                    .containsExactly(SettleOutcome.ABORTED);
+            assertThat(((Reply.Aborted) a.send(new Request.PublishAbort(List.of(g1.reservationId())))).outcomes())
+                    .containsExactly(SettleOutcome.NOT_FOUND);
+            assertThat(Client.error(a.send(new Request.PublishReserve(List.of(new Request.PublishPage(7,
+                    KeyForm.BLOCK_HASH, Hashes.of(List.of(Client.hash(1, 7, 1))), 100))))))
+                    .isEqualTo(ErrorCode.NAMESPACE_MISMATCH);
+            assertThat(Client.error(a.send(new Request.PublishReserve(List.of(new Request.PublishPage(0,
+                    KeyForm.BLOCK_HASH, Hashes.of(List.of(Client.hash(1, 0, 2))), ManagerFixture.SLOT + 1))))))
+                    .isEqualTo(ErrorCode.TOO_LARGE);
+        }
+        m.assertNothingHeld();
+    }
+
+    @Test
+    void everyBoundedTableAnswersBusyAndRecovers() throws IOException {
+        ProtocolLimits tight = new ProtocolLimits(4 << 20, 64, 65_536, 4_096, 4_096, 65_536, 256, 256, 4_096,
+                2, 1, 1, 1);
+        m = new ManagerFixture(dir, 64, tight, ManagerConfig.DEFAULTS.withMaxLeases(3));
+        Client c = m.register("e1", 1, NS, ManagerFixture.FULL);
+        Client second = m.register("e2", 1, NS, ManagerFixture.FULL);
+        // connections
+        OpenResult third = m.core.openSession(new RecordingSink());
+        assertThat(third).isEqualTo(new OpenResult.Refused(ErrorCode.BUSY, "maxConnections 2 reached"));
+        second.close();
+        assertThat(m.core.openSession(new RecordingSink())).isInstanceOf(OpenResult.Opened.class);
+
+        // operations per connection (one reservation at a time: maxReservationsPerConnection = 1)
+        for (long p = 0; p < 4; p++) assertThat(c.publish(1, 0, p)).containsExactly(SettleOutcome.SEALED);
+        assertThat(c.queryFull(1, 1, 1).hit()).isTrue();
+        assertThat(Client.error(c.send(Client.query(2, 0, CompletionTarget.HOST_READY, 17, 0, 1, new int[] {0}, 1))))
+                .isEqualTo(ErrorCode.BUSY);
+        c.send(new Request.Release(1));
+        // the global lease table (3 leases)
+        assertThat(Client.error(c.send(Client.query(2, 0, CompletionTarget.HOST_READY, 65, 0, 1, new int[] {0}, 4))))
+                .isEqualTo(ErrorCode.BUSY);
+        assertThat(m.core.status().leases()).as("a refused query holds nothing").isZero();
+        assertThat(c.queryFull(2, 1, 3).hit()).isTrue();
+        c.send(new Request.Release(2));
+
+        // reservations per connection: the second entry is refused, not the request
+        Reply.Reserved two = (Reply.Reserved) c.send(new Request.PublishReserve(List.of(
+                new Request.PublishPage(0, KeyForm.BLOCK_HASH, Hashes.of(List.of(Client.hash(2, 0, 0))), 100),
+                new Request.PublishPage(0, KeyForm.BLOCK_HASH, Hashes.of(List.of(Client.hash(2, 0, 1))), 100))));
+        assertThat(two.outcomes().get(1)).isEqualTo(new Reply.Refused(Refusal.BUSY));
+        c.send(new Request.PublishAbort(List.of(((Reply.Granted) two.outcomes().getFirst()).reservationId())));
+        assertThat(c.publish(2, 0, 1)).containsExactly(SettleOutcome.SEALED);
+
+        // regions per connection
+        Path file = Files.write(dir.resolve("region"), new byte[4096]);
+        Reply.RegionRegistered r1 = (Reply.RegionRegistered) c.send(new Request.RegisterRegion(file.toString(), 4096, 4096, 1));
+        assertThat(r1.regionId()).isNotNegative();
+        assertThat(Client.error(c.send(new Request.RegisterRegion(file.toString(), 4096, 4096, 1)))).isEqualTo(ErrorCode.BUSY);
+
+        List<String> tables = new ArrayList<>();
+        for (String t : List.of("connections", "operations", "leases", "reservations", "regions")) {
+            if (m.registry.get("orbitkv.manager.busy").tag("table", t).counter().count() >= 1) tables.add(t);
+        }
+        assertThat(tables).containsExactly("connections", "operations", "leases", "reservations", "regions");
+        c.close();
+        m.assertNothingHeld();
+    }
+}

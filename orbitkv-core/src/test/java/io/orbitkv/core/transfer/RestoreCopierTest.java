@@ -1,0 +1,62 @@
+package io.orbitkv.core.transfer;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+class RestoreCopierTest {
+
+    @TempDir
+    Path dir;
+
+    @Test
+    void aBatchIsSubmittedWholeOrRefusedWhole() throws InterruptedException {
+        RestoreCopier copier = new RestoreCopier(1, 3);
+        CountDownLatch gate = new CountDownLatch(1);
+        Runnable blocked = () -> {
+            try {
+                gate.await();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        };
+        assertThat(copier.trySubmit(List.of(blocked, blocked))).isTrue();
+        assertThat(copier.trySubmit(List.of(blocked, blocked))).as("2 + 2 > 3").isFalse();
+        assertThat(copier.tasksInFlight()).isEqualTo(2);
+        assertThat(copier.refusals()).isEqualTo(1);
+        gate.countDown();
+        await().atMost(Duration.ofSeconds(10)).until(() -> copier.tasksInFlight() == 0);
+        assertThat(copier.trySubmit(List.of(blocked, blocked, blocked))).isTrue();
+        assertThat(copier.close(TimeUnit.SECONDS.toNanos(10))).isTrue();
+        assertThat(copier.trySubmit(List.of(blocked))).as("closed").isFalse();
+    }
+
+    @Test
+    void aRegionMapsItsFileOrIsNotFound() throws IOException {
+        Path file = Files.write(dir.resolve("region"), new byte[3 * 4096]);
+        assertThat(Region.open(file.toString(), 4 * 4096, 4096, 4)).isInstanceOf(Region.NotFound.class);
+        assertThat(Region.open("relative/path", 4096, 4096, 1)).isInstanceOf(Region.NotFound.class);
+        assertThat(Region.open(dir.resolve("absent").toString(), 4096, 4096, 1)).isInstanceOf(Region.NotFound.class);
+        Region region = ((Region.Opened) Region.open(file.toString(), 3 * 4096, 4096, 3)).region();
+        MemorySegment page = region.page(2, 10);
+        page.fill((byte) 7);
+        region.close();
+        region.close();
+        byte[] all = Files.readAllBytes(file);
+        assertThat(all[2 * 4096]).isEqualTo((byte) 7);
+        assertThat(all[2 * 4096 + 10]).isZero();
+        assertThat(MemorySegment.ofArray(all).get(ValueLayout.JAVA_BYTE, 4096)).isZero();
+    }
+}

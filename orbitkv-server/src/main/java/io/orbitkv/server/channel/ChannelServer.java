@@ -1,0 +1,263 @@
+package io.orbitkv.server.channel;
+
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.state.protocol.Direction;
+import io.orbitkv.state.protocol.ErrorCode;
+import io.orbitkv.state.protocol.FrameDecoder;
+import io.orbitkv.state.protocol.FrameEncoder;
+import io.orbitkv.state.protocol.ProtocolLimits;
+import io.orbitkv.state.protocol.Reply;
+import java.io.IOException;
+import java.net.StandardProtocolFamily;
+import java.net.UnixDomainSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.channels.ClosedChannelException;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+
+/**
+ * The Manager's engine-channel listener: a Unix domain stream socket (protocol §1) whose every
+ * accepted connection runs on its own virtual thread ({@link Connection}) against a
+ * {@link io.orbitkv.core.engine.ChannelSession} from the {@link SessionFactory}.
+ *
+ * <p>Owns the listening socket, its socket file and the table of live connections. Thread model:
+ * one accept virtual thread; one reader and one writer virtual thread per connection;
+ * {@link #close()} from any thread (the shutdown hook). Invariants: at most
+ * {@code limits.maxConnections()} connections have sessions; one more gets no session: its first
+ * frame is answered ERROR BUSY under that frame's request id and it is closed (protocol §8), and
+ * past {@link #REFUSING_CONNECTIONS} such connections waiting, a new one gets ERROR BUSY under
+ * request id 0 at accept; the socket file exists exactly while the server is open
+ * and has mode {@code 0600} or {@code 0660}; {@link #close()} returns only after every
+ * session's {@code close()} ran (or the drain bound passed).
+ *
+ * <p>Socket file rules: an existing file at the path is probed with a connect. If a Manager
+ * answers, {@link #start} refuses ({@link IOException}): a live socket is never replaced. If
+ * nothing answers, the file is a stale leftover of a dead Manager and is replaced. Permissions
+ * are set right after bind (Java cannot bind with a mode); for the microseconds between bind and
+ * chmod the file has the umask's mode, so on a shared host the socket belongs in a directory
+ * only its users can enter (a missing parent directory is created 0700).
+ *
+ * <p>Design note: thread per connection on virtual threads instead of a selector loop: a
+ * session's {@code handle} may block (REGISTER waits for a fenced incarnation to drain), and 256
+ * connections cost 512 virtual threads (a few KiB of stack each) rather than a dispatcher that
+ * must never block. Over-limit connections are answered on their first frame, as the protocol
+ * documents, but at most 16 at once (a 64 KiB buffer each); past that a connection flood costs
+ * one small write per connection at accept and no memory.
+ */
+public final class ChannelServer implements AutoCloseable {
+
+    private static final Logger LOG = Logger.getLogger(ChannelServer.class.getName());
+
+    /**
+     * How a server listens.
+     *
+     * @param socketPath          the socket file
+     * @param socketMode          {@code 0600} (owner only, the default) or {@code 0660} (owner and group)
+     * @param limits              decoder budgets and {@code maxConnections}
+     * @param outboundQueueFrames COMPLETION frames queued per connection
+     * @param drainTimeout        how long {@link #close()} waits for sessions to close
+     */
+    public record Settings(Path socketPath, String socketMode, ProtocolLimits limits, int outboundQueueFrames,
+                           Duration drainTimeout) {
+        public Settings {
+            Objects.requireNonNull(socketPath, "socketPath");
+            Objects.requireNonNull(limits, "limits");
+            Objects.requireNonNull(drainTimeout, "drainTimeout");
+            if (!socketMode.equals("0600") && !socketMode.equals("0660")) {
+                throw new IllegalArgumentException("socketMode must be 0600 or 0660: " + socketMode);
+            }
+            if (outboundQueueFrames < 1) throw new IllegalArgumentException("outboundQueueFrames must be >= 1");
+        }
+    }
+
+    private final Settings settings;
+    private final ServerSocketChannel server;
+    private final SessionFactory sessions;
+    private final FrameDecoder decoder;
+    private final ChannelMetrics metrics;
+    private final Map<Long, Connection> live = new ConcurrentHashMap<>();
+    /** Over-limit connections waiting for their first frame to answer it BUSY; at most {@link #REFUSING_CONNECTIONS}. */
+    private final Map<Long, Connection> refusing = new ConcurrentHashMap<>();
+    private final Map<Long, Thread> readers = new ConcurrentHashMap<>();
+    private final AtomicLong nextId = new AtomicLong();
+    private final Thread acceptor;
+    private volatile boolean closing;
+
+    /**
+     * Over-limit connections answered BUSY on their first frame at once; past this many (a
+     * connection flood) a new one gets ERROR BUSY under request id 0 at accept and is closed.
+     */
+    static final int REFUSING_CONNECTIONS = 16;
+
+    private String busyMessage() {
+        return "maxConnections (" + settings.limits().maxConnections() + ") reached";
+    }
+
+    private ChannelServer(Settings settings, ServerSocketChannel server, SessionFactory sessions, MeterRegistry registry) {
+        this.settings = settings;
+        this.server = server;
+        this.sessions = sessions;
+        this.decoder = new FrameDecoder(settings.limits(), Direction.TO_MANAGER);
+        this.metrics = new ChannelMetrics(registry);
+        Gauge.builder("orbitkv.channel.connections", live, Map::size).register(registry);
+        this.acceptor = Thread.ofVirtual().name("orbitkv-channel-accept").unstarted(this::acceptLoop);
+    }
+
+    /**
+     * Binds the socket (replacing a stale file, refusing a live one), sets its mode and starts
+     * accepting.
+     *
+     * @throws IOException if the path is served by a live Manager or cannot be bound
+     */
+    public static ChannelServer start(Settings settings, SessionFactory sessions, MeterRegistry registry)
+            throws IOException {
+        Path path = settings.socketPath();
+        Path parent = path.toAbsolutePath().getParent();
+        if (parent != null && !Files.isDirectory(parent)) {
+            Files.createDirectories(parent, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+        }
+        removeIfStale(path);
+        ServerSocketChannel server = ServerSocketChannel.open(StandardProtocolFamily.UNIX);
+        try {
+            server.bind(UnixDomainSocketAddress.of(path));
+            Files.setPosixFilePermissions(path, PosixFilePermissions.fromString(
+                    settings.socketMode().equals("0600") ? "rw-------" : "rw-rw----"));
+        } catch (IOException | RuntimeException e) {
+            server.close();
+            throw e;
+        }
+        ChannelServer s = new ChannelServer(settings, server, sessions, registry);
+        s.acceptor.start();
+        return s;
+    }
+
+    /**
+     * Deletes {@code path} if it is a socket nobody answers on; leaves it if a server answers.
+     *
+     * @throws IOException if a live server answers, or the path is not a socket
+     */
+    public static void removeIfStale(Path path) throws IOException {
+        if (!Files.exists(path, LinkOption.NOFOLLOW_LINKS)) return;
+        int mode = (Integer) Files.getAttribute(path, "unix:mode", LinkOption.NOFOLLOW_LINKS);
+        if ((mode & 0170000) != 0140000) {
+            throw new IOException(path + " exists and is not a socket; refusing to replace it");
+        }
+        try (SocketChannel probe = SocketChannel.open(UnixDomainSocketAddress.of(path))) {
+            throw new IOException("a Manager is already listening on " + path);
+        } catch (java.net.ConnectException e) {
+            LOG.info(() -> "replacing stale socket " + path + " (nothing listening)");
+            Files.deleteIfExists(path);
+        }
+    }
+
+    /** The socket file. */
+    public Path socketPath() {
+        return settings.socketPath();
+    }
+
+    /** Connections live now. */
+    public int connections() {
+        return live.size();
+    }
+
+    private void acceptLoop() {
+        while (!closing) {
+            SocketChannel channel;
+            try {
+                channel = server.accept();
+            } catch (ClosedChannelException e) {
+                return;
+            } catch (IOException e) {
+                if (closing) return;
+                LOG.log(Level.WARNING, "accept failed", e);
+                continue;
+            }
+            metrics.accepted.increment();
+            if (closing) {
+                refuse(channel, ErrorCode.SHUTTING_DOWN, "the Manager is shutting down");
+                continue;
+            }
+            long id = nextId.incrementAndGet();
+            boolean full = live.size() >= settings.limits().maxConnections();
+            if (full && refusing.size() >= REFUSING_CONNECTIONS) {
+                refuse(channel, ErrorCode.BUSY, busyMessage());
+                continue;
+            }
+            Map<Long, Connection> table = full ? refusing : live;
+            Connection c = new Connection(id, channel, decoder, settings.outboundQueueFrames(), metrics, () -> {
+                table.remove(id);
+                readers.remove(id);
+            });
+            Thread reader = Thread.ofVirtual().name("orbitkv-conn-" + id).unstarted(full
+                    ? () -> c.runRefused(ErrorCode.BUSY, busyMessage())
+                    : () -> c.run(sessions));
+            if (full) metrics.refusedBusy.increment();
+            table.put(id, c);
+            readers.put(id, reader);
+            reader.start();
+        }
+    }
+
+    /** One ERROR frame under request id 0, then close; on the accept thread, before any buffer. */
+    private void refuse(SocketChannel channel, ErrorCode code, String message) {
+        metrics.refusedBusy.increment();
+        try (channel) {
+            ByteBuffer frame = ByteBuffer.wrap(FrameEncoder.toBytes(0, new Reply.Error(code, message)));
+            while (frame.hasRemaining()) channel.write(frame);
+        } catch (IOException e) {
+            LOG.fine(() -> "refused connection: " + e);
+        }
+    }
+
+    /**
+     * Stops accepting, sends ERROR SHUTTING_DOWN to every connection and closes it, waits up to
+     * the drain timeout for every session's {@code close()}, then removes the socket file.
+     * Idempotent.
+     */
+    @Override
+    public void close() {
+        if (closing) return;
+        closing = true;
+        try {
+            server.close();
+        } catch (IOException e) {
+            LOG.log(Level.WARNING, "closing the listening socket failed", e);
+        }
+        acceptor.interrupt();
+        List<Connection> open = new ArrayList<>(live.values());
+        open.addAll(refusing.values());
+        for (Connection c : open) c.sendAndClose(ErrorCode.SHUTTING_DOWN, "the Manager is shutting down");
+        long deadline = System.nanoTime() + settings.drainTimeout().toNanos();
+        for (Thread reader : new ArrayList<>(readers.values())) {
+            long left = deadline - System.nanoTime();
+            try {
+                if (left <= 0 || !reader.join(Duration.ofNanos(left))) {
+                    LOG.warning("a session did not close within " + settings.drainTimeout());
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            }
+        }
+        try {
+            Files.deleteIfExists(settings.socketPath());
+        } catch (IOException e) {
+            LOG.log(Level.WARNING, "removing " + settings.socketPath() + " failed", e);
+        }
+        LOG.info(() -> "channel closed: " + open.size() + " connections closed");
+    }
+}

@@ -1,0 +1,347 @@
+package io.orbitkv.server.channel;
+
+import io.orbitkv.core.engine.ChannelSession;
+import io.orbitkv.core.engine.EventSink;
+import io.orbitkv.core.engine.OpenResult;
+import io.orbitkv.state.protocol.DecodeResult;
+import io.orbitkv.state.protocol.ErrorCode;
+import io.orbitkv.state.protocol.FrameDecoder;
+import io.orbitkv.state.protocol.FrameEncoder;
+import io.orbitkv.state.protocol.Reply;
+import io.orbitkv.state.protocol.Request;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.SocketChannel;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+
+/**
+ * One accepted engine-channel connection: owns its socket, its receive buffer, its bounded
+ * outbound COMPLETION queue and the {@link ChannelSession} opened for it.
+ *
+ * <p>Thread model: a <em>reader</em> virtual thread ({@link #run}) reads, decodes, calls
+ * {@link ChannelSession#handle} one request at a time in arrival order and writes each reply; a
+ * <em>writer</em> virtual thread drains the COMPLETION queue. Both write whole frames under
+ * {@link #writeLock}, so frames never interleave. {@link #complete} and {@link #fence} are called
+ * from any thread. The reader alone calls {@code handle} and, once, {@code close}.
+ *
+ * <p>Invariants: a COMPLETION is never written while a request is being handled and its reply
+ * not yet written ({@link #inHandle}), so an event caused by a request always follows that
+ * request's reply (protocol §9.3); the receive buffer never exceeds {@code maxFrameBytes} (the
+ * decoder refuses a longer length from its first 4 bytes); the outbound queue holds at most
+ * {@code outboundQueueFrames} events, one more is dropped and counted (clients can QUERY_POLL);
+ * {@link ChannelSession#close()} runs exactly once, after the last {@code handle} returned.
+ *
+ * <p>Design note: the receive buffer starts at 64 KiB and grows to the frame's declared length
+ * only when a frame needs it, so 256 idle connections cost 16 MiB of heap instead of the 1 GiB a
+ * fixed {@code maxFrameBytes} (4 MiB) buffer each would. Blocking I/O on virtual threads keeps
+ * the per-connection code a straight loop; a connection waits in {@code read} without holding a
+ * carrier thread.
+ */
+final class Connection implements EventSink {
+
+    private static final Logger LOG = Logger.getLogger(Connection.class.getName());
+    /** Initial receive buffer, in bytes. */
+    static final int INITIAL_RECEIVE_BYTES = 64 * 1024;
+
+    private final long id;
+    private final SocketChannel channel;
+    private final FrameDecoder decoder;
+    private final ChannelMetrics metrics;
+    private final BlockingQueue<Reply.Completion> outbound;
+    private final ReentrantLock writeLock = new ReentrantLock();
+    private final Condition handleDone = writeLock.newCondition();
+    /** Guarded by writeLock: a request is being handled and its reply is not written yet. */
+    private boolean inHandle;
+    private final AtomicBoolean closed = new AtomicBoolean();
+    private final Runnable onExit;
+    private volatile Thread writer;
+    private ByteBuffer receive = ByteBuffer.allocate(INITIAL_RECEIVE_BYTES);
+
+    Connection(long id, SocketChannel channel, FrameDecoder decoder, int outboundQueueFrames, ChannelMetrics metrics,
+               Runnable onExit) {
+        this.id = id;
+        this.channel = channel;
+        this.decoder = decoder;
+        this.metrics = metrics;
+        this.outbound = new ArrayBlockingQueue<>(outboundQueueFrames);
+        this.onExit = onExit;
+    }
+
+    long id() {
+        return id;
+    }
+
+    /** The reader loop; returns when the connection is closed, after the session is closed. */
+    void run(SessionFactory sessions) {
+        ChannelSession session = null;
+        try {
+            switch (sessions.open(this)) {
+                case OpenResult.Opened o -> session = o.session();
+                case OpenResult.Refused r -> {
+                    answerFirstFrame(r.code(), r.message());
+                    return;
+                }
+            }
+            writer = Thread.ofVirtual().name("orbitkv-conn-" + id + "-writer").start(this::writeCompletions);
+            readLoop(session);
+        } catch (IOException e) {
+            if (!closed.get()) LOG.log(Level.FINE, "connection " + id + " ended: " + e);
+        } catch (RuntimeException e) {
+            metrics.internalErrors.increment();
+            LOG.log(Level.WARNING, "connection " + id + " failed", e);
+        } finally {
+            shutdown();
+            if (session != null) {
+                try {
+                    session.close();
+                } catch (RuntimeException e) {
+                    metrics.internalErrors.increment();
+                    LOG.log(Level.WARNING, "connection " + id + ": session close failed", e);
+                }
+            }
+            onExit.run();
+        }
+    }
+
+    /**
+     * The reader loop of a connection that gets no session: the first frame (or refusal) is
+     * answered with ERROR {@code code} under its request id, then the connection closes
+     * (protocol §8: BUSY on REGISTER, then close).
+     */
+    void runRefused(ErrorCode code, String message) {
+        try {
+            answerFirstFrame(code, message);
+        } catch (IOException e) {
+            LOG.fine(() -> "refused connection " + id + " ended: " + e);
+        } finally {
+            shutdown();
+            onExit.run();
+        }
+    }
+
+    private void answerFirstFrame(ErrorCode code, String message) throws IOException {
+        while (!closed.get()) {
+            ByteBuffer filled = receive.duplicate().flip();
+            switch (decoder.decode(filled)) {
+                case DecodeResult.Decoded d -> {
+                    writeFrame(d.requestId(), new Reply.Error(code, clip(message)));
+                    return;
+                }
+                case DecodeResult.NeedBytes n -> {
+                    if (!fill(n.bytes())) return;
+                }
+                case DecodeResult.Malformed m -> {
+                    metrics.refused(m.code());
+                    writeFrame(m.requestId(), new Reply.Error(m.code(), clip(m.message())));
+                    return;
+                }
+            }
+        }
+    }
+
+    private void readLoop(ChannelSession session) throws IOException {
+        while (!closed.get()) {
+            ByteBuffer filled = receive.duplicate().flip();
+            switch (decoder.decode(filled)) {
+                case DecodeResult.Decoded d -> {
+                    consume(d.bytesConsumed());
+                    metrics.framesIn.increment();
+                    if (!serve(session, d)) return;
+                }
+                case DecodeResult.NeedBytes n -> {
+                    if (!fill(n.bytes())) return;
+                }
+                case DecodeResult.Malformed m -> {
+                    metrics.refused(m.code());
+                    writeFrame(m.requestId(), new Reply.Error(m.code(), clip(m.message())));
+                    if (!m.skippable() || m.code().closesConnection()) return;
+                    consume(m.skipBytes());
+                }
+            }
+        }
+    }
+
+    /** Handles one request and writes its reply; false if the connection must close. */
+    private boolean serve(ChannelSession session, DecodeResult.Decoded d) throws IOException {
+        Reply reply;
+        writeLock.lock();
+        try {
+            inHandle = true;
+        } finally {
+            writeLock.unlock();
+        }
+        try {
+            if (d.frame() instanceof Request request) {
+                reply = handleSafely(session, request);
+            } else {
+                reply = new Reply.Error(ErrorCode.UNKNOWN_OPERATION, "not a request: " + d.frame().type());
+            }
+            writeReply(d.requestId(), reply);
+        } finally {
+            writeLock.lock();
+            try {
+                inHandle = false;
+                handleDone.signalAll();
+            } finally {
+                writeLock.unlock();
+            }
+        }
+        return !(reply instanceof Reply.Error e && e.code().closesConnection());
+    }
+
+    private Reply handleSafely(ChannelSession session, Request request) {
+        try {
+            return session.handle(request);
+        } catch (RuntimeException e) {
+            metrics.internalErrors.increment();
+            LOG.log(Level.WARNING, "connection " + id + ": " + request.type() + " failed inside the Manager", e);
+            return new Reply.Error(ErrorCode.INTERNAL, clip("internal error: " + e.getClass().getSimpleName()));
+        }
+    }
+
+    private void writeReply(long requestId, Reply reply) throws IOException {
+        byte[] bytes;
+        try {
+            bytes = FrameEncoder.toBytes(requestId, reply);
+        } catch (IllegalArgumentException e) {
+            metrics.internalErrors.increment();
+            LOG.log(Level.WARNING, "connection " + id + ": unencodable reply " + reply.type(), e);
+            bytes = FrameEncoder.toBytes(requestId, new Reply.Error(ErrorCode.INTERNAL, "internal error: bad reply"));
+        }
+        write(bytes);
+    }
+
+    /** Drops {@code bytes} from the front of the receive buffer. */
+    private void consume(int bytes) {
+        receive.flip();
+        receive.position(bytes);
+        receive.compact();
+    }
+
+    /** Reads until {@code more} further bytes are buffered; false at end of stream. */
+    private boolean fill(int more) throws IOException {
+        int needed = receive.position() + more;
+        if (needed > receive.capacity()) {
+            ByteBuffer bigger = ByteBuffer.allocate(Math.min(Math.max(needed, receive.capacity() * 2),
+                    decoder.limits().maxFrameBytes()));
+            receive.flip();
+            bigger.put(receive);
+            receive = bigger;
+        }
+        while (receive.position() < needed) {
+            if (channel.read(receive) < 0) {
+                if (receive.position() > 0) {
+                    metrics.truncatedAtClose.increment();
+                    LOG.fine(() -> "connection " + id + " closed inside a frame (" + receive.position() + " bytes)");
+                }
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /** Writer thread: COMPLETION frames in queue order, never inside a request's handling. */
+    private void writeCompletions() {
+        try {
+            while (!closed.get()) {
+                Reply.Completion event = outbound.take();
+                writeLock.lock();
+                try {
+                    while (inHandle && !closed.get()) handleDone.await();
+                    writeFrameLocked(FrameEncoder.toBytes(0, event));
+                } finally {
+                    writeLock.unlock();
+                }
+            }
+        } catch (InterruptedException | IOException e) {
+            // closed: the reader's finally ends the session
+        } finally {
+            shutdown();
+        }
+    }
+
+    @Override
+    public boolean complete(Reply.Completion event) {
+        if (closed.get()) return false;
+        if (outbound.offer(event)) return true;
+        metrics.completionsDropped.increment();
+        return false;
+    }
+
+    @Override
+    public void fence(ErrorCode code, String message) {
+        Thread.ofVirtual().name("orbitkv-conn-" + id + "-fence").start(() -> sendAndClose(code, message));
+    }
+
+    /** Best effort: one ERROR frame (request id 0), then close; never blocks the caller past the write. */
+    void sendAndClose(ErrorCode code, String message) {
+        if (!closed.get()) {
+            try {
+                if (writeLock.tryLock(100, TimeUnit.MILLISECONDS)) {
+                    try {
+                        writeFrameLocked(FrameEncoder.toBytes(0, new Reply.Error(code, clip(message))));
+                    } finally {
+                        writeLock.unlock();
+                    }
+                }
+            } catch (IOException | InterruptedException e) {
+                LOG.fine(() -> "connection " + id + ": could not send " + code + ": " + e);
+            }
+        }
+        shutdown();
+    }
+
+    private void writeFrame(long requestId, Reply reply) throws IOException {
+        write(FrameEncoder.toBytes(requestId, reply));
+    }
+
+    private void write(byte[] frame) throws IOException {
+        writeLock.lock();
+        try {
+            writeFrameLocked(frame);
+        } finally {
+            writeLock.unlock();
+        }
+    }
+
+    private void writeFrameLocked(byte[] frame) throws IOException {
+        ByteBuffer buf = ByteBuffer.wrap(frame);
+        while (buf.hasRemaining()) channel.write(buf);
+        metrics.framesOut.increment();
+    }
+
+    /** Closes the socket once (unblocking the reader and writer); idempotent, any thread. */
+    void shutdown() {
+        if (!closed.compareAndSet(false, true)) return;
+        try {
+            channel.close();
+        } catch (IOException e) {
+            LOG.fine(() -> "connection " + id + ": close failed: " + e);
+        }
+        Thread w = writer;
+        if (w != null) w.interrupt();
+        writeLock.lock();
+        try {
+            handleDone.signalAll();
+        } finally {
+            writeLock.unlock();
+        }
+    }
+
+    private String clip(String message) {
+        int max = decoder.limits().maxStringBytes();
+        if (message.length() * 3 <= max) return message;
+        String cut = message;
+        while (cut.getBytes(java.nio.charset.StandardCharsets.UTF_8).length > max) {
+            cut = cut.substring(0, cut.length() / 2);
+        }
+        return cut;
+    }
+}

@@ -1,0 +1,18 @@
+package io.orbitkv.server.channel;
+
+import io.orbitkv.core.engine.EventSink;
+import io.orbitkv.core.engine.OpenResult;
+
+/**
+ * Opens the Manager's side of a new connection ({@code ManagerCore::openSession}). Called on the
+ * connection's own thread, once per accepted connection; must be thread-safe.
+ */
+@FunctionalInterface
+public interface SessionFactory {
+
+    /**
+     * A new session whose asynchronous events and fencing go to {@code sink}, or a refusal (BUSY,
+     * SHUTTING_DOWN) that answers the connection's first frame before the connection closes.
+     */
+    OpenResult open(EventSink sink);
+}

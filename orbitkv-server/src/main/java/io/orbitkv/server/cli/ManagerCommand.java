@@ -1,0 +1,141 @@
+package io.orbitkv.server.cli;
+
+import io.orbitkv.server.config.ConfigException;
+import io.orbitkv.server.config.ManagerConfig;
+import io.orbitkv.server.daemon.ManagerDaemon;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CountDownLatch;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+import sun.misc.Signal;
+
+/**
+ * {@code orbitkv manager}: runs a single-node Manager in the foreground until SIGTERM or SIGINT
+ * (Ctrl-C), then drains and exits with status 0. Configuration: embedded defaults, then
+ * {@code --config FILE}, then {@code --set KEY=VALUE} and the named options (each names a key
+ * of {@link ManagerConfig#KEYS}).
+ *
+ * <p>One instance per invocation. Thread model: the caller's thread starts the daemon, prints the
+ * ready line and waits; the JDK's signal-dispatch thread only releases that wait, so shutdown
+ * always runs on the caller's thread and the command returns 0 (a plain shutdown hook would
+ * leave the JVM's 143 exit status after SIGTERM). A shutdown hook still closes the daemon if the
+ * JVM exits another way (SIGHUP, {@code System.exit}).
+ *
+ * <p>Exit status: 0 after a clean stop, 2 for bad configuration or when another Manager holds the
+ * store's lock (one line on stderr), 1 if startup failed for another reason.
+ */
+@Command(name = "manager", mixinStandardHelpOptions = true,
+        description = "Run a single-node Manager (DRAM + SSD tiers, engine socket, HTTP /metrics and /status) "
+                + "until SIGTERM or Ctrl-C.")
+final class ManagerCommand implements Callable<Integer> {
+
+    @Spec
+    CommandSpec spec;
+
+    @Option(names = "--config", paramLabel = "FILE", description = "JSON file of configuration keys (docs/operations.md)")
+    Path configFile;
+
+    @Option(names = "--dram-bytes", paramLabel = "SIZE", description = "DRAM tier size, e.g. 512m, 1g (default 1g)")
+    String dramBytes;
+
+    @Option(names = "--dram-dir", paramLabel = "DIR", description = "DRAM arena directory (default /dev/shm/orbitkv-$USER)")
+    String dramDir;
+
+    @Option(names = "--ssd-dir", paramLabel = "DIR", description = "SSD store directory, holds manager.lock (default ./var/orbitkv/ssd)")
+    String ssdDir;
+
+    @Option(names = "--ssd-bytes", paramLabel = "SIZE", description = "SSD store size, e.g. 4g (default 4g)")
+    String ssdBytes;
+
+    @Option(names = "--ssd-policy", paramLabel = "POLICY", description = "write-through, on-evict or reuse-aware[:N]")
+    String ssdPolicy;
+
+    @Option(names = "--socket", paramLabel = "PATH", description = "engine socket (default ./var/orbitkv/manager.sock)")
+    String socket;
+
+    @Option(names = "--http", paramLabel = "PORT", description = "HTTP port on 127.0.0.1; 0 picks a free one (default 9464)")
+    String httpPort;
+
+    @Option(names = "--ready-file", paramLabel = "FILE", description = "where the ready line is written (default <ssd-dir>/../manager.ready)")
+    String readyFile;
+
+    @Option(names = "--set", paramLabel = "KEY=VALUE", description = "set any configuration key (repeatable)")
+    List<String> sets = List.of();
+
+    @Override
+    public Integer call() {
+        PrintWriter out = spec.commandLine().getOut();
+        PrintWriter err = spec.commandLine().getErr();
+        ManagerConfig config;
+        try {
+            config = ManagerConfig.defaults();
+            if (configFile != null) config = config.withJson(configFile);
+            config = config.withOverrides(overrides());
+        } catch (ConfigException e) {
+            throw new InputException(e.getMessage());
+        }
+        ManagerDaemon.Startup startup;
+        try {
+            startup = ManagerDaemon.start(config, err);
+        } catch (IOException e) {
+            throw new InputException("cannot start the Manager: " + e.getMessage());
+        }
+        ManagerDaemon daemon = switch (startup) {
+            case ManagerDaemon.Startup.Locked l -> throw new InputException("another Manager holds " + l.lockFile()
+                    + l.holderPid().map(pid -> " (pid " + pid + ")").orElse("") + "; not starting a second one on this store");
+            case ManagerDaemon.Startup.Started s -> s.daemon();
+        };
+        CountDownLatch stop = new CountDownLatch(1);
+        for (String name : List.of("TERM", "INT")) {
+            Signal.handle(new Signal(name), sig -> {
+                err.println("orbitkv manager: SIG" + sig.getName() + " received, draining");
+                err.flush();
+                stop.countDown();
+            });
+        }
+        Runtime.getRuntime().addShutdownHook(new Thread(daemon::close, "orbitkv-shutdown"));
+        try {
+            daemon.announceReady(out);
+        } catch (IOException e) {
+            daemon.close();
+            throw new InputException("cannot write the ready file: " + e.getMessage());
+        }
+        try {
+            stop.await();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        daemon.close();
+        return 0;
+    }
+
+    private Map<String, String> overrides() {
+        Map<String, String> o = new LinkedHashMap<>();
+        for (String s : sets) {
+            int eq = s.indexOf('=');
+            if (eq <= 0) throw new InputException("--set wants KEY=VALUE, got '" + s + "'");
+            o.put(s.substring(0, eq).strip(), s.substring(eq + 1).strip());
+        }
+        put(o, "dramBytes", dramBytes);
+        put(o, "dramDir", dramDir);
+        put(o, "ssdDir", ssdDir);
+        put(o, "ssdBytes", ssdBytes);
+        put(o, "ssdPolicy", ssdPolicy);
+        put(o, "socket", socket);
+        put(o, "httpPort", httpPort);
+        put(o, "readyFile", readyFile);
+        return o;
+    }
+
+    private static void put(Map<String, String> o, String key, String value) {
+        if (value != null) o.put(key, value);
+    }
+}

@@ -1,0 +1,436 @@
+package io.orbitkv.server.config;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.TextNode;
+import io.orbitkv.core.storage.TieredStoreConfig;
+import io.orbitkv.core.storage.dram.DramTierConfig;
+import io.orbitkv.core.storage.dram.SizeClass;
+import io.orbitkv.core.storage.publish.PublishConfig;
+import io.orbitkv.core.storage.publish.SsdAdmissionPolicy;
+import io.orbitkv.core.storage.ssd.SsdConfig;
+import io.orbitkv.state.protocol.ProtocolLimits;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.function.BiConsumer;
+
+/**
+ * Everything a single-node Manager needs to start: where its tiers, socket and HTTP endpoint
+ * live, how big they are, and its budgets. Built from embedded {@link #defaults()}, then a JSON
+ * file ({@link #withJson}), then command-line overrides ({@link #withOverrides}); each layer
+ * names keys of the one table {@link #KEYS}, documented in {@code docs/operations.md}.
+ *
+ * <p>Immutable value. Invariant: a {@code ManagerConfig} always converts to a valid
+ * {@link TieredStoreConfig} and {@link ProtocolLimits} (checked in the constructor), so a bad
+ * value is refused when the file is read, with the key's name, not when a tier opens.
+ *
+ * <p>Design note: the file and the command line go through the same key table (a key's setter
+ * takes a JSON node; a command-line value arrives as a text node), so an override can never mean
+ * something different from the same key in a file, and unknown keys are refused in both places
+ * (a misspelt {@code ssdByte} silently ignored would leave a 4 GiB default in place). Sizes accept
+ * a number or a string with a binary suffix ({@link ByteSize}).
+ *
+ * @param dramDir                directory of the DRAM arena files (shared memory: {@code /dev/shm/...})
+ * @param arenaName              file name stem of the arena files, {@code [A-Za-z0-9_-]{1,64}}
+ * @param dramBytes              bytes of DRAM slots in all size classes together
+ * @param dramSlotBytes          slot sizes, strictly increasing multiples of 4 KiB
+ * @param stagingBytes           DRAM bytes that may be reserved and not yet committed (publishes, SSD stagings);
+ *                               also the query staging budget; follows {@code dramBytes / 8} unless set
+ * @param ssdDir                 directory of the SSD extent files and of {@code manager.lock}
+ * @param ssdBytes               bytes of SSD extent files in all
+ * @param ssdFiles               number of extent ring files
+ * @param ssdIoThreads           SSD worker threads (also the in-flight I/O bound)
+ * @param ssdBufferedFallback    use buffered I/O where the file system refuses O_DIRECT (tmpfs, overlayfs)
+ * @param ssdPolicy              when a DRAM-resident page is written to SSD
+ * @param ssdWriteBytesPerSecond SSD write budget, bytes per second
+ * @param ssdWriteBurstBytes     SSD write budget's burst, bytes
+ * @param ssdWriteQueueBytes     bytes admitted for SSD and not yet written
+ * @param maxInflightStages      distinct keys being staged from SSD at once
+ * @param maxLeases              pages leased to all operations of all sessions at once (global lease table)
+ * @param restoreCopyThreads     platform threads copying leased pages into engine regions (RESTORE)
+ * @param socket                 path of the engine channel's Unix socket
+ * @param socketMode             permissions of the socket file, {@code 0600} or {@code 0660}
+ * @param httpHost               address the HTTP endpoint binds
+ * @param httpPort               HTTP port; 0 picks a free one
+ * @param readyFile              file the Manager writes its ready line to once serving
+ * @param limits                 the engine channel's budgets (sent to clients in REGISTERED)
+ * @param outboundQueueFrames    COMPLETION frames queued per connection before events are dropped
+ * @param drainTimeoutMillis     how long shutdown waits for sessions and SSD work to drain
+ */
+public record ManagerConfig(
+        Path dramDir,
+        String arenaName,
+        long dramBytes,
+        List<Integer> dramSlotBytes,
+        long stagingBytes,
+        Path ssdDir,
+        long ssdBytes,
+        int ssdFiles,
+        int ssdIoThreads,
+        boolean ssdBufferedFallback,
+        SsdAdmissionPolicy ssdPolicy,
+        long ssdWriteBytesPerSecond,
+        long ssdWriteBurstBytes,
+        long ssdWriteQueueBytes,
+        int maxInflightStages,
+        long maxLeases,
+        int restoreCopyThreads,
+        Path socket,
+        String socketMode,
+        String httpHost,
+        int httpPort,
+        Path readyFile,
+        ProtocolLimits limits,
+        int outboundQueueFrames,
+        long drainTimeoutMillis) {
+
+    /** Default working directory of a Manager, relative to where it starts. */
+    public static final Path VAR_DIR = Path.of("var", "orbitkv");
+    /** Default HTTP port (the Prometheus exporter convention range). */
+    public static final int DEFAULT_HTTP_PORT = 9464;
+    /** Name of the lock file inside {@link #ssdDir}. */
+    public static final String LOCK_FILE = "manager.lock";
+
+    public ManagerConfig {
+        Objects.requireNonNull(dramDir, "dramDir");
+        Objects.requireNonNull(arenaName, "arenaName");
+        dramSlotBytes = List.copyOf(dramSlotBytes);
+        Objects.requireNonNull(ssdDir, "ssdDir");
+        Objects.requireNonNull(ssdPolicy, "ssdPolicy");
+        Objects.requireNonNull(socket, "socket");
+        Objects.requireNonNull(httpHost, "httpHost");
+        Objects.requireNonNull(readyFile, "readyFile");
+        Objects.requireNonNull(limits, "limits");
+        if (!socketMode.equals("0600") && !socketMode.equals("0660")) {
+            throw new IllegalArgumentException("socketMode must be 0600 or 0660: " + socketMode);
+        }
+        if (httpPort < 0 || httpPort > 65_535) throw new IllegalArgumentException("httpPort must be 0..65535: " + httpPort);
+        if (outboundQueueFrames < 1) throw new IllegalArgumentException("outboundQueueFrames must be >= 1");
+        if (drainTimeoutMillis < 1) throw new IllegalArgumentException("drainTimeoutMillis must be >= 1");
+        if (ssdFiles < 1) throw new IllegalArgumentException("ssdFiles must be >= 1: " + ssdFiles);
+        if (socket.toString().getBytes(java.nio.charset.StandardCharsets.UTF_8).length > 107) {
+            throw new IllegalArgumentException("socket path is longer than the 107 bytes a Unix socket allows: " + socket);
+        }
+        storeConfig(dramDir, arenaName, dramBytes, dramSlotBytes, stagingBytes, ssdDir, ssdBytes, ssdFiles,
+                ssdIoThreads, ssdBufferedFallback, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
+                ssdWriteQueueBytes, maxInflightStages, drainTimeoutMillis);
+        coreConfig(maxLeases, stagingBytes, restoreCopyThreads, drainTimeoutMillis);
+    }
+
+    /**
+     * The Manager logic's bounds: {@code maxLeases}, {@code restoreCopyThreads}, the query staging
+     * budget (the same {@code stagingBytes} the DRAM tier may hold reserved: a staging reserves
+     * its slot there) and the fence drain bound ({@code drainTimeoutMillis}); the rest are the
+     * core's defaults.
+     */
+    public io.orbitkv.core.engine.ManagerConfig coreConfig() {
+        return coreConfig(maxLeases, stagingBytes, restoreCopyThreads, drainTimeoutMillis);
+    }
+
+    private static io.orbitkv.core.engine.ManagerConfig coreConfig(long maxLeases, long stagingBytes,
+            int restoreCopyThreads, long drainTimeoutMillis) {
+        io.orbitkv.core.engine.ManagerConfig d = io.orbitkv.core.engine.ManagerConfig.DEFAULTS;
+        return new io.orbitkv.core.engine.ManagerConfig(maxLeases, stagingBytes, d.stagesPerOperation(),
+                restoreCopyThreads, Math.max(d.restoreQueuedTasks(), restoreCopyThreads), d.maxInstances(),
+                d.maxReplans(), java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(drainTimeoutMillis));
+    }
+
+    /**
+     * The embedded defaults: 1 GiB of DRAM in {@code /dev/shm/orbitkv-<user>}, 4 GiB of SSD under
+     * {@code ./var/orbitkv/ssd}, write-through SSD admission at up to 1 GiB/s, socket
+     * {@code ./var/orbitkv/manager.sock} (0600), HTTP on 127.0.0.1:9464, protocol limits of
+     * {@code docs/protocol.md}.
+     */
+    public static ManagerConfig defaults() {
+        String user = System.getProperty("user.name", "user").replaceAll("[^A-Za-z0-9_-]", "_");
+        Path ssd = VAR_DIR.resolve("ssd");
+        return new ManagerConfig(Path.of("/dev/shm", "orbitkv-" + user), "manager", 1L << 30,
+                DramTierConfig.DEFAULT_SLOT_BYTES, (1L << 30) / 8, ssd, 4L << 30, 4, 4, true,
+                new SsdAdmissionPolicy.WriteThrough(), 1L << 30, 64L << 20, 256L << 20, 256,
+                io.orbitkv.core.engine.ManagerConfig.DEFAULTS.maxLeases(),
+                io.orbitkv.core.engine.ManagerConfig.DEFAULTS.restoreCopyThreads(), VAR_DIR.resolve("manager.sock"), "0600", "127.0.0.1", DEFAULT_HTTP_PORT,
+                defaultReadyFile(ssd), ProtocolLimits.DEFAULTS, 1024, 10_000);
+    }
+
+    /** The tiered store this configuration describes. */
+    public TieredStoreConfig storeConfig() {
+        return storeConfig(dramDir, arenaName, dramBytes, dramSlotBytes, stagingBytes, ssdDir, ssdBytes, ssdFiles,
+                ssdIoThreads, ssdBufferedFallback, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
+                ssdWriteQueueBytes, maxInflightStages, drainTimeoutMillis);
+    }
+
+    /** The lock file that keeps two Managers off one store. */
+    public Path lockFile() {
+        return ssdDir.resolve(LOCK_FILE);
+    }
+
+    /**
+     * DRAM slots: the largest class gets half of {@code dramBytes}, the others share the rest
+     * equally (pages of a 7-8B model at 16 tokens are ~2 MiB; smaller classes serve small models
+     * and recurrent checkpoints).
+     */
+    private static TieredStoreConfig storeConfig(Path dramDir, String arenaName, long dramBytes, List<Integer> slotBytes,
+            long stagingBytes, Path ssdDir, long ssdBytes, int ssdFiles, int ssdIoThreads, boolean bufferedFallback,
+            SsdAdmissionPolicy policy, long writeBytesPerSecond, long writeBurstBytes, long writeQueueBytes,
+            int maxInflightStages, long drainTimeoutMillis) {
+        if (slotBytes.isEmpty()) throw new IllegalArgumentException("dramSlotBytes needs at least one size");
+        List<SizeClass> classes = new ArrayList<>();
+        for (int i = 0; i < slotBytes.size(); i++) {
+            long share = slotBytes.size() == 1 ? dramBytes
+                    : i == slotBytes.size() - 1 ? dramBytes / 2 : dramBytes / 2 / (slotBytes.size() - 1);
+            long count = share / slotBytes.get(i);
+            if (count < 1 || count > Integer.MAX_VALUE) {
+                throw new IllegalArgumentException("dramBytes " + ByteSize.format(dramBytes) + " gives "
+                        + count + " slots of " + ByteSize.format(slotBytes.get(i)) + " (need >= 1)");
+            }
+            classes.add(new SizeClass(slotBytes.get(i), (int) count));
+        }
+        long capacity = classes.stream().mapToLong(SizeClass::capacityBytes).sum();
+        DramTierConfig dram = new DramTierConfig(dramDir, arenaName, classes, stagingBytes, capacity / 8,
+                DramTierConfig.DEFAULT_PRESSURE_SCAN_ENTRIES);
+        long fileBytes = ssdBytes / ssdFiles / 4096 * 4096;
+        SsdConfig ssd = SsdConfig.of(ssdDir).withFiles(ssdFiles, fileBytes)
+                .withMaxPayloadBytes(slotBytes.getLast()).withIo(ssdIoThreads, 256)
+                .withBufferedFallback(bufferedFallback);
+        PublishConfig d = PublishConfig.defaults(policy);
+        PublishConfig publish = new PublishConfig(d.sealQueueBytes(), d.sealQueueEntries(), policy, writeBytesPerSecond,
+                writeBurstBytes, writeQueueBytes, d.readLaneOps(), d.writeLaneOps(), d.maxReadsWhileWriteWaits(),
+                d.hitTableEntries(), java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(drainTimeoutMillis));
+        return new TieredStoreConfig(dram, ssd, publish, 65_536, maxInflightStages);
+    }
+
+    /**
+     * This configuration with the keys of the JSON object in {@code file} applied.
+     *
+     * @throws ConfigException if the file cannot be read, is not a JSON object, names an unknown
+     *         key or holds a bad value
+     */
+    public ManagerConfig withJson(Path file) {
+        JsonNode root;
+        try {
+            root = new ObjectMapper().readTree(Files.readString(file));
+        } catch (JsonProcessingException e) {
+            throw new ConfigException(file + ": not valid JSON: " + e.getOriginalMessage());
+        } catch (IOException e) {
+            throw new ConfigException(file + ": cannot read: " + e.getMessage());
+        }
+        if (root == null || !root.isObject()) throw new ConfigException(file + ": must hold one JSON object");
+        Map<String, JsonNode> values = new LinkedHashMap<>();
+        for (Map.Entry<String, JsonNode> e : root.properties()) values.put(e.getKey(), e.getValue());
+        return apply(values, file.toString());
+    }
+
+    /** This configuration with {@code overrides} (key → text, e.g. {@code dramBytes → 512m}) applied. */
+    public ManagerConfig withOverrides(Map<String, String> overrides) {
+        Map<String, JsonNode> values = new LinkedHashMap<>();
+        overrides.forEach((k, v) -> values.put(k, TextNode.valueOf(v)));
+        return apply(values, "command line");
+    }
+
+    private ManagerConfig apply(Map<String, JsonNode> values, String source) {
+        Builder b = new Builder(this);
+        Path explicitReady = null;
+        for (Map.Entry<String, JsonNode> e : values.entrySet()) {
+            Key key = KEYS.get(e.getKey());
+            if (key == null) {
+                throw new ConfigException(source + ": unknown key '" + e.getKey() + "' (known keys: "
+                        + String.join(", ", KEYS.keySet()) + ")");
+            }
+            try {
+                key.setter().accept(b, e.getValue());
+            } catch (IllegalArgumentException | ClassCastException ex) {
+                throw new ConfigException(source + ": key '" + e.getKey() + "': " + ex.getMessage());
+            }
+            if (e.getKey().equals("readyFile")) explicitReady = b.readyFile;
+        }
+        if (!values.containsKey("stagingBytes") && stagingBytes == dramBytes / 8) b.stagingBytes = b.dramBytes / 8;
+        if (explicitReady == null && !b.ssdDir.equals(ssdDir) && readyFile.equals(defaultReadyFile(ssdDir))) {
+            b.readyFile = defaultReadyFile(b.ssdDir);
+        }
+        try {
+            return b.build();
+        } catch (IllegalArgumentException ex) {
+            throw new ConfigException(source + ": " + ex.getMessage());
+        }
+    }
+
+    /** Where the ready line goes unless {@code readyFile} is set: next to the SSD directory. */
+    static Path defaultReadyFile(Path ssdDir) {
+        Path parent = ssdDir.normalize().getParent();
+        return parent == null ? Path.of("manager.ready") : parent.resolve("manager.ready");
+    }
+
+    /** One configuration key: its name, what it means (for errors and docs) and how it is set. */
+    public record Key(String name, String meaning, BiConsumer<Builder, JsonNode> setter) {
+    }
+
+    /** Every key a file or an override may name, in documentation order. */
+    public static final Map<String, Key> KEYS = keys();
+
+    private static Map<String, Key> keys() {
+        List<Key> list = List.of(
+                new Key("dramDir", "directory of the DRAM arena files", (b, v) -> b.dramDir = path(v)),
+                new Key("arenaName", "file name stem of the arena files", (b, v) -> b.arenaName = text(v)),
+                new Key("dramBytes", "bytes of DRAM slots (size)", (b, v) -> b.dramBytes = size(v)),
+                new Key("dramSlotBytes", "slot sizes (array of sizes)", (b, v) -> b.dramSlotBytes = sizes(v)),
+                new Key("stagingBytes", "DRAM reserved but not yet committed (size)", (b, v) -> b.stagingBytes = size(v)),
+                new Key("ssdDir", "directory of the SSD store and manager.lock", (b, v) -> b.ssdDir = path(v)),
+                new Key("ssdBytes", "bytes of SSD extent files (size)", (b, v) -> b.ssdBytes = size(v)),
+                new Key("ssdFiles", "number of SSD ring files", (b, v) -> b.ssdFiles = integer(v)),
+                new Key("ssdIoThreads", "SSD worker threads", (b, v) -> b.ssdIoThreads = integer(v)),
+                new Key("ssdBufferedFallback", "buffered I/O where O_DIRECT is refused",
+                        (b, v) -> b.ssdBufferedFallback = bool(v)),
+                new Key("ssdPolicy", "write-through, on-evict, reuse-aware[:N]",
+                        (b, v) -> b.ssdPolicy = SsdAdmissionPolicy.parse(text(v))),
+                new Key("ssdWriteBytesPerSecond", "SSD write budget (size per second)",
+                        (b, v) -> b.ssdWriteBytesPerSecond = size(v)),
+                new Key("ssdWriteBurstBytes", "SSD write burst (size)", (b, v) -> b.ssdWriteBurstBytes = size(v)),
+                new Key("ssdWriteQueueBytes", "SSD writes admitted, not yet written (size)",
+                        (b, v) -> b.ssdWriteQueueBytes = size(v)),
+                new Key("maxInflightStages", "keys staged from SSD at once", (b, v) -> b.maxInflightStages = integer(v)),
+                new Key("maxLeases", "global lease table entries", (b, v) -> b.maxLeases = size(v)),
+                new Key("restoreCopyThreads", "restore copy threads", (b, v) -> b.restoreCopyThreads = integer(v)),
+                new Key("socket", "engine channel socket path", (b, v) -> b.socket = path(v)),
+                new Key("socketMode", "socket permissions, 0600 or 0660", (b, v) -> b.socketMode = text(v)),
+                new Key("httpHost", "HTTP bind address", (b, v) -> b.httpHost = text(v)),
+                new Key("httpPort", "HTTP port, 0 = any free port", (b, v) -> b.httpPort = integer(v)),
+                new Key("readyFile", "file the ready line is written to", (b, v) -> b.readyFile = path(v)),
+                new Key("maxFrameBytes", "largest frame (size)", (b, v) -> b.limits[0] = Math.toIntExact(size(v))),
+                new Key("maxConnections", "client connections at once", (b, v) -> b.limits[9] = integer(v)),
+                new Key("maxOperationsPerConnection", "live operations per connection",
+                        (b, v) -> b.limits[10] = integer(v)),
+                new Key("maxReservationsPerConnection", "live publish reservations per connection",
+                        (b, v) -> b.limits[11] = integer(v)),
+                new Key("maxRegionsPerConnection", "destination regions per connection",
+                        (b, v) -> b.limits[12] = integer(v)),
+                new Key("outboundQueueFrames", "COMPLETION frames queued per connection",
+                        (b, v) -> b.outboundQueueFrames = integer(v)),
+                new Key("drainTimeoutMillis", "shutdown drain bound, ms", (b, v) -> b.drainTimeoutMillis = size(v)));
+        Map<String, Key> map = new LinkedHashMap<>();
+        for (Key k : list) map.put(k.name(), k);
+        return java.util.Collections.unmodifiableMap(map);
+    }
+
+    private static String text(JsonNode v) {
+        if (!v.isTextual()) throw new IllegalArgumentException("expected a string, got " + v);
+        return v.asText();
+    }
+
+    private static Path path(JsonNode v) {
+        String t = text(v);
+        if (t.isBlank()) throw new IllegalArgumentException("empty path");
+        return Path.of(t);
+    }
+
+    private static long size(JsonNode v) {
+        if (v.isIntegralNumber() && v.canConvertToLong()) return v.asLong();
+        return ByteSize.parse(text(v));
+    }
+
+    private static int integer(JsonNode v) {
+        if (v.isIntegralNumber() && v.canConvertToInt()) return v.asInt();
+        try {
+            return Integer.parseInt(text(v).strip());
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("expected an integer, got " + v);
+        }
+    }
+
+    private static boolean bool(JsonNode v) {
+        if (v.isBoolean()) return v.asBoolean();
+        return switch (text(v)) {
+            case "true" -> true;
+            case "false" -> false;
+            default -> throw new IllegalArgumentException("expected true or false, got " + v);
+        };
+    }
+
+    private static List<Integer> sizes(JsonNode v) {
+        if (!v.isArray()) {
+            List<Integer> out = new ArrayList<>();
+            for (String part : text(v).split(",")) out.add(Math.toIntExact(ByteSize.parse(part)));
+            return out;
+        }
+        List<Integer> out = new ArrayList<>();
+        for (JsonNode n : v) out.add(Math.toIntExact(size(n)));
+        return out;
+    }
+
+    /** Mutable copy used while one layer of keys is applied; confined to {@link #apply}. */
+    public static final class Builder {
+        Path dramDir;
+        String arenaName;
+        long dramBytes;
+        List<Integer> dramSlotBytes;
+        long stagingBytes;
+        Path ssdDir;
+        long ssdBytes;
+        int ssdFiles;
+        int ssdIoThreads;
+        boolean ssdBufferedFallback;
+        SsdAdmissionPolicy ssdPolicy;
+        long ssdWriteBytesPerSecond;
+        long ssdWriteBurstBytes;
+        long ssdWriteQueueBytes;
+        int maxInflightStages;
+        long maxLeases;
+        int restoreCopyThreads;
+        Path socket;
+        String socketMode;
+        String httpHost;
+        int httpPort;
+        Path readyFile;
+        final int[] limits;
+        int outboundQueueFrames;
+        long drainTimeoutMillis;
+
+        private Builder(ManagerConfig c) {
+            dramDir = c.dramDir;
+            arenaName = c.arenaName;
+            dramBytes = c.dramBytes;
+            dramSlotBytes = c.dramSlotBytes;
+            stagingBytes = c.stagingBytes;
+            ssdDir = c.ssdDir;
+            ssdBytes = c.ssdBytes;
+            ssdFiles = c.ssdFiles;
+            ssdIoThreads = c.ssdIoThreads;
+            ssdBufferedFallback = c.ssdBufferedFallback;
+            ssdPolicy = c.ssdPolicy;
+            ssdWriteBytesPerSecond = c.ssdWriteBytesPerSecond;
+            ssdWriteBurstBytes = c.ssdWriteBurstBytes;
+            ssdWriteQueueBytes = c.ssdWriteQueueBytes;
+            maxInflightStages = c.maxInflightStages;
+            maxLeases = c.maxLeases;
+            restoreCopyThreads = c.restoreCopyThreads;
+            socket = c.socket;
+            socketMode = c.socketMode;
+            httpHost = c.httpHost;
+            httpPort = c.httpPort;
+            readyFile = c.readyFile;
+            ProtocolLimits l = c.limits;
+            limits = new int[] {l.maxFrameBytes(), l.maxGroupsPerQuery(), l.maxPagesPerQuery(), l.maxPagesPerPublish(),
+                l.maxIdsPerSettle(), l.maxPagesPerRestore(), l.maxArenaFiles(), l.maxStatsCounters(),
+                l.maxStringBytes(), l.maxConnections(), l.maxOperationsPerConnection(),
+                l.maxReservationsPerConnection(), l.maxRegionsPerConnection()};
+            outboundQueueFrames = c.outboundQueueFrames;
+            drainTimeoutMillis = c.drainTimeoutMillis;
+        }
+
+        private ManagerConfig build() {
+            ProtocolLimits l = new ProtocolLimits(limits[0], limits[1], limits[2], limits[3], limits[4], limits[5],
+                    limits[6], limits[7], limits[8], limits[9], limits[10], limits[11], limits[12]);
+            return new ManagerConfig(dramDir, arenaName, dramBytes, dramSlotBytes, stagingBytes, ssdDir, ssdBytes,
+                    ssdFiles, ssdIoThreads, ssdBufferedFallback, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
+                    ssdWriteQueueBytes, maxInflightStages, maxLeases, restoreCopyThreads, socket, socketMode, httpHost,
+                    httpPort, readyFile, l,
+                    outboundQueueFrames, drainTimeoutMillis);
+        }
+    }
+}

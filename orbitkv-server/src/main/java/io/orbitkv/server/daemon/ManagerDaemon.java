@@ -1,0 +1,222 @@
+package io.orbitkv.server.daemon;
+
+import io.micrometer.core.instrument.binder.jvm.ClassLoaderMetrics;
+import io.micrometer.core.instrument.binder.jvm.JvmMemoryMetrics;
+import io.micrometer.core.instrument.binder.jvm.JvmThreadMetrics;
+import io.micrometer.core.instrument.binder.system.ProcessorMetrics;
+import io.micrometer.core.instrument.binder.system.UptimeMetrics;
+import io.micrometer.prometheusmetrics.PrometheusConfig;
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import io.orbitkv.core.cost.CostConfig;
+import io.orbitkv.core.cost.CostObserver;
+import io.orbitkv.core.engine.ManagerCore;
+import io.orbitkv.core.storage.NamespaceTable;
+import io.orbitkv.core.storage.TieredStore;
+import io.orbitkv.server.channel.ChannelServer;
+import io.orbitkv.server.config.ManagerConfig;
+import io.orbitkv.server.http.StatusServer;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.nio.file.AtomicMoveNotSupportedException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.time.Duration;
+import java.util.Optional;
+
+/**
+ * A running single-node Manager: the store lock, the tiered store, the Manager logic, the
+ * engine channel and the HTTP endpoint, started in that order by {@link #start} and stopped in
+ * the reverse order by {@link #close()}.
+ *
+ * <p>Owns every one of those resources, the ready file and two locks: the store's
+ * ({@code <ssdDir>/manager.lock}) and the DRAM arenas' ({@code <dramDir>/<arenaName>.lock}), so
+ * a second Manager never truncates a live Manager's arena files even when only the DRAM
+ * directory is shared; a socket a live Manager answers on is refused before any tier opens. Thread model: {@link #start} and
+ * {@link #close()} run on the lifecycle thread (the CLI's main thread, or the signal handler's);
+ * {@code close()} is idempotent and synchronized. Invariants: nothing is started unless the
+ * lock is held; the ready line is printed (and the ready file written, {@link #announceReady})
+ * only once everything serves; after {@code close()} the socket file, the DRAM arena files, the ready file and the
+ * lock file are gone and the lock is released.
+ *
+ * <p>Shutdown order and why: (1) stop accepting and close every connection, which closes its
+ * session (cancel operations, abort reservations, drain their I/O), so no engine I/O is running;
+ * (2) stop HTTP; (3) close the Manager logic and the tiered store, which drains queued and
+ * in-flight SSD work (bounded by {@code drainTimeoutMillis}) before unmapping and unlinking the
+ * arenas; (4) release the lock last, so a second Manager can never open the store while this one
+ * still writes to it.
+ */
+public final class ManagerDaemon implements AutoCloseable {
+
+    /** What {@link #start} found. */
+    public sealed interface Startup {
+        /** The Manager serves. */
+        record Started(ManagerDaemon daemon) implements Startup {
+        }
+
+        /** Another process holds {@code lockFile} (its pid, when readable); nothing was started. */
+        record Locked(Path lockFile, Optional<Long> holderPid) implements Startup {
+        }
+    }
+
+    private final ManagerConfig config;
+    private final PrintWriter log;
+    private final StoreLock lock;
+    private final StoreLock dramLock;
+    private final TieredStore store;
+    private final ManagerCore core;
+    private final ChannelServer channel;
+    private final StatusServer http;
+    private final String readyLine;
+    private boolean closed;
+
+    private ManagerDaemon(ManagerConfig config, PrintWriter log, StoreLock lock, StoreLock dramLock, TieredStore store,
+                          ManagerCore core, ChannelServer channel, StatusServer http) {
+        this.config = config;
+        this.log = log;
+        this.lock = lock;
+        this.dramLock = dramLock;
+        this.store = store;
+        this.core = core;
+        this.channel = channel;
+        this.http = http;
+        this.readyLine = "orbitkv manager ready socket=" + channel.socketPath().toAbsolutePath()
+                + " http=" + http.address() + " pid=" + ProcessHandle.current().pid();
+    }
+
+    /**
+     * Takes the locks and starts everything; on failure releases what was started and rethrows.
+     *
+     * @throws IOException if a file, the socket or the HTTP port cannot be set up
+     */
+    public static Startup start(ManagerConfig config, PrintWriter log) throws IOException {
+        Optional<StoreLock> acquired = StoreLock.tryAcquire(config.lockFile());
+        if (acquired.isEmpty()) {
+            return new Startup.Locked(config.lockFile(), StoreLock.holderPid(config.lockFile()));
+        }
+        StoreLock lock = acquired.get();
+        Path dramLockFile = config.dramDir().resolve(config.arenaName() + ".lock");
+        Optional<StoreLock> dramAcquired;
+        try {
+            dramAcquired = StoreLock.tryAcquire(dramLockFile);
+            if (dramAcquired.isPresent()) ChannelServer.removeIfStale(config.socket());
+        } catch (IOException | RuntimeException e) {
+            lock.close();
+            throw e;
+        }
+        if (dramAcquired.isEmpty()) {
+            lock.close();
+            return new Startup.Locked(dramLockFile, StoreLock.holderPid(dramLockFile));
+        }
+        StoreLock dramLock = dramAcquired.get();
+        PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+        new JvmMemoryMetrics().bindTo(registry);
+        new JvmThreadMetrics().bindTo(registry);
+        new ClassLoaderMetrics().bindTo(registry);
+        new ProcessorMetrics().bindTo(registry);
+        new UptimeMetrics().bindTo(registry);
+        TieredStore store = null;
+        ManagerCore core = null;
+        ChannelServer channel = null;
+        try {
+            NamespaceTable namespaces = new NamespaceTable(NAMESPACES);
+            // ORBITKV_COST_OBSERVATIONS=1 turns cost observations on; the only env read for it
+            CostObserver cost = CostObserver.create(CostConfig.fromEnvironment(), registry, System::nanoTime);
+            store = TieredStore.open(config.storeConfig(), namespaces, registry, cost);
+            core = new ManagerCore(store, namespaces, config.limits(), config.coreConfig(), registry, System::nanoTime);
+            channel = ChannelServer.start(new ChannelServer.Settings(config.socket(), config.socketMode(),
+                    config.limits(), config.outboundQueueFrames(), Duration.ofMillis(config.drainTimeoutMillis())),
+                    core::openSession, registry);
+            ManagerCore statusCore = core;
+            StatusServer http = StatusServer.start(config.httpHost(), config.httpPort(), registry,
+                    () -> StatusWithCost.compose(statusCore.status(), cost.status()));
+            return new Startup.Started(new ManagerDaemon(config, log, lock, dramLock, store, core, channel, http));
+        } catch (IOException | RuntimeException e) {
+            if (channel != null) channel.close();
+            if (core != null) core.close();
+            if (store != null) store.close();
+            dramLock.close();
+            lock.close();
+            throw e;
+        }
+    }
+
+    /** Namespaces the store's table can hold (each a few dozen bytes). */
+    static final int NAMESPACES = 4096;
+
+    /** The line printed once the Manager serves: socket path, HTTP address, pid. */
+    public String readyLine() {
+        return readyLine;
+    }
+
+    /** The bound HTTP port. */
+    public int httpPort() {
+        return http.port();
+    }
+
+    /**
+     * Announces that the Manager serves: writes the ready file, then prints the ready line on
+     * {@code out}. Called by the owner once it can also stop the Manager cleanly (signal handlers
+     * installed), so nobody signals a Manager that would not drain.
+     *
+     * @throws IOException if the ready file cannot be written
+     */
+    public void announceReady(PrintWriter out) throws IOException {
+        writeReadyFile();
+        out.println(readyLine);
+        out.flush();
+    }
+
+    private void writeReadyFile() throws IOException {
+        Path ready = config.readyFile();
+        Path parent = ready.toAbsolutePath().getParent();
+        if (parent != null) Files.createDirectories(parent);
+        Path tmp = ready.resolveSibling(ready.getFileName() + ".tmp");
+        Files.writeString(tmp, readyLine + "\n");
+        try {
+            Files.move(tmp, ready, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+        } catch (AtomicMoveNotSupportedException e) {
+            Files.move(tmp, ready, StandardCopyOption.REPLACE_EXISTING);
+        }
+    }
+
+    /** Drains and stops everything (see the class note for the order), logging each step. Idempotent. */
+    @Override
+    public synchronized void close() {
+        if (closed) return;
+        closed = true;
+        long t0 = System.nanoTime();
+        int connections = channel.connections();
+        step("stopped accepting and closed " + connections + " connection(s) (sessions drained)", channel::close);
+        step("stopped HTTP " + http.address(), http::close);
+        step("closed the Manager logic", core::close);
+        step("closed the tiers (SSD work drained, arena files removed)", store::close);
+        step("removed " + config.readyFile(), () -> Files.deleteIfExists(config.readyFile()));
+        step("released " + dramLock.file(), dramLock::close);
+        step("removed the DRAM directory if empty", this::removeEmptyDramDir);
+        step("released " + lock.file(), lock::close);
+        log.println("orbitkv manager: stopped in " + (System.nanoTime() - t0) / 1_000_000 + " ms");
+        log.flush();
+    }
+
+    private void removeEmptyDramDir() throws IOException {
+        try (var entries = Files.list(config.dramDir())) {
+            if (entries.findAny().isEmpty()) Files.deleteIfExists(config.dramDir());
+        }
+    }
+
+    @FunctionalInterface
+    private interface Step {
+        void run() throws Exception;
+    }
+
+    private void step(String done, Step step) {
+        try {
+            step.run();
+            log.println("orbitkv manager: " + done);
+        } catch (Exception e) {
+            log.println("orbitkv manager: shutdown step failed (" + done + "): " + e);
+        }
+        log.flush();
+    }
+}

@@ -1,0 +1,107 @@
+package io.orbitkv.server.config;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.orbitkv.core.storage.TieredStoreConfig;
+import io.orbitkv.core.storage.publish.SsdAdmissionPolicy;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.constraints.LongRange;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** Defaults, the JSON file layer, command-line overrides, refusals with the key's name, and size parsing. */
+class ManagerConfigTest {
+
+    @TempDir
+    Path dir;
+
+    @Test
+    void defaultsDescribeAValidSingleNodeStore() {
+        ManagerConfig c = ManagerConfig.defaults();
+        assertThat(c.socket()).isEqualTo(Path.of("var/orbitkv/manager.sock"));
+        assertThat(c.ssdDir()).isEqualTo(Path.of("var/orbitkv/ssd"));
+        assertThat(c.dramDir().toString()).startsWith("/dev/shm/orbitkv-");
+        assertThat(c.httpHost()).isEqualTo("127.0.0.1");
+        assertThat(c.httpPort()).isEqualTo(9464);
+        assertThat(c.lockFile()).isEqualTo(Path.of("var/orbitkv/ssd/manager.lock"));
+        TieredStoreConfig store = c.storeConfig();
+        long dram = store.dram().sizeClasses().stream().mapToLong(s -> s.capacityBytes()).sum();
+        assertThat(dram).isLessThanOrEqualTo(1L << 30).isGreaterThan(1L << 29);
+        assertThat(store.ssd().fileCount() * store.ssd().fileSizeBytes()).isEqualTo(4L << 30);
+        assertThat(store.publish().policy()).isEqualTo(new SsdAdmissionPolicy.WriteThrough());
+    }
+
+    @Test
+    void aFileThenOverridesApplyInOrderAndMoveTheReadyFileWithTheStore() throws IOException {
+        Path file = Files.writeString(dir.resolve("m.json"), """
+                {"dramBytes": "64m", "ssdBytes": 268435456, "ssdPolicy": "reuse-aware:3",
+                 "httpPort": 0, "maxConnections": 8, "dramSlotBytes": ["64k", "2m"]}
+                """);
+        ManagerConfig c = ManagerConfig.defaults().withJson(file)
+                .withOverrides(Map.of("ssdDir", dir.resolve("ssd").toString(), "dramBytes", "32m"));
+        assertThat(c.dramBytes()).isEqualTo(32L << 20);
+        assertThat(c.ssdBytes()).isEqualTo(256L << 20);
+        assertThat(c.ssdPolicy()).isEqualTo(new SsdAdmissionPolicy.ReuseAware(3));
+        assertThat(c.limits().maxConnections()).isEqualTo(8);
+        assertThat(c.dramSlotBytes()).containsExactly(64 << 10, 2 << 20);
+        assertThat(c.readyFile()).isEqualTo(dir.resolve("manager.ready").toAbsolutePath());
+        assertThat(c.storeConfig().dram().sizeClasses()).hasSize(2);
+    }
+
+    @Test
+    void unknownKeysAndBadValuesAreRefusedNamingTheKey() throws IOException {
+        Path typo = Files.writeString(dir.resolve("typo.json"), "{\"ssdByte\": \"4g\"}");
+        assertThatThrownBy(() -> ManagerConfig.defaults().withJson(typo))
+                .isInstanceOf(ConfigException.class).hasMessageContaining("unknown key 'ssdByte'")
+                .hasMessageContaining("ssdBytes");
+        Path notJson = Files.writeString(dir.resolve("bad.json"), "{dramBytes: ");
+        assertThatThrownBy(() -> ManagerConfig.defaults().withJson(notJson)).hasMessageContaining("not valid JSON");
+        Path array = Files.writeString(dir.resolve("array.json"), "[1]");
+        assertThatThrownBy(() -> ManagerConfig.defaults().withJson(array)).hasMessageContaining("one JSON object");
+        assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("dramBytes", "lots")))
+                .hasMessageContaining("key 'dramBytes'").hasMessageContaining("not a size");
+        assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("socketMode", "0666")))
+                .hasMessageContaining("0600 or 0660");
+        assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("dramBytes", "1m")))
+                .isInstanceOf(ConfigException.class).hasMessageContaining("slots");
+        assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("ssdPolicy", "sometimes")))
+                .hasMessageContaining("unknown SSD admission policy");
+        assertThatThrownBy(() -> ManagerConfig.defaults().withJson(dir.resolve("missing.json")))
+                .hasMessageContaining("cannot read");
+    }
+
+    @Test
+    void everyKeyIsDocumentedInOperationsMd() throws IOException {
+        Path doc = Path.of("..", "docs", "operations.md");
+        String text = Files.readString(doc);
+        for (String key : ManagerConfig.KEYS.keySet()) {
+            assertThat(text).as("docs/operations.md documents `%s`", key).contains("`" + key + "`");
+        }
+    }
+
+    @Test
+    void sizesParseWithBinarySuffixes() {
+        assertThat(ByteSize.parse("4096")).isEqualTo(4096);
+        assertThat(ByteSize.parse("64k")).isEqualTo(64 << 10);
+        assertThat(ByteSize.parse("512M")).isEqualTo(512L << 20);
+        assertThat(ByteSize.parse("4g")).isEqualTo(4L << 30);
+        assertThat(ByteSize.parse("4GiB")).isEqualTo(4L << 30);
+        assertThat(ByteSize.parse("1t")).isEqualTo(1L << 40);
+        for (String bad : List.of("", "g", "-1", "1.5g", "4x", "99999999999999999999")) {
+            assertThatThrownBy(() -> ByteSize.parse(bad)).isInstanceOf(IllegalArgumentException.class);
+        }
+        assertThatThrownBy(() -> ByteSize.parse("9000000000000g")).hasMessageContaining("63 bits");
+    }
+
+    @Property(tries = 200)
+    void formatThenParseIsTheIdentity(@ForAll @LongRange(min = 0, max = 1L << 50) long bytes) {
+        assertThat(ByteSize.parse(ByteSize.format(bytes))).isEqualTo(bytes);
+    }
+}
