@@ -236,6 +236,16 @@ public final class IoUring implements AutoCloseable {
         return Libc.ioUringEnter(ringFd, toSubmit, 1, UringLayout.ENTER_GETEVENTS);
     }
 
+    /** Submits {@code toSubmit} SQEs taken with {@link #takePending} without waiting; count submitted or -errno. */
+    int submitOnly(int toSubmit) {
+        return Libc.ioUringEnter(ringFd, toSubmit, 0, 0);
+    }
+
+    /** Whether a CQE is waiting (completion side). */
+    boolean hasCompletions() {
+        return (int) U32.getAcquire(cqRing, cqHeadOff) != (int) U32.getAcquire(cqRing, cqTailOff);
+    }
+
     /** Calls {@code sink} for each available CQE, then hands their slots back; returns how many. */
     int drain(CompletionSink sink) {
         int head = (int) U32.getAcquire(cqRing, cqHeadOff);

@@ -235,12 +235,14 @@ public final class UringReader implements AutoCloseable {
         IoUring.CompletionSink sink = this::onCqe;
         for (;;) {
             try {
-                if (ring.drain(sink) > 0) continue;
+                if (ring.drain(sink) > 0 && ring.hasCompletions()) {
+                    // more CQEs are already waiting: send the follow-ups now (keeps the device
+                    // queue full) and drain again; otherwise they go out with the wait below
+                    submitDeferred(false);
+                    continue;
+                }
                 if (stopping && inflight.get() == 0) return;
-                int toSubmit = takeDeferred();
-                int r = ring.submitAndWait(toSubmit);
-                int unsubmitted = r >= 0 ? toSubmit - r : toSubmit;
-                if (unsubmitted > 0) giveBackDeferred(unsubmitted);
+                int r = submitDeferred(true);
                 if (r < 0 && r != -Libc.EINTR && r != -Libc.EAGAIN && r != -Libc.EBUSY) {
                     reaperErrors.incrementAndGet();
                     LOG.log(System.Logger.Level.WARNING, "io_uring_enter(wait) failed: errno {0}", -r);
@@ -254,6 +256,20 @@ public final class UringReader implements AutoCloseable {
                 LOG.log(System.Logger.Level.ERROR, "io_uring reaper failed (bug); continuing", e);
             }
         }
+    }
+
+    /**
+     * Submits the SQEs completion callbacks queued, with a wait for the next CQE when
+     * {@code wait} (one system call), without one otherwise; SQEs the kernel did not take go
+     * back to the pending count. Returns io_uring_enter's result. Reaper only.
+     */
+    private int submitDeferred(boolean wait) {
+        int toSubmit = takeDeferred();
+        if (toSubmit == 0 && !wait) return 0;
+        int r = wait ? ring.submitAndWait(toSubmit) : ring.submitOnly(toSubmit);
+        int unsubmitted = r >= 0 ? toSubmit - r : toSubmit;
+        if (unsubmitted > 0) giveBackDeferred(unsubmitted);
+        return r;
     }
 
     /** The SQEs completion callbacks queued during the last drain, to submit with the wait; reaper only. */
