@@ -39,9 +39,9 @@ import java.util.function.IntFunction;
  * <p>Design note: one scatter read of the whole footprint rather than two reads (header, then
  * payload) or one read into a scratch buffer: the device sees a single I/O of exactly the
  * bytes fio reads for an extent, and an aligned DRAM slot still receives the payload straight
- * from the device (no 2 MiB copy, ~0.2 ms at 10 GB/s). Measured on this host's virtual disk,
- * two SQEs per extent cost 6 % at queue depth 1 with 256 KiB payloads (0.942 of fio's
- * io_uring engine), the scatter read removes the second device request.
+ * from the device (no 2 MiB copy, ~0.2 ms at 10 GB/s). Against fio's io_uring engine on the
+ * same file the route measured a median 1.11 / 1.04 of fio's rate at 2 MiB (depth 1 / 16)
+ * and 0.85 / 0.90 at 256 KiB on a loaded 2-vCPU host (docs/operations.md has every run).
  */
 final class UringReadRoute implements AutoCloseable {
 

@@ -87,7 +87,8 @@ class SsdReadRouteTest {
                         .isEqualTo(-1);
             }
             assertThat(s.readerPins()).isZero();
-            assertThat(s.uringInflight()).isZero();
+            // a future completes inside its completion, which then returns and stops counting
+            await().atMost(10, TimeUnit.SECONDS).until(() -> s.uringInflight() == 0);
         }
         try (SsdStore s = open(ReadPath.AUTO, CostObserver.disabled())) {
             assertThat(s.readPath()).isEqualTo(ReadPath.URING); // io_uring is allowed on these hosts
@@ -144,9 +145,11 @@ class SsdReadRouteTest {
                 for (int i = 0; i < 8; i++) again.add(s.read(pin, SsdTestSupport.SHARED.allocate(pin.paddedPayloadBytes(), 4096)));
                 again.forEach(f -> assertThat(f.join()).isInstanceOf(ReadResult.Served.class));
             }
-            // a read cancelled before its completion is censored: counted, never trained
-            assertThat(observer.status().censored()).containsEntry(Terminal.CANCELLED, cancelled);
-            assertThat(observer.status().trained()).isEqualTo(2 * (8 - cancelled) + 2 * 8);
+            // a read whose caller had cancelled when its completion ran is censored: counted,
+            // never trained (a cancel that lands after that point finds a served read)
+            long censored = observer.status().censored().get(Terminal.CANCELLED);
+            assertThat(censored).isBetween(0L, cancelled);
+            assertThat(observer.status().trained()).isEqualTo(2 * (8 - censored) + 2 * 8);
         }
     }
 
