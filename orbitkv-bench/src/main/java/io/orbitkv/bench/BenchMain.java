@@ -5,6 +5,7 @@ import io.orbitkv.bench.storage.DramPutGetBench;
 import io.orbitkv.bench.storage.Fio;
 import io.orbitkv.bench.storage.HeapFootprintBench;
 import io.orbitkv.bench.storage.SsdThroughputBench;
+import io.orbitkv.bench.storage.UringRouteBench;
 
 import java.nio.file.Path;
 import java.util.Arrays;
@@ -25,6 +26,8 @@ import java.util.Set;
  *   java -jar orbitkv-bench.jar ssd       [--dir=var/bench] [--sizes-kib=256,2048] [--depths=1,16]
  *                                         [--dataset-mib=1024] [--round-seconds=1] [--rounds=7] [--probe-seconds=1]
  *                                         [--writes=true]
+ *   java -jar orbitkv-bench.jar ssd-uring [--dir=var/bench] [--sizes-kib=256,2048] [--depths=1,16]
+ *                                         [--dataset-mib=1024] [--round-seconds=1] [--rounds=7]
  *   java -jar orbitkv-bench.jar heap-dram [--shm-dir=...] [--blocks=1000000]
  *   java -jar orbitkv-bench.jar heap-ssd  [--dir=...] [--blocks=1000000]
  *   java -jar orbitkv-bench.jar fio-version
@@ -39,6 +42,7 @@ public final class BenchMain {
             "dram", Set.of("shm-dir", "sizes-kib", "rounds", "resident-kib", "mib-per-round"),
             "ssd", Set.of("dir", "sizes-kib", "depths", "dataset-mib", "round-seconds", "rounds", "probe-seconds",
                     "writes"),
+            "ssd-uring", Set.of("dir", "sizes-kib", "depths", "dataset-mib", "round-seconds", "rounds"),
             "heap-dram", Set.of("shm-dir", "blocks"),
             "heap-ssd", Set.of("dir", "blocks"),
             "fio-version", Set.of());
@@ -68,6 +72,11 @@ public final class BenchMain {
                     Integer.parseInt(opts.getOrDefault("rounds", "7")),
                     Integer.parseInt(opts.getOrDefault("probe-seconds", "1")),
                     Boolean.parseBoolean(opts.getOrDefault("writes", "true"))));
+            case "ssd-uring" -> UringRouteBench.run(new UringRouteBench.Options(dir, sizes,
+                    ints(opts.getOrDefault("depths", "1,16")),
+                    Long.parseLong(opts.getOrDefault("dataset-mib", "1024")) << 20,
+                    Integer.parseInt(opts.getOrDefault("round-seconds", "1")),
+                    Integer.parseInt(opts.getOrDefault("rounds", "7"))));
             case "heap-dram" -> List.of(HeapFootprintBench.dram(shm,
                     Integer.parseInt(opts.getOrDefault("blocks", "1000000"))));
             case "heap-ssd" -> List.of(HeapFootprintBench.ssd(dir,

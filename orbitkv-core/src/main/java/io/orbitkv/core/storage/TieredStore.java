@@ -5,6 +5,7 @@ import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.Meter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tags;
+import io.orbitkv.core.cost.CostObserver;
 import io.orbitkv.core.storage.dram.AcquireResult;
 import io.orbitkv.core.storage.dram.CommitResult;
 import io.orbitkv.core.storage.dram.DramTier;
@@ -95,7 +96,8 @@ public final class TieredStore implements AutoCloseable {
     private final Map<StageCount, Counter> stageCounts = new EnumMap<>(StageCount.class);
 
     private TieredStore(TieredStoreConfig config, NamespaceTable namespaces, ResidencyStream residency, DramTier dram,
-                        SsdStore ssd, RecoveryReport recovery, MeterRegistry registry, LongSupplier nanoClock) {
+                        SsdStore ssd, RecoveryReport recovery, MeterRegistry registry, LongSupplier nanoClock,
+                        CostObserver observer) {
         this.config = config;
         this.namespaces = namespaces;
         this.residency = residency;
@@ -106,7 +108,8 @@ public final class TieredStore implements AutoCloseable {
         String storeName = config.ssd().directory().toString();
         this.dispatcher = new SsdIoDispatcher(config.ssd().ioThreads(), config.publish().readLaneOps(),
                 config.publish().writeLaneOps(), config.publish().maxReadsWhileWriteWaits(), registry, storeName);
-        this.pipeline = new PublishPipeline(dram, ssd, dispatcher, config.publish(), namespaces, registry, nanoClock);
+        this.pipeline = new PublishPipeline(dram, ssd, dispatcher, config.publish(), namespaces, registry, nanoClock,
+                observer);
         dram.setEvictionListener(pipeline::onEvicted);
         Tags tags = Tags.of("arena", config.dram().arenaName());
         for (StageCount c : StageCount.values()) {
@@ -128,21 +131,36 @@ public final class TieredStore implements AutoCloseable {
      */
     public static TieredStore open(TieredStoreConfig config, NamespaceTable namespaces, MeterRegistry registry)
             throws IOException {
-        return open(config, namespaces, registry, System::nanoTime);
+        return open(config, namespaces, registry, CostObserver.disabled());
+    }
+
+    /**
+     * As {@link #open(TieredStoreConfig, NamespaceTable, MeterRegistry)}, reporting the SSD
+     * reads (either route; staging included) and the sealing DRAM copies to {@code observer}.
+     */
+    public static TieredStore open(TieredStoreConfig config, NamespaceTable namespaces, MeterRegistry registry,
+                                   CostObserver observer) throws IOException {
+        return open(config, namespaces, registry, System::nanoTime, observer);
     }
 
     /** As {@link #open(TieredStoreConfig, NamespaceTable, MeterRegistry)}, with the write budget's clock. */
     static TieredStore open(TieredStoreConfig config, NamespaceTable namespaces, MeterRegistry registry,
                             LongSupplier nanoClock) throws IOException {
+        return open(config, namespaces, registry, nanoClock, CostObserver.disabled());
+    }
+
+    private static TieredStore open(TieredStoreConfig config, NamespaceTable namespaces, MeterRegistry registry,
+                                    LongSupplier nanoClock, CostObserver observer) throws IOException {
+        Objects.requireNonNull(observer, "observer");
         Objects.requireNonNull(namespaces, "namespaces");
         ResidencyStream residency = new ResidencyStream(config.residencyEvents());
         DramTier dram = DramTier.open(config.dram(), residency, registry);
         SsdStore ssd = null;
         try {
-            ssd = SsdStore.open(config.ssd(), residency, registry);
+            ssd = SsdStore.open(config.ssd(), residency, registry, observer);
             RecoveryReport recovery = ssd.recover();
             TieredStore store = new TieredStore(config, namespaces, residency, dram, ssd, recovery, registry,
-                    nanoClock);
+                    nanoClock, observer);
             store.sealer.start();
             return store;
         } catch (IOException | RuntimeException e) {

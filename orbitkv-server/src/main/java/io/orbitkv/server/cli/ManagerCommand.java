@@ -58,6 +58,10 @@ final class ManagerCommand implements Callable<Integer> {
     @Option(names = "--ssd-policy", paramLabel = "POLICY", description = "write-through, on-evict or reuse-aware[:N]")
     String ssdPolicy;
 
+    @Option(names = "--ssd-read-path", paramLabel = "ROUTE",
+            description = "SSD read route: positional, uring (refuses to start without io_uring) or auto (default)")
+    String ssdReadPath;
+
     @Option(names = "--socket", paramLabel = "PATH", description = "engine socket (default ./var/orbitkv/manager.sock)")
     String socket;
 
@@ -129,6 +133,7 @@ final class ManagerCommand implements Callable<Integer> {
         put(o, "ssdDir", ssdDir);
         put(o, "ssdBytes", ssdBytes);
         put(o, "ssdPolicy", ssdPolicy);
+        put(o, "ssdReadPath", ssdReadPath);
         put(o, "socket", socket);
         put(o, "httpPort", httpPort);
         put(o, "readyFile", readyFile);

@@ -9,6 +9,7 @@ import io.orbitkv.core.storage.dram.DramTierConfig;
 import io.orbitkv.core.storage.dram.SizeClass;
 import io.orbitkv.core.storage.publish.PublishConfig;
 import io.orbitkv.core.storage.publish.SsdAdmissionPolicy;
+import io.orbitkv.core.storage.ssd.ReadPath;
 import io.orbitkv.core.storage.ssd.SsdConfig;
 import io.orbitkv.state.protocol.ProtocolLimits;
 import java.io.IOException;
@@ -48,6 +49,7 @@ import java.util.function.BiConsumer;
  * @param ssdFiles               number of extent ring files
  * @param ssdIoThreads           SSD worker threads (also the in-flight I/O bound)
  * @param ssdBufferedFallback    use buffered I/O where the file system refuses O_DIRECT (tmpfs, overlayfs)
+ * @param ssdReadPath            SSD read route: positional, uring (fails to start without io_uring) or auto
  * @param ssdPolicy              when a DRAM-resident page is written to SSD
  * @param ssdWriteBytesPerSecond SSD write budget, bytes per second
  * @param ssdWriteBurstBytes     SSD write budget's burst, bytes
@@ -75,6 +77,7 @@ public record ManagerConfig(
         int ssdFiles,
         int ssdIoThreads,
         boolean ssdBufferedFallback,
+        ReadPath ssdReadPath,
         SsdAdmissionPolicy ssdPolicy,
         long ssdWriteBytesPerSecond,
         long ssdWriteBurstBytes,
@@ -104,6 +107,7 @@ public record ManagerConfig(
         dramSlotBytes = List.copyOf(dramSlotBytes);
         Objects.requireNonNull(ssdDir, "ssdDir");
         Objects.requireNonNull(ssdPolicy, "ssdPolicy");
+        Objects.requireNonNull(ssdReadPath, "ssdReadPath");
         Objects.requireNonNull(socket, "socket");
         Objects.requireNonNull(httpHost, "httpHost");
         Objects.requireNonNull(readyFile, "readyFile");
@@ -119,7 +123,7 @@ public record ManagerConfig(
             throw new IllegalArgumentException("socket path is longer than the 107 bytes a Unix socket allows: " + socket);
         }
         storeConfig(dramDir, arenaName, dramBytes, dramSlotBytes, stagingBytes, ssdDir, ssdBytes, ssdFiles,
-                ssdIoThreads, ssdBufferedFallback, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
+                ssdIoThreads, ssdBufferedFallback, ssdReadPath, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
                 ssdWriteQueueBytes, maxInflightStages, drainTimeoutMillis);
         coreConfig(maxLeases, stagingBytes, restoreCopyThreads, drainTimeoutMillis);
     }
@@ -152,7 +156,7 @@ public record ManagerConfig(
         String user = System.getProperty("user.name", "user").replaceAll("[^A-Za-z0-9_-]", "_");
         Path ssd = VAR_DIR.resolve("ssd");
         return new ManagerConfig(Path.of("/dev/shm", "orbitkv-" + user), "manager", 1L << 30,
-                DramTierConfig.DEFAULT_SLOT_BYTES, (1L << 30) / 8, ssd, 4L << 30, 4, 4, true,
+                DramTierConfig.DEFAULT_SLOT_BYTES, (1L << 30) / 8, ssd, 4L << 30, 4, 4, true, ReadPath.AUTO,
                 new SsdAdmissionPolicy.WriteThrough(), 1L << 30, 64L << 20, 256L << 20, 256,
                 io.orbitkv.core.engine.ManagerConfig.DEFAULTS.maxLeases(),
                 io.orbitkv.core.engine.ManagerConfig.DEFAULTS.restoreCopyThreads(), VAR_DIR.resolve("manager.sock"), "0600", "127.0.0.1", DEFAULT_HTTP_PORT,
@@ -162,7 +166,7 @@ public record ManagerConfig(
     /** The tiered store this configuration describes. */
     public TieredStoreConfig storeConfig() {
         return storeConfig(dramDir, arenaName, dramBytes, dramSlotBytes, stagingBytes, ssdDir, ssdBytes, ssdFiles,
-                ssdIoThreads, ssdBufferedFallback, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
+                ssdIoThreads, ssdBufferedFallback, ssdReadPath, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
                 ssdWriteQueueBytes, maxInflightStages, drainTimeoutMillis);
     }
 
@@ -178,7 +182,7 @@ public record ManagerConfig(
      */
     private static TieredStoreConfig storeConfig(Path dramDir, String arenaName, long dramBytes, List<Integer> slotBytes,
             long stagingBytes, Path ssdDir, long ssdBytes, int ssdFiles, int ssdIoThreads, boolean bufferedFallback,
-            SsdAdmissionPolicy policy, long writeBytesPerSecond, long writeBurstBytes, long writeQueueBytes,
+            ReadPath readPath, SsdAdmissionPolicy policy, long writeBytesPerSecond, long writeBurstBytes, long writeQueueBytes,
             int maxInflightStages, long drainTimeoutMillis) {
         if (slotBytes.isEmpty()) throw new IllegalArgumentException("dramSlotBytes needs at least one size");
         List<SizeClass> classes = new ArrayList<>();
@@ -198,7 +202,7 @@ public record ManagerConfig(
         long fileBytes = ssdBytes / ssdFiles / 4096 * 4096;
         SsdConfig ssd = SsdConfig.of(ssdDir).withFiles(ssdFiles, fileBytes)
                 .withMaxPayloadBytes(slotBytes.getLast()).withIo(ssdIoThreads, 256)
-                .withBufferedFallback(bufferedFallback);
+                .withBufferedFallback(bufferedFallback).withReadPath(readPath);
         PublishConfig d = PublishConfig.defaults(policy);
         PublishConfig publish = new PublishConfig(d.sealQueueBytes(), d.sealQueueEntries(), policy, writeBytesPerSecond,
                 writeBurstBytes, writeQueueBytes, d.readLaneOps(), d.writeLaneOps(), d.maxReadsWhileWriteWaits(),
@@ -287,6 +291,8 @@ public record ManagerConfig(
                 new Key("ssdIoThreads", "SSD worker threads", (b, v) -> b.ssdIoThreads = integer(v)),
                 new Key("ssdBufferedFallback", "buffered I/O where O_DIRECT is refused",
                         (b, v) -> b.ssdBufferedFallback = bool(v)),
+                new Key("ssdReadPath", "SSD read route: positional, uring or auto",
+                        (b, v) -> b.ssdReadPath = ReadPath.parse(text(v))),
                 new Key("ssdPolicy", "write-through, on-evict, reuse-aware[:N]",
                         (b, v) -> b.ssdPolicy = SsdAdmissionPolicy.parse(text(v))),
                 new Key("ssdWriteBytesPerSecond", "SSD write budget (size per second)",
@@ -375,6 +381,7 @@ public record ManagerConfig(
         int ssdFiles;
         int ssdIoThreads;
         boolean ssdBufferedFallback;
+        ReadPath ssdReadPath;
         SsdAdmissionPolicy ssdPolicy;
         long ssdWriteBytesPerSecond;
         long ssdWriteBurstBytes;
@@ -402,6 +409,7 @@ public record ManagerConfig(
             ssdFiles = c.ssdFiles;
             ssdIoThreads = c.ssdIoThreads;
             ssdBufferedFallback = c.ssdBufferedFallback;
+            ssdReadPath = c.ssdReadPath;
             ssdPolicy = c.ssdPolicy;
             ssdWriteBytesPerSecond = c.ssdWriteBytesPerSecond;
             ssdWriteBurstBytes = c.ssdWriteBurstBytes;
@@ -427,7 +435,7 @@ public record ManagerConfig(
             ProtocolLimits l = new ProtocolLimits(limits[0], limits[1], limits[2], limits[3], limits[4], limits[5],
                     limits[6], limits[7], limits[8], limits[9], limits[10], limits[11], limits[12]);
             return new ManagerConfig(dramDir, arenaName, dramBytes, dramSlotBytes, stagingBytes, ssdDir, ssdBytes,
-                    ssdFiles, ssdIoThreads, ssdBufferedFallback, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
+                    ssdFiles, ssdIoThreads, ssdBufferedFallback, ssdReadPath, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
                     ssdWriteQueueBytes, maxInflightStages, maxLeases, restoreCopyThreads, socket, socketMode, httpHost,
                     httpPort, readyFile, l,
                     outboundQueueFrames, drainTimeoutMillis);

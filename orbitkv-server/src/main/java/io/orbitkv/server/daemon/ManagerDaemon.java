@@ -7,6 +7,8 @@ import io.micrometer.core.instrument.binder.system.ProcessorMetrics;
 import io.micrometer.core.instrument.binder.system.UptimeMetrics;
 import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import io.orbitkv.core.cost.CostConfig;
+import io.orbitkv.core.cost.CostObserver;
 import io.orbitkv.core.engine.ManagerCore;
 import io.orbitkv.core.storage.NamespaceTable;
 import io.orbitkv.core.storage.TieredStore;
@@ -118,12 +120,16 @@ public final class ManagerDaemon implements AutoCloseable {
         ChannelServer channel = null;
         try {
             NamespaceTable namespaces = new NamespaceTable(NAMESPACES);
-            store = TieredStore.open(config.storeConfig(), namespaces, registry);
+            // ORBITKV_COST_OBSERVATIONS=1 turns cost observations on; the only env read for it
+            CostObserver cost = CostObserver.create(CostConfig.fromEnvironment(), registry, System::nanoTime);
+            store = TieredStore.open(config.storeConfig(), namespaces, registry, cost);
             core = new ManagerCore(store, namespaces, config.limits(), config.coreConfig(), registry, System::nanoTime);
             channel = ChannelServer.start(new ChannelServer.Settings(config.socket(), config.socketMode(),
                     config.limits(), config.outboundQueueFrames(), Duration.ofMillis(config.drainTimeoutMillis())),
                     core::openSession, registry);
-            StatusServer http = StatusServer.start(config.httpHost(), config.httpPort(), registry, core::status);
+            ManagerCore statusCore = core;
+            StatusServer http = StatusServer.start(config.httpHost(), config.httpPort(), registry,
+                    () -> StatusWithCost.compose(statusCore.status(), cost.status()));
             return new Startup.Started(new ManagerDaemon(config, log, lock, dramLock, store, core, channel, http));
         } catch (IOException | RuntimeException e) {
             if (channel != null) channel.close();

@@ -53,6 +53,9 @@ class ManagerConfigTest {
         assertThat(c.dramSlotBytes()).containsExactly(64 << 10, 2 << 20);
         assertThat(c.readyFile()).isEqualTo(dir.resolve("manager.ready").toAbsolutePath());
         assertThat(c.storeConfig().dram().sizeClasses()).hasSize(2);
+        assertThat(c.storeConfig().ssd().readPath()).isEqualTo(io.orbitkv.core.storage.ssd.ReadPath.AUTO);
+        assertThat(c.withOverrides(Map.of("ssdReadPath", "uring")).storeConfig().ssd().readPath())
+                .isEqualTo(io.orbitkv.core.storage.ssd.ReadPath.URING);
     }
 
     @Test
@@ -73,6 +76,8 @@ class ManagerConfigTest {
                 .isInstanceOf(ConfigException.class).hasMessageContaining("slots");
         assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("ssdPolicy", "sometimes")))
                 .hasMessageContaining("unknown SSD admission policy");
+        assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("ssdReadPath", "cufile")))
+                .hasMessageContaining("positional, uring or auto");
         assertThatThrownBy(() -> ManagerConfig.defaults().withJson(dir.resolve("missing.json")))
                 .hasMessageContaining("cannot read");
     }

@@ -70,6 +70,8 @@ class ManagerProcessTest {
             JsonNode status = status(m);
             assertThat(status.get("instances").findValuesAsText("instanceId")).containsExactly("engine-1");
             assertThat(status.get("queries").get("hits").asLong()).isEqualTo(1);
+            assertThat(status.get("cost").get("enabled").asBoolean())
+                    .isEqualTo("1".equals(System.getenv("ORBITKV_COST_OBSERVATIONS")));
             assertThat(m.get("/healthz")).isEqualTo("ok\n");
 
             Process second = new ProcessBuilder(ManagerProcess.command(dir)).redirectErrorStream(true).start();

@@ -7,6 +7,8 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tags;
 import io.micrometer.core.instrument.binder.BaseUnits;
 import io.orbitkv.core.storage.NamespaceTable;
+import io.orbitkv.core.cost.CostObserver;
+import io.orbitkv.core.cost.ResourceId;
 import io.orbitkv.core.storage.dram.AcquireResult;
 import io.orbitkv.core.storage.dram.CommitResult;
 import io.orbitkv.core.storage.dram.DramTier;
@@ -74,7 +76,11 @@ import java.util.function.LongSupplier;
 public final class PublishPipeline implements AutoCloseable {
 
     /** One block waiting to be sealed. */
-    private record SealRequest(StateKey key, int namespaceId, PageSource source) {}
+    /** {@code enqueuedNanos} is {@link System#nanoTime()} at publish when cost observations are on, else 0. */
+    /** Incarnation source for the DRAM copy resource identity: each pipeline is a new resource. */
+    private static final java.util.concurrent.atomic.AtomicLong INCARNATIONS = new java.util.concurrent.atomic.AtomicLong();
+
+    private record SealRequest(StateKey key, int namespaceId, PageSource source, long enqueuedNanos) {}
 
     /** An image DRAM evicted and handed over, waiting for SSD admission under {@code on-evict}. */
     private record Evicted(Lease retained, int namespaceId) {}
@@ -89,6 +95,7 @@ public final class PublishPipeline implements AutoCloseable {
     private final NamespaceTable namespaces;
     private final LongSupplier nanoClock;
     private final PublishMetrics metrics;
+    private final DramCopyObservations copies;
     private final Cache<StateKey, HitCount> hitTable;
     private final Set<StateKey> pendingWrites = ConcurrentHashMap.newKeySet();
 
@@ -110,6 +117,15 @@ public final class PublishPipeline implements AutoCloseable {
      */
     public PublishPipeline(DramTier dram, SsdStore ssd, SsdIoDispatcher dispatcher, PublishConfig config,
                            NamespaceTable namespaces, MeterRegistry registry, LongSupplier nanoClock) {
+        this(dram, ssd, dispatcher, config, namespaces, registry, nanoClock, CostObserver.disabled());
+    }
+
+    /** As above, reporting each sealing copy to {@code observer} as a DRAM copy. */
+    public PublishPipeline(DramTier dram, SsdStore ssd, SsdIoDispatcher dispatcher, PublishConfig config,
+                           NamespaceTable namespaces, MeterRegistry registry, LongSupplier nanoClock,
+                           CostObserver observer) {
+        this.copies = new DramCopyObservations(observer,
+                new ResourceId("dram:" + dram.config().arenaName(), INCARNATIONS.incrementAndGet()));
         this.dram = Objects.requireNonNull(dram, "dram");
         this.ssd = Objects.requireNonNull(ssd, "ssd");
         this.dispatcher = Objects.requireNonNull(dispatcher, "dispatcher");
@@ -143,7 +159,7 @@ public final class PublishPipeline implements AutoCloseable {
                 metrics.sealBusy.increment();
                 return new PublishResult.Busy();
             }
-            sealQueue.addLast(new SealRequest(key, namespaceId, source));
+            sealQueue.addLast(new SealRequest(key, namespaceId, source, copies.enabled() ? System.nanoTime() : 0));
             queuedBytes += length;
             work.signal();
             return new PublishResult.Queued(queuedBytes);
@@ -331,6 +347,7 @@ public final class PublishPipeline implements AutoCloseable {
     private void seal(SealRequest request) {
         PageSource source = request.source();
         int length = source.lengthBytes();
+        long admittedNanos = copies.enabled() ? System.nanoTime() : 0;
         try {
             Optional<MemorySegment> bytes = source.tryOpen();
             if (bytes.isEmpty()) {
@@ -343,7 +360,11 @@ public final class PublishPipeline implements AutoCloseable {
                 case ReserveResult.Full(ReserveResult.FullReason ignored) ->
                         metrics.sealDropped(PublishMetrics.SealDrop.DRAM_FULL);
                 case Reservation reservation -> {
+                    long copyStart = copies.enabled() ? System.nanoTime() : 0;
                     MemorySegment.copy(bytes.get(), 0, reservation.segment(), 0, length);
+                    if (copies.enabled()) {
+                        copies.copied(length, request.enqueuedNanos(), admittedNanos, copyStart, System.nanoTime());
+                    }
                     commit(reservation, request.namespaceId());
                 }
             }

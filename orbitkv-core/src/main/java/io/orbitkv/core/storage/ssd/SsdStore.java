@@ -1,8 +1,11 @@
 package io.orbitkv.core.storage.ssd;
 
 import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.core.cost.CostObserver;
+import io.orbitkv.core.cost.ResourceId;
 import io.orbitkv.core.storage.ResidencyEvent;
 import io.orbitkv.core.storage.ResidencyStream;
+import io.orbitkv.core.storage.ssd.uring.UringReader;
 import io.orbitkv.state.StateKey;
 
 import java.io.IOException;
@@ -11,6 +14,7 @@ import java.lang.foreign.MemorySegment;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -20,6 +24,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
+import java.util.function.IntFunction;
 import java.util.function.Supplier;
 
 /**
@@ -28,8 +33,11 @@ import java.util.function.Supplier;
  * of I/O workers doing O_DIRECT reads and writes.
  *
  * <p>Owns the files (through {@link ExtentFiles}), the index, the ring ({@link ExtentRing}),
- * the worker pool and one shared {@link Arena} holding the zero-fill buffer and one pair of
- * aligned bounce buffers per worker. Appends every commit and drop of an extent to the
+ * the worker pool, one shared {@link Arena} holding the zero-fill buffer and one pair of
+ * aligned bounce buffers per worker, and the read route chosen at open
+ * ({@link ReadRouteChoice}: positional reads on the workers, or the {@link UringReadRoute}).
+ * Both routes verify through {@link ExtentVerifier} and report each executed read to the
+ * {@link CostObserver} given at open (off by default). Appends every commit and drop of an extent to the
  * {@link ResidencyStream} it was given ({@link ResidencyEvent.Medium#SSD}, generation =
  * extent generation).
  *
@@ -37,7 +45,8 @@ import java.util.function.Supplier;
  * {@link #write}, {@link #pin}, {@link #read}, {@link #unpin}, {@link #delete} → {@link #close}.
  *
  * <p>Thread model: all public methods are thread-safe. {@code write} and {@code read} only
- * enqueue; the work runs on the {@code ioThreads} workers and the returned future completes
+ * enqueue; the work runs on the {@code ioThreads} workers (reads on the io_uring route: in the
+ * kernel, completed by the route's completion owner thread) and the returned future completes
  * there. {@code pin}, {@code unpin} and {@code delete} run on the caller's thread and never
  * block on I/O.
  *
@@ -61,6 +70,8 @@ public final class SsdStore implements AutoCloseable {
 
     private static final System.Logger LOG = System.getLogger(SsdStore.class.getName());
     private static final long CLOSE_WAIT_SECONDS = 10;
+    /** Incarnation source for cost resource identities: each open is a new resource. */
+    private static final AtomicLong INCARNATIONS = new AtomicLong();
 
     /** One worker's aligned buffers: a header block and a padded max-size payload. */
     private record IoBuffers(MemorySegment header, MemorySegment payload) {}
@@ -74,6 +85,11 @@ public final class SsdStore implements AutoCloseable {
     private final ThreadPoolExecutor workers;
     private final ArrayBlockingQueue<IoBuffers> buffers;
     private final ConcurrentHashMap<StateKey, Extent> index = new ConcurrentHashMap<>();
+    /** Set once in {@link #open} before the store is returned; volatile so no reader sees it half-set. */
+    private volatile ReadPath readPath = ReadPath.POSITIONAL;
+    /** The io_uring route when {@code readPath == URING}, else null; set once in {@link #open}. */
+    private volatile UringReadRoute uring;
+    private volatile SsdReadObservations observations;
     private final AtomicLong usedBytes = new AtomicLong();
     private final AtomicLong readerPins = new AtomicLong();
     private volatile ExtentRing ring;
@@ -119,9 +135,50 @@ public final class SsdStore implements AutoCloseable {
      *                     {@code allowBufferedFallback} is false
      */
     public static SsdStore open(SsdConfig config, ResidencyStream residency, MeterRegistry registry) throws IOException {
+        return open(config, residency, registry, CostObserver.disabled());
+    }
+
+    /**
+     * As {@link #open(SsdConfig, ResidencyStream, MeterRegistry)}, reporting every executed read
+     * to {@code observer}, and choosing the read route from {@link SsdConfig#readPath()}:
+     * {@link ReadPath#URING} fails closed (an {@link IOException} naming the reason) when
+     * io_uring cannot be set up; {@link ReadPath#AUTO} then falls back to positional reads.
+     */
+    public static SsdStore open(SsdConfig config, ResidencyStream residency, MeterRegistry registry,
+                                CostObserver observer) throws IOException {
+        String name = config.directory().getFileName() == null ? "ssd" : config.directory().getFileName().toString();
+        return open(config, residency, registry, observer, depth -> UringReader.open(depth, name));
+    }
+
+    /** As above with the io_uring capability probe given (tests pretend setup failed). */
+    static SsdStore open(SsdConfig config, ResidencyStream residency, MeterRegistry registry, CostObserver observer,
+                         IntFunction<UringReader.Open> uringOpener) throws IOException {
         Objects.requireNonNull(residency, "residency");
         Objects.requireNonNull(registry, "registry");
-        return new SsdStore(config, ExtentFiles.open(config), residency, registry);
+        Objects.requireNonNull(observer, "observer");
+        SsdStore store = new SsdStore(config, ExtentFiles.open(config), residency, registry);
+        try {
+            store.chooseReadRoute(observer, uringOpener);
+        } catch (IOException | RuntimeException e) {
+            store.close();
+            throw e;
+        }
+        return store;
+    }
+
+    private void chooseReadRoute(CostObserver observer, IntFunction<UringReader.Open> opener) throws IOException {
+        ResourceId resource = new ResourceId("ssd:" + config.directory(), INCARNATIONS.incrementAndGet());
+        ReadRouteChoice choice = ReadRouteChoice.choose(this, config, files, metrics, observer, resource, opener);
+        observations = choice.observations();
+        switch (choice) {
+            case ReadRouteChoice.Positional p -> readPath = ReadPath.POSITIONAL;
+            case ReadRouteChoice.Uring(UringReadRoute route, SsdReadObservations ignored) -> {
+                uring = route;
+                readPath = ReadPath.URING;
+            }
+        }
+        LOG.log(System.Logger.Level.INFO, "SSD store {0}: read path {1} (setting {2})", config.directory(), readPath,
+                config.readPath());
     }
 
     /**
@@ -202,6 +259,12 @@ public final class SsdStore implements AutoCloseable {
      * 4 KiB aligned, native and at least {@link Pin#paddedPayloadBytes()} long, the device
      * writes straight into it; otherwise the store's aligned bounce buffer is used and the
      * verified payload copied. Only {@link ReadResult.Served} means the bytes are valid.
+     *
+     * <p>The route is the one chosen at open ({@link #readPath()}); both read the same pinned
+     * extent generation and apply the same checks. Cancelling the returned future does not stop
+     * the physical read: {@code destination} must stay valid until the future completes or, if
+     * cancelled, until {@link #uringInflight()} no longer counts it (the io_uring route keeps its
+     * own buffers and an extent pin until the kernel's completion arrives).
      */
     public CompletableFuture<ReadResult> read(Pin pin, MemorySegment destination) {
         if (pin.store() != this) throw new IllegalArgumentException("pin of another store: " + pin);
@@ -209,7 +272,10 @@ public final class SsdStore implements AutoCloseable {
             throw new IllegalArgumentException("destination of " + destination.byteSize() + " B is shorter than the payload of "
                     + pin.payloadBytes() + " B");
         }
-        return submit(() -> doRead(pin, destination), ReadResult.Busy::new, ReadResult.Failed::new);
+        long enqueuedNanos = observations.enabled() ? System.nanoTime() : 0;
+        UringReadRoute u = uring;
+        if (u != null) return u.read(pin, destination, enqueuedNanos);
+        return submit(() -> doRead(pin, destination, enqueuedNanos), ReadResult.Busy::new, ReadResult.Failed::new);
     }
 
     /** Removes {@code key} from the index (REMOVED event); pinned readers keep their bytes. */
@@ -227,6 +293,17 @@ public final class SsdStore implements AutoCloseable {
     /** Number of indexed extents. */
     public int size() {
         return index.size();
+    }
+
+    /** The route serving reads: {@link ReadPath#POSITIONAL} or {@link ReadPath#URING}, never AUTO. */
+    public ReadPath readPath() {
+        return readPath;
+    }
+
+    /** io_uring reads submitted and not yet completed (0 on the positional route). */
+    public int uringInflight() {
+        UringReadRoute u = uring;
+        return u == null ? 0 : u.inflight();
     }
 
     public IoMode ioMode() {
@@ -253,6 +330,11 @@ public final class SsdStore implements AutoCloseable {
         return config;
     }
 
+    /** The cost route key a read of {@code pin} by {@code route} is recorded under (tests inject samples with it). */
+    io.orbitkv.core.cost.CostKey costKey(ReadPath route, Pin pin) {
+        return observations.key(route, pin.extent());
+    }
+
     /** The indexed extents, for invariant checks in tests. */
     List<Extent> indexedExtents() {
         return List.copyOf(index.values());
@@ -266,6 +348,8 @@ public final class SsdStore implements AutoCloseable {
     /** Stops accepting work, waits for queued operations (bounded), closes files and buffers. */
     @Override
     public void close() {
+        UringReadRoute u = uring;
+        if (u != null) u.close();
         workers.shutdown();
         try {
             if (!workers.awaitTermination(CLOSE_WAIT_SECONDS, TimeUnit.SECONDS)) {
@@ -357,46 +441,39 @@ public final class SsdStore implements AutoCloseable {
         }
     }
 
-    private ReadResult doRead(Pin pin, MemorySegment destination) throws IOException {
+    private ReadResult doRead(Pin pin, MemorySegment destination, long enqueuedNanos) throws IOException {
         if (pin.isReleased()) return new ReadResult.Released();
         Extent e = pin.extent();
         long padded = ExtentLayout.paddedPayloadBytes(e.payloadBytes);
         IoBuffers buf = takeBuffers();
+        long submittedNanos = observations.enabled() ? System.nanoTime() : 0;
+        ReadResult result = new ReadResult.Failed("I/O error before the read finished");
         try {
-            if (files.read(e.file, e.offset, buf.header()) < ExtentLayout.HEADER_BYTES) {
-                return corrupt(e, ExtentDamage.TRUNCATED);
-            }
-            switch (ExtentLayout.decodeHeader(buf.header(), config.maxPayloadBytes())) {
-                case ExtentLayout.HeaderDecode.NotAHeader() -> {
-                    return corrupt(e, ExtentDamage.MISSING_HEADER);
-                }
-                case ExtentLayout.HeaderDecode.Damaged(ExtentDamage damage, long ignored) -> {
-                    return corrupt(e, damage);
-                }
-                case ExtentLayout.HeaderDecode.Valid(ExtentHeader h) -> {
-                    if (!h.equals(e.header())) return corrupt(e, ExtentDamage.IDENTITY_MISMATCH);
-                }
-            }
+            int headerRead = files.read(e.file, e.offset, buf.header());
+            Optional<ExtentDamage> damage = ExtentVerifier.header(buf.header(), headerRead, e, config.maxPayloadBytes());
+            if (damage.isPresent()) return result = corrupt(e, damage.get());
             boolean direct = isDirectCapable(destination, padded);
             MemorySegment target = direct ? destination.asSlice(0, padded) : buf.payload().asSlice(0, padded);
-            if (files.read(e.file, e.offset + ExtentLayout.HEADER_BYTES, target) < e.payloadBytes) {
-                return corrupt(e, ExtentDamage.TRUNCATED);
-            }
-            if (ExtentLayout.crc32c(target, e.payloadBytes) != e.payloadCrc32c) {
-                return corrupt(e, ExtentDamage.BAD_PAYLOAD_CRC);
-            }
+            int payloadRead = files.read(e.file, e.offset + ExtentLayout.HEADER_BYTES, target);
+            damage = ExtentVerifier.payload(target, payloadRead, e);
+            if (damage.isPresent()) return result = corrupt(e, damage.get());
             if (!direct) {
                 MemorySegment.copy(target, 0, destination, 0, e.payloadBytes);
                 metrics.bounceCopy();
             }
             metrics.read(e.payloadBytes);
-            return new ReadResult.Served(e.payloadBytes, !direct);
+            return result = new ReadResult.Served(e.payloadBytes, !direct);
         } finally {
             buffers.add(buf);
+            if (observations.enabled()) {
+                observations.executed(ReadPath.POSITIONAL, e, result, false, enqueuedNanos, submittedNanos,
+                        System.nanoTime());
+            }
         }
     }
 
-    private ReadResult corrupt(Extent e, ExtentDamage damage) {
+    /** Drops a damaged extent from the index (once) and answers {@link ReadResult.Corrupt}; any route. */
+    ReadResult corrupt(Extent e, ExtentDamage damage) {
         if (removeFromIndex(e)) metrics.corruptDropped(damage);
         LOG.log(System.Logger.Level.WARNING, "SSD extent {0} failed verification: {1}", e, damage);
         return new ReadResult.Corrupt(damage);
@@ -412,7 +489,8 @@ public final class SsdStore implements AutoCloseable {
         return true;
     }
 
-    private void releasePin(Extent e) {
+    /** Drops one pin of {@code e}; the last one lets a waiting ring writer proceed. Any route. */
+    void releasePin(Extent e) {
         if (e.unpin()) {
             ExtentRing r = ring;
             if (r != null) r.onLastUnpin();
