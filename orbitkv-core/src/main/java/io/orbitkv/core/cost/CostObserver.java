@@ -42,6 +42,7 @@ public final class CostObserver {
 
     private final boolean enabled;
     private final CostConfig config;
+    private final SelectionConfig selection;
     private final CostEstimator estimator;
     private final CostMetrics metrics;
     private final LongSupplier nanoClock;
@@ -50,18 +51,23 @@ public final class CostObserver {
     private final LongAdder ioUnknown = new LongAdder();
     private final Map<Terminal, LongAdder> terminals = new EnumMap<>(Terminal.class);
     private final Map<ShadowOutcome, LongAdder> shadowCounts = new EnumMap<>(ShadowOutcome.class);
+    private final LongAdder selectionSwitched = new LongAdder();
+    private final Map<Selection.KeepReason, LongAdder> selectionKept = new EnumMap<>(Selection.KeepReason.class);
 
     private CostObserver() {
         this.enabled = false;
         this.config = CostConfig.disabled();
+        this.selection = SelectionConfig.off();
         this.estimator = null;
         this.metrics = null;
         this.nanoClock = System::nanoTime;
     }
 
-    private CostObserver(CostConfig config, MeterRegistry registry, LongSupplier nanoClock) {
+    private CostObserver(CostConfig config, SelectionConfig selection, MeterRegistry registry, LongSupplier nanoClock) {
         this.enabled = true;
         this.config = config;
+        this.selection = selection;
+        for (Selection.KeepReason r : Selection.KeepReason.values()) selectionKept.put(r, new LongAdder());
         this.nanoClock = nanoClock;
         this.estimator = new CostEstimator(config);
         for (Terminal t : Terminal.values()) terminals.put(t, new LongAdder());
@@ -76,10 +82,20 @@ public final class CostObserver {
 
     /** An observer for {@code config}: the disabled one unless observations are enabled. */
     public static CostObserver create(CostConfig config, MeterRegistry registry, LongSupplier nanoClock) {
+        return create(config, SelectionConfig.off(), registry, nanoClock);
+    }
+
+    /**
+     * As {@link #create(CostConfig, MeterRegistry, LongSupplier)} with guarded selection per
+     * {@code selection}; selection is off whenever observations are (nothing to select by).
+     */
+    public static CostObserver create(CostConfig config, SelectionConfig selection, MeterRegistry registry,
+                                      LongSupplier nanoClock) {
         Objects.requireNonNull(config, "config");
+        Objects.requireNonNull(selection, "selection");
         Objects.requireNonNull(registry, "registry");
         Objects.requireNonNull(nanoClock, "nanoClock");
-        return config.observationsEnabled() ? new CostObserver(config, registry, nanoClock) : DISABLED;
+        return config.observationsEnabled() ? new CostObserver(config, selection, registry, nanoClock) : DISABLED;
     }
 
     public boolean enabled() {
@@ -143,6 +159,56 @@ public final class CostObserver {
             shadowCounts.get(outcome).increment();
             out.add(new ShadowComparison(executed, alternatives.get(i), outcome, l.getFirst(), l.get(i + 1)));
         }
+        return out;
+    }
+
+    public SelectionConfig selection() {
+        return selection;
+    }
+
+    /** Whether {@link #select} may ever answer {@link Selection.Switch} (one branch for callers). */
+    public boolean selectionEnabled() {
+        return enabled && selection.selectionEnabled();
+    }
+
+    /**
+     * Applies {@link SelectionRule} to the default source and its alternatives with the
+     * estimator's current lookups. Never blocks: a contended estimator keeps the default
+     * ({@link Selection.KeepReason#CONTENDED}). The caller still acquires and admits the chosen
+     * source authoritatively; this only says which one to try first.
+     */
+    public Selection select(SourceOffer defaultSource, List<SourceOffer> alternatives) {
+        if (!selectionEnabled()) return new Selection.Keep(Selection.KeepReason.DISABLED);
+        List<CostKey> keys = new ArrayList<>(alternatives.size() + 1);
+        keys.add(defaultSource.key());
+        for (SourceOffer a : alternatives) keys.add(a.key());
+        Optional<List<Lookup>> looked = estimator.tryLookup(keys, nanoClock.getAsLong());
+        Selection decision;
+        if (looked.isEmpty()) {
+            decision = new Selection.Keep(Selection.KeepReason.CONTENDED);
+        } else {
+            List<Lookup> l = looked.get();
+            List<SourceCandidate> candidates = new ArrayList<>(alternatives.size());
+            for (int i = 0; i < alternatives.size(); i++) candidates.add(alternatives.get(i).with(l.get(i + 1)));
+            decision = SelectionRule.choose(selection, defaultSource.with(l.getFirst()), candidates,
+                    config.shadowMarginFraction());
+        }
+        switch (decision) {
+            case Selection.Switch s -> selectionSwitched.increment();
+            case Selection.Keep(Selection.KeepReason reason) -> selectionKept.get(reason).increment();
+        }
+        return decision;
+    }
+
+    /** Selections that switched away from the default source. */
+    public long selectionSwitched() {
+        return enabled ? selectionSwitched.sum() : 0;
+    }
+
+    /** Selections that kept the default, by reason (empty when disabled). */
+    public Map<Selection.KeepReason, Long> selectionKept() {
+        Map<Selection.KeepReason, Long> out = new EnumMap<>(Selection.KeepReason.class);
+        if (enabled) selectionKept.forEach((r, n) -> out.put(r, n.sum()));
         return out;
     }
 

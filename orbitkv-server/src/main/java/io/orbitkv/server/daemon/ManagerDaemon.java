@@ -9,6 +9,7 @@ import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import io.orbitkv.core.cost.CostConfig;
 import io.orbitkv.core.cost.CostObserver;
+import io.orbitkv.core.cost.SelectionConfig;
 import io.orbitkv.core.engine.ManagerCore;
 import io.orbitkv.core.storage.NamespaceTable;
 import io.orbitkv.core.storage.TieredStore;
@@ -22,6 +23,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.time.Duration;
+import java.util.Map;
 import java.util.Optional;
 
 /**
@@ -120,8 +122,11 @@ public final class ManagerDaemon implements AutoCloseable {
         ChannelServer channel = null;
         try {
             NamespaceTable namespaces = new NamespaceTable(NAMESPACES);
-            // ORBITKV_COST_OBSERVATIONS=1 turns cost observations on; the only env read for it
-            CostObserver cost = CostObserver.create(CostConfig.fromEnvironment(), registry, System::nanoTime);
+            // ORBITKV_COST_OBSERVATIONS=1 turns cost observations on; ORBITKV_COST_SELECTION=1 and
+            // ORBITKV_CROSS_MEDIUM_SELECTION=1 layer guarded selection on them (README)
+            Map<String, String> env = System.getenv();
+            CostObserver cost = CostObserver.create(CostConfig.fromEnvironment(env), SelectionConfig.fromEnvironment(env),
+                    registry, System::nanoTime);
             store = TieredStore.open(config.storeConfig(), namespaces, registry, cost);
             core = new ManagerCore(store, namespaces, config.limits(), config.coreConfig(), registry, System::nanoTime);
             channel = ChannelServer.start(new ChannelServer.Settings(config.socket(), config.socketMode(),

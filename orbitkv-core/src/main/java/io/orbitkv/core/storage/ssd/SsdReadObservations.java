@@ -9,6 +9,9 @@ import io.orbitkv.core.cost.Observation;
 import io.orbitkv.core.cost.RepresentationFamily;
 import io.orbitkv.core.cost.ResourceId;
 import io.orbitkv.core.cost.SampleKind;
+import io.orbitkv.core.cost.Selection;
+import io.orbitkv.core.cost.SourceMedium;
+import io.orbitkv.core.cost.SourceOffer;
 import io.orbitkv.core.cost.Shape;
 import io.orbitkv.core.cost.Terminal;
 import io.orbitkv.core.cost.Timeline;
@@ -57,6 +60,26 @@ final class SsdReadObservations {
     CostKey key(ReadPath route, Extent e) {
         return new CostKey(path(route), SampleKind.ROUTE, resource, RepresentationFamily.RAW,
                 CompletionTarget.HOST_READY, Shape.of(e.footprintBytes(), 1));
+    }
+
+    /**
+     * The route that serves a read of {@code e}: {@code defaultRoute} unless guarded selection
+     * is on and the other route of this store is measured faster by the margin (same medium,
+     * same extent, same coverage). Never blocks; one branch when selection is off.
+     */
+    ReadPath choose(ReadPath defaultRoute, Extent e) {
+        if (!observer.selectionEnabled()) return defaultRoute;
+        ReadPath other = switch (defaultRoute) {
+            case POSITIONAL -> ReadPath.URING;
+            case URING -> ReadPath.POSITIONAL;
+            case AUTO -> throw new IllegalArgumentException("AUTO is a setting, not a route");
+        };
+        Selection s = observer.select(new SourceOffer(key(defaultRoute, e), SourceMedium.SSD, 1),
+                List.of(new SourceOffer(key(other, e), SourceMedium.SSD, 1)));
+        return switch (s) {
+            case Selection.Switch sw -> other;
+            case Selection.Keep k -> defaultRoute;
+        };
     }
 
     /** Records one finished read and compares it with the other eligible route. */

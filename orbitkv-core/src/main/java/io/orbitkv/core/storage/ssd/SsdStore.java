@@ -260,7 +260,8 @@ public final class SsdStore implements AutoCloseable {
      * writes straight into it; otherwise the store's aligned bounce buffer is used and the
      * verified payload copied. Only {@link ReadResult.Served} means the bytes are valid.
      *
-     * <p>The route is the one chosen at open ({@link #readPath()}); both read the same pinned
+     * <p>The route is the one chosen at open ({@link #readPath()}) or, with setting {@code auto}
+     * and {@code ORBITKV_COST_SELECTION=1}, the other route when the guarded rule picks it; both read the same pinned
      * extent generation and apply the same checks. Cancelling the returned future does not stop
      * the physical read: {@code destination} must stay valid until the future completes or, if
      * cancelled, until {@link #uringInflight()} no longer counts it (the io_uring route keeps its
@@ -274,8 +275,18 @@ public final class SsdStore implements AutoCloseable {
         }
         long enqueuedNanos = observations.enabled() ? System.nanoTime() : 0;
         UringReadRoute u = uring;
-        if (u != null) return u.read(pin, destination, enqueuedNanos);
+        if (u != null && routeFor(pin) == ReadPath.URING) return u.read(pin, destination, enqueuedNanos);
         return submit(() -> doRead(pin, destination, enqueuedNanos), ReadResult.Busy::new, ReadResult.Failed::new);
+    }
+
+    /**
+     * io_uring (the open route) unless the setting is {@code auto}, guarded selection is on
+     * and positional reads of this extent's shape are measured faster by the margin. A forced
+     * route ({@code positional}/{@code uring}) is an ablation and is never switched.
+     */
+    private ReadPath routeFor(Pin pin) {
+        if (config.readPath() != ReadPath.AUTO) return ReadPath.URING;
+        return observations.choose(ReadPath.URING, pin.extent());
     }
 
     /** Removes {@code key} from the index (REMOVED event); pinned readers keep their bytes. */
