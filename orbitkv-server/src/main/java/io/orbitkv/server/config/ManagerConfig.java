@@ -139,7 +139,8 @@ public record ManagerConfig(
         io.orbitkv.core.engine.ManagerConfig d = io.orbitkv.core.engine.ManagerConfig.DEFAULTS;
         return new io.orbitkv.core.engine.ManagerConfig(maxLeases, stagingBytes, d.stagesPerOperation(),
                 restoreCopyThreads, Math.max(d.restoreQueuedTasks(), restoreCopyThreads), d.maxInstances(),
-                d.maxReplans(), java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(drainTimeoutMillis));
+                d.maxReplans(), java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(drainTimeoutMillis),
+                d.publishQuarantineNanos(), d.publishQuarantineBytes());
     }
 
     /**
