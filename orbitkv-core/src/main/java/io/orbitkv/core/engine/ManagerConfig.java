@@ -52,7 +52,8 @@ public record ManagerConfig(long maxLeases, long stagingBudgetBytes, int stagesP
 
     public ManagerConfig withMaxLeases(long leases) {
         return new ManagerConfig(leases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
-                restoreQueuedTasks, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos, publishQuarantineBytes);
+                restoreQueuedTasks, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
+                publishQuarantineBytes);
     }
 
     public ManagerConfig withStagingBudgetBytes(long bytes) {

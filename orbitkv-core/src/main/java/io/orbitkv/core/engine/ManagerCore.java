@@ -239,7 +239,8 @@ public final class ManagerCore implements AutoCloseable {
                 }
                 if (r.epoch() < instance.epoch || (r.epoch() == instance.epoch && connected)) {
                     return refuse(ErrorCode.STALE_EPOCH, "instance " + r.instanceId()
-                            + " is registered with epoch " + instance.epoch + (connected ? " and connected" : "") + "; got epoch " + r.epoch());
+                            + " is registered with epoch " + instance.epoch + (connected ? " and connected" : "")
+                            + "; got epoch " + r.epoch());
                 }
                 if (instance.session != null) {
                     if (connected) toFence = instance.session;
