@@ -1,8 +1,10 @@
 package io.orbitkv.core.query;
 
+import io.orbitkv.core.cost.Terminal;
 import io.orbitkv.core.storage.StageResult;
 import io.orbitkv.core.storage.dram.Lease;
 import io.orbitkv.core.storage.dram.SlotRef;
+import io.orbitkv.core.transfer.RestoreObservations;
 import io.orbitkv.core.transfer.Region;
 import io.orbitkv.state.RecoveryDemand;
 import io.orbitkv.state.Requirement;
@@ -81,6 +83,10 @@ public final class QueryOperation {
     private int copyTasksInFlight;
     private boolean copyFailed;
     private long copiedBytes;
+    /** Cost sample of the restore in flight: accepted instant (0 when observations are off), bytes, pages. */
+    private long restoreAcceptedNanos;
+    private long restoreLogicalBytes;
+    private int restorePages;
     private final List<PageSlot> copying = new ArrayList<>();
     private volatile boolean stopCopies;
     private int replans;
@@ -364,6 +370,10 @@ public final class QueryOperation {
         copyTasksInFlight = taskCount;
         copyFailed = false;
         copiedBytes = 0;
+        restoreAcceptedNanos = restoreObservations().enabled() ? System.nanoTime() : 0;
+        restorePages = sources.size();
+        restoreLogicalBytes = 0;
+        for (PageSlot p : sources) restoreLogicalBytes += p.lease.lengthBytes();
         copying.clear();
         copying.addAll(sources);
         return new Reply.RestoreAccepted(operationId(), request.pages().size());
@@ -401,15 +411,27 @@ public final class QueryOperation {
         if (copyTasksInFlight > 0) return;
         host.countRestoreBytes(copiedBytes);
         Reply.Outcome outcome;
+        Terminal terminal;
         if (state == State.FINAL && !copyFailed) {
             for (PageSlot p : copying) p.state = PageSlot.State.READY;
             outcome = Reply.Settled.OK;
+            terminal = Terminal.SUCCEEDED;
         } else {
             outcome = state == State.FINAL ? new Reply.Failed(ErrorCode.INTERNAL) : Reply.Settled.CANCELLED;
+            terminal = state == State.FINAL ? Terminal.FAILED : Terminal.CANCELLED;
+        }
+        RestoreObservations observations = restoreObservations();
+        if (observations.enabled()) {
+            observations.restored(terminal, restoreLogicalBytes, restorePages, copiedBytes, restoreAcceptedNanos,
+                    System.nanoTime());
         }
         copying.clear();
         host.emit(new Reply.Completion(operationId(), revision(), CompletionEvent.RESTORE_DONE, outcome));
         drainCheck();
+    }
+
+    private RestoreObservations restoreObservations() {
+        return new RestoreObservations(host.store().costObserver(), host.copier().costResource());
     }
 
     private Optional<PageSlot> find(int groupId, long page) {

@@ -94,6 +94,7 @@ public final class TieredStore implements AutoCloseable {
     private final MeterRegistry registry;
     private final List<Meter> meters = new ArrayList<>();
     private final Map<StageCount, Counter> stageCounts = new EnumMap<>(StageCount.class);
+    private final CostObserver costObserver;
 
     private TieredStore(TieredStoreConfig config, NamespaceTable namespaces, ResidencyStream residency, DramTier dram,
                         SsdStore ssd, RecoveryReport recovery, MeterRegistry registry, LongSupplier nanoClock,
@@ -105,6 +106,7 @@ public final class TieredStore implements AutoCloseable {
         this.ssd = ssd;
         this.recovery = recovery;
         this.registry = registry;
+        this.costObserver = observer;
         String storeName = config.ssd().directory().toString();
         this.dispatcher = new SsdIoDispatcher(config.ssd().ioThreads(), config.publish().readLaneOps(),
                 config.publish().writeLaneOps(), config.publish().maxReadsWhileWriteWaits(), registry, storeName);
@@ -123,6 +125,11 @@ public final class TieredStore implements AutoCloseable {
                 .description("keys being staged from SSD").register(registry));
         this.sealer = Thread.ofPlatform().name("orbitkv-sealer-" + config.dram().arenaName()).daemon()
                 .unstarted(this::sealLoop);
+    }
+
+    /** The cost observer this store's owners report to (the disabled one unless observations are on). */
+    public CostObserver costObserver() {
+        return costObserver;
     }
 
     /**

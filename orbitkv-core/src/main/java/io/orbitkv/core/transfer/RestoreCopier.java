@@ -1,5 +1,7 @@
 package io.orbitkv.core.transfer;
 
+import io.orbitkv.core.cost.ResourceId;
+
 import java.util.List;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadPoolExecutor;
@@ -22,11 +24,14 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 public final class RestoreCopier implements AutoCloseable {
 
+    private static final AtomicLong INCARNATIONS = new AtomicLong();
+
     private final ThreadPoolExecutor pool;
     private final int threads;
     private final int maxQueuedTasks;
     private final AtomicInteger inFlight = new AtomicInteger();
     private final AtomicLong refusals = new AtomicLong();
+    private final ResourceId costResource = new ResourceId("restore:copier", INCARNATIONS.incrementAndGet());
 
     public RestoreCopier(int threads, int maxQueuedTasks) {
         if (threads < 1 || maxQueuedTasks < threads) {
@@ -61,6 +66,11 @@ public final class RestoreCopier implements AutoCloseable {
             });
         }
         return true;
+    }
+
+    /** The resource restore cost samples are keyed by: this copier, with a per-instance incarnation. */
+    public ResourceId costResource() {
+        return costResource;
     }
 
     /** Copy threads: a restore is split into at most this many tasks. */

@@ -1,6 +1,7 @@
 package io.orbitkv.core.engine;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.core.cost.CostObserver;
 import io.orbitkv.core.storage.NamespaceTable;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.TieredStoreConfig;
@@ -35,6 +36,7 @@ final class ManagerFixture implements AutoCloseable {
     final int dramSlots;
     final ProtocolLimits limits;
     final ManagerConfig config;
+    final CostObserver cost;
     SimpleMeterRegistry registry;
     NamespaceTable namespaces;
     TieredStore store;
@@ -43,6 +45,12 @@ final class ManagerFixture implements AutoCloseable {
     final AtomicLong skewNanos = new AtomicLong();
 
     ManagerFixture(Path dir, int dramSlots, ProtocolLimits limits, ManagerConfig config) throws IOException {
+        this(dir, dramSlots, limits, config, CostObserver.disabled());
+    }
+
+    ManagerFixture(Path dir, int dramSlots, ProtocolLimits limits, ManagerConfig config, CostObserver cost)
+            throws IOException {
+        this.cost = cost;
         this.dir = dir;
         this.dramSlots = dramSlots;
         this.limits = limits;
@@ -68,7 +76,7 @@ final class ManagerFixture implements AutoCloseable {
                 .withFiles(2, 4L << 20).withIo(1, 64).withPinnedWaitNanos(TimeUnit.MILLISECONDS.toNanos(20))
                 .withBuffers(64 * 1024, 64 * 1024);
         store = TieredStore.open(new TieredStoreConfig(dram, ssd,
-                PublishConfig.defaults(new SsdAdmissionPolicy.WriteThrough()), 1 << 16, 64), namespaces, registry);
+                PublishConfig.defaults(new SsdAdmissionPolicy.WriteThrough()), 1 << 16, 64), namespaces, registry, cost);
         core = new ManagerCore(store, namespaces, limits, config, registry, this::now);
     }
 
