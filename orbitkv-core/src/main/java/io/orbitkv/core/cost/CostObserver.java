@@ -222,13 +222,18 @@ public final class CostObserver {
     public CostStatus status() {
         Map<Terminal, Long> censored = new EnumMap<>(Terminal.class);
         Map<ShadowOutcome, Long> shadow = new EnumMap<>(ShadowOutcome.class);
-        if (!enabled) return new CostStatus(false, 0, 0, config.maxEntries(), 0, censored, 0, 0, 0, shadow);
+        SelectionStatus selectionStatus = new SelectionStatus(selectionEnabled(), selectionEnabled()
+                && selection.crossMediumEnabled(), selectionSwitched(), selectionKept());
+        if (!enabled) {
+            return new CostStatus(false, 0, 0, config.maxEntries(), 0, censored, 0, 0, 0, shadow, selectionStatus);
+        }
         for (Terminal t : Terminal.values()) {
             if (t != Terminal.SUCCEEDED) censored.put(t, terminals.get(t).sum());
         }
         for (ShadowOutcome o : ShadowOutcome.values()) shadow.put(o, shadowCounts.get(o).sum());
         return new CostStatus(true, estimator.size(), estimator.warmEntries(nanoClock.getAsLong()), config.maxEntries(),
-                trained.sum(), censored, estimator.droppedContended(), logicalUnknown.sum(), ioUnknown.sum(), shadow);
+                trained.sum(), censored, estimator.droppedContended(), logicalUnknown.sum(), ioUnknown.sum(), shadow,
+                selectionStatus);
     }
 
     /** The estimator, for tests in this package. */

@@ -16,11 +16,13 @@ import java.util.Objects;
  * @param logicalUnknown   operations whose logical byte count was unknown
  * @param ioUnknown        operations whose physical byte count was unknown
  * @param shadow           shadow verdicts by outcome
+ * @param selection        guarded selection switches and keeps
  */
 public record CostStatus(boolean enabled, int entries, int warmEntries, int maxEntries, long trained,
                          Map<Terminal, Long> censored, long droppedContended, long logicalUnknown, long ioUnknown,
-                         Map<ShadowOutcome, Long> shadow) {
+                         Map<ShadowOutcome, Long> shadow, SelectionStatus selection) {
     public CostStatus {
+        Objects.requireNonNull(selection, "selection");
         censored = Map.copyOf(Objects.requireNonNull(censored, "censored"));
         shadow = Map.copyOf(Objects.requireNonNull(shadow, "shadow"));
     }

@@ -68,6 +68,9 @@ class SelectionRuleTest {
                 List.of(new SourceOffer(positional, SourceMedium.SSD, 1)));
         assertThat(s).isInstanceOf(Selection.Switch.class);
         assertThat(observer.selectionSwitched()).isEqualTo(1);
+        assertThat(observer.status().selection().switched()).isEqualTo(1);
+        assertThat(observer.status().selection().enabled()).isTrue();
+        assertThat(observer.status().selection().crossMedium()).isFalse();
         clock.addAndGet(java.time.Duration.ofMinutes(6).toNanos()); // evidence expires: back to the default
         assertThat(observer.select(new SourceOffer(SSD, SourceMedium.SSD, 1),
                 List.of(new SourceOffer(positional, SourceMedium.SSD, 1))))

@@ -32,5 +32,7 @@ class StatusWithCostTest {
         assertThat(json.get("cost").get("enabled").asBoolean()).isTrue();
         assertThat(json.get("cost").get("maxEntries").asInt()).isEqualTo(512);
         assertThat(json.get("cost").get("shadow").has("FASTER")).isTrue();
+        assertThat(json.get("cost").get("selection").get("enabled").asBoolean()).isFalse();
+        assertThat(json.get("cost").get("selection").get("switched").asLong()).isZero();
     }
 }
