@@ -2,6 +2,7 @@ package io.orbitkv.bench;
 
 import io.orbitkv.bench.manager.ManagerBench;
 import io.orbitkv.bench.storage.BenchRow;
+import io.orbitkv.bench.storage.CostOverheadBench;
 import io.orbitkv.bench.storage.DramPutGetBench;
 import io.orbitkv.bench.storage.Fio;
 import io.orbitkv.bench.storage.HeapFootprintBench;
@@ -30,6 +31,8 @@ import java.util.Set;
  *                                         [--writes=true]
  *   java -jar orbitkv-bench.jar ssd-uring [--dir=var/bench] [--sizes-kib=256,2048] [--depths=1,16]
  *                                         [--dataset-mib=1024] [--round-seconds=1] [--rounds=7]
+ *   java -jar orbitkv-bench.jar cost-overhead [--dir=var/bench] [--block-kib=64] [--extents=1024]
+ *                                         [--round-seconds=1] [--rounds=10] [--buffered=false]
  *   java -jar orbitkv-bench.jar heap-dram [--shm-dir=...] [--blocks=1000000]
  *   java -jar orbitkv-bench.jar heap-ssd  [--dir=...] [--blocks=1000000]
  *   java -jar orbitkv-bench.jar fio-version
@@ -48,6 +51,7 @@ public final class BenchMain {
             "ssd", Set.of("dir", "sizes-kib", "depths", "dataset-mib", "round-seconds", "rounds", "probe-seconds",
                     "writes"),
             "ssd-uring", Set.of("dir", "sizes-kib", "depths", "dataset-mib", "round-seconds", "rounds"),
+            "cost-overhead", Set.of("dir", "block-kib", "extents", "round-seconds", "rounds", "buffered"),
             "heap-dram", Set.of("shm-dir", "blocks"),
             "heap-ssd", Set.of("dir", "blocks"),
             "fio-version", Set.of(),
@@ -84,6 +88,12 @@ public final class BenchMain {
                     Long.parseLong(opts.getOrDefault("dataset-mib", "1024")) << 20,
                     Integer.parseInt(opts.getOrDefault("round-seconds", "1")),
                     Integer.parseInt(opts.getOrDefault("rounds", "7"))));
+            case "cost-overhead" -> CostOverheadBench.run(new CostOverheadBench.Options(dir,
+                    Integer.parseInt(opts.getOrDefault("block-kib", "64")) * 1024,
+                    Integer.parseInt(opts.getOrDefault("extents", "1024")),
+                    Integer.parseInt(opts.getOrDefault("round-seconds", "1")),
+                    Integer.parseInt(opts.getOrDefault("rounds", "10")),
+                    Boolean.parseBoolean(opts.getOrDefault("buffered", "false"))));
             case "heap-dram" -> List.of(HeapFootprintBench.dram(shm,
                     Integer.parseInt(opts.getOrDefault("blocks", "1000000"))));
             case "heap-ssd" -> List.of(HeapFootprintBench.ssd(dir,
