@@ -112,9 +112,10 @@ public final class TtftBench {
                 w.sessions(), w.turns(), w.systemTokens(), w.userTokens(), w.answerTokens(), w.lastPromptTokens(), seconds));
         for (TtftRun.Result r : results) {
             sb.append(String.format(Locale.ROOT,
-                    "- %s: page image %d KiB; minimum compute step %.2f ms after %d tokens; MemorySegment.copy %.2f GB/s; %d SSD-arm Manager restarts; %d miss-path QUERYs%n",
+                    "- %s: page image %d KiB; minimum compute step %.2f ms after %d tokens; MemorySegment.copy %.2f GB/s; Manager QUERY + RELEASE of %d resident pages %.2f ms; %d SSD-arm Manager restarts; %d miss-path QUERYs%n",
                     r.engine(), r.pageBytes() / 1024, r.stepNanos() / 1e6, r.stepContextTokens(),
-                    r.copyBytesPerSecond() / 1e9, r.managerRestarts(), r.missQueries()));
+                    r.copyBytesPerSecond() / 1e9, r.lookupPages(), r.lookupNanos() / 1e6, r.managerRestarts(),
+                    r.missQueries()));
         }
         sb.append(String.format(Locale.ROOT, "- %s, %d cores; load average at the start %s, at the end %s%n%n",
                 System.getProperty("java.vm.name") + " " + System.getProperty("java.version"),

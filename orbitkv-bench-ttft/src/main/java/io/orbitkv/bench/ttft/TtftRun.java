@@ -1,14 +1,19 @@
 package io.orbitkv.bench.ttft;
 
+import io.orbitkv.engine.FullAttention;
 import io.orbitkv.engine.KvPageStore;
 import io.orbitkv.engine.ManagerLauncher;
 import io.orbitkv.engine.OrbitKvPageStore;
+import io.orbitkv.engine.PrefixLookup;
 import io.orbitkv.engine.RequestReport;
+import io.orbitkv.state.StateKey;
+import io.orbitkv.state.StateKeys;
 
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 
 /**
@@ -38,7 +43,8 @@ final class TtftRun {
 
     /** What one engine's run produced. */
     record Result(String engine, List<Sample> samples, long stepNanos, int stepContextTokens,
-                  double copyBytesPerSecond, long pageBytes, int pageTokens, int managerRestarts, long missQueries) {
+                  double copyBytesPerSecond, long pageBytes, int pageTokens, int managerRestarts, long missQueries,
+                  long lookupNanos, int lookupPages) {
     }
 
     private final TtftEngine engine;
@@ -90,8 +96,13 @@ final class TtftRun {
                 log.printf("ttft: %s minimum compute step after %d tokens: %.2f ms%n", engine.name(), stepAt, step / 1e6);
                 double copy = CopyBandwidth.measure(engine.pageBytes());
                 log.printf("ttft: MemorySegment.copy of %d-byte pages: %.2f GB/s%n", engine.pageBytes(), copy / 1e9);
+                int[] lookupTokens = Workload.fullHitPrefix(context, engine.pageTokens(), engine.minPrefillTokens());
+                int lookupPages = lookupTokens.length / engine.pageTokens();
+                long lookup = lookupNanos(dramStore, lookupTokens, lookupPages);
+                log.printf("ttft: %s QUERY + lease mapping + RELEASE of %d resident pages: %.2f ms%n", engine.name(),
+                        lookupPages, lookup / 1e6);
                 return new Result(engine.name(), List.copyOf(samples), step, stepAt, copy, engine.pageBytes(),
-                        engine.pageTokens(), restarts, missStore.queries());
+                        engine.pageTokens(), restarts, missStore.queries(), lookup, lookupPages);
             } finally {
                 ssdStore.close();
                 ssdManager.close();
@@ -146,6 +157,27 @@ final class TtftRun {
         TtftEngine.Runner runner = engine.runner(engine.namespace(), ssdStore);
         if (primed) runner.run(ssdPrimer, 1, System.nanoTime());
         return runner;
+    }
+
+    /**
+     * Median time of the Manager part of a hit, without the engine: publish {@code pages} pages of
+     * {@code tokens} (untimed, zero images), then QUERY them, map the leases and RELEASE,
+     * {@link TtftEngine#STEP_REPEATS} times.
+     */
+    private long lookupNanos(OrbitKvPageStore store, int[] tokens, int pages) {
+        List<StateKey> keys = StateKeys.forTokens(engine.namespace().digest(), FullAttention.GROUP,
+                Arrays.copyOf(tokens, pages * engine.pageTokens()), engine.pageTokens(), new byte[0]);
+        store.publish(keys, engine.pageBytes(), (index, slot) -> slot.fill((byte) 0));
+        long[] nanos = new long[TtftEngine.STEP_REPEATS];
+        for (int r = 0; r < nanos.length; r++) {
+            long t0 = System.nanoTime();
+            switch (store.lookupPrefix(keys, tokens.length)) {
+                case PrefixLookup.Hit hit -> hit.close();
+                case PrefixLookup.Miss miss -> throw new IllegalStateException("pages just published missed: " + miss.why());
+            }
+            nanos[r] = System.nanoTime() - t0;
+        }
+        return TtftEngine.median(nanos);
     }
 
     private static int medianFullHitPrompt(List<Sample> samples) {
