@@ -48,10 +48,16 @@ final class TtftReport {
         md.append("| --- | --- | ---: | --- | --- |\n");
         for (TtftRun.Result r : results) {
             TtftStats.MissOverhead m = TtftStats.missOverhead(r.engine(), r.samples());
+            double coldP50 = TtftStats.summary(r.engine(), Arm.COLD, r.samples()).p50Ms();
+            double alonePercent = r.missLookupNanos() / 1e6 / coldP50 * 100;
             md.append(String.format(Locale.ROOT,
-                    "| %s | miss path vs cold: median of %d paired TTFT ratios - 1 (ratio of p50s - 1) | %+.2f %% (%+.2f %%) | <= %.0f %% | %s |%n",
-                    r.engine(), m.pairs(), m.percent(), (m.p50Ratio() - 1) * 100, MISS_TARGET_PERCENT,
-                    m.percent() <= MISS_TARGET_PERCENT ? "yes" : "**no**"));
+                    "| %s | miss path, its added work alone: the QUERY of a last-turn prompt's keys (%.3f ms) / cold TTFT p50 | %+.3f %% | <= %.0f %% | %s |%n",
+                    r.engine(), r.missLookupNanos() / 1e6, alonePercent, MISS_TARGET_PERCENT,
+                    alonePercent <= MISS_TARGET_PERCENT ? "yes" : "**no**"));
+            md.append(String.format(Locale.ROOT,
+                    "| %s | miss path end to end: median of %d paired miss/cold TTFT ratios - 1 [interquartile %+.1f %% .. %+.1f %%] (ratio of p50s - 1) | %+.2f %% (%+.2f %%) | <= %.0f %% | %s |%n",
+                    r.engine(), m.pairs(), (m.p25Ratio() - 1) * 100, (m.p75Ratio() - 1) * 100, m.percent(),
+                    (m.p50Ratio() - 1) * 100, MISS_TARGET_PERCENT, missVerdict(m)));
             TtftStats.HitModel h = TtftStats.hitModel(r.engine(), r.samples(), r.copyBytesPerSecond(), r.stepNanos());
             md.append(String.format(Locale.ROOT,
                     "| %s | full-prefix DRAM hit TTFT / model, p50 (p95) of %d; median %.0f KiB restored: model %.2f ms = copy %.2f ms + step %.2f ms, measured %.2f ms | %.2f (%.2f) | <= %.1f | %s |%n",
@@ -60,6 +66,17 @@ final class TtftReport {
                     h.p50Ratio(), h.p95Ratio(), HIT_MODEL_TARGET, h.p50Ratio() <= HIT_MODEL_TARGET ? "yes" : "**no**"));
         }
         return md.toString();
+    }
+
+    /**
+     * yes / no only when the paired ratios' interquartile range is on one side of the target;
+     * otherwise the run's noise is larger than the effect and the verdict says so.
+     */
+    static String missVerdict(TtftStats.MissOverhead m) {
+        double limit = 1 + MISS_TARGET_PERCENT / 100;
+        if (m.p75Ratio() <= limit) return "yes";
+        if (m.p25Ratio() > limit) return "**no**";
+        return String.format(Locale.ROOT, "not resolved (noise %.0f %%)", (m.p75Ratio() - m.p25Ratio()) * 50);
     }
 
     private static String sources(TtftStats.ArmSummary a) {

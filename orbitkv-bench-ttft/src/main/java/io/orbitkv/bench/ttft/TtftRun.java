@@ -44,7 +44,7 @@ final class TtftRun {
     /** What one engine's run produced. */
     record Result(String engine, List<Sample> samples, long stepNanos, int stepContextTokens,
                   double copyBytesPerSecond, long pageBytes, int pageTokens, int managerRestarts, long missQueries,
-                  long lookupNanos, int lookupPages) {
+                  long lookupNanos, int lookupPages, long missLookupNanos) {
     }
 
     private final TtftEngine engine;
@@ -99,10 +99,13 @@ final class TtftRun {
                 int[] lookupTokens = Workload.fullHitPrefix(context, engine.pageTokens(), engine.minPrefillTokens());
                 int lookupPages = lookupTokens.length / engine.pageTokens();
                 long lookup = lookupNanos(dramStore, lookupTokens, lookupPages);
+                long missLookup = missLookupNanos(missStore, lastTurnSizedPrompt(workload));
+                log.printf("ttft: %s miss-path QUERY of the last turn's %d page keys, alone: %.3f ms%n", engine.name(),
+                        (lastTurnSizedPrompt(workload).length - 1) / engine.pageTokens(), missLookup / 1e6);
                 log.printf("ttft: %s QUERY + lease mapping + RELEASE of %d resident pages: %.2f ms%n", engine.name(),
                         lookupPages, lookup / 1e6);
                 return new Result(engine.name(), List.copyOf(samples), step, stepAt, copy, engine.pageBytes(),
-                        engine.pageTokens(), restarts, missStore.queries(), lookup, lookupPages);
+                        engine.pageTokens(), restarts, missStore.queries(), lookup, lookupPages, missLookup);
             } finally {
                 ssdStore.close();
                 ssdManager.close();
@@ -178,6 +181,31 @@ final class TtftRun {
             nanos[r] = System.nanoTime() - t0;
         }
         return TtftEngine.median(nanos);
+    }
+
+    /**
+     * Median time of the miss path's added work alone: the QUERY (and RELEASE) that the miss arm
+     * sends for {@code prompt}'s page keys, which all miss.
+     */
+    private long missLookupNanos(QueryOnlyStore store, int[] prompt) {
+        int pages = (prompt.length - 1) / engine.pageTokens();
+        List<StateKey> keys = StateKeys.forTokens(engine.missNamespace().digest(), FullAttention.GROUP,
+                Arrays.copyOf(prompt, pages * engine.pageTokens()), engine.pageTokens(), new byte[0]);
+        long[] nanos = new long[TtftEngine.STEP_REPEATS];
+        for (int r = 0; r < nanos.length; r++) {
+            long t0 = System.nanoTime();
+            store.lookupPrefix(keys, prompt.length);
+            nanos[r] = System.nanoTime() - t0;
+        }
+        return TtftEngine.median(nanos);
+    }
+
+    /** A prompt as long as the workload's last one (the system prompt repeated). */
+    private static int[] lastTurnSizedPrompt(Workload workload) {
+        int[] system = workload.systemPrompt();
+        int[] out = new int[workload.lastPromptTokens()];
+        for (int i = 0; i < out.length; i++) out[i] = system[i % system.length];
+        return out;
     }
 
     private static int medianFullHitPrompt(List<Sample> samples) {

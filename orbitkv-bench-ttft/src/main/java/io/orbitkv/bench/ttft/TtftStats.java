@@ -29,7 +29,7 @@ final class TtftStats {
      * Paired miss-path overhead: for each request the miss arm's TTFT over the cold arm's on the
      * same turn of the same session; the median of those ratios, minus one.
      */
-    record MissOverhead(int pairs, double medianRatio, double p50Ratio) {
+    record MissOverhead(int pairs, double medianRatio, double p50Ratio, double p25Ratio, double p75Ratio) {
         double percent() {
             return (medianRatio - 1) * 100;
         }
@@ -76,7 +76,7 @@ final class TtftStats {
         }
         double p50Ratio = percentile(miss.stream().mapToDouble(Sample::ttftMillis).toArray(), 50)
                 / percentile(cold.values().stream().mapToDouble(Sample::ttftMillis).toArray(), 50);
-        return new MissOverhead(ratios.length, median(ratios), p50Ratio);
+        return new MissOverhead(ratios.length, median(ratios), p50Ratio, percentile(ratios, 25), percentile(ratios, 75));
     }
 
     static HitModel hitModel(String engine, List<Sample> samples, double copyBytesPerSecond, long stepNanos) {

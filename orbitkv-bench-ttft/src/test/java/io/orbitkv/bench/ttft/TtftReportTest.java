@@ -30,7 +30,7 @@ class TtftReportTest {
                 samples.add(new Sample(engine, Arm.DRAM_FULL, s, t, 33, 1, 32, 2_000_000, HitSource.DRAM, 3_000_000));
             }
         }
-        return new TtftRun.Result(engine, samples, 500_000, 33, 4e9, 65536, 16, 4, 4, 300_000, 2);
+        return new TtftRun.Result(engine, samples, 500_000, 33, 4e9, 65536, 16, 4, 4, 300_000, 2, 1_000_000);
     }
 
     @Test
@@ -41,7 +41,17 @@ class TtftReportTest {
         assertThat(md).contains("| A | SSD hit | 4 | 20.0 | 20.0 | 20.0 | 8.0 | 32.0 | 1953 | STAGED 4 |");
         // miss +5 % > 1 %: not met; full hit 3 ms vs 0.5 ms copy + 0.5 ms step: ratio 3.00, not met
         assertThat(md).contains("+5.00 %").contains("| 3.00 (3.00) | <= 1.2 | **no** |");
-        assertThat(md).doesNotContain("| yes |");
+        // end to end every pair is +5 %: a clear no; the QUERY alone (1 ms) is +1.000 % of the 100 ms cold p50: met
+        assertThat(md).contains("[interquartile +5.0 % .. +5.0 %]").contains("| +5.00 % (+5.00 %) | <= 1 % | **no** |");
+        assertThat(md).contains("| +1.000 % | <= 1 % | yes |");
+    }
+
+    @Test
+    void theMissVerdictSaysWhenTheNoiseIsLargerThanTheTarget() {
+        assertThat(TtftReport.missVerdict(new TtftStats.MissOverhead(12, 1.0, 1.0, 0.98, 1.005))).isEqualTo("yes");
+        assertThat(TtftReport.missVerdict(new TtftStats.MissOverhead(12, 1.05, 1.05, 1.02, 1.08))).isEqualTo("**no**");
+        assertThat(TtftReport.missVerdict(new TtftStats.MissOverhead(12, 0.95, 1.0, 0.80, 1.20)))
+                .isEqualTo("not resolved (noise 20 %)");
     }
 
     @Test
