@@ -55,8 +55,8 @@ final class TtftRun {
     private OrbitKvPageStore ssdStore;
     private long ssdEpoch;
     private int restarts;
-    /** A warm-up prompt whose pages the SSD arm's Manager holds: run untimed after each restart. */
-    private int[] ssdPrimer;
+    /** A warm-up prompt whose pages the SSD arm's Manager holds (empty until the warm-up's first SSD request). */
+    private int[] ssdPrimer = new int[0];
 
     private TtftRun(TtftEngine engine, Path dir, PrintStream log) {
         this.engine = engine;
@@ -126,11 +126,11 @@ final class TtftRun {
                         case COLD -> cold;
                         case MISS -> miss;
                         case DRAM, DRAM_FULL -> warm;
-                        case SSD -> restartedSsdRunner(out != discarded);
+                        case SSD -> restartedSsdRunner(ssdPrimer.length > 0);
                     };
                     RequestReport r = runner.run(prompt, w.answerTokens(), System.nanoTime());
                     out.add(Sample.of(engine.name(), arm, s, turn, r));
-                    if (arm == Arm.SSD && ssdPrimer == null) ssdPrimer = prompt;
+                    if (arm == Arm.SSD && ssdPrimer.length == 0) ssdPrimer = prompt;
                     history[arm.ordinal()][s] = Workload.concat(prompt, r.generated());
                     if (arm == Arm.DRAM) {
                         int[] full = Workload.fullHitPrefix(prompt, engine.pageTokens(), engine.minPrefillTokens());
