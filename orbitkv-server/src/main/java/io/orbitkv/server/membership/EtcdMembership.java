@@ -273,6 +273,24 @@ public final class EtcdMembership implements AutoCloseable {
                 });
     }
 
+    /**
+     * Drops the members watch as a broken stream would (the view turns invalid until the next
+     * tick re-lists and re-watches). Operators never need it; tests use it to drive the repair
+     * path, which a real etcd otherwise takes only on rare stream failures.
+     */
+    void dropWatch() {
+        control.execute(() -> {
+            if (watcher != null) watcher.close();
+            watchBroken = true;
+            publish();
+        });
+    }
+
+    /** List + watch (re)starts so far, the first included. */
+    long watchStarts() {
+        return (long) watchRepairs.count();
+    }
+
     private void apply(KeyValue kv) {
         MembershipRecord.parse(settings.clusterId(), kv.getKey().toString(StandardCharsets.UTF_8), kv.getValue().getBytes())
                 .ifPresent(m -> members.put(m.nodeId(), m));

@@ -92,6 +92,23 @@ class EtcdMembershipTest {
     }
 
     @Test
+    void aBrokenWatchIsRepairedByReListingAndMissesNoChangeMadeMeanwhile() throws Exception {
+        EtcdProcess etcd = EtcdProcess.start(dir);
+        open.add(etcd);
+        EtcdMembership a = join(etcd, "a", 1);
+        EtcdMembership b = join(etcd, "b", 1);
+        Awaitility.await().atMost(Duration.ofSeconds(15)).until(() -> a.view().valid() && a.view().live().size() == 2);
+        long starts = a.watchStarts();
+        a.dropWatch();
+        b.close();
+        EtcdMembership c = join(etcd, "c", 3);
+        Awaitility.await().atMost(Duration.ofSeconds(15))
+                .until(() -> a.view().valid() && ids(a.view()).equals(List.of("a#1", "c#3")));
+        assertThat(a.watchStarts()).as("re-listed and re-watched").isGreaterThan(starts);
+        assertThat(c.view().valid()).isTrue();
+    }
+
+    @Test
     void healthRuleNeedsRegistrationAFreshKeepAliveAndARunningWatch() {
         Duration ttl = Duration.ofSeconds(5);
         long now = 100_000_000_000L;
