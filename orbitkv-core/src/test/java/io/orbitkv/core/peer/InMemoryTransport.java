@@ -12,18 +12,22 @@ import java.util.zip.CRC32C;
  * payload like the gRPC service does, with hooks to corrupt a chunk, break a stream or fail
  * releases. For tests of the requester's workflow without sockets.
  */
-final class InMemoryTransport implements PayloadTransport {
+public final class InMemoryTransport implements PayloadTransport {
 
     static final int CHUNK = 16 * 1024;
 
     final Map<String, PeerSource> sources = new ConcurrentHashMap<>();
-    volatile int corruptChunk = -1;
+    public volatile int corruptChunk = -1;
     volatile int breakAfterChunks = -1;
     final AtomicInteger failReleases = new AtomicInteger();
-    final AtomicInteger releaseCalls = new AtomicInteger();
+    public final AtomicInteger releaseCalls = new AtomicInteger();
 
     void add(PeerNode node) {
-        sources.put("mem:" + node.self.nodeId(), node.source);
+        add("mem:" + node.self.nodeId(), node.source);
+    }
+
+    public void add(String address, PeerSource source) {
+        sources.put(address, source);
     }
 
     @Override
