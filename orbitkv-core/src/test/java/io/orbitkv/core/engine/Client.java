@@ -93,6 +93,7 @@ final class Client implements AutoCloseable {
     }
 
     static Hashes hashes(long prompt, int group, int pages) {
+        if (pages == 0) return Hashes.packed(8, new byte[0]);
         List<byte[]> h = new ArrayList<>(pages);
         for (int i = 0; i < pages; i++) h.add(hash(prompt, group, i));
         return Hashes.of(h);

@@ -14,6 +14,7 @@ import java.nio.ByteBuffer;
 import java.nio.channels.SocketChannel;
 import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.Condition;
@@ -27,8 +28,10 @@ import java.util.logging.Logger;
  *
  * <p>Thread model: a <em>reader</em> virtual thread ({@link #run}) reads, decodes, calls
  * {@link ChannelSession#handle} one request at a time in arrival order and writes each reply; a
- * <em>writer</em> virtual thread drains the COMPLETION queue. Both write whole frames under
- * {@link #writeLock}, so frames never interleave. {@link #complete} and {@link #fence} are called
+ * <em>writer</em> virtual thread drains the COMPLETION queue when no request is being handled,
+ * and the reader drains it after each reply (so a client that pipelines requests still gets its
+ * events promptly). Both write whole frames under {@link #writeLock} and take events from the
+ * queue only while holding it, so frames never interleave and events keep their queue order. {@link #complete} and {@link #fence} are called
  * from any thread. The reader alone calls {@code handle} and, once, {@code close}.
  *
  * <p>Invariants: a COMPLETION is never written while a request is being handled and its reply
@@ -57,6 +60,8 @@ final class Connection implements EventSink {
     private final BlockingQueue<Reply.Completion> outbound;
     private final ReentrantLock writeLock = new ReentrantLock();
     private final Condition handleDone = writeLock.newCondition();
+    /** One permit per event offered to {@link #outbound}; wakes the writer without taking the lock. */
+    private final Semaphore queued = new Semaphore(0);
     /** Guarded by writeLock: a request is being handled and its reply is not written yet. */
     private boolean inHandle;
     private final AtomicBoolean closed = new AtomicBoolean();
@@ -170,30 +175,33 @@ final class Connection implements EventSink {
 
     /** Handles one request and writes its reply; false if the connection must close. */
     private boolean serve(ChannelSession session, DecodeResult.Decoded d) throws IOException {
-        Reply reply;
         writeLock.lock();
         try {
             inHandle = true;
         } finally {
             writeLock.unlock();
         }
+        Reply reply = d.frame() instanceof Request request
+                ? handleSafely(session, request)
+                : new Reply.Error(ErrorCode.UNKNOWN_OPERATION, "not a request: " + d.frame().type());
+        byte[] bytes = encodeReply(d.requestId(), reply);
+        writeLock.lock();
         try {
-            if (d.frame() instanceof Request request) {
-                reply = handleSafely(session, request);
-            } else {
-                reply = new Reply.Error(ErrorCode.UNKNOWN_OPERATION, "not a request: " + d.frame().type());
-            }
-            writeReply(d.requestId(), reply);
+            writeFrameLocked(bytes);
+            drainCompletionsLocked();
         } finally {
-            writeLock.lock();
-            try {
-                inHandle = false;
-                handleDone.signalAll();
-            } finally {
-                writeLock.unlock();
-            }
+            inHandle = false;
+            handleDone.signalAll();
+            writeLock.unlock();
         }
         return !(reply instanceof Reply.Error e && e.code().closesConnection());
+    }
+
+    /** Writes every queued COMPLETION, oldest first; the caller holds {@link #writeLock}. */
+    private void drainCompletionsLocked() throws IOException {
+        for (Reply.Completion event = outbound.poll(); event != null; event = outbound.poll()) {
+            writeFrameLocked(FrameEncoder.toBytes(0, event));
+        }
     }
 
     private Reply handleSafely(ChannelSession session, Request request) {
@@ -206,16 +214,14 @@ final class Connection implements EventSink {
         }
     }
 
-    private void writeReply(long requestId, Reply reply) throws IOException {
-        byte[] bytes;
+    private byte[] encodeReply(long requestId, Reply reply) {
         try {
-            bytes = FrameEncoder.toBytes(requestId, reply);
+            return FrameEncoder.toBytes(requestId, reply);
         } catch (IllegalArgumentException e) {
             metrics.internalErrors.increment();
             LOG.log(Level.WARNING, "connection " + id + ": unencodable reply " + reply.type(), e);
-            bytes = FrameEncoder.toBytes(requestId, new Reply.Error(ErrorCode.INTERNAL, "internal error: bad reply"));
+            return FrameEncoder.toBytes(requestId, new Reply.Error(ErrorCode.INTERNAL, "internal error: bad reply"));
         }
-        write(bytes);
     }
 
     /** Drops {@code bytes} from the front of the receive buffer. */
@@ -247,15 +253,19 @@ final class Connection implements EventSink {
         return true;
     }
 
-    /** Writer thread: COMPLETION frames in queue order, never inside a request's handling. */
+    /**
+     * Writer thread: COMPLETION frames in queue order, never inside a request's handling. Woken
+     * by a permit per queued event; it polls under {@link #writeLock} like the reader does after
+     * each reply, so the two never reorder events.
+     */
     private void writeCompletions() {
         try {
             while (!closed.get()) {
-                Reply.Completion event = outbound.take();
+                queued.acquire();
                 writeLock.lock();
                 try {
                     while (inHandle && !closed.get()) handleDone.await();
-                    writeFrameLocked(FrameEncoder.toBytes(0, event));
+                    drainCompletionsLocked();
                 } finally {
                     writeLock.unlock();
                 }
@@ -270,7 +280,10 @@ final class Connection implements EventSink {
     @Override
     public boolean complete(Reply.Completion event) {
         if (closed.get()) return false;
-        if (outbound.offer(event)) return true;
+        if (outbound.offer(event)) {
+            queued.release();
+            return true;
+        }
         metrics.completionsDropped.increment();
         return false;
     }

@@ -12,6 +12,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Objects;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.Semaphore;
 import java.util.function.Supplier;
 import java.util.logging.Level;
 import java.util.logging.Logger;
@@ -20,7 +21,8 @@ import java.util.logging.Logger;
  * The Manager's HTTP endpoint for people and scrapers: {@code GET /metrics} (Prometheus text
  * format 0.0.4 from the {@link PrometheusMeterRegistry}), {@code GET /status} (JSON of the
  * Manager's status value: tiers, instances, leases, queries) and {@code GET /healthz}
- * ({@code ok}). Anything else is 404; a method other than GET/HEAD is 405.
+ * ({@code ok}). Anything else is 404; a method other than GET/HEAD is 405; more than
+ * {@value #MAX_IN_FLIGHT} exchanges at once get 503.
  *
  * <p>Owns the {@link HttpServer} and its executor. Thread model: each exchange runs on its own
  * virtual thread; the status supplier and the registry must be thread-safe. Bound to 127.0.0.1
@@ -39,6 +41,10 @@ public final class StatusServer implements AutoCloseable {
     private final ExecutorService executor;
     private final PrometheusMeterRegistry registry;
     private final Supplier<?> status;
+    /** Exchanges being rendered at once, at most {@link #MAX_IN_FLIGHT}; one more is answered 503. */
+    private final Semaphore inFlight = new Semaphore(MAX_IN_FLIGHT);
+    /** Concurrent renders allowed: a scrape storm cannot pile up threads and status snapshots. */
+    static final int MAX_IN_FLIGHT = 16;
     private final ObjectMapper json = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT)
             .disable(SerializationFeature.FAIL_ON_EMPTY_BEANS);
 
@@ -89,6 +95,12 @@ public final class StatusServer implements AutoCloseable {
     }
 
     private void serve(HttpExchange ex, Render render) throws IOException {
+        if (!inFlight.tryAcquire()) {
+            try (ex) {
+                send(ex, 503, new Body("text/plain", "busy\n"));
+            }
+            return;
+        }
         try (ex) {
             String path = ex.getRequestURI().getPath();
             if (!path.equals(ex.getHttpContext().getPath())) {
@@ -113,6 +125,8 @@ public final class StatusServer implements AutoCloseable {
             } else {
                 send(ex, 200, body);
             }
+        } finally {
+            inFlight.release();
         }
     }
 

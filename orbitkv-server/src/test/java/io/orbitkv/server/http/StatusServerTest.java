@@ -62,4 +62,31 @@ class StatusServerTest {
             assertThat(send(s, "GET", "/healthz").statusCode()).isEqualTo(200);
         }
     }
+
+    @Test
+    void moreConcurrentExchangesThanTheBoundAreAnswered503() throws Exception {
+        PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+        java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.Semaphore entered = new java.util.concurrent.Semaphore(0);
+        try (StatusServer s = StatusServer.start("127.0.0.1", 0, registry, () -> {
+            entered.release();
+            try {
+                release.await();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            return new Snapshot(0, List.of());
+        })) {
+            List<java.util.concurrent.CompletableFuture<HttpResponse<String>>> held = new java.util.ArrayList<>();
+            for (int i = 0; i < StatusServer.MAX_IN_FLIGHT; i++) {
+                held.add(http.sendAsync(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + s.port() + "/status")).build(),
+                        HttpResponse.BodyHandlers.ofString()));
+            }
+            assertThat(entered.tryAcquire(StatusServer.MAX_IN_FLIGHT, 20, java.util.concurrent.TimeUnit.SECONDS)).isTrue();
+            assertThat(send(s, "GET", "/healthz").statusCode()).isEqualTo(503);
+            release.countDown();
+            for (var f : held) assertThat(f.get(20, java.util.concurrent.TimeUnit.SECONDS).statusCode()).isEqualTo(200);
+            assertThat(send(s, "GET", "/healthz").statusCode()).isEqualTo(200);
+        }
+    }
 }

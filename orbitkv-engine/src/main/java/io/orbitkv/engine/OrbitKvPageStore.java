@@ -1,0 +1,152 @@
+package io.orbitkv.engine;
+
+import io.orbitkv.client.OrbitKvClient;
+import io.orbitkv.client.OrbitKvException;
+import io.orbitkv.client.PageToPublish;
+import io.orbitkv.client.PublishOutcome;
+import io.orbitkv.state.Namespace;
+import io.orbitkv.state.RecoveryContract;
+import io.orbitkv.state.StateKey;
+import io.orbitkv.state.protocol.CompletionTarget;
+import io.orbitkv.state.protocol.Hashes;
+import io.orbitkv.state.protocol.KeyForm;
+import io.orbitkv.state.protocol.QueryStatus;
+import io.orbitkv.state.protocol.Reply;
+import io.orbitkv.state.protocol.Request;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * A {@link KvPageStore} backed by an OrbitKV Manager: QUERY with target HOST_READY for the
+ * prompt's page keys, read the leased images from the mapped arena, RELEASE after the copy;
+ * publish through PUBLISH_RESERVE, a write into the granted slot, PUBLISH_COMMIT.
+ *
+ * <p>Owns its {@link OrbitKvClient} (one connection, one registered engine instance) and the
+ * operation-id counter. Thread model: confined to the runner's thread (the client itself is
+ * thread-safe; the counter is not). Invariants: every QUERY is ended by a RELEASE, on a hit
+ * after the images were copied ({@link PrefixLookup.Hit#close()}), on a miss at once; a hit
+ * hands out only a gap-free run of RESIDENT pages starting at page 0 whose lease length is the
+ * page size, so a short or odd lease shortens the prefix, never corrupts a restore.
+ *
+ * <p>Engine-neutral: the Jlama and llama.cpp adapters both use it; the image bytes are the
+ * adapter's page layout, opaque here.
+ *
+ * <p>Design note: HOST_READY rather than ENGINE_RESTORE because neither engine exposes its KV
+ * cache as one registerable region (Jlama keeps each (layer, position) vector as its own tensor;
+ * llama.cpp takes K/V only through {@code llama_state_seq_set_data}); the runner copies out of
+ * the shared arena mapping. Publishing builds each image in a confined arena first because the client copies it
+ * into the slot it is granted; one extra copy of an 8 KiB (CI) to 256 KiB (bench) page.
+ */
+public final class OrbitKvPageStore implements KvPageStore {
+
+    private final OrbitKvClient client;
+    private long nextOperationId = 1;
+    private boolean closed;
+
+    private OrbitKvPageStore(OrbitKvClient client) {
+        this.client = client;
+    }
+
+    /**
+     * Connects to the Manager at {@code socket} and registers engine {@code instanceId} at
+     * {@code epoch} (a restarted engine passes a higher epoch) with {@code namespace} and the
+     * full-attention contract of {@link FullAttention#contract}.
+     */
+    public static OrbitKvPageStore connect(Path socket, String instanceId, long epoch, Namespace namespace)
+            throws IOException {
+        OrbitKvClient client = OrbitKvClient.connect(socket);
+        try {
+            RecoveryContract contract = FullAttention.contract(namespace.pageTokens());
+            client.register(instanceId, epoch, namespace, contract);
+            return new OrbitKvPageStore(client);
+        } catch (RuntimeException e) {
+            client.close();
+            throw e;
+        }
+    }
+
+    /** The Manager's counters (STATS), for reports. */
+    public java.util.Map<String, Long> stats() {
+        return client.stats();
+    }
+
+    @Override
+    public PrefixLookup lookupPrefix(List<StateKey> pageKeys, long promptTokens) {
+        long operationId = nextOperationId++;
+        Request.Query query = new Request.Query(operationId, 0, CompletionTarget.HOST_READY, promptTokens, 0,
+                List.of(new Request.QueryGroup(FullAttention.GROUP, KeyForm.STATE_KEY, Hashes.ofKeys(pageKeys))));
+        Reply.QueryResult first = client.query(query);
+        HitSource source = first.status() == QueryStatus.FINAL ? HitSource.DRAM : HitSource.STAGED;
+        Reply.QueryResult result = client.awaitSettled(first);
+        List<MemorySegment> images = result.hit() ? leasedPrefix(result, pageKeys.size()) : List.of();
+        if (images.isEmpty()) {
+            release(operationId);
+            return new PrefixLookup.Miss(result.hit() ? "hit without a usable page 0" : "boundary " + result.boundaryTokens());
+        }
+        return new PrefixLookup.Hit(images, source, () -> release(operationId));
+    }
+
+    private List<MemorySegment> leasedPrefix(Reply.QueryResult result, int maxPages) {
+        List<MemorySegment> images = new ArrayList<>();
+        long expectedLength = -1;
+        for (Reply.GroupResult group : result.groups()) {
+            if (group.groupId() != FullAttention.GROUP) continue;
+            for (Reply.Span span : group.spans()) {
+                if (span.firstPage() != images.size()) return images;
+                for (Reply.PageResult page : span.pages()) {
+                    if (images.size() == maxPages || !(page instanceof Reply.Resident resident)) return images;
+                    if (expectedLength == -1) expectedLength = resident.lease().lengthBytes();
+                    if (resident.lease().lengthBytes() != expectedLength) return images;
+                    images.add(client.readLease(resident.lease()));
+                }
+            }
+        }
+        return images;
+    }
+
+    private void release(long operationId) {
+        try {
+            client.release(operationId);
+        } catch (OrbitKvException e) {
+            // a FINAL miss may hold nothing the Manager still tracks: NOT_FOUND ends it as well
+            if (e.code() != io.orbitkv.state.protocol.ErrorCode.NOT_FOUND) throw e;
+        }
+    }
+
+    @Override
+    public PublishReport publish(List<StateKey> pageKeys, long imageBytes, PageImageWriter writer) {
+        if (pageKeys.isEmpty()) return PublishReport.NONE;
+        try (Arena images = Arena.ofConfined()) {
+            List<PageToPublish> pages = new ArrayList<>(pageKeys.size());
+            for (int i = 0; i < pageKeys.size(); i++) {
+                MemorySegment image = images.allocate(imageBytes, 64);
+                writer.write(i, image);
+                pages.add(PageToPublish.ofKey(FullAttention.GROUP, pageKeys.get(i), image));
+            }
+            int sealed = 0;
+            int present = 0;
+            int refused = 0;
+            for (PublishOutcome outcome : client.publish(pages)) {
+                switch (outcome) {
+                    case SEALED -> sealed++;
+                    case DISCARDED, ALREADY_RESIDENT -> present++;
+                    case NO_SPACE, BUSY, NOT_FOUND -> refused++;
+                }
+            }
+            return new PublishReport(sealed, present, refused);
+        }
+    }
+
+    /** Closes the connection once; later calls do nothing (the client's own close is not idempotent). */
+    @Override
+    public void close() {
+        if (closed) return;
+        closed = true;
+        client.close();
+    }
+}

@@ -1,0 +1,165 @@
+package io.orbitkv.llamacpp;
+
+import io.orbitkv.engine.FullAttention;
+import io.orbitkv.engine.HitSource;
+import io.orbitkv.engine.KvPageStore;
+import io.orbitkv.engine.PrefixLookup;
+import io.orbitkv.engine.RequestReport;
+import io.orbitkv.state.Namespace;
+import io.orbitkv.state.StateKey;
+import io.orbitkv.state.StateKeys;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * Serves one greedy request at a time on a {@link LlamaCppEngine}, reusing KV pages through a
+ * {@link KvPageStore}: lease the longest restorable prefix, assemble its page images into one
+ * sequence-state blob and restore it with {@code llama_state_seq_set_data}, decode the rest of
+ * the prompt as one batch of at least {@value #MIN_PREFILL_TOKENS} tokens, decode greedily, then
+ * export the sequence state once and publish every prompt page that was not restored.
+ *
+ * <pre>
+ *   prompt  |<--- restored pages (set_data) --->|<-- one decode batch (>= 2 tokens) -->|
+ *   published: pages [restored, prompt / P): positions computed by a batch, never by a decode step
+ * </pre>
+ *
+ * <p>Borrows the engine and the store. Thread model: confined; {@link #run} is called by one
+ * thread at a time (the engine's context is confined). Invariants: each request starts from an
+ * empty KV cache ({@code llama_kv_self_clear}), so cells hold positions {@code 0..n-1} in order
+ * and can be carved; every K/V position this runner publishes or relies on was computed by a
+ * batch of at least two tokens; a restore that llama.cpp refuses leaves the cache empty and the
+ * request runs cold (counted as a miss, never a wrong output).
+ *
+ * <p>Design note: in the b4916 CPU build a batch of one token takes another matrix-multiply path
+ * (a matrix-vector product) than a batch of two or more, and its results differ in the last bits:
+ * measured on the CI model, the logits of a prompt split as [n-1 | 1] differed from one batch of
+ * n in 3 of 3 prompts, while every split into batches of >= 2 tokens was bit-identical, and the
+ * F16 K/V of positions computed by greedy decode steps differed from the same positions prefilled
+ * in 5 of 7 prompts. Hence (1) at least {@value #MIN_PREFILL_TOKENS} prompt tokens are always
+ * computed, and (2) decode-step positions are not published: the next turn of a conversation
+ * recomputes the previous answer in its prefill batch and publishes it then. Unlike Jlama, whose
+ * forward and batch paths write identical K/V, this costs one answer's prefill per turn, and keeps
+ * every warm run bit-identical to a cold run that prefills the whole prompt at once. One blob for
+ * the whole prefix because {@code set_data} first removes the sequence. Keys are the project's
+ * {@link io.orbitkv.state.TokenChain} with no salt, in the llama.cpp namespace.
+ */
+public final class LlamaCppSessionRunner {
+
+    /** Prompt tokens a request always computes in its prefill batch (see the design note). */
+    public static final int MIN_PREFILL_TOKENS = 2;
+
+    private static final byte[] NO_SALT = new byte[0];
+
+    private final LlamaCppEngine engine;
+    private final KvPageStore store;
+    private final LlamaCppKvPageLayout layout;
+    private final byte[] namespaceDigest;
+    private final int pageTokens;
+
+    /**
+     * @param engine    the engine (its KV cache is cleared at the start of every request)
+     * @param namespace the namespace the store was registered with; its kv_layout must be the
+     *                  engine's {@link #layout(LlamaCppEngine, int)}
+     * @param store     where pages come from and go to ({@link KvPageStore#cold()} for the control)
+     */
+    public LlamaCppSessionRunner(LlamaCppEngine engine, Namespace namespace, KvPageStore store) {
+        this.engine = engine;
+        this.store = store;
+        this.pageTokens = namespace.pageTokens();
+        this.layout = layout(engine, pageTokens);
+        if (!namespace.kvLayout().equals(layout.kvLayoutName())) {
+            throw new IllegalArgumentException("namespace layout " + namespace.kvLayout() + " is not the engine's "
+                    + layout.kvLayoutName());
+        }
+        this.namespaceDigest = namespace.digest();
+    }
+
+    /** The page layout of {@code engine}'s KV cache: read from an empty sequence's state header. */
+    public static LlamaCppKvPageLayout layout(LlamaCppEngine engine, int pageTokens) {
+        engine.clear();
+        try (Arena a = Arena.ofConfined()) {
+            return LlamaCppKvPageLayout.of(engine.exportSequence(a), pageTokens);
+        }
+    }
+
+    public LlamaCppKvPageLayout layout() {
+        return layout;
+    }
+
+    /**
+     * Serves one request: {@code prompt} token ids (at least 1), {@code newTokens} greedy tokens
+     * (at least 1), {@code arrivalNanos} the {@link System#nanoTime()} when the request arrived.
+     */
+    public RequestReport run(int[] prompt, int newTokens, long arrivalNanos) {
+        if (prompt.length < 1 || newTokens < 1) throw new IllegalArgumentException("need a prompt token and a new token");
+        if (prompt.length + newTokens > engine.contextTokens()) {
+            throw new IllegalArgumentException("prompt " + prompt.length + " + " + newTokens + " exceeds context "
+                    + engine.contextTokens());
+        }
+        engine.clear();
+        int restorablePages = Math.max(0, prompt.length - MIN_PREFILL_TOKENS) / pageTokens;
+        List<StateKey> promptKeys = StateKeys.forTokens(namespaceDigest, FullAttention.GROUP,
+                Arrays.copyOf(prompt, restorablePages * pageTokens), pageTokens, NO_SALT);
+        PrefixLookup lookup = restorablePages == 0
+                ? new PrefixLookup.Miss("prompt shorter than one page plus " + MIN_PREFILL_TOKENS + " tokens")
+                : store.lookupPrefix(promptKeys, prompt.length);
+        int restoredPages = switch (lookup) {
+            case PrefixLookup.Miss miss -> 0;
+            case PrefixLookup.Hit hit -> restore(hit, restorablePages);
+        };
+        HitSource source = restoredPages == 0 ? HitSource.NONE : ((PrefixLookup.Hit) lookup).source();
+        int restored = restoredPages * pageTokens;
+
+        int[] generated = new int[newTokens];
+        float[][] logits = new float[newTokens][];
+        float[] row = engine.decode(prompt, restored, prompt.length);
+        int next = argmax(row);
+        long ttft = System.nanoTime() - arrivalNanos;
+        int[] one = new int[1];
+        for (int i = 0; ; i++) {
+            generated[i] = next;
+            logits[i] = row;
+            if (i == newTokens - 1) break;
+            one[0] = next;
+            row = engine.decode(one, 0, 1);
+            next = argmax(row);
+        }
+
+        KvPageStore.PublishReport published = publishNewPages(prompt, restoredPages);
+        return new RequestReport(generated, logits, prompt.length, restored, prompt.length - restored,
+                restoredPages * layout.pageBytes(), source, ttft, published);
+    }
+
+    /** Restores the hit's first pages; 0 when llama.cpp refuses the blob (the cache is then empty). */
+    private int restore(PrefixLookup.Hit hit, int restorablePages) {
+        try (hit; Arena a = Arena.ofConfined()) {
+            int pages = Math.min(hit.pages(), restorablePages);
+            MemorySegment blob = layout.assemble(hit.images().subList(0, pages), a);
+            if (engine.importSequence(blob)) return pages;
+            engine.clear();
+            return 0;
+        }
+    }
+
+    /** Publishes the complete pages of the prompt (positions a batch computed) from {@code firstNewPage} on. */
+    private KvPageStore.PublishReport publishNewPages(int[] prompt, int firstNewPage) {
+        int completePages = prompt.length / pageTokens;
+        if (completePages <= firstNewPage) return KvPageStore.PublishReport.NONE;
+        List<StateKey> keys = StateKeys.forTokens(namespaceDigest, FullAttention.GROUP, prompt, pageTokens, NO_SALT);
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment state = engine.exportSequence(a);
+            return store.publish(keys.subList(firstNewPage, completePages), layout.pageBytes(),
+                    (index, slot) -> layout.exportPage(state, firstNewPage + index, slot));
+        }
+    }
+
+    /** Greedy choice: the first index of the largest logit (ties go to the lower id, like llama.cpp's greedy sampler). */
+    static int argmax(float[] row) {
+        int best = 0;
+        for (int i = 1; i < row.length; i++) if (row[i] > row[best]) best = i;
+        return best;
+    }
+}
