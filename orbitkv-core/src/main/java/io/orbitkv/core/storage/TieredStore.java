@@ -214,6 +214,14 @@ public final class TieredStore implements AutoCloseable {
         return result;
     }
 
+    /** Keys resident on {@code medium} now, a weakly consistent copy (catalog resynchronisation). */
+    public List<StateKey> residentKeys(ResidencyEvent.Medium medium) {
+        return switch (medium) {
+            case DRAM -> dram.residentKeys();
+            case SSD -> ssd.residentKeys();
+        };
+    }
+
     /** The stream both tiers append to. */
     public ResidencyStream residency() {
         return residency;

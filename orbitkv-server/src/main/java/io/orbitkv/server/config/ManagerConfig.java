@@ -19,6 +19,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.function.BiConsumer;
 
 /**
@@ -63,6 +64,7 @@ import java.util.function.BiConsumer;
  * @param limits                 the engine channel's budgets (sent to clients in REGISTERED)
  * @param outboundQueueFrames    COMPLETION frames queued per connection before events are dropped
  * @param drainTimeoutMillis     how long shutdown waits for sessions and SSD work to drain
+ * @param cluster                etcd membership, cluster endpoint and catalog; single-node when no etcd is set
  */
 public record ManagerConfig(
         Path dramDir,
@@ -89,7 +91,8 @@ public record ManagerConfig(
         Path readyFile,
         ProtocolLimits limits,
         int outboundQueueFrames,
-        long drainTimeoutMillis) {
+        long drainTimeoutMillis,
+        ClusterConfig cluster) {
 
     /** Default working directory of a Manager, relative to where it starts. */
     public static final Path VAR_DIR = Path.of("var", "orbitkv");
@@ -108,6 +111,7 @@ public record ManagerConfig(
         Objects.requireNonNull(httpHost, "httpHost");
         Objects.requireNonNull(readyFile, "readyFile");
         Objects.requireNonNull(limits, "limits");
+        Objects.requireNonNull(cluster, "cluster");
         if (!socketMode.equals("0600") && !socketMode.equals("0660")) {
             throw new IllegalArgumentException("socketMode must be 0600 or 0660: " + socketMode);
         }
@@ -156,7 +160,7 @@ public record ManagerConfig(
                 new SsdAdmissionPolicy.WriteThrough(), 1L << 30, 64L << 20, 256L << 20, 256,
                 io.orbitkv.core.engine.ManagerConfig.DEFAULTS.maxLeases(),
                 io.orbitkv.core.engine.ManagerConfig.DEFAULTS.restoreCopyThreads(), VAR_DIR.resolve("manager.sock"), "0600", "127.0.0.1", DEFAULT_HTTP_PORT,
-                defaultReadyFile(ssd), ProtocolLimits.DEFAULTS, 1024, 10_000);
+                defaultReadyFile(ssd), ProtocolLimits.DEFAULTS, 1024, 10_000, ClusterConfig.SINGLE_NODE);
     }
 
     /** The tiered store this configuration describes. */
@@ -312,7 +316,19 @@ public record ManagerConfig(
                         (b, v) -> b.limits[12] = integer(v)),
                 new Key("outboundQueueFrames", "COMPLETION frames queued per connection",
                         (b, v) -> b.outboundQueueFrames = integer(v)),
-                new Key("drainTimeoutMillis", "shutdown drain bound, ms", (b, v) -> b.drainTimeoutMillis = size(v)));
+                new Key("drainTimeoutMillis", "shutdown drain bound, ms", (b, v) -> b.drainTimeoutMillis = size(v)),
+                new Key("etcd", "etcd client URLs, comma-separated; empty = single-node",
+                        (b, v) -> b.etcd = text(v).isBlank() ? List.of() : List.of(text(v).strip().split("\\s*,\\s*"))),
+                new Key("nodeId", "this node's stable name in the cluster", (b, v) -> b.nodeId = text(v)),
+                new Key("clusterId", "cluster name (etcd prefix, auth header)", (b, v) -> b.clusterId = text(v)),
+                new Key("clusterListen", "cluster gRPC address host:port", (b, v) -> b.clusterListen = text(v)),
+                new Key("clusterTokenFile", "file holding the cluster token", (b, v) -> b.clusterTokenFile = Optional.of(path(v))),
+                new Key("clusterTlsCert", "certificate chain for mutual TLS (PEM)", (b, v) -> b.clusterTlsCert = Optional.of(path(v))),
+                new Key("clusterTlsKey", "PKCS#8 private key for mutual TLS (PEM)", (b, v) -> b.clusterTlsKey = Optional.of(path(v))),
+                new Key("clusterTlsCa", "CA bundle peers must chain to (PEM)", (b, v) -> b.clusterTlsCa = Optional.of(path(v))),
+                new Key("clusterLeaseTtlMillis", "etcd lease TTL, ms (>= 2000)", (b, v) -> b.clusterLeaseTtlMillis = size(v)),
+                new Key("clusterLookupTimeoutMillis", "catalog lookup batch deadline, ms",
+                        (b, v) -> b.clusterLookupTimeoutMillis = size(v)));
         Map<String, Key> map = new LinkedHashMap<>();
         for (Key k : list) map.put(k.name(), k);
         return java.util.Collections.unmodifiableMap(map);
@@ -390,6 +406,16 @@ public record ManagerConfig(
         final int[] limits;
         int outboundQueueFrames;
         long drainTimeoutMillis;
+        List<String> etcd;
+        String nodeId;
+        String clusterId;
+        String clusterListen;
+        Optional<Path> clusterTokenFile;
+        Optional<Path> clusterTlsCert;
+        Optional<Path> clusterTlsKey;
+        Optional<Path> clusterTlsCa;
+        long clusterLeaseTtlMillis;
+        long clusterLookupTimeoutMillis;
 
         private Builder(ManagerConfig c) {
             dramDir = c.dramDir;
@@ -421,6 +447,17 @@ public record ManagerConfig(
                 l.maxReservationsPerConnection(), l.maxRegionsPerConnection()};
             outboundQueueFrames = c.outboundQueueFrames;
             drainTimeoutMillis = c.drainTimeoutMillis;
+            ClusterConfig k = c.cluster;
+            etcd = k.etcdEndpoints();
+            nodeId = k.nodeId();
+            clusterId = k.clusterId();
+            clusterListen = k.listen();
+            clusterTokenFile = k.tokenFile();
+            clusterTlsCert = k.tlsCert();
+            clusterTlsKey = k.tlsKey();
+            clusterTlsCa = k.tlsCa();
+            clusterLeaseTtlMillis = k.leaseTtlMillis();
+            clusterLookupTimeoutMillis = k.lookupTimeoutMillis();
         }
 
         private ManagerConfig build() {
@@ -430,7 +467,9 @@ public record ManagerConfig(
                     ssdFiles, ssdIoThreads, ssdBufferedFallback, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
                     ssdWriteQueueBytes, maxInflightStages, maxLeases, restoreCopyThreads, socket, socketMode, httpHost,
                     httpPort, readyFile, l,
-                    outboundQueueFrames, drainTimeoutMillis);
+                    outboundQueueFrames, drainTimeoutMillis,
+                    new ClusterConfig(etcd, nodeId, clusterId, clusterListen, clusterTokenFile, clusterTlsCert,
+                            clusterTlsKey, clusterTlsCa, clusterLeaseTtlMillis, clusterLookupTimeoutMillis));
         }
     }
 }

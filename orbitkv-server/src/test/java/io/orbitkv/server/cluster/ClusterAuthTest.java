@@ -35,7 +35,7 @@ class ClusterAuthTest {
     @BeforeEach
     void start() throws Exception {
         server = ClusterRpcServer.start(new InetSocketAddress("127.0.0.1", 0), RIGHT,
-                List.of(new ClusterInfoService("node-a", 7)));
+                List.of(new ClusterInfoService("node-a", 7, keys -> java.util.concurrent.CompletableFuture.completedFuture(java.util.Map.of()))));
         endpoint = "127.0.0.1:" + server.address().getPort();
     }
 
