@@ -13,6 +13,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.function.Function;
 
 /**
@@ -21,8 +24,10 @@ import java.util.function.Function;
  * over the live view), as a snapshot followed by deltas, one stream per owner.
  *
  * <p>Owns the mirror and one {@link OwnerStream} per live owner, each with a bounded journal of
- * deltas not yet acknowledged. Thread model: {@link #pump} runs on one publisher thread (a
- * daemon's catalog loop); gauges read sizes racily. Invariants: per owner at most one batch is in
+ * deltas not yet acknowledged. Thread model: {@link #pump} is called by one publisher thread (a
+ * daemon's catalog loop); within a pump each owner stream is drained by its own virtual thread
+ * (a stream is touched by one thread at a time; the mirror is read-only meanwhile, and the
+ * executor's close is the happens-before edge back to the publisher); gauges read sizes racily. Invariants: per owner at most one batch is in
  * flight and at most {@link Budgets#maxBatchesPerPump} are sent per pump; a journal never exceeds
  * {@link Budgets#journalDeltas} (overflow drops it and schedules a snapshot); no remote work is
  * done from an invalid view; any change of the live set, an owner's restart (NEED_SNAPSHOT,
@@ -79,7 +84,8 @@ public final class CatalogPublisher {
     private final CatalogTransport transport;
     private final Budgets budgets;
     private final ResidencyMirror mirror = new ResidencyMirror();
-    private final Map<String, OwnerStream> streams = new HashMap<>();
+    /** Concurrent only so the journal gauge can iterate it; written by the publisher thread alone. */
+    private final Map<String, OwnerStream> streams = new java.util.concurrent.ConcurrentHashMap<>();
     private long nextSequence = 1;
     private long viewDigest;
     private List<Member> live = List.of();
@@ -120,7 +126,7 @@ public final class CatalogPublisher {
 
     private double journalSize() {
         long n = 0;
-        for (OwnerStream s : List.copyOf(streams.values())) n += s.journal.size();
+        for (OwnerStream s : streams.values()) n += s.journal.size();
         return n;
     }
 
@@ -138,8 +144,14 @@ public final class CatalogPublisher {
             return false;
         }
         if (view.digest() != viewDigest || !live.equals(view.live())) onMembership(view);
+        // owners are drained in parallel (one virtual thread each), so a slow or dead owner delays
+        // only its own stream; the mirror and the live list are only read while they run
+        List<Future<Boolean>> drains = new ArrayList<>();
+        try (ExecutorService perOwner = Executors.newVirtualThreadPerTaskExecutor()) {
+            for (OwnerStream s : streams.values()) drains.add(perOwner.submit(() -> drain(s)));
+        }
         boolean idle = true;
-        for (OwnerStream s : streams.values()) idle &= drain(s);
+        for (Future<Boolean> f : drains) idle &= f.resultNow();
         return idle;
     }
 

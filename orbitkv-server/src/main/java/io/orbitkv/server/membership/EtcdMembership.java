@@ -107,7 +107,7 @@ public final class EtcdMembership implements AutoCloseable {
     private long leaseId;
     private CloseableClient keepAlive;
     private Watch.Watcher watcher;
-    private boolean registered;
+    private volatile boolean registered;
     private volatile boolean superseded;
     private volatile boolean watchBroken = true;
     private volatile boolean leaseBroken = true;
