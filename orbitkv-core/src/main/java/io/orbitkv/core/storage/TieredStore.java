@@ -442,6 +442,7 @@ public final class TieredStore implements AutoCloseable {
                 case DRAM_HIT -> StageCount.DRAM_HIT;
                 case SSD_READ -> StageCount.SSD_READ;
                 case SHARED_READ -> StageCount.SHARED_READ;
+                case PEER_READ -> throw new IllegalStateException("the store never stages from a peer: " + result);
             };
             case StageResult.Miss ignored -> StageCount.MISS;
             case StageResult.Busy ignored -> StageCount.BUSY;

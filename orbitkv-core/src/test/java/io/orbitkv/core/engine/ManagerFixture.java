@@ -1,6 +1,7 @@
 package io.orbitkv.core.engine;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.core.query.RemotePages;
 import io.orbitkv.core.storage.NamespaceTable;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.TieredStoreConfig;
@@ -32,6 +33,7 @@ final class ManagerFixture implements AutoCloseable {
     static final RecoveryContract FULL = new RecoveryContract(PAGE_TOKENS, List.of(new StateGroup.Full(0)));
 
     final Path dir;
+    final RemotePages remote;
     final int dramSlots;
     final ProtocolLimits limits;
     final ManagerConfig config;
@@ -43,6 +45,12 @@ final class ManagerFixture implements AutoCloseable {
     final AtomicLong skewNanos = new AtomicLong();
 
     ManagerFixture(Path dir, int dramSlots, ProtocolLimits limits, ManagerConfig config) throws IOException {
+        this(dir, dramSlots, limits, config, RemotePages.NONE);
+    }
+
+    /** {@code remote}: the peer routes of the core's planner. */
+    ManagerFixture(Path dir, int dramSlots, ProtocolLimits limits, ManagerConfig config, RemotePages remote) throws IOException {
+        this.remote = remote;
         this.dir = dir;
         this.dramSlots = dramSlots;
         this.limits = limits;
@@ -69,7 +77,7 @@ final class ManagerFixture implements AutoCloseable {
                 .withBuffers(64 * 1024, 64 * 1024);
         store = TieredStore.open(new TieredStoreConfig(dram, ssd,
                 PublishConfig.defaults(new SsdAdmissionPolicy.WriteThrough()), 1 << 16, 64), namespaces, registry);
-        core = new ManagerCore(store, namespaces, limits, config, registry, this::now);
+        core = new ManagerCore(store, namespaces, limits, config, registry, this::now, remote);
     }
 
     long now() {
