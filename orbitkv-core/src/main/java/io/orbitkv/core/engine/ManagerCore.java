@@ -4,6 +4,7 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.core.query.Budget;
 import io.orbitkv.core.query.OperationHost;
 import io.orbitkv.core.query.QueryPlanner;
+import io.orbitkv.core.query.RemotePages;
 import io.orbitkv.core.query.SessionScope;
 import io.orbitkv.core.storage.NamespaceTable;
 import io.orbitkv.core.storage.TieredStore;
@@ -122,12 +123,18 @@ public final class ManagerCore implements AutoCloseable {
      */
     public ManagerCore(TieredStore store, NamespaceTable namespaces, ProtocolLimits limits, ManagerConfig config,
                        MeterRegistry registry, LongSupplier nanoClock) {
+        this(store, namespaces, limits, config, registry, nanoClock, RemotePages.NONE);
+    }
+
+    /** As above, with peer routes: pages only peers hold are fetched through {@code remote} (issue 6). */
+    public ManagerCore(TieredStore store, NamespaceTable namespaces, ProtocolLimits limits, ManagerConfig config,
+                       MeterRegistry registry, LongSupplier nanoClock, RemotePages remote) {
         this.store = Objects.requireNonNull(store, "store");
         this.namespaces = Objects.requireNonNull(namespaces, "namespaces");
         this.limits = Objects.requireNonNull(limits, "limits");
         this.config = Objects.requireNonNull(config, "config");
         this.nanoClock = Objects.requireNonNull(nanoClock, "nanoClock");
-        this.planner = new QueryPlanner(store);
+        this.planner = new QueryPlanner(store, remote);
         this.leaseTable = new Budget("lease table", "leases", config.maxLeases());
         this.stagingBudget = new Budget("staging budget", "bytes", config.stagingBudgetBytes());
         this.copier = new RestoreCopier(config.restoreCopyThreads(), config.restoreQueuedTasks());

@@ -27,6 +27,7 @@ import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 
 /**
  * One revision of one QUERY operation of a session (protocol §9.4-9.5): its selected boundary,
@@ -220,7 +221,10 @@ public final class QueryOperation {
             PageSlot slot = queue.poll();
             slot.state = PageSlot.State.STAGING;
             stagingInFlight++;
-            host.store().stage(slot.key).whenCompleteAsync((result, failure) -> {
+            host.store().stage(slot.key).thenCompose(local -> local instanceof StageResult.Miss miss
+                            && miss.reason() == StageResult.MissReason.NOT_FOUND
+                            ? host.planner().remote().fetch(slot.key, scope) : CompletableFuture.completedFuture(local))
+                    .whenCompleteAsync((result, failure) -> {
                 synchronized (host.lock()) {
                     onStaged(slot, result);
                 }

@@ -55,9 +55,21 @@ public final class QueryPlanner {
 
     private final TieredStore store;
     private final BlockKeyCache keys = new BlockKeyCache();
+    private final RemotePages remote;
 
     public QueryPlanner(TieredStore store) {
+        this(store, RemotePages.NONE);
+    }
+
+    /** A planner whose local misses may be served by peers through {@code remote}. */
+    public QueryPlanner(TieredStore store, RemotePages remote) {
         this.store = Objects.requireNonNull(store, "store");
+        this.remote = Objects.requireNonNull(remote, "remote");
+    }
+
+    /** The peer routes this planner offers after local DRAM and SSD. */
+    public RemotePages remote() {
+        return remote;
     }
 
     /** The error a QUERY deserves before any lookup, or empty if it fits the session's contract. */
@@ -150,7 +162,11 @@ public final class QueryPlanner {
                     if (!dramOnly && pin.namespace().equals(scope.digest())) f.stagingBytes[i] = pin.paddedPayloadBytes();
                     store.ssd().unpin(pin);
                 }
-                case LookupResult.Miss ignored -> { }
+                case LookupResult.Miss ignored -> {
+                    // Routes 3-4: a page only peers hold is staged like an SSD page (CANDIDATE ->
+                    // RESERVED -> RESIDENT), so PENDING/settle and the staging budget cover it too.
+                    if (!dramOnly) f.stagingBytes[i] = remote.stagingBytes(key, scope);
+                }
             }
         }
         return f;

@@ -15,7 +15,9 @@ public sealed interface StageResult {
         /** This call read it from SSD into DRAM. */
         SSD_READ,
         /** Another staging of the same key was reading it; this call shared that read. */
-        SHARED_READ
+        SHARED_READ,
+        /** Neither local tier had it; a peer Manager sent it into a local DRAM slot (io.orbitkv.core.peer). */
+        PEER_READ
     }
 
     /** Why a staging found nothing servable. */

@@ -239,6 +239,14 @@ public final class TieredStore implements AutoCloseable {
         return result;
     }
 
+    /** Keys resident on {@code medium} now, a weakly consistent copy (catalog resynchronisation). */
+    public List<StateKey> residentKeys(ResidencyEvent.Medium medium) {
+        return switch (medium) {
+            case DRAM -> dram.residentKeys();
+            case SSD -> ssd.residentKeys();
+        };
+    }
+
     /** The stream both tiers append to. */
     public ResidencyStream residency() {
         return residency;
@@ -441,6 +449,7 @@ public final class TieredStore implements AutoCloseable {
                 case DRAM_HIT -> StageCount.DRAM_HIT;
                 case SSD_READ -> StageCount.SSD_READ;
                 case SHARED_READ -> StageCount.SHARED_READ;
+                case PEER_READ -> throw new IllegalStateException("the store never stages from a peer: " + result);
             };
             case StageResult.Miss ignored -> StageCount.MISS;
             case StageResult.Busy ignored -> StageCount.BUSY;

@@ -2,6 +2,7 @@ package io.orbitkv.core.engine;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.core.cost.CostObserver;
+import io.orbitkv.core.query.RemotePages;
 import io.orbitkv.core.storage.NamespaceTable;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.TieredStoreConfig;
@@ -33,6 +34,7 @@ final class ManagerFixture implements AutoCloseable {
     static final RecoveryContract FULL = new RecoveryContract(PAGE_TOKENS, List.of(new StateGroup.Full(0)));
 
     final Path dir;
+    final RemotePages remote;
     final int dramSlots;
     final ProtocolLimits limits;
     final ManagerConfig config;
@@ -45,11 +47,18 @@ final class ManagerFixture implements AutoCloseable {
     final AtomicLong skewNanos = new AtomicLong();
 
     ManagerFixture(Path dir, int dramSlots, ProtocolLimits limits, ManagerConfig config) throws IOException {
-        this(dir, dramSlots, limits, config, CostObserver.disabled());
+        this(dir, dramSlots, limits, config, RemotePages.NONE, CostObserver.disabled());
     }
 
-    ManagerFixture(Path dir, int dramSlots, ProtocolLimits limits, ManagerConfig config, CostObserver cost)
-            throws IOException {
+    /** {@code remote}: the peer routes of the core's planner. */
+    ManagerFixture(Path dir, int dramSlots, ProtocolLimits limits, ManagerConfig config, RemotePages remote) throws IOException {
+        this(dir, dramSlots, limits, config, remote, CostObserver.disabled());
+    }
+
+    /** {@code cost}: the observer the tiers and the restore copies report to. */
+    ManagerFixture(Path dir, int dramSlots, ProtocolLimits limits, ManagerConfig config, RemotePages remote,
+                   CostObserver cost) throws IOException {
+        this.remote = remote;
         this.cost = cost;
         this.dir = dir;
         this.dramSlots = dramSlots;
@@ -77,7 +86,7 @@ final class ManagerFixture implements AutoCloseable {
                 .withBuffers(64 * 1024, 64 * 1024);
         store = TieredStore.open(new TieredStoreConfig(dram, ssd,
                 PublishConfig.defaults(new SsdAdmissionPolicy.WriteThrough()), 1 << 16, 64), namespaces, registry, cost);
-        core = new ManagerCore(store, namespaces, limits, config, registry, this::now);
+        core = new ManagerCore(store, namespaces, limits, config, registry, this::now, remote);
     }
 
     long now() {

@@ -71,6 +71,21 @@ final class ManagerCommand implements Callable<Integer> {
     @Option(names = "--ready-file", paramLabel = "FILE", description = "where the ready line is written (default <ssd-dir>/../manager.ready)")
     String readyFile;
 
+    @Option(names = "--etcd", paramLabel = "URLS", description = "etcd client URLs (comma-separated): join a cluster, e.g. http://127.0.0.1:2379")
+    String etcd;
+
+    @Option(names = "--node-id", paramLabel = "ID", description = "this node's stable name in the cluster")
+    String nodeId;
+
+    @Option(names = "--cluster-id", paramLabel = "ID", description = "cluster name (default orbitkv)")
+    String clusterId;
+
+    @Option(names = "--cluster-listen", paramLabel = "HOST:PORT", description = "cluster gRPC address (default 127.0.0.1:0)")
+    String clusterListen;
+
+    @Option(names = "--cluster-token-file", paramLabel = "FILE", description = "file holding the cluster token (>= 16 bytes)")
+    String clusterTokenFile;
+
     @Option(names = "--set", paramLabel = "KEY=VALUE", description = "set any configuration key (repeatable)")
     List<String> sets = List.of();
 
@@ -137,6 +152,11 @@ final class ManagerCommand implements Callable<Integer> {
         put(o, "socket", socket);
         put(o, "httpPort", httpPort);
         put(o, "readyFile", readyFile);
+        put(o, "etcd", etcd);
+        put(o, "nodeId", nodeId);
+        put(o, "clusterId", clusterId);
+        put(o, "clusterListen", clusterListen);
+        put(o, "clusterTokenFile", clusterTokenFile);
         return o;
     }
 

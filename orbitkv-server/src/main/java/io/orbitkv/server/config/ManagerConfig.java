@@ -20,6 +20,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.function.BiConsumer;
 
 /**
@@ -67,6 +68,7 @@ import java.util.function.BiConsumer;
  * @param drainTimeoutMillis     how long shutdown waits for sessions and SSD work to drain
  * @param publishQuarantineMillis how long a closed or fenced session's unsealed publish slots are held
  *                               before they are freed (protocol §9.6); 0 frees them at once
+ * @param cluster                etcd membership, cluster endpoint and catalog; single-node when no etcd is set
  */
 public record ManagerConfig(
         Path dramDir,
@@ -95,7 +97,8 @@ public record ManagerConfig(
         ProtocolLimits limits,
         int outboundQueueFrames,
         long drainTimeoutMillis,
-        long publishQuarantineMillis) {
+        long publishQuarantineMillis,
+        ClusterConfig cluster) {
 
     /** Default working directory of a Manager, relative to where it starts. */
     public static final Path VAR_DIR = Path.of("var", "orbitkv");
@@ -115,6 +118,7 @@ public record ManagerConfig(
         Objects.requireNonNull(httpHost, "httpHost");
         Objects.requireNonNull(readyFile, "readyFile");
         Objects.requireNonNull(limits, "limits");
+        Objects.requireNonNull(cluster, "cluster");
         if (!socketMode.equals("0600") && !socketMode.equals("0660")) {
             throw new IllegalArgumentException("socketMode must be 0600 or 0660: " + socketMode);
         }
@@ -168,7 +172,8 @@ public record ManagerConfig(
                 io.orbitkv.core.engine.ManagerConfig.DEFAULTS.restoreCopyThreads(), VAR_DIR.resolve("manager.sock"), "0600", "127.0.0.1", DEFAULT_HTTP_PORT,
                 defaultReadyFile(ssd), ProtocolLimits.DEFAULTS, 1024, 10_000,
                 java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(
-                        io.orbitkv.core.engine.ManagerConfig.DEFAULTS.publishQuarantineNanos()));
+                        io.orbitkv.core.engine.ManagerConfig.DEFAULTS.publishQuarantineNanos()),
+                ClusterConfig.SINGLE_NODE);
     }
 
     /** The tiered store this configuration describes. */
@@ -328,7 +333,19 @@ public record ManagerConfig(
                         (b, v) -> b.outboundQueueFrames = integer(v)),
                 new Key("drainTimeoutMillis", "shutdown drain bound, ms", (b, v) -> b.drainTimeoutMillis = size(v)),
                 new Key("publishQuarantineMillis", "how long a closed session's unsealed publish slots are held, ms",
-                        (b, v) -> b.publishQuarantineMillis = size(v)));
+                        (b, v) -> b.publishQuarantineMillis = size(v)),
+                new Key("etcd", "etcd client URLs, comma-separated; empty = single-node",
+                        (b, v) -> b.etcd = text(v).isBlank() ? List.of() : List.of(text(v).strip().split("\\s*,\\s*"))),
+                new Key("nodeId", "this node's stable name in the cluster", (b, v) -> b.nodeId = text(v)),
+                new Key("clusterId", "cluster name (etcd prefix, auth header)", (b, v) -> b.clusterId = text(v)),
+                new Key("clusterListen", "cluster gRPC address host:port", (b, v) -> b.clusterListen = text(v)),
+                new Key("clusterTokenFile", "file holding the cluster token", (b, v) -> b.clusterTokenFile = Optional.of(path(v))),
+                new Key("clusterTlsCert", "certificate chain for mutual TLS (PEM)", (b, v) -> b.clusterTlsCert = Optional.of(path(v))),
+                new Key("clusterTlsKey", "PKCS#8 private key for mutual TLS (PEM)", (b, v) -> b.clusterTlsKey = Optional.of(path(v))),
+                new Key("clusterTlsCa", "CA bundle peers must chain to (PEM)", (b, v) -> b.clusterTlsCa = Optional.of(path(v))),
+                new Key("clusterLeaseTtlMillis", "etcd lease TTL, ms (>= 2000)", (b, v) -> b.clusterLeaseTtlMillis = size(v)),
+                new Key("clusterLookupTimeoutMillis", "catalog lookup batch deadline, ms",
+                        (b, v) -> b.clusterLookupTimeoutMillis = size(v)));
         Map<String, Key> map = new LinkedHashMap<>();
         for (Key k : list) map.put(k.name(), k);
         return java.util.Collections.unmodifiableMap(map);
@@ -408,6 +425,16 @@ public record ManagerConfig(
         int outboundQueueFrames;
         long drainTimeoutMillis;
         long publishQuarantineMillis;
+        List<String> etcd;
+        String nodeId;
+        String clusterId;
+        String clusterListen;
+        Optional<Path> clusterTokenFile;
+        Optional<Path> clusterTlsCert;
+        Optional<Path> clusterTlsKey;
+        Optional<Path> clusterTlsCa;
+        long clusterLeaseTtlMillis;
+        long clusterLookupTimeoutMillis;
 
         private Builder(ManagerConfig c) {
             dramDir = c.dramDir;
@@ -441,6 +468,17 @@ public record ManagerConfig(
             outboundQueueFrames = c.outboundQueueFrames;
             drainTimeoutMillis = c.drainTimeoutMillis;
             publishQuarantineMillis = c.publishQuarantineMillis;
+            ClusterConfig k = c.cluster;
+            etcd = k.etcdEndpoints();
+            nodeId = k.nodeId();
+            clusterId = k.clusterId();
+            clusterListen = k.listen();
+            clusterTokenFile = k.tokenFile();
+            clusterTlsCert = k.tlsCert();
+            clusterTlsKey = k.tlsKey();
+            clusterTlsCa = k.tlsCa();
+            clusterLeaseTtlMillis = k.leaseTtlMillis();
+            clusterLookupTimeoutMillis = k.lookupTimeoutMillis();
         }
 
         private ManagerConfig build() {
@@ -450,7 +488,9 @@ public record ManagerConfig(
                     ssdFiles, ssdIoThreads, ssdBufferedFallback, ssdReadPath, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
                     ssdWriteQueueBytes, maxInflightStages, maxLeases, restoreCopyThreads, socket, socketMode, httpHost,
                     httpPort, readyFile, l,
-                    outboundQueueFrames, drainTimeoutMillis, publishQuarantineMillis);
+                    outboundQueueFrames, drainTimeoutMillis, publishQuarantineMillis,
+                    new ClusterConfig(etcd, nodeId, clusterId, clusterListen, clusterTokenFile, clusterTlsCert,
+                            clusterTlsKey, clusterTlsCa, clusterLeaseTtlMillis, clusterLookupTimeoutMillis));
         }
     }
 }

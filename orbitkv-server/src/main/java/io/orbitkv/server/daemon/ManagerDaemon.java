@@ -14,6 +14,7 @@ import io.orbitkv.core.engine.ManagerCore;
 import io.orbitkv.core.storage.NamespaceTable;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.server.channel.ChannelServer;
+import io.orbitkv.server.cluster.ClusterNode;
 import io.orbitkv.server.config.ManagerConfig;
 import io.orbitkv.server.http.StatusServer;
 import java.io.IOException;
@@ -23,6 +24,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 
@@ -69,11 +71,12 @@ public final class ManagerDaemon implements AutoCloseable {
     private final ManagerCore core;
     private final ChannelServer channel;
     private final StatusServer http;
+    private final Optional<ClusterNode> cluster;
     private final String readyLine;
     private boolean closed;
 
     private ManagerDaemon(ManagerConfig config, PrintWriter log, StoreLock lock, StoreLock dramLock, TieredStore store,
-                          ManagerCore core, ChannelServer channel, StatusServer http) {
+                          ManagerCore core, ChannelServer channel, StatusServer http, Optional<ClusterNode> cluster) {
         this.config = config;
         this.log = log;
         this.lock = lock;
@@ -82,8 +85,10 @@ public final class ManagerDaemon implements AutoCloseable {
         this.core = core;
         this.channel = channel;
         this.http = http;
+        this.cluster = cluster;
         this.readyLine = "orbitkv manager ready socket=" + channel.socketPath().toAbsolutePath()
-                + " http=" + http.address() + " pid=" + ProcessHandle.current().pid();
+                + " http=" + http.address() + cluster.map(c -> " " + c.readyFragment()).orElse("")
+                + " pid=" + ProcessHandle.current().pid();
     }
 
     /**
@@ -120,6 +125,7 @@ public final class ManagerDaemon implements AutoCloseable {
         TieredStore store = null;
         ManagerCore core = null;
         ChannelServer channel = null;
+        ClusterNode cluster = null;
         try {
             NamespaceTable namespaces = new NamespaceTable(NAMESPACES);
             // ORBITKV_COST_OBSERVATIONS=1 turns cost observations on; ORBITKV_COST_SELECTION=1 and
@@ -132,11 +138,17 @@ public final class ManagerDaemon implements AutoCloseable {
             channel = ChannelServer.start(new ChannelServer.Settings(config.socket(), config.socketMode(),
                     config.limits(), config.outboundQueueFrames(), Duration.ofMillis(config.drainTimeoutMillis())),
                     core::openSession, registry);
+            if (config.cluster().enabled()) {
+                cluster = ClusterNode.start(config.cluster(), config.ssdDir(), store, registry, List.of());
+                cluster.describe(log);
+            }
             ManagerCore statusCore = core;
             StatusServer http = StatusServer.start(config.httpHost(), config.httpPort(), registry,
                     () -> StatusWithCost.compose(statusCore.status(), cost.status()));
-            return new Startup.Started(new ManagerDaemon(config, log, lock, dramLock, store, core, channel, http));
+            return new Startup.Started(new ManagerDaemon(config, log, lock, dramLock, store, core, channel, http,
+                    Optional.ofNullable(cluster)));
         } catch (IOException | RuntimeException e) {
+            if (cluster != null) cluster.close();
             if (channel != null) channel.close();
             if (core != null) core.close();
             if (store != null) store.close();
@@ -152,6 +164,11 @@ public final class ManagerDaemon implements AutoCloseable {
     /** The line printed once the Manager serves: socket path, HTTP address, pid. */
     public String readyLine() {
         return readyLine;
+    }
+
+    /** The cluster membership, when this Manager joined one. */
+    public Optional<ClusterNode> cluster() {
+        return cluster;
     }
 
     /** The bound HTTP port. */
@@ -192,6 +209,7 @@ public final class ManagerDaemon implements AutoCloseable {
         closed = true;
         long t0 = System.nanoTime();
         int connections = channel.connections();
+        cluster.ifPresent(c -> step("left the cluster (lease revoked, cluster endpoint closed)", c::close));
         step("stopped accepting and closed " + connections + " connection(s) (sessions drained)", channel::close);
         step("stopped HTTP " + http.address(), http::close);
         step("closed the Manager logic", core::close);

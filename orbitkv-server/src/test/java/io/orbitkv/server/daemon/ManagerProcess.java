@@ -25,12 +25,16 @@ import java.util.regex.Pattern;
 final class ManagerProcess implements AutoCloseable {
 
     private static final Pattern HTTP = Pattern.compile("http=127\\.0\\.0\\.1:(\\d+)");
+    private static final Pattern CLUSTER = Pattern.compile("cluster=(\\S+) node=(\\S+) incarnation=(\\d+)");
     private static final HttpClient HTTP_CLIENT = HttpClient.newHttpClient();
 
     final Path dir;
     final Process process;
     final Path stderr;
     int httpPort;
+    /** {@code host:port} of the cluster endpoint, empty for a single-node Manager. */
+    String clusterEndpoint = "";
+    long incarnation;
 
     private ManagerProcess(Path dir, Process process, Path stderr) {
         this.dir = dir;
@@ -64,6 +68,16 @@ final class ManagerProcess implements AutoCloseable {
         return cmd;
     }
 
+    /**
+     * Options making a Manager a cluster member: etcd, node id, token file, a free loopback
+     * cluster port, and a 2 s lease so failures show within seconds.
+     */
+    static String[] clusterOptions(String etcd, String nodeId, Path tokenFile) {
+        return new String[] {"--etcd", etcd, "--node-id", nodeId, "--cluster-id", "test",
+            "--cluster-token-file", tokenFile.toString(), "--cluster-listen", "127.0.0.1:0",
+            "--set", "clusterLeaseTtlMillis=2000", "--set", "clusterLookupTimeoutMillis=1000"};
+    }
+
     /** Starts a Manager and waits for its ready file. */
     static ManagerProcess start(Path dir, String... extra) throws IOException {
         Files.createDirectories(dir);
@@ -78,6 +92,11 @@ final class ManagerProcess implements AutoCloseable {
         Matcher matcher = HTTP.matcher(Files.readString(dir.resolve("ready")));
         if (!matcher.find()) throw new AssertionError("no http= in the ready line");
         m.httpPort = Integer.parseInt(matcher.group(1));
+        Matcher cluster = CLUSTER.matcher(Files.readString(dir.resolve("ready")));
+        if (cluster.find()) {
+            m.clusterEndpoint = cluster.group(1);
+            m.incarnation = Long.parseLong(cluster.group(3));
+        }
         return m;
     }
 

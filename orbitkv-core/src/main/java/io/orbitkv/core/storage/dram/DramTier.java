@@ -255,6 +255,14 @@ public final class DramTier implements AutoCloseable {
         return index.policy().getIfPresentQuietly(key) != null;
     }
 
+    /**
+     * The keys resident now, a weakly consistent copy (for the catalog's resynchronisation after a
+     * residency-stream gap: keys inserted or evicted during the copy are also in the stream).
+     */
+    public java.util.List<StateKey> residentKeys() {
+        return java.util.List.copyOf(index.asMap().keySet());
+    }
+
     /** Removes {@code key}'s image from the index (its slot waits for its leases); false if absent. */
     public boolean evict(StateKey key) {
         Objects.requireNonNull(key, "key");

@@ -301,6 +301,11 @@ public final class SsdStore implements AutoCloseable {
         return index.containsKey(key);
     }
 
+    /** The keys indexed now, a weakly consistent copy (see {@code DramTier#residentKeys}). */
+    public List<StateKey> residentKeys() {
+        return List.copyOf(index.keySet());
+    }
+
     /** Number of indexed extents. */
     public int size() {
         return index.size();

@@ -1,0 +1,395 @@
+package io.orbitkv.bench.peer;
+
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.core.peer.MemberView;
+import io.orbitkv.core.peer.NodeIncarnation;
+import io.orbitkv.core.peer.PeerCandidate;
+import io.orbitkv.core.peer.PeerEndpoint;
+import io.orbitkv.core.peer.PeerMedium;
+import io.orbitkv.core.peer.PeerReadResult;
+import io.orbitkv.core.peer.PeerReader;
+import io.orbitkv.core.peer.PeerSource;
+import io.orbitkv.core.peer.ReleaseRetrier;
+import io.orbitkv.core.peer.TicketTable;
+import io.orbitkv.core.storage.NamespaceTable;
+import io.orbitkv.core.storage.TieredStore;
+import io.orbitkv.core.storage.TieredStoreConfig;
+import io.orbitkv.core.storage.dram.CommitResult;
+import io.orbitkv.core.storage.dram.DramTierConfig;
+import io.orbitkv.core.storage.dram.Reservation;
+import io.orbitkv.core.storage.dram.SizeClass;
+import io.orbitkv.core.storage.publish.PublishConfig;
+import io.orbitkv.core.storage.publish.SsdAdmissionPolicy;
+import io.orbitkv.core.storage.ssd.NamespaceDigest;
+import io.orbitkv.core.storage.ssd.SsdConfig;
+import io.orbitkv.server.cluster.ClusterChannels;
+import io.orbitkv.server.cluster.ClusterRpcServer;
+import io.orbitkv.server.cluster.ClusterSecurity;
+import io.orbitkv.server.peer.GrpcPayloadTransport;
+import io.orbitkv.server.peer.PeerReadService;
+import io.orbitkv.state.StateKey;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.lang.foreign.MemorySegment;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.nio.ByteBuffer;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.Random;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Peer read throughput (issue 6, item 7) against two baselines over the same loopback, same
+ * payloads and same concurrency, in one run so the ratios share the machine's state:
+ * <ul>
+ *   <li><b>peer</b>: the full workflow — Authorize RPC, server-streaming Transfer of 256 KiB
+ *   chunks with CRC32C, commit into a reserved DRAM slot, Release RPC — through the
+ *   authenticated {@link ClusterRpcServer}; the requester evicts its copy after each read so
+ *   every read moves the bytes;</li>
+ *   <li><b>redis</b>: {@code GET} of the same bytes from a {@code redis-server} on loopback with
+ *   a minimal RESP client (one connection per thread, reply read into a heap array);</li>
+ *   <li><b>nio</b>: a raw Java NIO stream: 4-byte request, payload written from a direct buffer,
+ *   read into a direct buffer — the floor any TCP transport pays.</li>
+ * </ul>
+ * Prints Markdown rows on standard output. Run: {@code bin/bench-peer} (or
+ * {@code java -cp orbitkv-bench.jar io.orbitkv.bench.peer.PeerReadBench [seconds] [redis-server path]}).
+ * Source and requester share one JVM and the 2 cores; the figures are loopback figures, not NIC ones.
+ */
+public final class PeerReadBench {
+
+    static final int PAGES_PER_SIZE = 8;
+    static final int[] SIZES = {256 * 1024, 2 * 1024 * 1024};
+    static final int[] CONCURRENCY = {1, 4};
+    static final NamespaceDigest DIGEST = new NamespaceDigest(1, 2, 3, 4);
+    static final int NS = 1;
+    static final NodeIncarnation A = new NodeIncarnation("a", 1);
+    static final NodeIncarnation B = new NodeIncarnation("b", 1);
+
+    private PeerReadBench() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        double seconds = args.length > 0 ? Double.parseDouble(args[0]) : 3;
+        String redisBinary = args.length > 1 ? args[1] : "/usr/bin/redis-server";
+        Path dir = Files.createTempDirectory(Path.of("/dev/shm"), "orbitkv-peer-bench");
+        MemberView members = new MemberView() {
+            @Override
+            public boolean validForRemoteWork() {
+                return true;
+            }
+
+            @Override
+            public Optional<NodeIncarnation> live(String nodeId) {
+                return Optional.of(nodeId.equals("a") ? A : B);
+            }
+        };
+        ClusterSecurity security = new ClusterSecurity("bench", "bench-token-0123456789".getBytes(StandardCharsets.UTF_8),
+                Optional.empty());
+        try (TieredStore source = store(dir, "a"); TieredStore requester = store(dir, "b")) {
+            NamespaceTable ns = new NamespaceTable(4);
+            ns.register(NS, DIGEST);
+            PeerSource peerSource = new PeerSource(A, source, ns, members, new TicketTable(256, TimeUnit.SECONDS.toNanos(30)),
+                    System::nanoTime);
+            List<List<Page>> pages = new ArrayList<>();
+            for (int size : SIZES) pages.add(put(source, size));
+            try (ClusterRpcServer server = ClusterRpcServer.start(new InetSocketAddress("127.0.0.1", 0), security,
+                    List.of(new PeerReadService(peerSource)));
+                 ClusterChannels channels = new ClusterChannels(security);
+                 Redis redis = Redis.start(redisBinary);
+                 NioServer nio = new NioServer(pages)) {
+                PeerEndpoint endpoint = new PeerEndpoint(A, "127.0.0.1:" + server.address().getPort());
+                GrpcPayloadTransport transport = new GrpcPayloadTransport(channels, Duration.ofSeconds(5), Duration.ofSeconds(30));
+                ReleaseRetrier releases = new ReleaseRetrier(transport, 1024, 4, TimeUnit.MILLISECONDS.toNanos(50),
+                        TimeUnit.SECONDS.toNanos(1));
+                PeerReader reader = new PeerReader(B, requester.dram(), members, transport, releases, System::nanoTime);
+                for (int s = 0; s < SIZES.length; s++) redis.load(s, pages.get(s));
+                if (System.getenv("ORBITKV_PEER_PHASES") != null) {
+                    Page p = pages.get(0).get(0);
+                    for (int round = 0; round < 3; round++) {
+                        long t0 = System.nanoTime();
+                        for (int i = 0; i < 100; i++) {
+                            var g = (io.orbitkv.core.peer.AuthorizeResult.Granted) transport.authorize(endpoint,
+                                    new io.orbitkv.core.peer.AuthorizeRequest(B, 1, p.key, DIGEST, PeerMedium.DRAM, p.imageId,
+                                            source.residency().lastSequence())).join();
+                            long t1 = System.nanoTime();
+                            transport.release(endpoint, g.ticketId(), B).join();
+                            if (i == 99) System.err.printf("authorize %.3f ms, release %.3f ms%n", (t1 - t0) / 1e6 / 100, (System.nanoTime() - t1) / 1e6);
+                        }
+                    }
+                }
+
+                System.out.println("| page | conc | peer GB/s | redis GB/s | nio GB/s | peer/redis (≥ 1.5) | peer/nio (≥ 0.7) |");
+                System.out.println("|---|---|---|---|---|---|---|");
+                for (int s = 0; s < SIZES.length; s++) {
+                    List<Page> set = pages.get(s);
+                    for (int conc : CONCURRENCY) {
+                        final int sizeIndex = s;
+                        double peer = run(conc, seconds, (t, i) -> {
+                            Page p = set.get(i % set.size());
+                            PeerCandidate c = new PeerCandidate(endpoint, p.key, DIGEST, PeerMedium.DRAM, p.imageId,
+                                    source.residency().lastSequence());
+                            PeerReadResult r = reader.read(c, NS).join();
+                            if (!(r instanceof PeerReadResult.Fetched f)) {
+                                throw new IllegalStateException("peer read missed: " + r);
+                            }
+                            f.lease().release();
+                            requester.dram().evict(p.key);
+                            return p.bytes.length;
+                        });
+                        double red = run(conc, seconds, (t, i) -> redis.get(t, sizeIndex, i % set.size()));
+                        double raw = run(conc, seconds, (t, i) -> nio.get(t, sizeIndex, i % set.size()));
+                        System.out.printf("| %d KiB | %d | %.2f | %.2f | %.2f | %.2f× | %.2f× |%n", SIZES[s] / 1024, conc,
+                                peer, red, raw, peer / red, peer / raw);
+                    }
+                }
+            }
+        } finally {
+            try (var files = Files.walk(dir)) {
+                files.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+            }
+        }
+    }
+
+    record Page(StateKey key, long imageId, byte[] bytes) {}
+
+    interface Op {
+        /** One read by thread {@code thread}, its {@code i}-th; returns the bytes moved. */
+        long read(int thread, int i) throws Exception;
+    }
+
+    /** GB/s (10⁹ bytes) of {@code threads} threads running {@code op} for {@code seconds}, after a 0.5 s warm-up. */
+    static double run(int threads, double seconds, Op op) throws InterruptedException {
+        AtomicLong bytes = new AtomicLong();
+        AtomicBoolean counting = new AtomicBoolean();
+        AtomicBoolean stop = new AtomicBoolean();
+        List<Thread> ts = new ArrayList<>();
+        AtomicLong failures = new AtomicLong();
+        for (int t = 0; t < threads; t++) {
+            int thread = t;
+            ts.add(Thread.ofPlatform().start(() -> {
+                int i = thread;
+                while (!stop.get()) {
+                    try {
+                        long n = op.read(thread, i);
+                        if (counting.get()) bytes.addAndGet(n);
+                    } catch (Exception e) {
+                        if (failures.incrementAndGet() == 1) System.err.println("first failure: " + e);
+                    }
+                    i += threads;
+                }
+            }));
+        }
+        Thread.sleep(500);
+        counting.set(true);
+        long start = System.nanoTime();
+        Thread.sleep((long) (seconds * 1000));
+        counting.set(false);
+        long elapsed = System.nanoTime() - start;
+        stop.set(true);
+        for (Thread t : ts) t.join();
+        if (failures.get() > 0) System.err.println("failures: " + failures.get());
+        return bytes.get() / (elapsed / 1e9) / 1e9;
+    }
+
+    static TieredStore store(Path dir, String name) throws IOException {
+        NamespaceTable namespaces = new NamespaceTable(4);
+        namespaces.register(NS, DIGEST);
+        DramTierConfig dram = new DramTierConfig(Files.createDirectories(dir.resolve("dram-" + name)), "bench" + name,
+                List.of(new SizeClass(SIZES[0], 64), new SizeClass(SIZES[1], 64)),
+                16L * SIZES[1], 8L * SIZES[1], 64);
+        SsdConfig ssd = SsdConfig.of(Files.createDirectories(dir.resolve("ssd-" + name))).withMaxPayloadBytes(SIZES[1])
+                .withFiles(2, 16L << 20).withIo(1, 64).withPinnedWaitNanos(TimeUnit.MILLISECONDS.toNanos(20))
+                .withBuffers(64 * 1024, 64 * 1024);
+        return TieredStore.open(new TieredStoreConfig(dram, ssd,
+                PublishConfig.defaults(new SsdAdmissionPolicy.ReuseAware(1_000_000)), 1 << 16, 64), namespaces,
+                new SimpleMeterRegistry());
+    }
+
+    static List<Page> put(TieredStore store, int size) {
+        List<Page> out = new ArrayList<>();
+        Random random = new Random(size);
+        for (int i = 0; i < PAGES_PER_SIZE; i++) {
+            byte[] k = new byte[StateKey.BYTES];
+            random.nextBytes(k);
+            byte[] bytes = new byte[size];
+            random.nextBytes(bytes);
+            StateKey key = StateKey.ofBytes(k);
+            Reservation r = (Reservation) store.reserve(key, NS, size);
+            MemorySegment.copy(MemorySegment.ofArray(bytes), 0, r.segment(), 0, size);
+            long id = ((CommitResult.Inserted) store.commit(r)).imageId();
+            out.add(new Page(key, id, bytes));
+        }
+        return out;
+    }
+
+    /** A {@code redis-server} child on a free loopback port, and one RESP connection per thread. */
+    static final class Redis implements AutoCloseable {
+        final Process process;
+        final int port;
+        final Socket[] conns = new Socket[8];
+        final byte[][] buffers = new byte[8][];
+
+        private Redis(Process process, int port) {
+            this.process = process;
+            this.port = port;
+        }
+
+        static Redis start(String binary) throws Exception {
+            int port;
+            try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+                port = s.getLocalPort();
+            }
+            Process p = new ProcessBuilder(binary, "--port", Integer.toString(port), "--bind", "127.0.0.1", "--save", "",
+                    "--appendonly", "no", "--protected-mode", "yes").redirectErrorStream(true)
+                    .redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+            Redis r = new Redis(p, port);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (true) {
+                try (Socket s = new Socket("127.0.0.1", port)) {
+                    s.getOutputStream().write("PING\r\n".getBytes(StandardCharsets.US_ASCII));
+                    if (s.getInputStream().read() == '+') break;
+                } catch (IOException e) {
+                    if (System.nanoTime() > deadline) throw e;
+                    Thread.onSpinWait();
+                }
+            }
+            return r;
+        }
+
+        Socket conn(int thread) throws IOException {
+            if (conns[thread] == null) {
+                conns[thread] = new Socket("127.0.0.1", port);
+                conns[thread].setTcpNoDelay(true);
+                buffers[thread] = new byte[SIZES[1]];
+            }
+            return conns[thread];
+        }
+
+        static byte[] command(String... parts) {
+            StringBuilder b = new StringBuilder("*").append(parts.length).append("\r\n");
+            for (String p : parts) b.append('$').append(p.length()).append("\r\n").append(p).append("\r\n");
+            return b.toString().getBytes(StandardCharsets.US_ASCII);
+        }
+
+        void load(int size, List<Page> pages) throws IOException {
+            Socket s = conn(0);
+            OutputStream out = s.getOutputStream();
+            InputStream in = s.getInputStream();
+            for (int i = 0; i < pages.size(); i++) {
+                byte[] value = pages.get(i).bytes;
+                String key = "p" + size + ":" + i;
+                out.write(("*3\r\n$3\r\nSET\r\n$" + key.length() + "\r\n" + key + "\r\n$" + value.length + "\r\n")
+                        .getBytes(StandardCharsets.US_ASCII));
+                out.write(value);
+                out.write("\r\n".getBytes(StandardCharsets.US_ASCII));
+                out.flush();
+                if (in.read() != '+') throw new IOException("SET failed");
+                while (in.read() != '\n') { /* rest of +OK\r\n */ }
+            }
+        }
+
+        long get(int thread, int size, int i) throws IOException {
+            Socket s = conn(thread);
+            s.getOutputStream().write(command("GET", "p" + size + ":" + i));
+            InputStream in = s.getInputStream();
+            if (in.read() != '$') throw new IOException("not a bulk string");
+            int len = 0;
+            for (int c = in.read(); c != '\r'; c = in.read()) len = len * 10 + (c - '0');
+            in.read();
+            byte[] buf = buffers[thread];
+            in.readNBytes(buf, 0, len);
+            in.read();
+            in.read();
+            return len;
+        }
+
+        @Override
+        public void close() {
+            for (Socket s : conns) {
+                try {
+                    if (s != null) s.close();
+                } catch (IOException ignored) {
+                    // closing
+                }
+            }
+            process.destroy();
+        }
+    }
+
+    /** The raw NIO floor: request = page number (4 bytes), reply = the payload from a direct buffer. */
+    static final class NioServer implements AutoCloseable {
+        final ServerSocketChannel server;
+        final List<List<ByteBuffer>> payloads = new ArrayList<>();
+        final SocketChannel[] conns = new SocketChannel[8];
+        final ByteBuffer[] into = new ByteBuffer[8];
+        final Thread acceptor;
+
+        NioServer(List<List<Page>> pages) throws IOException {
+            for (List<Page> set : pages) {
+                List<ByteBuffer> bufs = new ArrayList<>();
+                for (Page p : set) bufs.add(ByteBuffer.allocateDirect(p.bytes.length).put(p.bytes).flip());
+                payloads.add(bufs);
+            }
+            server = ServerSocketChannel.open().bind(new InetSocketAddress("127.0.0.1", 0));
+            acceptor = Thread.ofPlatform().daemon().start(() -> {
+                try {
+                    while (true) {
+                        SocketChannel c = server.accept();
+                        c.socket().setTcpNoDelay(true);
+                        Thread.ofPlatform().daemon().start(() -> serve(c));
+                    }
+                } catch (IOException closed) {
+                    // server closed
+                }
+            });
+        }
+
+        void serve(SocketChannel c) {
+            ByteBuffer req = ByteBuffer.allocate(4);
+            try (c) {
+                while (true) {
+                    req.clear();
+                    while (req.hasRemaining()) if (c.read(req) < 0) return;
+                    int code = req.flip().getInt();
+                    ByteBuffer payload = payloads.get(code >>> 16).get(code & 0xffff).duplicate();
+                    while (payload.hasRemaining()) c.write(payload);
+                }
+            } catch (IOException e) {
+                // connection closed
+            }
+        }
+
+        long get(int thread, int size, int i) throws IOException {
+            if (conns[thread] == null) {
+                conns[thread] = SocketChannel.open(server.getLocalAddress());
+                conns[thread].socket().setTcpNoDelay(true);
+                into[thread] = ByteBuffer.allocateDirect(SIZES[1]);
+            }
+            SocketChannel c = conns[thread];
+            ByteBuffer req = ByteBuffer.allocate(4).putInt(size << 16 | i).flip();
+            while (req.hasRemaining()) c.write(req);
+            ByteBuffer dst = into[thread].clear().limit(SIZES[size]);
+            while (dst.hasRemaining()) if (c.read(dst) < 0) throw new IOException("closed");
+            return SIZES[size];
+        }
+
+        @Override
+        public void close() throws IOException {
+            for (SocketChannel c : conns) if (c != null) c.close();
+            server.close();
+        }
+    }
+}

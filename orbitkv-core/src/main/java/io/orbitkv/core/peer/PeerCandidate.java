@@ -1,0 +1,41 @@
+package io.orbitkv.core.peer;
+
+import io.orbitkv.core.storage.ssd.NamespaceDigest;
+import io.orbitkv.state.StateKey;
+
+import java.util.Objects;
+
+/**
+ * Catalog evidence that one peer holds one page: the input of a peer read.
+ *
+ * @param source            the owner and its incarnation when the evidence was produced
+ * @param key               the page
+ * @param namespace         the page's namespace
+ * @param medium            where the owner holds it
+ * @param generation        the generation on that medium
+ * @param residencySequence the owner's residency sequence of the evidence (≥ 1)
+ */
+public record PeerCandidate(PeerEndpoint source, StateKey key, NamespaceDigest namespace, PeerMedium medium,
+                            long generation, long residencySequence) {
+
+    public PeerCandidate {
+        Objects.requireNonNull(source, "source");
+        Objects.requireNonNull(key, "key");
+        Objects.requireNonNull(namespace, "namespace");
+        Objects.requireNonNull(medium, "medium");
+        if (residencySequence <= 0) throw new IllegalArgumentException("residencySequence: " + residencySequence);
+    }
+
+    /** The route this candidate is taken on. */
+    public ReadRoute route() {
+        return switch (medium) {
+            case DRAM -> ReadRoute.PEER_DRAM;
+            case SSD -> ReadRoute.PEER_SSD;
+        };
+    }
+
+    /** The owner's node id. */
+    public String ownerId() {
+        return source.node().nodeId();
+    }
+}

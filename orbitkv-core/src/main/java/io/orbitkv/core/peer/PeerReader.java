@@ -1,0 +1,172 @@
+package io.orbitkv.core.peer;
+
+import io.orbitkv.core.storage.dram.AcquireResult;
+import io.orbitkv.core.storage.dram.DramTier;
+import io.orbitkv.core.storage.dram.Lease;
+import io.orbitkv.core.storage.dram.Reservation;
+import io.orbitkv.core.storage.dram.ReserveResult;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.function.LongSupplier;
+
+/**
+ * The requester side of a peer read: authorize at the source, reserve a local DRAM slot, stream
+ * the payload into it, commit only if whole and verified, then release the ticket (retried by the
+ * {@link ReleaseRetrier}). Also reads a batch of pages, replanning within the batch when an owner
+ * refuses.
+ *
+ * <p>Borrows the local {@link DramTier}, the {@link MemberView}, the {@link PayloadTransport} and
+ * the {@link ReleaseRetrier}; owns nothing between calls (each read owns its reservation until
+ * it commits or aborts, and hands its ticket to the retrier exactly once).
+ *
+ * <p>Thread model: thread-safe; futures complete on the transport's threads.
+ *
+ * <p>Invariants: a page is never made resident unless its CRC32C matched (see
+ * {@link PayloadAssembler}); every granted ticket is released (or left to its window if the
+ * retrier gives up); every reservation is committed or aborted exactly once.
+ *
+ * <p>Design note: the ticket is released after commit rather than after the last chunk, so the
+ * source's pin covers the whole window in which the requester could still ask for a resend;
+ * this costs one window of pinned source memory only when releases are lost.
+ */
+public final class PeerReader {
+
+    private final NodeIncarnation self;
+    private final DramTier dram;
+    private final MemberView members;
+    private final PayloadTransport transport;
+    private final ReleaseRetrier releases;
+    private final LongSupplier nanoClock;
+
+    public PeerReader(NodeIncarnation self, DramTier dram, MemberView members, PayloadTransport transport,
+                      ReleaseRetrier releases, LongSupplier nanoClock) {
+        this.self = Objects.requireNonNull(self, "self");
+        this.dram = Objects.requireNonNull(dram, "dram");
+        this.members = Objects.requireNonNull(members, "members");
+        this.transport = Objects.requireNonNull(transport, "transport");
+        this.releases = Objects.requireNonNull(releases, "releases");
+        this.nanoClock = Objects.requireNonNull(nanoClock, "nanoClock");
+    }
+
+    /** Reads {@code candidate}'s page into local DRAM under local namespace {@code localNamespaceId}. */
+    public CompletableFuture<PeerReadResult> read(PeerCandidate candidate, int localNamespaceId) {
+        Objects.requireNonNull(candidate, "candidate");
+        if (!members.validForRemoteWork()) {
+            return CompletableFuture.completedFuture(new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.MEMBERSHIP_INVALID));
+        }
+        AuthorizeRequest request = new AuthorizeRequest(self, candidate.source().node().incarnation(), candidate.key(),
+                candidate.namespace(), candidate.medium(), candidate.generation(), candidate.residencySequence());
+        return transport.authorize(candidate.source(), request)
+                .exceptionally(t -> new AuthorizeResult.Rejected(AuthorizeResult.Rejection.UNREACHABLE))
+                .thenCompose(answer -> switch (answer) {
+                    case AuthorizeResult.Rejected r -> CompletableFuture.completedFuture(new PeerReadResult.Refused(candidate, r.reason()));
+                    case AuthorizeResult.Granted g -> fetch(candidate, g, localNamespaceId)
+                            .whenComplete((result, error) -> releases.submit(candidate.source(), g.ticketId(), self, nanoClock.getAsLong()));
+                });
+    }
+
+    private CompletableFuture<PeerReadResult> fetch(PeerCandidate candidate, AuthorizeResult.Granted ticket, int namespaceId) {
+        if (!ticket.key().equals(candidate.key())) {
+            return CompletableFuture.completedFuture(new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.LENGTH_MISMATCH));
+        }
+        return switch (dram.reserve(candidate.key(), namespaceId, ticket.lengthBytes())) {
+            case Reservation reservation -> stream(candidate, ticket, new PayloadAssembler(dram, reservation));
+            case ReserveResult.AlreadyResident resident -> CompletableFuture.completedFuture(switch (dram.acquire(candidate.key())) {
+                case Lease lease -> new PeerReadResult.Fetched(lease, candidate);
+                case AcquireResult.Miss miss -> new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.LOCAL_DRAM_FULL);
+            });
+            case ReserveResult.Full full -> CompletableFuture.completedFuture(
+                    new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.LOCAL_DRAM_FULL));
+        };
+    }
+
+    private CompletableFuture<PeerReadResult> stream(PeerCandidate candidate, AuthorizeResult.Granted ticket,
+                                                     PayloadAssembler assembler) {
+        return transport.transfer(candidate.source(), ticket, self, assembler)
+                .exceptionally(t -> PayloadTransport.TransferEnd.BROKEN)
+                .thenApply(end -> switch (end) {
+                    case COMPLETED -> switch (assembler.complete()) {
+                        case PayloadAssembler.Outcome.Resident r -> new PeerReadResult.Fetched(r.lease(), candidate);
+                        case PayloadAssembler.Outcome.Discarded d -> new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.DISCARDED);
+                    };
+                    case REFUSED -> {
+                        assembler.abort();
+                        yield new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.TRANSFER_REFUSED);
+                    }
+                    case BROKEN -> {
+                        assembler.abort();
+                        yield new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.TRANSFER_BROKEN);
+                    }
+                });
+    }
+
+    /**
+     * Reads every plan's page from peers, in each plan's route order. A refusal removes the
+     * candidate (or, for an owner-wide reason, every candidate of that owner in the whole batch)
+     * and the page is retried on its next candidate; other misses end that page as a miss.
+     * Results are in the order of {@code plans}; a plan with no usable candidate yields
+     * {@link Batch.Entry#result()} empty (recompute).
+     */
+    public CompletableFuture<Batch> readAll(List<ReadPlan> plans, int localNamespaceId) {
+        Batch batch = new Batch(plans);
+        List<CompletableFuture<Void>> all = new ArrayList<>();
+        for (int i = 0; i < plans.size(); i++) all.add(readOne(batch, i, localNamespaceId));
+        return CompletableFuture.allOf(all.toArray(CompletableFuture[]::new)).thenApply(v -> batch);
+    }
+
+    private CompletableFuture<Void> readOne(Batch batch, int index, int namespaceId) {
+        Optional<PeerCandidate> next = batch.nextFor(index);
+        if (next.isEmpty()) return CompletableFuture.completedFuture(null);
+        return read(next.get(), namespaceId).thenCompose(result -> {
+            batch.record(index, result);
+            return switch (result) {
+                case PeerReadResult.Refused r -> readOne(batch, index, namespaceId);
+                case PeerReadResult.Fetched f -> CompletableFuture.completedFuture(null);
+                case PeerReadResult.Miss m -> CompletableFuture.completedFuture(null);
+            };
+        });
+    }
+
+    /** The state of one {@link #readAll}: per page, its current plan and last result. */
+    public static final class Batch {
+
+        /** One page's last plan and last result (empty result: nothing was tried). */
+        public record Entry(ReadPlan plan, Optional<PeerReadResult> result) {}
+
+        // @GuardedBy("this")
+        private final List<ReadPlan> plans;
+        // @GuardedBy("this")
+        private final List<PeerReadResult> results;
+
+        Batch(List<ReadPlan> plans) {
+            this.plans = new ArrayList<>(plans);
+            this.results = new ArrayList<>(Collections.nCopies(plans.size(), null));
+        }
+
+        synchronized Optional<PeerCandidate> nextFor(int index) {
+            return plans.get(index).nextPeer();
+        }
+
+        synchronized void record(int index, PeerReadResult result) {
+            results.set(index, result);
+            if (result instanceof PeerReadResult.Refused r) {
+                if (r.ownerWide()) {
+                    plans.replaceAll(p -> p.withoutOwner(r.from().ownerId()));
+                } else {
+                    plans.set(index, plans.get(index).without(r.from()));
+                }
+            }
+        }
+
+        public synchronized List<Entry> entries() {
+            List<Entry> out = new ArrayList<>();
+            for (int i = 0; i < plans.size(); i++) out.add(new Entry(plans.get(i), Optional.ofNullable(results.get(i))));
+            return out;
+        }
+    }
+}

@@ -1,0 +1,153 @@
+package io.orbitkv.core.peer;
+
+import io.orbitkv.core.storage.NamespaceTable;
+import io.orbitkv.core.storage.StageResult;
+import io.orbitkv.core.storage.TieredStore;
+import io.orbitkv.core.storage.dram.AcquireResult;
+import io.orbitkv.core.storage.dram.Lease;
+import io.orbitkv.core.storage.ssd.Pin;
+import io.orbitkv.core.storage.ssd.PinResult;
+import io.orbitkv.core.peer.AuthorizeResult.Rejected;
+import io.orbitkv.core.peer.AuthorizeResult.Rejection;
+
+import java.util.Objects;
+import java.util.OptionalInt;
+import java.util.concurrent.CompletableFuture;
+import java.util.function.LongSupplier;
+
+/**
+ * The source side of a peer read: authorizes a requester's {@link AuthorizeRequest} against this
+ * Manager's own state, pins the exact generation in host memory and issues a ticket; then lets
+ * a transport stream the pinned bytes under that ticket. No sockets: the gRPC service (server
+ * module) calls {@link #authorize}, {@link #beginTransfer}/{@link #endTransfer} and
+ * {@link #release}.
+ *
+ * <p>Owns the {@link TicketTable}; borrows the {@link TieredStore}, the {@link NamespaceTable}
+ * and the {@link MemberView}.
+ *
+ * <p>Thread model: thread-safe. {@link #authorize} never blocks: a DRAM page is leased at once; an
+ * SSD page is staged into this Manager's DRAM and the future completes on the SSD worker thread.
+ *
+ * <p>Authorization order (cheapest refusal first, nothing pinned until every check passed):
+ * serving at all (membership valid) → source incarnation → requester incarnation (live in the
+ * member view) → residency sequence (not ahead of this source's stream) → namespace known →
+ * exact generation pinned on the named medium → page's namespace equals the asked one → ticket
+ * issued. A refusal after pinning releases the pin before answering.
+ *
+ * <p>Design note: an SSD page is always staged into the source's DRAM tier before sending, so the
+ * transfer reads host memory only and the bounded host memory is the DRAM tier's reservation
+ * budget plus {@code maxInflightStages} (a full tier answers {@link Rejection#SOURCE_BUSY}, the
+ * requester then recomputes). Reading the extent straight into a per-transfer buffer would save
+ * the DRAM slot but needs a second bounded pool and loses the chance that the staged copy serves
+ * the next requester from DRAM.
+ */
+public final class PeerSource {
+
+    private final NodeIncarnation self;
+    private final TieredStore store;
+    private final NamespaceTable namespaces;
+    private final MemberView members;
+    private final TicketTable tickets;
+    private final LongSupplier nanoClock;
+
+    public PeerSource(NodeIncarnation self, TieredStore store, NamespaceTable namespaces, MemberView members,
+                      TicketTable tickets, LongSupplier nanoClock) {
+        this.self = Objects.requireNonNull(self, "self");
+        this.store = Objects.requireNonNull(store, "store");
+        this.namespaces = Objects.requireNonNull(namespaces, "namespaces");
+        this.members = Objects.requireNonNull(members, "members");
+        this.tickets = Objects.requireNonNull(tickets, "tickets");
+        this.nanoClock = Objects.requireNonNull(nanoClock, "nanoClock");
+    }
+
+    /** Checks {@code request}, pins the page and issues a ticket; every refusal is a value. */
+    public CompletableFuture<AuthorizeResult> authorize(AuthorizeRequest request) {
+        Objects.requireNonNull(request, "request");
+        Rejection early = precheck(request);
+        if (early != null) return CompletableFuture.completedFuture(new Rejected(early));
+        OptionalInt namespaceId = namespaces.id(request.namespace());
+        if (namespaceId.isEmpty()) return CompletableFuture.completedFuture(new Rejected(Rejection.NAMESPACE_MISMATCH));
+        return switch (request.medium()) {
+            case DRAM -> CompletableFuture.completedFuture(switch (store.dram().acquireImage(request.key(), request.generation())) {
+                case Lease lease -> grant(request, namespaceId.getAsInt(), lease);
+                case AcquireResult.Miss miss -> new Rejected(Rejection.GENERATION_GONE);
+            });
+            case SSD -> authorizeFromSsd(request, namespaceId.getAsInt());
+        };
+    }
+
+    private CompletableFuture<AuthorizeResult> authorizeFromSsd(AuthorizeRequest request, int namespaceId) {
+        // Check the generation under a pin, then stage: pages are immutable per key, so a staged image
+        // of the key has the same bytes whichever generation it was read from.
+        switch (store.ssd().pin(request.key())) {
+            case Pin pin -> {
+                long generation = pin.generation();
+                pin.close();
+                if (generation != request.generation()) {
+                    return CompletableFuture.completedFuture(new Rejected(Rejection.GENERATION_GONE));
+                }
+            }
+            case PinResult.Miss miss -> {
+                return CompletableFuture.completedFuture(new Rejected(Rejection.GENERATION_GONE));
+            }
+        }
+        return store.stage(request.key()).thenApply(staged -> switch (staged) {
+            case StageResult.Staged s -> grant(request, namespaceId, s.lease());
+            case StageResult.Miss m -> new Rejected(Rejection.GENERATION_GONE);
+            case StageResult.Busy b -> new Rejected(Rejection.SOURCE_BUSY);
+        });
+    }
+
+    private Rejection precheck(AuthorizeRequest request) {
+        if (!members.validForRemoteWork()) return Rejection.NOT_SERVING;
+        if (request.sourceIncarnation() != self.incarnation()) return Rejection.STALE_SOURCE_INCARNATION;
+        boolean requesterLive = members.live(request.requester().nodeId())
+                .map(request.requester()::equals).orElse(false);
+        if (!requesterLive) return Rejection.STALE_REQUESTER_INCARNATION;
+        if (request.residencySequence() > store.residency().lastSequence()) return Rejection.SEQUENCE_AHEAD;
+        return null;
+    }
+
+    private AuthorizeResult grant(AuthorizeRequest request, int namespaceId, Lease lease) {
+        if (lease.namespaceId() != namespaceId) {
+            lease.release();
+            return new Rejected(Rejection.NAMESPACE_MISMATCH);
+        }
+        return switch (tickets.issue(request.requester(), new LeasedImage(lease, request.generation()), nanoClock.getAsLong())) {
+            case TicketTable.IssueResult.Granted g -> new AuthorizeResult.Granted(g.ticket().ticketId(), self.incarnation(),
+                    request.key(), lease.lengthBytes(), g.ticket().windowEndNanos() - nanoClock.getAsLong());
+            case TicketTable.IssueResult.Full f -> {
+                lease.release();
+                yield new Rejected(Rejection.TICKET_TABLE_FULL);
+            }
+        };
+    }
+
+    /** Starts streaming under {@code ticketId}; the caller must {@link #endTransfer} exactly once after a Reading. */
+    public TicketTable.BeginResult beginTransfer(long ticketId, NodeIncarnation requester) {
+        return tickets.beginTransfer(ticketId, requester, nanoClock.getAsLong());
+    }
+
+    /** The transfer stopped reading (sent, failed or cancelled). */
+    public void endTransfer(long ticketId) {
+        tickets.endTransfer(ticketId);
+    }
+
+    /** The requester is done; idempotent. */
+    public TicketTable.ReleaseOutcome release(long ticketId, NodeIncarnation requester) {
+        return tickets.release(ticketId, requester);
+    }
+
+    /** Drives window expiry; call from the Manager's housekeeping tick. */
+    public int onTick() {
+        return tickets.onTick(nanoClock.getAsLong());
+    }
+
+    public NodeIncarnation self() {
+        return self;
+    }
+
+    public TicketTable tickets() {
+        return tickets;
+    }
+}

@@ -1,0 +1,44 @@
+package io.orbitkv.core.query;
+
+import io.orbitkv.core.storage.StageResult;
+import io.orbitkv.state.StateKey;
+
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * The query layer's view of pages held by peer Managers: the last two routes of a read plan
+ * (peer DRAM, then peer SSD) after local DRAM and local SSD. Implemented by the peer layer
+ * ({@code io.orbitkv.core.peer.PeerPages}); {@link #NONE} for a single-node Manager.
+ *
+ * <p>Thread model: both methods are called with a session's lock held and must not block:
+ * {@link #stagingBytes} answers from already-known evidence (the catalog's candidate cache),
+ * {@link #fetch} only starts work.
+ */
+public interface RemotePages {
+
+    /** No peers: every local miss stays a miss. */
+    RemotePages NONE = new RemotePages() {
+        @Override
+        public long stagingBytes(StateKey key, SessionScope scope) {
+            return 0;
+        }
+
+        @Override
+        public CompletableFuture<StageResult> fetch(StateKey key, SessionScope scope) {
+            return CompletableFuture.completedFuture(new StageResult.Miss(key, StageResult.MissReason.NOT_FOUND));
+        }
+    };
+
+    /**
+     * Bytes to admit from the staging budget if some live peer is known to hold {@code key} in
+     * {@code scope}'s namespace and new remote work is allowed now; 0 otherwise (the page is a miss).
+     */
+    long stagingBytes(StateKey key, SessionScope scope);
+
+    /**
+     * Fetches {@code key} from peers into local DRAM, trying them in route order and replanning
+     * past refusals: a {@link StageResult.Staged} lease ({@link StageResult.Source#PEER_READ}) the
+     * caller owns, or a miss. Never completes exceptionally.
+     */
+    CompletableFuture<StageResult> fetch(StateKey key, SessionScope scope);
+}

@@ -1,0 +1,89 @@
+package io.orbitkv.core.catalog;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.core.storage.ResidencyEvent.Kind;
+import io.orbitkv.core.storage.ResidencyEvent.Medium;
+import io.orbitkv.core.storage.ResidencyStream;
+import io.orbitkv.state.StateKey;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** The source side: journal bounds, stream gaps, dead owners, stale incarnations, invalid views. */
+class CatalogPublisherTest {
+
+    final SimpleMeterRegistry registry = new SimpleMeterRegistry();
+    final InMemoryTransport transport = new InMemoryTransport();
+    final Member self = new Member("src", "x:0", 1);
+    final Member other = new Member("own", "x:1", 1);
+    final List<Member> live = List.of(other, self);
+    final MembershipView view = MembershipView.valid(live, 3);
+    final ResidencyStream stream = new ResidencyStream(64);
+    final List<StateKey> resident = new ArrayList<>();
+
+    CatalogPublisher publisher(int journalDeltas) {
+        for (Member m : live) transport.owners.put(m.nodeId(), new ShardState(m.nodeId(), m.incarnation(), new ShardState.Budgets(4, 10_000), registry));
+        return new CatalogPublisher("src", 1, stream, medium -> medium == Medium.DRAM ? List.copyOf(resident) : List.of(),
+                transport, new CatalogPublisher.Budgets(8, journalDeltas, 1_000, 100, 32), registry);
+    }
+
+    void add(int i) {
+        stream.append(Keys.key(i), Medium.DRAM, Kind.ADDED, 0);
+        resident.add(Keys.key(i));
+    }
+
+    List<KeyLocation> lookAll(int n) {
+        List<StateKey> keys = new ArrayList<>();
+        for (int i = 0; i < n; i++) keys.add(Keys.key(i));
+        Map<StateKey, KeyLocation> got = new CatalogLookups(() -> view, transport, Duration.ofMillis(1), 1, registry)
+                .lookup(keys, Duration.ofSeconds(1)).join();
+        return keys.stream().map(got::get).toList();
+    }
+
+    @Test
+    void aDeadOwnersJournalStaysBoundedAndASnapshotCatchesItUp() {
+        CatalogPublisher p = publisher(10);
+        assertThat(p.pump(view)).isTrue();
+        transport.down.add("own");
+        for (int i = 0; i < 40; i++) {
+            add(i);
+            p.pump(view);
+            assertThat(registry.get("orbitkv_catalog_journal_deltas").gauge().value()).isLessThanOrEqualTo(10);
+        }
+        assertThat(registry.get("orbitkv_catalog_journal_overflows").counter().count()).isPositive();
+        assertThat(lookAll(40)).as("owner down: its keys unknown, never absent").doesNotContain(new KeyLocation.Absent());
+        transport.down.clear();
+        assertThat(p.pump(view)).isTrue();
+        assertThat(lookAll(40)).allMatch(l -> l instanceof KeyLocation.Present);
+    }
+
+    @Test
+    void aLocalStreamGapIsRepairedFromTheTiers() {
+        CatalogPublisher p = publisher(1_000);
+        p.pump(view);
+        for (int i = 0; i < 200; i++) add(i); // 200 events through a 64-event ring: a gap
+        for (int round = 0; round < 5 && !p.pump(view); round++) {
+            assertThat(round).isLessThan(4);
+        }
+        assertThat(registry.get("orbitkv_catalog_local_stream_gaps").counter().count()).isEqualTo(1);
+        assertThat(p.mirroredKeys()).isEqualTo(200);
+        assertThat(lookAll(200)).allMatch(l -> l instanceof KeyLocation.Present);
+    }
+
+    @Test
+    void anInvalidViewSendsNothingAndAStaleIncarnationStopsPublishing() {
+        CatalogPublisher p = publisher(100);
+        add(1);
+        assertThat(p.pump(view.invalidate("etcd down"))).isFalse();
+        assertThat(registry.get("orbitkv_catalog_deltas_sent").counter().count()).isZero();
+        assertThat(transport.owners.get("own").caughtUpSources()).isEmpty();
+        // a newer incarnation of this node already streamed to "own"
+        transport.owners.get("own").apply(new PushBatch("src", 2, 1, 1, true, true, view.digest(), List.of()));
+        p.pump(view);
+        assertThat(p.stale()).isTrue();
+    }
+}

@@ -1,0 +1,81 @@
+package io.orbitkv.server.cluster;
+
+import io.grpc.ChannelCredentials;
+import io.grpc.CompositeChannelCredentials;
+import io.grpc.Grpc;
+import io.grpc.InsecureChannelCredentials;
+import io.grpc.ManagedChannel;
+import io.grpc.TlsChannelCredentials;
+import java.io.IOException;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Client channels to cluster peers, one per endpoint, each carrying this node's cluster
+ * credentials ({@link ClusterAuth#callCredentials()}, over mutual TLS when configured).
+ *
+ * <p>Owns the channels it created. Thread model: thread-safe; {@link #channel} may be called from
+ * any thread and returns the shared channel for an endpoint. Invariant: at most
+ * {@link #MAX_CHANNELS} channels are open; asking for one more closes none and fails loudly (a
+ * cluster of more nodes than that is a configuration this build does not support).
+ *
+ * <p>Design note: gRPC channels multiplex every call to a peer over one HTTP/2 connection and
+ * reconnect on their own, so one long-lived channel per peer (not per call: a TLS handshake costs
+ * ~1-3 ms) is the right unit. Endpoints come from membership records, so a restarted peer on the
+ * same address reuses its channel.
+ */
+public final class ClusterChannels implements AutoCloseable {
+
+    /** Peer endpoints with an open channel, at most. */
+    public static final int MAX_CHANNELS = 256;
+
+    private final ChannelCredentials credentials;
+    private final Map<String, ManagedChannel> channels = new ConcurrentHashMap<>();
+    private volatile boolean closed;
+
+    public ClusterChannels(ClusterSecurity security) throws IOException {
+        this.credentials = CompositeChannelCredentials.create(transport(security),
+                new ClusterAuth(security).callCredentials());
+    }
+
+    private static ChannelCredentials transport(ClusterSecurity security) throws IOException {
+        if (security.tls().isEmpty()) return InsecureChannelCredentials.create();
+        ClusterSecurity.TlsFiles files = security.tls().get();
+        return TlsChannelCredentials.newBuilder()
+                .keyManager(files.certChain().toFile(), files.privateKey().toFile())
+                .trustManager(files.trustedCa().toFile())
+                .build();
+    }
+
+    /** The shared channel to {@code endpoint} ({@code host:port}), created on first use. */
+    public ManagedChannel channel(String endpoint) {
+        Objects.requireNonNull(endpoint, "endpoint");
+        if (closed) throw new IllegalStateException("cluster channels are closed");
+        return channels.computeIfAbsent(endpoint, e -> {
+            if (channels.size() >= MAX_CHANNELS) {
+                throw new IllegalStateException("more than " + MAX_CHANNELS + " peer endpoints");
+            }
+            return Grpc.newChannelBuilder(e, credentials)
+                    .maxInboundMessageSize(ClusterRpcServer.MAX_INBOUND_MESSAGE_BYTES)
+                    .build();
+        });
+    }
+
+    /** Closes every channel, waiting up to 1 s each for calls in flight. */
+    @Override
+    public void close() {
+        closed = true;
+        for (ManagedChannel c : channels.values()) {
+            c.shutdownNow();
+            try {
+                c.awaitTermination(1, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
+        channels.clear();
+    }
+}

@@ -1,0 +1,83 @@
+package io.orbitkv.server.cluster;
+
+import com.google.common.util.concurrent.FutureCallback;
+import com.google.common.util.concurrent.Futures;
+import com.google.common.util.concurrent.ListenableFuture;
+import com.google.common.util.concurrent.MoreExecutors;
+import io.grpc.Status;
+import io.grpc.StatusRuntimeException;
+import io.orbitkv.core.catalog.CatalogTransport;
+import io.orbitkv.core.catalog.KeyLocation;
+import io.orbitkv.core.catalog.Member;
+import io.orbitkv.core.catalog.PushBatch;
+import io.orbitkv.server.cluster.proto.CatalogGrpc;
+import io.orbitkv.server.cluster.proto.LookupReply;
+import io.orbitkv.server.cluster.proto.LookupRequest;
+import io.orbitkv.state.StateKey;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.function.Function;
+
+/**
+ * {@link CatalogTransport} over gRPC: each call goes on the shared authenticated channel to the
+ * owner's endpoint ({@link ClusterChannels}) with a per-call deadline. Thread-safe, non-blocking;
+ * {@code DEADLINE_EXCEEDED} completes the future with a {@link TimeoutException}, so lookups report
+ * it as {@link KeyLocation.UnknownReason#TIMED_OUT}.
+ */
+public final class GrpcCatalogTransport implements CatalogTransport {
+
+    private final ClusterChannels channels;
+
+    public GrpcCatalogTransport(ClusterChannels channels) {
+        this.channels = channels;
+    }
+
+    private CatalogGrpc.CatalogFutureStub stub(Member owner, long timeoutMillis) {
+        return CatalogGrpc.newFutureStub(channels.channel(owner.endpoint())).withDeadlineAfter(timeoutMillis, TimeUnit.MILLISECONDS);
+    }
+
+    @Override
+    public CompletableFuture<PushBatch.Reply> push(Member owner, PushBatch batch, long timeoutMillis) {
+        return adapt(stub(owner, timeoutMillis).push(CatalogCodec.request(batch)), CatalogCodec::reply);
+    }
+
+    @Override
+    public CompletableFuture<List<KeyLocation>> lookup(Member owner, List<StateKey> keys, List<Member> live,
+                                                       long viewDigest, long timeoutMillis) {
+        LookupRequest.Builder r = LookupRequest.newBuilder().setViewDigest(viewDigest);
+        for (StateKey k : keys) r.addKeys(CatalogCodec.key(k));
+        for (Member m : live) r.addLive(CatalogCodec.live(m));
+        return adapt(stub(owner, timeoutMillis).lookup(r.build()), (LookupReply reply) -> {
+            List<KeyLocation> out = new ArrayList<>(reply.getResultsCount());
+            reply.getResultsList().forEach(k -> out.add(CatalogCodec.location(k)));
+            return out;
+        });
+    }
+
+    private static <P, T> CompletableFuture<T> adapt(ListenableFuture<P> call, Function<P, T> convert) {
+        CompletableFuture<T> out = new CompletableFuture<>();
+        Futures.addCallback(call, new FutureCallback<>() {
+            @Override
+            public void onSuccess(P result) {
+                try {
+                    out.complete(convert.apply(result));
+                } catch (RuntimeException e) {
+                    out.completeExceptionally(e);
+                }
+            }
+
+            @Override
+            public void onFailure(Throwable t) {
+                if (t instanceof StatusRuntimeException s && s.getStatus().getCode() == Status.Code.DEADLINE_EXCEEDED) {
+                    out.completeExceptionally(new TimeoutException(s.getMessage()));
+                } else {
+                    out.completeExceptionally(t);
+                }
+            }
+        }, MoreExecutors.directExecutor());
+        return out;
+    }
+}

@@ -1,0 +1,67 @@
+package io.orbitkv.server.config;
+
+import java.net.InetSocketAddress;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Objects;
+import java.util.Optional;
+
+/**
+ * The cluster part of a Manager's configuration (docs/operations.md, "Cluster"). A Manager with
+ * no etcd endpoint is single-node: no cluster endpoint, membership or catalog.
+ *
+ * <p>Immutable value. Invariant: when {@link #enabled()}, a node id, a listen address and a token
+ * file are set, and the TLS files are all set or none.
+ *
+ * @param etcdEndpoints    etcd client URLs; empty = single-node
+ * @param nodeId           this node's stable name
+ * @param clusterId        the cluster's name: etcd key prefix and the {@code orbitkv-cluster-id} header
+ * @param listen           cluster gRPC address, {@code host:port} (port 0 = any free one)
+ * @param tokenFile        file holding the cluster token
+ * @param tlsCert          this node's certificate chain (PEM), for mutual TLS
+ * @param tlsKey           this node's PKCS#8 private key (PEM)
+ * @param tlsCa            CA bundle peers' certificates must chain to
+ * @param leaseTtlMillis   etcd lease TTL (also how long the view stays valid without renewal)
+ * @param lookupTimeoutMillis deadline of one catalog lookup batch
+ */
+public record ClusterConfig(List<String> etcdEndpoints, String nodeId, String clusterId, String listen,
+                            Optional<Path> tokenFile, Optional<Path> tlsCert, Optional<Path> tlsKey,
+                            Optional<Path> tlsCa, long leaseTtlMillis, long lookupTimeoutMillis) {
+
+    public static final ClusterConfig SINGLE_NODE = new ClusterConfig(List.of(), "", "orbitkv", "127.0.0.1:0",
+            Optional.empty(), Optional.empty(), Optional.empty(), Optional.empty(), 5_000, 200);
+
+    public ClusterConfig {
+        etcdEndpoints = List.copyOf(etcdEndpoints);
+        Objects.requireNonNull(nodeId, "nodeId");
+        Objects.requireNonNull(clusterId, "clusterId");
+        Objects.requireNonNull(listen, "listen");
+        if (leaseTtlMillis < 2_000) throw new IllegalArgumentException("clusterLeaseTtlMillis must be >= 2000");
+        if (lookupTimeoutMillis < 1) throw new IllegalArgumentException("clusterLookupTimeoutMillis must be >= 1");
+        int tls = (tlsCert.isPresent() ? 1 : 0) + (tlsKey.isPresent() ? 1 : 0) + (tlsCa.isPresent() ? 1 : 0);
+        if (tls != 0 && tls != 3) throw new IllegalArgumentException("clusterTlsCert, clusterTlsKey and clusterTlsCa go together");
+        if (!etcdEndpoints.isEmpty()) {
+            if (nodeId.isEmpty()) throw new IllegalArgumentException("a cluster member needs nodeId (--node-id)");
+            if (tokenFile.isEmpty()) throw new IllegalArgumentException("a cluster member needs clusterTokenFile (--cluster-token-file)");
+            listenAddress(listen);
+        }
+    }
+
+    /** True when this Manager joins a cluster. */
+    public boolean enabled() {
+        return !etcdEndpoints.isEmpty();
+    }
+
+    /** Parses {@code host:port}. */
+    public static InetSocketAddress listenAddress(String listen) {
+        int colon = listen.lastIndexOf(':');
+        if (colon <= 0) throw new IllegalArgumentException("clusterListen wants host:port, got '" + listen + "'");
+        try {
+            int port = Integer.parseInt(listen.substring(colon + 1));
+            if (port < 0 || port > 65_535) throw new NumberFormatException();
+            return new InetSocketAddress(listen.substring(0, colon), port);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("clusterListen port must be 0..65535: '" + listen + "'");
+        }
+    }
+}

@@ -1,0 +1,337 @@
+package io.orbitkv.server.membership;
+
+import io.etcd.jetcd.ByteSequence;
+import io.etcd.jetcd.Client;
+import io.etcd.jetcd.KeyValue;
+import io.etcd.jetcd.Watch;
+import io.etcd.jetcd.kv.GetResponse;
+import io.etcd.jetcd.kv.TxnResponse;
+import io.etcd.jetcd.lease.LeaseKeepAliveResponse;
+import io.etcd.jetcd.op.Cmp;
+import io.etcd.jetcd.op.CmpTarget;
+import io.etcd.jetcd.op.Op;
+import io.etcd.jetcd.options.GetOption;
+import io.etcd.jetcd.options.PutOption;
+import io.etcd.jetcd.options.WatchOption;
+import io.etcd.jetcd.support.CloseableClient;
+import io.etcd.jetcd.watch.WatchEvent;
+import io.etcd.jetcd.watch.WatchResponse;
+import io.grpc.stub.StreamObserver;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.core.catalog.Member;
+import io.orbitkv.core.catalog.MembershipView;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.LongSupplier;
+
+/**
+ * Cluster membership through a real etcd: registers this node ({@code node id → endpoint,
+ * incarnation}) under a lease kept alive, watches the members prefix, and publishes a
+ * {@link MembershipView} that is valid only while the evidence holds.
+ *
+ * <p>Owns the etcd client, the lease, the watch and one control thread. Thread model: every state
+ * transition (register, re-list, re-watch, health evaluation) runs on the control thread, every
+ * {@link Settings#tick()}; jetcd callbacks only record facts (volatile timestamps, a broken-watch
+ * flag) or post events to that thread. {@link #view()} is a volatile read from any thread; etcd is
+ * never on a read path. Invariants: the view is valid only when (1) this incarnation is
+ * registered and not superseded, (2) a keep-alive was acknowledged within the lease TTL, and (3)
+ * the watch is running from the revision the view was listed at; a lower incarnation than one
+ * stored in etcd is never registered (the registration transaction refuses it).
+ *
+ * <p>Design note: the TTL (default 5 s) bounds how long a dead node stays in others' views and
+ * how long this node may act on evidence it can no longer renew: after TTL without an acknowledged
+ * keep-alive the lease may have expired in etcd, so remote work stops at the same moment others
+ * may drop this node. Repair after a watch break is re-list + re-watch from the listed revision
+ * + 1, so no event between the two is missed (etcd watch revisions are gapless).
+ */
+public final class EtcdMembership implements AutoCloseable {
+
+    /**
+     * @param endpoints   etcd client URLs, e.g. {@code http://127.0.0.1:2379}
+     * @param clusterId   the cluster's name (the key prefix)
+     * @param self        this node's member record (incarnation from {@link EpochFile})
+     * @param leaseTtl    lease TTL; also how long without a keep-alive ack the view stays valid
+     * @param tick        control-thread period
+     * @param rpcTimeout  deadline of each etcd request made by the control thread
+     */
+    public record Settings(List<String> endpoints, String clusterId, Member self, Duration leaseTtl, Duration tick,
+                           Duration rpcTimeout) {
+        public Settings {
+            endpoints = List.copyOf(endpoints);
+            if (endpoints.isEmpty()) throw new IllegalArgumentException("no etcd endpoint");
+            Objects.requireNonNull(clusterId, "clusterId");
+            Objects.requireNonNull(self, "self");
+            if (leaseTtl.toSeconds() < 2) throw new IllegalArgumentException("lease TTL must be >= 2 s");
+        }
+
+        public static Settings of(List<String> endpoints, String clusterId, Member self) {
+            return new Settings(endpoints, clusterId, self, Duration.ofSeconds(5), Duration.ofMillis(200), Duration.ofSeconds(2));
+        }
+    }
+
+    /** What the control thread knows; read by {@link #invalidReason}. */
+    record Evidence(boolean registered, boolean superseded, long lastKeepAliveAckNanos, boolean watchRunning) {
+    }
+
+    /**
+     * The health rule, a pure function of the evidence and the time: why the view is invalid, or
+     * empty when it is valid.
+     */
+    static Optional<String> invalidReason(Evidence e, long nowNanos, Duration leaseTtl) {
+        if (e.superseded()) return Optional.of("superseded by a newer incarnation of this node");
+        if (!e.registered()) return Optional.of("not registered");
+        if (nowNanos - e.lastKeepAliveAckNanos() > leaseTtl.toNanos()) return Optional.of("lease not renewed for " + leaseTtl);
+        if (!e.watchRunning()) return Optional.of("members watch broken, not yet repaired");
+        return Optional.empty();
+    }
+
+    private final Settings settings;
+    private final Client client;
+    private final LongSupplier nanoClock;
+    private final ScheduledExecutorService control;
+    private final AtomicReference<MembershipView> view = new AtomicReference<>(MembershipView.initial());
+    // control-thread state
+    private final Map<String, Member> members = new HashMap<>();
+    private long revision;
+    private long leaseId;
+    private CloseableClient keepAlive;
+    private Watch.Watcher watcher;
+    private volatile boolean registered;
+    private volatile boolean superseded;
+    private volatile boolean watchBroken = true;
+    private volatile boolean leaseBroken = true;
+    private volatile long lastKeepAliveAckNanos;
+    private volatile String lastError = "";
+    private final Counter watchRepairs;
+    private final Counter reRegistrations;
+    private final Counter staleRefused;
+
+    private EtcdMembership(Settings settings, LongSupplier nanoClock, MeterRegistry registry) {
+        this.settings = settings;
+        this.nanoClock = nanoClock;
+        this.client = Client.builder().endpoints(settings.endpoints().toArray(String[]::new))
+                .connectTimeout(settings.rpcTimeout()).build();
+        this.control = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread t = new Thread(r, "orbitkv-membership");
+            t.setDaemon(true);
+            return t;
+        });
+        this.lastKeepAliveAckNanos = nanoClock.getAsLong() - settings.leaseTtl().toNanos() - 1;
+        this.watchRepairs = Counter.builder("orbitkv_membership_watch_repairs").description("re-list + re-watch after a broken watch").register(registry);
+        this.reRegistrations = Counter.builder("orbitkv_membership_registrations").description("lease grants + registrations").register(registry);
+        this.staleRefused = Counter.builder("orbitkv_membership_stale_refused").description("registrations refused: a newer incarnation is stored").register(registry);
+        Gauge.builder("orbitkv_membership_valid", view, v -> v.get().valid() ? 1 : 0).description("1 while the view is valid evidence").register(registry);
+        Gauge.builder("orbitkv_membership_live", view, v -> v.get().live().size()).description("members in the view").register(registry);
+    }
+
+    /**
+     * Starts the control loop; the first registration happens on it, so an unreachable etcd does
+     * not prevent the Manager from starting (its view stays invalid: local work only).
+     */
+    public static EtcdMembership start(Settings settings, MeterRegistry registry) {
+        EtcdMembership m = new EtcdMembership(settings, System::nanoTime, registry);
+        m.control.scheduleWithFixedDelay(m::tick, 0, settings.tick().toMillis(), TimeUnit.MILLISECONDS);
+        return m;
+    }
+
+    /** The current view (a volatile read; never touches etcd). */
+    public MembershipView view() {
+        return view.get();
+    }
+
+    /** This node's record. */
+    public Member self() {
+        return settings.self();
+    }
+
+    private void tick() {
+        try {
+            if (!superseded) {
+                if (leaseBroken || !registered) register();
+                if (registered && watchBroken) relistAndWatch();
+            }
+            lastError = "";
+        } catch (Exception e) {
+            // etcd unreachable or slow: evidence ages out below; retried next tick
+            lastError = String.valueOf(e);
+        }
+        publish();
+    }
+
+    private void publish() {
+        Evidence e = new Evidence(registered && !leaseBroken, superseded, lastKeepAliveAckNanos, !watchBroken);
+        Optional<String> invalid = invalidReason(e, nanoClock.getAsLong(), settings.leaseTtl());
+        List<Member> live;
+        long rev;
+        synchronized (members) {
+            live = List.copyOf(members.values());
+            rev = revision;
+        }
+        String error = lastError;
+        view.set(invalid.isEmpty() ? MembershipView.valid(live, rev)
+                : new MembershipView(false, live, rev, invalid.get() + (error.isEmpty() ? "" : " (etcd: " + error + ")")));
+    }
+
+    private void register() throws Exception {
+        long timeout = settings.rpcTimeout().toMillis();
+        if (keepAlive != null) keepAlive.close();
+        long lease = client.getLeaseClient().grant(settings.leaseTtl().toSeconds()).get(timeout, TimeUnit.MILLISECONDS).getID();
+        Member self = settings.self();
+        ByteSequence incKey = bytes(MembershipRecord.incarnationKey(settings.clusterId(), self.nodeId()));
+        ByteSequence mine = bytes(MembershipRecord.padded(self.incarnation()));
+        TxnResponse txn = client.getKVClient().txn()
+                .If(new Cmp(incKey, Cmp.Op.GREATER, CmpTarget.value(mine)))
+                .Then(Op.get(incKey, GetOption.DEFAULT))
+                .Else(Op.put(incKey, mine, PutOption.DEFAULT),
+                        Op.put(bytes(MembershipRecord.memberKey(settings.clusterId(), self.nodeId())),
+                                bytes(MembershipRecord.value(self)), PutOption.builder().withLeaseId(lease).build()))
+                .commit().get(timeout, TimeUnit.MILLISECONDS);
+        if (txn.isSucceeded()) {
+            staleRefused.increment();
+            superseded = true;
+            client.getLeaseClient().revoke(lease);
+            return;
+        }
+        reRegistrations.increment();
+        leaseId = lease;
+        lastKeepAliveAckNanos = nanoClock.getAsLong();
+        leaseBroken = false;
+        registered = true;
+        keepAlive = client.getLeaseClient().keepAlive(lease, new StreamObserver<>() {
+            @Override
+            public void onNext(LeaseKeepAliveResponse r) {
+                if (r.getTTL() > 0) lastKeepAliveAckNanos = nanoClock.getAsLong();
+                else leaseBroken = true; // the lease expired in etcd
+            }
+
+            @Override
+            public void onError(Throwable t) {
+                leaseBroken = true;
+            }
+
+            @Override
+            public void onCompleted() {
+                leaseBroken = true;
+            }
+        });
+        watchBroken = true; // a fresh registration re-lists, so the view includes it
+    }
+
+    private void relistAndWatch() throws Exception {
+        if (watcher != null) watcher.close();
+        ByteSequence prefix = bytes(MembershipRecord.membersPrefix(settings.clusterId()));
+        GetResponse listed = client.getKVClient().get(prefix, GetOption.builder().isPrefix(true).build())
+                .get(settings.rpcTimeout().toMillis(), TimeUnit.MILLISECONDS);
+        synchronized (members) {
+            members.clear();
+            for (KeyValue kv : listed.getKvs()) apply(kv);
+            revision = listed.getHeader().getRevision();
+        }
+        checkSelf();
+        watchRepairs.increment();
+        watchBroken = false;
+        watcher = client.getWatchClient().watch(prefix,
+                WatchOption.builder().isPrefix(true).withRevision(listed.getHeader().getRevision() + 1).build(),
+                new Watch.Listener() {
+                    @Override
+                    public void onNext(WatchResponse response) {
+                        synchronized (members) {
+                            for (WatchEvent ev : response.getEvents()) {
+                                switch (ev.getEventType()) {
+                                    case PUT -> apply(ev.getKeyValue());
+                                    case DELETE -> members.remove(nodeOf(ev.getKeyValue()));
+                                    case UNRECOGNIZED -> watchBroken = true;
+                                }
+                            }
+                            revision = Math.max(revision, response.getHeader().getRevision());
+                        }
+                        checkSelf();
+                        control.execute(EtcdMembership.this::publish);
+                    }
+
+                    @Override
+                    public void onError(Throwable t) {
+                        watchBroken = true;
+                        control.execute(EtcdMembership.this::publish);
+                    }
+
+                    @Override
+                    public void onCompleted() {
+                        watchBroken = true;
+                    }
+                });
+    }
+
+    /**
+     * Drops the members watch as a broken stream would (the view turns invalid until the next
+     * tick re-lists and re-watches). Operators never need it; tests use it to drive the repair
+     * path, which a real etcd otherwise takes only on rare stream failures.
+     */
+    void dropWatch() {
+        control.execute(() -> {
+            if (watcher != null) watcher.close();
+            watchBroken = true;
+            publish();
+        });
+    }
+
+    /** List + watch (re)starts so far, the first included. */
+    long watchStarts() {
+        return (long) watchRepairs.count();
+    }
+
+    private void apply(KeyValue kv) {
+        MembershipRecord.parse(settings.clusterId(), kv.getKey().toString(StandardCharsets.UTF_8), kv.getValue().getBytes())
+                .ifPresent(m -> members.put(m.nodeId(), m));
+    }
+
+    private String nodeOf(KeyValue kv) {
+        return kv.getKey().toString(StandardCharsets.UTF_8).substring(MembershipRecord.membersPrefix(settings.clusterId()).length());
+    }
+
+    /** A record of this node with a higher incarnation means this process is a stale one. */
+    private void checkSelf() {
+        Member self = settings.self();
+        Member seen;
+        synchronized (members) {
+            seen = members.get(self.nodeId());
+        }
+        if (seen != null && seen.incarnation() > self.incarnation()) superseded = true;
+        if (seen == null && registered && !watchBroken) leaseBroken = true; // our record vanished: lease expired
+    }
+
+    private static ByteSequence bytes(String s) {
+        return ByteSequence.from(s, StandardCharsets.UTF_8);
+    }
+
+    /** Stops the loop, revokes the lease (others drop this node at once) and closes the client. */
+    @Override
+    public void close() {
+        control.shutdownNow();
+        try {
+            control.awaitTermination(2, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        try {
+            if (watcher != null) watcher.close();
+            if (keepAlive != null) keepAlive.close();
+            if (registered && !superseded) client.getLeaseClient().revoke(leaseId).get(1, TimeUnit.SECONDS);
+        } catch (Exception e) {
+            // etcd gone: the lease expires by itself after its TTL
+        } finally {
+            client.close();
+        }
+    }
+}

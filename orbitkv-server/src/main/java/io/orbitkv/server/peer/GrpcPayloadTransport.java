@@ -1,0 +1,168 @@
+package io.orbitkv.server.peer;
+
+import io.grpc.stub.ClientCallStreamObserver;
+import io.grpc.stub.ClientResponseObserver;
+import io.grpc.stub.StreamObserver;
+import io.orbitkv.core.peer.AuthorizeRequest;
+import io.orbitkv.core.peer.AuthorizeResult;
+import io.orbitkv.core.peer.NodeIncarnation;
+import io.orbitkv.core.peer.PayloadSink;
+import io.orbitkv.core.peer.PayloadTransport;
+import io.orbitkv.core.peer.PeerEndpoint;
+import io.orbitkv.server.cluster.ClusterChannels;
+import io.orbitkv.server.peer.proto.AuthorizeReply;
+import io.orbitkv.server.peer.proto.PayloadChunk;
+import io.orbitkv.server.peer.proto.PeerReadGrpc;
+import io.orbitkv.server.peer.proto.ReleaseCall;
+import io.orbitkv.server.peer.proto.ReleaseReply;
+import io.orbitkv.server.peer.proto.TransferCall;
+
+import java.time.Duration;
+import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * {@link PayloadTransport} over gRPC/TCP: the requester's client of {@link PeerReadService},
+ * using the authenticated per-peer channels of {@link ClusterChannels}.
+ *
+ * <p>Borrows the channels; owns nothing. Thread model: thread-safe; the sink is called on the
+ * channel's executor, one message at a time, in order. Every call has a deadline, so a source
+ * killed mid-transfer ends the stream as {@link TransferEnd#BROKEN} within
+ * {@code transferDeadline} at worst (normally at once, when the TCP connection resets).
+ *
+ * <p>Design note: network failure is turned into values here (UNREACHABLE, BROKEN, FAILED), the
+ * one boundary where a {@code StatusRuntimeException} is seen, so the core workflow has no
+ * exceptional path and every failure is a miss.
+ */
+public final class GrpcPayloadTransport implements PayloadTransport {
+
+    private final ClusterChannels channels;
+    private final Duration controlDeadline;
+    private final Duration transferDeadline;
+
+    public GrpcPayloadTransport(ClusterChannels channels, Duration controlDeadline, Duration transferDeadline) {
+        this.channels = Objects.requireNonNull(channels, "channels");
+        this.controlDeadline = Objects.requireNonNull(controlDeadline, "controlDeadline");
+        this.transferDeadline = Objects.requireNonNull(transferDeadline, "transferDeadline");
+    }
+
+    private PeerReadGrpc.PeerReadStub stub(PeerEndpoint source, Duration deadline) {
+        return PeerReadGrpc.newStub(channels.channel(source.address()))
+                .withDeadlineAfter(deadline.toNanos(), TimeUnit.NANOSECONDS);
+    }
+
+    @Override
+    public CompletableFuture<AuthorizeResult> authorize(PeerEndpoint source, AuthorizeRequest request) {
+        CompletableFuture<AuthorizeResult> result = new CompletableFuture<>();
+        stub(source, controlDeadline).authorize(PeerWire.encode(request), new Unary<>(result,
+                new AuthorizeResult.Rejected(AuthorizeResult.Rejection.UNREACHABLE)) {
+            @Override
+            AuthorizeResult convert(AuthorizeReply reply) {
+                return switch (reply.getResultCase()) {
+                    case GRANT -> reply.getGrant().getLengthBytes() <= 0 || reply.getGrant().getTicketId() <= 0
+                            ? new AuthorizeResult.Rejected(AuthorizeResult.Rejection.UNREACHABLE)
+                            : new AuthorizeResult.Granted(reply.getGrant().getTicketId(), reply.getGrant().getSourceIncarnation(),
+                                    request.key(), reply.getGrant().getLengthBytes(), reply.getGrant().getWindowNanos());
+                    case REJECTION -> new AuthorizeResult.Rejected(rejection(reply.getRejection()));
+                    case RESULT_NOT_SET -> new AuthorizeResult.Rejected(AuthorizeResult.Rejection.UNREACHABLE);
+                };
+            }
+        });
+        return result;
+    }
+
+    private static AuthorizeResult.Rejection rejection(String name) {
+        for (AuthorizeResult.Rejection r : AuthorizeResult.Rejection.values()) {
+            if (r.name().equals(name)) return r;
+        }
+        return AuthorizeResult.Rejection.UNREACHABLE;
+    }
+
+    @Override
+    public CompletableFuture<TransferEnd> transfer(PeerEndpoint source, AuthorizeResult.Granted ticket,
+                                                   NodeIncarnation requester, PayloadSink sink) {
+        CompletableFuture<TransferEnd> end = new CompletableFuture<>();
+        TransferCall call = TransferCall.newBuilder().setRequester(PeerWire.requester(requester))
+                .setTicketId(ticket.ticketId()).build();
+        stub(source, transferDeadline).transfer(call, new ClientResponseObserver<TransferCall, PayloadChunk>() {
+            private ClientCallStreamObserver<TransferCall> stream;
+            private boolean trailer;
+            private boolean refused;
+
+            @Override
+            public void beforeStart(ClientCallStreamObserver<TransferCall> requestStream) {
+                this.stream = requestStream;
+            }
+
+            @Override
+            public void onNext(PayloadChunk chunk) {
+                switch (chunk.getBodyCase()) {
+                    case DATA -> {
+                        if (!sink.onChunk(chunk.getData().getOffset(), chunk.getData().getBytes().asReadOnlyByteBuffer())) {
+                            stream.cancel("payload rejected by the requester", null);
+                        }
+                    }
+                    case TRAILER -> {
+                        trailer = true;
+                        sink.onTrailer(chunk.getTrailer().getCrc32C());
+                    }
+                    case REFUSED -> refused = true;
+                    case BODY_NOT_SET -> stream.cancel("empty chunk", null);
+                }
+            }
+
+            @Override
+            public void onError(Throwable t) {
+                end.complete(TransferEnd.BROKEN);
+            }
+
+            @Override
+            public void onCompleted() {
+                end.complete(refused ? TransferEnd.REFUSED : trailer ? TransferEnd.COMPLETED : TransferEnd.BROKEN);
+            }
+        });
+        return end;
+    }
+
+    @Override
+    public CompletableFuture<ReleaseAck> release(PeerEndpoint source, long ticketId, NodeIncarnation requester) {
+        CompletableFuture<ReleaseAck> result = new CompletableFuture<>();
+        ReleaseCall call = ReleaseCall.newBuilder().setRequester(PeerWire.requester(requester)).setTicketId(ticketId).build();
+        stub(source, controlDeadline).release(call, new Unary<>(result, ReleaseAck.FAILED) {
+            @Override
+            ReleaseAck convert(ReleaseReply reply) {
+                return ReleaseAck.ACKED;
+            }
+        });
+        return result;
+    }
+
+    /** A unary call's observer that completes {@code result} with a value, or {@code onFailure}. */
+    private abstract static class Unary<R, T> implements StreamObserver<R> {
+        private final CompletableFuture<T> result;
+        private final T onFailure;
+
+        Unary(CompletableFuture<T> result, T onFailure) {
+            this.result = result;
+            this.onFailure = onFailure;
+        }
+
+        abstract T convert(R reply);
+
+        @Override
+        public void onNext(R reply) {
+            result.complete(convert(reply));
+        }
+
+        @Override
+        public void onError(Throwable t) {
+            result.complete(onFailure);
+        }
+
+        @Override
+        public void onCompleted() {
+            result.complete(onFailure);
+        }
+    }
+}

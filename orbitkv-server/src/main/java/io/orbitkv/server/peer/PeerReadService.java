@@ -1,0 +1,158 @@
+package io.orbitkv.server.peer;
+
+import com.google.protobuf.ByteString;
+import io.grpc.stub.ServerCallStreamObserver;
+import io.grpc.stub.StreamObserver;
+import io.orbitkv.core.peer.AuthorizeResult;
+import io.orbitkv.core.peer.NodeIncarnation;
+import io.orbitkv.core.peer.PeerSource;
+import io.orbitkv.core.peer.TicketTable;
+import io.orbitkv.server.peer.proto.AuthorizeCall;
+import io.orbitkv.server.peer.proto.AuthorizeReply;
+import io.orbitkv.server.peer.proto.Data;
+import io.orbitkv.server.peer.proto.Grant;
+import io.orbitkv.server.peer.proto.PayloadChunk;
+import io.orbitkv.server.peer.proto.PeerReadGrpc;
+import io.orbitkv.server.peer.proto.ReleaseCall;
+import io.orbitkv.server.peer.proto.ReleaseReply;
+import io.orbitkv.server.peer.proto.TransferCall;
+
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteBuffer;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.zip.CRC32C;
+
+/**
+ * The source side of peer reads as a gRPC service (hosted by the {@code ClusterRpcServer}, so
+ * callers are authenticated before any method here runs). Maps the three RPCs onto the core
+ * {@link PeerSource}; owns nothing but the streams in flight.
+ *
+ * <p>Thread model: gRPC serializes each call's callbacks (onReady, onCancel) on its executor;
+ * a transfer's sender runs only inside those callbacks, so reading the pinned bytes and ending
+ * the transfer never race.
+ *
+ * <p>Invariant: every transfer that began at the {@link TicketTable} ends there exactly once —
+ * after the trailer, on cancellation, or on a send error — and no byte of the pinned image is
+ * read after that end (the ticket may free the pin at once).
+ *
+ * <p>Design note: chunks of {@link #CHUNK_BYTES} (256 KiB) sent only while the stream
+ * {@code isReady()}: HTTP/2 flow control then bounds what one transfer buffers to about one
+ * window (64 KiB default, grown by BDP probing) plus one chunk, instead of queueing a whole
+ * 2 MiB page per stream in Netty. Each chunk costs one copy (pinned DRAM → ByteString); a
+ * zero-copy {@code UnsafeByteOperations.unsafeWrap} would let Netty read the pin after the
+ * ticket could be freed, which the invariant above forbids.
+ */
+public final class PeerReadService extends PeerReadGrpc.PeerReadImplBase {
+
+    /** Payload bytes per Data message. */
+    public static final int CHUNK_BYTES = 256 * 1024;
+
+    private final PeerSource source;
+
+    public PeerReadService(PeerSource source) {
+        this.source = Objects.requireNonNull(source, "source");
+    }
+
+    @Override
+    public void authorize(AuthorizeCall request, StreamObserver<AuthorizeReply> out) {
+        var decoded = PeerWire.decode(request);
+        if (decoded.isEmpty()) {
+            out.onNext(AuthorizeReply.newBuilder().setRejection(AuthorizeResult.Rejection.GENERATION_GONE.name()).build());
+            out.onCompleted();
+            return;
+        }
+        source.authorize(decoded.get()).whenComplete((result, error) -> {
+            AuthorizeReply reply = error != null
+                    ? AuthorizeReply.newBuilder().setRejection(AuthorizeResult.Rejection.NOT_SERVING.name()).build()
+                    : switch (result) {
+                        case AuthorizeResult.Granted g -> AuthorizeReply.newBuilder().setGrant(Grant.newBuilder()
+                                .setTicketId(g.ticketId()).setSourceIncarnation(g.sourceIncarnation())
+                                .setLengthBytes(g.lengthBytes()).setWindowNanos(g.windowNanos())).build();
+                        case AuthorizeResult.Rejected r -> AuthorizeReply.newBuilder().setRejection(r.reason().name()).build();
+                    };
+            out.onNext(reply);
+            out.onCompleted();
+        });
+    }
+
+    @Override
+    public void transfer(TransferCall request, StreamObserver<PayloadChunk> out) {
+        Optional<NodeIncarnation> requester = PeerWire.requester(request.getRequester());
+        if (requester.isEmpty()) {
+            refuse(out, TicketTable.TransferRefusal.WRONG_REQUESTER);
+            return;
+        }
+        switch (source.beginTransfer(request.getTicketId(), requester.get())) {
+            case TicketTable.BeginResult.Refused r -> refuse(out, r.reason());
+            case TicketTable.BeginResult.Reading reading -> {
+                ServerCallStreamObserver<PayloadChunk> call = (ServerCallStreamObserver<PayloadChunk>) out;
+                Sender sender = new Sender(call, reading.ticketId(), reading.image().payload());
+                call.setOnCancelHandler(sender::end);
+                call.setOnReadyHandler(sender);
+                sender.run();
+            }
+        }
+    }
+
+    private static void refuse(StreamObserver<PayloadChunk> out, TicketTable.TransferRefusal reason) {
+        out.onNext(PayloadChunk.newBuilder().setRefused(reason.name()).build());
+        out.onCompleted();
+    }
+
+    @Override
+    public void release(ReleaseCall request, StreamObserver<ReleaseReply> out) {
+        String outcome = PeerWire.requester(request.getRequester())
+                .map(r -> source.release(request.getTicketId(), r))
+                .orElse(TicketTable.ReleaseOutcome.WRONG_REQUESTER).name();
+        out.onNext(ReleaseReply.newBuilder().setOutcome(outcome).build());
+        out.onCompleted();
+    }
+
+    /** Streams one pinned payload while the call is ready; ends the transfer exactly once. */
+    private final class Sender implements Runnable {
+        private final ServerCallStreamObserver<PayloadChunk> call;
+        private final long ticketId;
+        private final MemorySegment payload;
+        private final CRC32C crc = new CRC32C();
+        private long offset;
+        private boolean ended;
+
+        Sender(ServerCallStreamObserver<PayloadChunk> call, long ticketId, MemorySegment payload) {
+            this.call = call;
+            this.ticketId = ticketId;
+            this.payload = payload;
+        }
+
+        @Override
+        public synchronized void run() {
+            try {
+                while (!ended && call.isReady()) {
+                    if (offset == payload.byteSize()) {
+                        int checksum = (int) crc.getValue();
+                        end();
+                        call.onNext(PayloadChunk.newBuilder()
+                                .setTrailer(io.orbitkv.server.peer.proto.Trailer.newBuilder().setCrc32C(checksum)).build());
+                        call.onCompleted();
+                        return;
+                    }
+                    int n = (int) Math.min(CHUNK_BYTES, payload.byteSize() - offset);
+                    ByteBuffer piece = payload.asSlice(offset, n).asByteBuffer();
+                    crc.update(piece.duplicate());
+                    call.onNext(PayloadChunk.newBuilder()
+                            .setData(Data.newBuilder().setOffset(offset).setBytes(ByteString.copyFrom(piece))).build());
+                    offset += n;
+                }
+            } catch (RuntimeException e) {
+                end();
+                call.onError(io.grpc.Status.INTERNAL.withDescription("peer transfer failed").asRuntimeException());
+            }
+        }
+
+        synchronized void end() {
+            if (ended) return;
+            ended = true;
+            source.endTransfer(ticketId);
+        }
+    }
+}
