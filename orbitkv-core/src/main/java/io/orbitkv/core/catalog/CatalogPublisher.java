@@ -134,10 +134,12 @@ public final class CatalogPublisher {
      * One round: read new residency events, route them, and push to every owner. Blocks up to
      * about {@link Budgets#pushTimeoutMillis} × {@link Budgets#maxBatchesPerPump} on slow owners.
      *
-     * @return true when every owner is caught up (nothing left to send)
+     * @return true when every owner is caught up (nothing left to send) and the residency stream
+     *         was read to its end (a backlog over {@link Budgets#readEvents} takes several pumps,
+     *         and a pump that left events unread is not idle)
      */
     public boolean pump(MembershipView view) {
-        readLocal();
+        boolean readAll = readLocal();
         if (stale) return false;
         if (!view.valid() || view.live().isEmpty()) {
             streams.values().forEach(this::resetForSnapshot);
@@ -150,23 +152,25 @@ public final class CatalogPublisher {
         try (ExecutorService perOwner = Executors.newVirtualThreadPerTaskExecutor()) {
             for (OwnerStream s : streams.values()) drains.add(perOwner.submit(() -> drain(s)));
         }
-        boolean idle = true;
+        boolean idle = readAll;
         for (Future<Boolean> f : drains) idle &= f.resultNow();
         return idle;
     }
 
-    private void readLocal() {
+    /** Reads up to {@link Budgets#readEvents} events; true when none is left unread (as of now). */
+    private boolean readLocal() {
         ResidencyStream.Batch batch = stream.readFrom(nextSequence, budgets.readEvents());
         if (batch.gap()) {
             localGaps.increment();
             rebuildMirror();
-            return;
+        } else {
+            for (ResidencyEvent e : batch.events()) {
+                mirror.apply(e);
+                route(e);
+            }
+            nextSequence = batch.nextSequence();
         }
-        for (ResidencyEvent e : batch.events()) {
-            mirror.apply(e);
-            route(e);
-        }
-        nextSequence = batch.nextSequence();
+        return nextSequence > stream.lastSequence();
     }
 
     /** After a gap: the tiers' keys as of now, then the stream from the sequence read first. */

@@ -147,11 +147,13 @@ class CatalogProperties {
             }
             if (i % 3 == 0) publishers.forEach(p -> p.pump(view.get()));
         }
-        for (int round = 0; round < 50; round++) {
-            boolean idle = true;
+        // pump until every publisher says idle: its stream read to the end and every owner acked
+        boolean idle = false;
+        for (int round = 0; round < 50 && !idle; round++) {
+            idle = true;
             for (CatalogPublisher p : publishers) idle &= p.pump(view.get());
-            if (idle) break;
         }
+        assertThat(idle).as("publishers caught up within 50 pump rounds").isTrue();
         lookups.invalidateCandidates();
         List<StateKey> keys = new ArrayList<>();
         for (int k = 0; k < KEY_SPACE; k++) keys.add(Keys.key(k));

@@ -75,6 +75,17 @@ class CatalogPublisherTest {
     }
 
     @Test
+    void aBacklogOverTheReadBudgetIsNotIdleUntilReadToTheEnd() {
+        CatalogPublisher p = publisher(1_000);
+        assertThat(p.pump(view)).isTrue();
+        for (int i = 0; i < 50; i++) add(i); // 50 events, 32 read per pump, no gap in a 64-event ring
+        assertThat(p.pump(view)).as("18 events still unread").isFalse();
+        assertThat(p.pump(view)).isTrue();
+        assertThat(registry.get("orbitkv_catalog_local_stream_gaps").counter().count()).isZero();
+        assertThat(lookAll(50)).allMatch(l -> l instanceof KeyLocation.Present);
+    }
+
+    @Test
     void anInvalidViewSendsNothingAndAStaleIncarnationStopsPublishing() {
         CatalogPublisher p = publisher(100);
         add(1);
