@@ -50,7 +50,7 @@ def sample_frames():
         (2, p.RegisterRegion("/dev/shm/region", 8192, 4096, 2)),
         (3, p.Query(5, 1, p.CompletionTarget.ENGINE_RESTORE, 100, 16,
                     [p.QueryGroup(0, p.KeyForm.STATE_KEY, [bytes(range(32))] * 2),
-                     p.QueryGroup(2, p.KeyForm.BLOCK_HASH, [], 5)])),
+                     p.QueryGroup(2, p.KeyForm.BLOCK_HASH, [], 5)], 4000)),
         (4, p.QueryPoll(5, 1)),
         (5, p.Cancel(5)),
         (6, p.PublishReserve([p.PublishPage(0, p.KeyForm.BLOCK_HASH, b"\x01" * 8, 4096)])),
@@ -94,7 +94,7 @@ class WorkedExamples(unittest.TestCase):
     def test_query(self):
         data = doc_examples()["QUERY"]
         query = p.Query(3, 2, p.CompletionTarget.HOST_READY, 100, 0,
-                        [p.QueryGroup(0, p.KeyForm.BLOCK_HASH, [b"\x01" * 8, b"\x02" * 8])])
+                        [p.QueryGroup(0, p.KeyForm.BLOCK_HASH, [b"\x01" * 8, b"\x02" * 8])], 2000)
         self.assertEqual(p.encode(9, query), data)
         self.assertEqual(round_trip(self, data).frame, query)
 
