@@ -127,6 +127,7 @@ public final class QueryOperation {
      */
     public Optional<Reply.Error> start() {
         QueryPlan plan = host.planner().plan(query, scope, excluded, false);
+        if (plan instanceof QueryPlan.Hit full) plan = BoundaryChooser.choose(full, query, scope, excluded, host);
         Optional<Reply.Error> refused = adopt(plan);
         if (refused.isEmpty()) {
             if (state == State.PENDING) host.countQuery(OperationHost.QueryOutcome.PENDING, 0);
