@@ -266,12 +266,16 @@ class Client:
     def query(self, operation_id: int, groups: Union[Dict[int, Sequence[bytes]], Sequence[p.QueryGroup]],
               prompt_tokens: int, origin_tokens: int = 0, revision: int = 0,
               target: p.CompletionTarget = p.CompletionTarget.HOST_READY,
-              key_form: p.KeyForm = p.KeyForm.BLOCK_HASH) -> p.QueryResult:
+              key_form: p.KeyForm = p.KeyForm.BLOCK_HASH,
+              prefill_tokens_per_second: int = 0) -> p.QueryResult:
         """Sends a QUERY; ``groups`` maps group id to its page names (page 0 first) in ``key_form``,
-        or is a list of QueryGroup. Returns the first answer, PENDING or FINAL."""
+        or is a list of QueryGroup. ``prefill_tokens_per_second`` is the engine's measured prefill
+        rate (0 = unknown: the Manager answers the longest legal prefix). Returns the first
+        answer, PENDING or FINAL."""
         if isinstance(groups, dict):
             groups = [p.QueryGroup(gid, key_form, list(hashes)) for gid, hashes in groups.items()]
-        request = p.Query(operation_id, revision, target, prompt_tokens, origin_tokens, groups)
+        request = p.Query(operation_id, revision, target, prompt_tokens, origin_tokens, groups,
+                          prefill_tokens_per_second)
         return self.call(request, p.QueryResult)
 
     def poll(self, operation_id: int, revision: int) -> p.QueryResult:

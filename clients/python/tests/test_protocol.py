@@ -50,7 +50,7 @@ def sample_frames():
         (2, p.RegisterRegion("/dev/shm/region", 8192, 4096, 2)),
         (3, p.Query(5, 1, p.CompletionTarget.ENGINE_RESTORE, 100, 16,
                     [p.QueryGroup(0, p.KeyForm.STATE_KEY, [bytes(range(32))] * 2),
-                     p.QueryGroup(2, p.KeyForm.BLOCK_HASH, [], 5)])),
+                     p.QueryGroup(2, p.KeyForm.BLOCK_HASH, [], 5)], 4000)),
         (4, p.QueryPoll(5, 1)),
         (5, p.Cancel(5)),
         (6, p.PublishReserve([p.PublishPage(0, p.KeyForm.BLOCK_HASH, b"\x01" * 8, 4096)])),
@@ -94,7 +94,7 @@ class WorkedExamples(unittest.TestCase):
     def test_query(self):
         data = doc_examples()["QUERY"]
         query = p.Query(3, 2, p.CompletionTarget.HOST_READY, 100, 0,
-                        [p.QueryGroup(0, p.KeyForm.BLOCK_HASH, [b"\x01" * 8, b"\x02" * 8])])
+                        [p.QueryGroup(0, p.KeyForm.BLOCK_HASH, [b"\x01" * 8, b"\x02" * 8])], 2000)
         self.assertEqual(p.encode(9, query), data)
         self.assertEqual(round_trip(self, data).frame, query)
 
@@ -300,8 +300,23 @@ class Refusals(unittest.TestCase):
         self.refused(data, p.ErrorCode.TOO_LARGE, True,
                      p.FrameDecoder(p.Limits(max_pages_per_query=8), p.Direction.TO_MANAGER))
         bad_key = bytearray(data)
-        bad_key[52] = p.KeyForm.STATE_KEY  # a STATE_KEY group of 8-byte hashes
+        bad_key[60] = p.KeyForm.STATE_KEY  # a STATE_KEY group of 8-byte hashes (key_form: body 44)
         self.refused(bytes(bad_key), p.ErrorCode.MALFORMED, True, TO_MANAGER)
+
+    def test_query_prefill_rate_is_a_u31_then_a_zero_pad(self):
+        query = p.Query(1, 0, p.CompletionTarget.HOST_READY, 64, 0,
+                        [p.QueryGroup(0, p.KeyForm.BLOCK_HASH, [b"\x07" * 8])], 1500)
+        data = p.encode(1, query)
+        self.assertEqual(struct.unpack_from("<I", data, 16 + 32)[0], 1500)
+        self.assertEqual(round_trip(self, data).frame, query)
+        huge = bytearray(data)
+        struct.pack_into("<I", huge, 16 + 32, 0x80000000)
+        self.refused(bytes(huge), p.ErrorCode.MALFORMED, True, TO_MANAGER)
+        padded = bytearray(data)
+        struct.pack_into("<I", padded, 16 + 36, 1)
+        self.refused(bytes(padded), p.ErrorCode.MALFORMED, True, TO_MANAGER)
+        with self.assertRaises(p.ProtocolError):
+            p.Query(1, 0, p.CompletionTarget.HOST_READY, 64, 0, [p.QueryGroup(0, p.KeyForm.BLOCK_HASH, [b"x"])], -1)
 
     def test_values_that_cannot_be_built(self):
         with self.assertRaises(p.ProtocolError):

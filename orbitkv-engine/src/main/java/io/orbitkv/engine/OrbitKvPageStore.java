@@ -46,6 +46,8 @@ public final class OrbitKvPageStore implements KvPageStore {
 
     private final OrbitKvClient client;
     private long nextOperationId = 1;
+    /** The runner's last measured prefill rate in tokens/s, sent in every QUERY; 0 = unknown. */
+    private int prefillTokensPerSecond;
     private boolean closed;
 
     private OrbitKvPageStore(OrbitKvClient client) {
@@ -75,11 +77,22 @@ public final class OrbitKvPageStore implements KvPageStore {
         return client.stats();
     }
 
+    /**
+     * Records the runner's measured prefill rate (tokens/s; 0 = unknown), sent in the next QUERYs
+     * so that the Manager can prefer a shorter DRAM-only prefix over a slow SSD or peer restore
+     * (docs/protocol.md 5.3). Until a runner calls this, QUERYs carry 0 and the Manager answers
+     * the longest legal prefix.
+     */
+    public void prefillRate(int tokensPerSecond) {
+        if (tokensPerSecond < 0) throw new IllegalArgumentException("prefill rate must be >= 0: " + tokensPerSecond);
+        this.prefillTokensPerSecond = tokensPerSecond;
+    }
+
     @Override
     public PrefixLookup lookupPrefix(List<StateKey> pageKeys, long promptTokens) {
         long operationId = nextOperationId++;
         Request.Query query = new Request.Query(operationId, 0, CompletionTarget.HOST_READY, promptTokens, 0,
-                List.of(new Request.QueryGroup(FullAttention.GROUP, KeyForm.STATE_KEY, Hashes.ofKeys(pageKeys))));
+                prefillTokensPerSecond, List.of(new Request.QueryGroup(FullAttention.GROUP, KeyForm.STATE_KEY, Hashes.ofKeys(pageKeys))));
         Reply.QueryResult first = client.query(query);
         HitSource source = first.status() == QueryStatus.FINAL ? HitSource.DRAM : HitSource.STAGED;
         Reply.QueryResult result = client.awaitSettled(first);

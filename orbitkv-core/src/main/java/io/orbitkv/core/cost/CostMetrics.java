@@ -41,6 +41,7 @@ final class CostMetrics {
     private final Map<CostPath, Counter> ioUnknown = new EnumMap<>(CostPath.class);
     private final Map<CostPath, Map<Terminal, Counter>> operations = new EnumMap<>(CostPath.class);
     private final Map<ShadowOutcome, Counter> shadow = new EnumMap<>(ShadowOutcome.class);
+    private final Map<BoundaryChoice.Basis, Counter> boundary = new EnumMap<>(BoundaryChoice.Basis.class);
 
     <T> CostMetrics(MeterRegistry registry, T owner, ToDoubleFunction<T> entries, ToDoubleFunction<T> dropped) {
         for (CostPath p : CostPath.values()) {
@@ -70,6 +71,10 @@ final class CostMetrics {
             shadow.put(o, Counter.builder("orbitkv.cost.shadow").tag("outcome", lower(o))
                     .description("shadow comparisons by outcome").register(registry));
         }
+        for (BoundaryChoice.Basis b : BoundaryChoice.Basis.values()) {
+            boundary.put(b, Counter.builder("orbitkv.cost.boundary").tag("basis", lower(b))
+                    .description("boundary choices of queries that needed staging, by basis").register(registry));
+        }
         Gauge.builder("orbitkv.cost.entries", owner, entries).description("estimate entries held").register(registry);
         Gauge.builder("orbitkv.cost.dropped", owner, dropped)
                 .description("estimator updates dropped on contention").register(registry);
@@ -77,6 +82,10 @@ final class CostMetrics {
 
     private static String lower(Enum<?> e) {
         return e.name().toLowerCase(Locale.ROOT);
+    }
+
+    void boundary(BoundaryChoice.Basis basis) {
+        boundary.get(basis).increment();
     }
 
     void stages(CostPath path, Timeline t) {

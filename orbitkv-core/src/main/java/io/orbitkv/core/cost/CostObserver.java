@@ -53,6 +53,7 @@ public final class CostObserver {
     private final Map<ShadowOutcome, LongAdder> shadowCounts = new EnumMap<>(ShadowOutcome.class);
     private final LongAdder selectionSwitched = new LongAdder();
     private final Map<Selection.KeepReason, LongAdder> selectionKept = new EnumMap<>(Selection.KeepReason.class);
+    private final Map<BoundaryChoice.Basis, LongAdder> boundaryChoices = new EnumMap<>(BoundaryChoice.Basis.class);
 
     private CostObserver() {
         this.enabled = false;
@@ -68,6 +69,7 @@ public final class CostObserver {
         this.config = config;
         this.selection = selection;
         for (Selection.KeepReason r : Selection.KeepReason.values()) selectionKept.put(r, new LongAdder());
+        for (BoundaryChoice.Basis b : BoundaryChoice.Basis.values()) boundaryChoices.put(b, new LongAdder());
         this.nanoClock = nanoClock;
         this.estimator = new CostEstimator(config);
         for (Terminal t : Terminal.values()) terminals.put(t, new LongAdder());
@@ -212,6 +214,47 @@ public final class CostObserver {
         return out;
     }
 
+    /**
+     * Applies {@link BoundaryRule} with the shadow margin and counts the choice (metric
+     * {@code orbitkv.cost.boundary}, tag {@code basis}; {@code /status} {@code cost.boundary}).
+     * Pure apart from the counts: the caller built the candidates and serves the choice. When
+     * observations are off the longest candidate is kept and nothing is counted.
+     *
+     * @param prefillTokensPerSecond the engine's measured prefill rate, 0 = unknown
+     */
+    public BoundaryChoice chooseBoundary(List<BoundaryCandidate> candidates, long promptTokens, long admissionNanos,
+                                         double prefillTokensPerSecond) {
+        if (!enabled) {
+            return new BoundaryChoice(candidates.getFirst(), BoundaryChoice.Basis.NO_ESTIMATE, -1);
+        }
+        BoundaryChoice choice = BoundaryRule.choose(candidates, promptTokens, admissionNanos, prefillTokensPerSecond,
+                config.shadowMarginFraction());
+        boundaryChoices.get(choice.basis()).increment();
+        metrics.boundary(choice.basis());
+        return choice;
+    }
+
+    /**
+     * Counts a query that kept its longest boundary without asking {@link BoundaryRule} (the
+     * caller already knew the basis, e.g. {@code NO_PREFILL_RATE}: no candidates were built).
+     */
+    public void countKeptLongest(BoundaryChoice.Basis basis) {
+        if (basis == BoundaryChoice.Basis.SHORTENED_BY_ESTIMATE) throw new IllegalArgumentException("not a keep: " + basis);
+        if (!enabled) return;
+        boundaryChoices.get(basis).increment();
+        metrics.boundary(basis);
+    }
+
+    /** Boundary choices so far: shortened, and kept longest by basis (zeros and empty when disabled). */
+    public BoundaryStatus boundaryStatus() {
+        Map<BoundaryChoice.Basis, Long> kept = new EnumMap<>(BoundaryChoice.Basis.class);
+        if (!enabled) return new BoundaryStatus(0, kept);
+        for (BoundaryChoice.Basis b : BoundaryChoice.Basis.values()) {
+            if (b != BoundaryChoice.Basis.SHORTENED_BY_ESTIMATE) kept.put(b, boundaryChoices.get(b).sum());
+        }
+        return new BoundaryStatus(boundaryChoices.get(BoundaryChoice.Basis.SHORTENED_BY_ESTIMATE).sum(), kept);
+    }
+
     /** The estimator's current view of {@code key} (waits for the lock; not for execution threads). */
     public Lookup estimate(CostKey key) {
         if (!enabled) return new Lookup.Missing();
@@ -225,7 +268,8 @@ public final class CostObserver {
         SelectionStatus selectionStatus = new SelectionStatus(selectionEnabled(), selectionEnabled()
                 && selection.crossMediumEnabled(), selectionSwitched(), selectionKept());
         if (!enabled) {
-            return new CostStatus(false, 0, 0, config.maxEntries(), 0, censored, 0, 0, 0, shadow, selectionStatus);
+            return new CostStatus(false, 0, 0, config.maxEntries(), 0, censored, 0, 0, 0, shadow, selectionStatus,
+                    boundaryStatus());
         }
         for (Terminal t : Terminal.values()) {
             if (t != Terminal.SUCCEEDED) censored.put(t, terminals.get(t).sum());
@@ -233,7 +277,7 @@ public final class CostObserver {
         for (ShadowOutcome o : ShadowOutcome.values()) shadow.put(o, shadowCounts.get(o).sum());
         return new CostStatus(true, estimator.size(), estimator.warmEntries(nanoClock.getAsLong()), config.maxEntries(),
                 trained.sum(), censored, estimator.droppedContended(), logicalUnknown.sum(), ioUnknown.sum(), shadow,
-                selectionStatus);
+                selectionStatus, boundaryStatus());
     }
 
     /** The estimator, for tests in this package. */

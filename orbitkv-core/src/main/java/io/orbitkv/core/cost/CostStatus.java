@@ -17,12 +17,15 @@ import java.util.Objects;
  * @param ioUnknown        operations whose physical byte count was unknown
  * @param shadow           shadow verdicts by outcome
  * @param selection        guarded selection switches and keeps
+ * @param boundary         boundary choices by first-token estimate: shortened, or kept longest by reason
  */
 public record CostStatus(boolean enabled, int entries, int warmEntries, int maxEntries, long trained,
                          Map<Terminal, Long> censored, long droppedContended, long logicalUnknown, long ioUnknown,
-                         Map<ShadowOutcome, Long> shadow, SelectionStatus selection) {
+                         Map<ShadowOutcome, Long> shadow, SelectionStatus selection,
+                         BoundaryStatus boundary) {
     public CostStatus {
         Objects.requireNonNull(selection, "selection");
+        Objects.requireNonNull(boundary, "boundary");
         censored = Map.copyOf(Objects.requireNonNull(censored, "censored"));
         shadow = Map.copyOf(Objects.requireNonNull(shadow, "shadow"));
     }

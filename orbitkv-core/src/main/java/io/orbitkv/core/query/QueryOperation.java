@@ -121,12 +121,15 @@ public final class QueryOperation {
     }
 
     /**
-     * Plans the query and takes what it needs; returns the ERROR to answer instead (BUSY: the
-     * lease table is full; NO_SPACE: only stagings beyond the budget could make a hit), in which
-     * case the operation holds nothing and must be dropped.
+     * Plans the query (the longest legal boundary, or a shorter DRAM-only one when
+     * {@link BoundaryChooser} estimates its first token clearly sooner) and takes what it needs;
+     * returns the ERROR to answer instead (BUSY: the lease table is full; NO_SPACE: only
+     * stagings beyond the budget could make a hit), in which case the operation holds nothing
+     * and must be dropped.
      */
     public Optional<Reply.Error> start() {
         QueryPlan plan = host.planner().plan(query, scope, excluded, false);
+        if (plan instanceof QueryPlan.Hit full) plan = BoundaryChooser.choose(full, query, scope, excluded, host);
         Optional<Reply.Error> refused = adopt(plan);
         if (refused.isEmpty()) {
             if (state == State.PENDING) host.countQuery(OperationHost.QueryOutcome.PENDING, 0);

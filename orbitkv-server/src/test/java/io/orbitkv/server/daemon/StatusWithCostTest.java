@@ -34,5 +34,7 @@ class StatusWithCostTest {
         assertThat(json.get("cost").get("shadow").has("FASTER")).isTrue();
         assertThat(json.get("cost").get("selection").get("enabled").asBoolean()).isFalse();
         assertThat(json.get("cost").get("selection").get("switched").asLong()).isZero();
+        assertThat(json.get("cost").get("boundary").get("shortened").asLong()).isZero();
+        assertThat(json.get("cost").get("boundary").get("keptLongest").get("NO_PREFILL_RATE").asLong()).isZero();
     }
 }

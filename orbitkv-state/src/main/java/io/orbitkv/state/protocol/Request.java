@@ -96,10 +96,15 @@ public sealed interface Request extends Frame {
      * Asks which prefix of the prompt the Manager can restore, and leases it. A QUERY with an
      * operation id that is live replaces that operation when its revision is higher.
      * Invariants: operation id {@code >= 1}; revision {@code >= 0};
-     * {@code 0 <= originTokens < promptTokens}; 1..65,535 groups with distinct ids.
+     * {@code 0 <= originTokens < promptTokens}; {@code prefillTokensPerSecond >= 0} (0 = the engine
+     * has not measured its prefill rate); 1..65,535 groups with distinct ids.
+     * <p>{@code prefillTokensPerSecond} is the engine's measured prefill rate for this prompt's
+     * model; the Manager uses it to weigh a shorter DRAM-only boundary against a longer one that
+     * needs SSD staging or a peer fetch (first-token estimate). It is a hint: 0 keeps the longest
+     * legal boundary.
      */
     record Query(long operationId, int revision, CompletionTarget target, long promptTokens, long originTokens,
-                 List<QueryGroup> groups) implements Request {
+                 int prefillTokensPerSecond, List<QueryGroup> groups) implements Request {
         public Query {
             Check.positive("operation_id", operationId);
             Check.nonNegative("revision", revision);
@@ -109,8 +114,15 @@ public sealed interface Request extends Frame {
             if (originTokens >= promptTokens) {
                 throw new IllegalArgumentException("origin_tokens " + originTokens + " must be below prompt_tokens " + promptTokens);
             }
+            Check.nonNegative("prefill_tokens_per_second", prefillTokensPerSecond);
             groups = Check.list("groups", groups, 1, Check.U16_MAX);
             Check.uniqueIds("groups", groups, QueryGroup::groupId);
+        }
+
+        /** A QUERY from an engine that has not measured its prefill rate (0 = unknown). */
+        public Query(long operationId, int revision, CompletionTarget target, long promptTokens, long originTokens,
+                     List<QueryGroup> groups) {
+            this(operationId, revision, target, promptTokens, originTokens, 0, groups);
         }
 
         /** Pages summed over the groups. */

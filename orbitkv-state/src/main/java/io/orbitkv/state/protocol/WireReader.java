@@ -84,6 +84,12 @@ final class WireReader {
         if (u16(field) != 0) throw malformed("reserved " + field + " at offset " + at + " must be 0");
     }
 
+    void zero32(String field) {
+        need(4, field);
+        int at = offset();
+        if (body.getInt() != 0) throw malformed("reserved " + field + " at offset " + at + " must be 0");
+    }
+
     boolean flag(String field) {
         int at = offset();
         int v = u8(field);

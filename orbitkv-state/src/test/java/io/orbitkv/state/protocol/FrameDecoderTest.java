@@ -153,9 +153,9 @@ class FrameDecoderTest {
         byte[] frame = FrameEncoder.toBytes(5, q);
         le(frame).putLong(FrameLayout.HEADER_BYTES + 24, 100);
         assertThat(malformed(manager.decode(ByteBuffer.wrap(frame))).message()).contains("origin_tokens");
-        // A STATE_KEY group whose hashes are 16 bytes wide (hash_bytes at body offset 37).
+        // A STATE_KEY group whose hashes are 16 bytes wide (hash_bytes at body offset 45).
         byte[] narrow = FrameEncoder.toBytes(5, q);
-        le(narrow).put(FrameLayout.HEADER_BYTES + 37, (byte) 16);
+        le(narrow).put(FrameLayout.HEADER_BYTES + 45, (byte) 16);
         assertThat(malformed(manager.decode(ByteBuffer.wrap(narrow))).message()).contains("32 bytes");
         // A FINAL miss carrying a lease.
         Reply.QueryResult pending = new Reply.QueryResult(1, 0, QueryStatus.PENDING, false, 0, List.of(
@@ -163,6 +163,21 @@ class FrameDecoderTest {
         byte[] result = FrameEncoder.toBytes(5, pending);
         le(result).put(FrameLayout.HEADER_BYTES + 12, (byte) QueryStatus.FINAL.code());
         assertThat(malformed(client.decode(ByteBuffer.wrap(result))).message()).contains("FINAL miss");
+    }
+
+    @Test
+    void queryPrefillRateIsAU31FollowedByAZeroPad() {
+        Request.Query q = new Request.Query(1, 0, CompletionTarget.HOST_READY, 100, 0, 1_500,
+                List.of(new Request.QueryGroup(0, KeyForm.BLOCK_HASH, Hashes.packed(8, new byte[8]))));
+        byte[] frame = FrameEncoder.toBytes(5, q);
+        assertThat(le(frame).getInt(FrameLayout.HEADER_BYTES + 32)).isEqualTo(1_500);
+        assertThat(manager.decode(ByteBuffer.wrap(frame))).isEqualTo(new DecodeResult.Decoded(5, q, frame.length));
+        byte[] huge = frame.clone();
+        le(huge).putInt(FrameLayout.HEADER_BYTES + 32, 0x8000_0000);
+        assertThat(malformed(manager.decode(ByteBuffer.wrap(huge))).message()).contains("prefill_tokens_per_second");
+        byte[] padded = frame.clone();
+        le(padded).putInt(FrameLayout.HEADER_BYTES + 36, 1);
+        assertThat(malformed(manager.decode(ByteBuffer.wrap(padded))).message()).contains("reserved pad");
     }
 
     @Test

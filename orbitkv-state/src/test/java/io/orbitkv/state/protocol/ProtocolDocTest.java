@@ -103,7 +103,7 @@ class ProtocolDocTest {
         byte[] hashes = new byte[16];
         Arrays.fill(hashes, 0, 8, (byte) 1);
         Arrays.fill(hashes, 8, 16, (byte) 2);
-        Request.Query query = new Request.Query(3, 2, CompletionTarget.HOST_READY, 100, 0,
+        Request.Query query = new Request.Query(3, 2, CompletionTarget.HOST_READY, 100, 0, 2000,
                 List.of(new Request.QueryGroup(0, KeyForm.BLOCK_HASH, Hashes.packed(8, hashes))));
         assertThat(example("QUERY")).isEqualTo(hex(FrameEncoder.toBytes(9, query)));
         assertThat(example("ERROR"))
@@ -111,7 +111,7 @@ class ProtocolDocTest {
         // And the documented bytes decode back to the value.
         DecodeResult decoded = new FrameDecoder(ProtocolLimits.DEFAULTS, Direction.TO_MANAGER)
                 .decode(ByteBuffer.wrap(HexFormat.of().parseHex(example("QUERY"))));
-        assertThat(decoded).isEqualTo(new DecodeResult.Decoded(9, query, 76));
+        assertThat(decoded).isEqualTo(new DecodeResult.Decoded(9, query, 84));
     }
 
     private static String example(String name) {

@@ -134,7 +134,7 @@ final class RandomFrames {
         }
         long prompt = 1 + r.nextLong(1 << 20);
         return new Request.Query(id(r), r.nextInt(Integer.MAX_VALUE), pick(r, CompletionTarget.values()), prompt,
-                r.nextLong(prompt), groups);
+                r.nextLong(prompt), r.nextBoolean() ? 0 : r.nextInt(Integer.MAX_VALUE), groups);
     }
 
     private static Reply.QueryResult queryResult(Random r) {

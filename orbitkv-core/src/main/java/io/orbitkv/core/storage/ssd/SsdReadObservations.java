@@ -58,8 +58,13 @@ final class SsdReadObservations {
 
     /** Route key of a read of {@code e} by {@code route} ({@link ReadPath#POSITIONAL} or {@link ReadPath#URING}). */
     CostKey key(ReadPath route, Extent e) {
+        return key(route, e.footprintBytes());
+    }
+
+    /** Route key of a read by {@code route} of an extent occupying {@code footprintBytes} on disk. */
+    CostKey key(ReadPath route, long footprintBytes) {
         return new CostKey(path(route), SampleKind.ROUTE, resource, RepresentationFamily.RAW,
-                CompletionTarget.HOST_READY, Shape.of(e.footprintBytes(), 1));
+                CompletionTarget.HOST_READY, Shape.of(footprintBytes, 1));
     }
 
     /**

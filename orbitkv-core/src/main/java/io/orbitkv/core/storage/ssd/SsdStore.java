@@ -1,7 +1,9 @@
 package io.orbitkv.core.storage.ssd;
 
 import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.core.cost.CostKey;
 import io.orbitkv.core.cost.CostObserver;
+import io.orbitkv.core.cost.Lookup;
 import io.orbitkv.core.cost.ResourceId;
 import io.orbitkv.core.storage.ResidencyEvent;
 import io.orbitkv.core.storage.ResidencyStream;
@@ -314,6 +316,23 @@ public final class SsdStore implements AutoCloseable {
     /** The route serving reads: {@link ReadPath#POSITIONAL} or {@link ReadPath#URING}, never AUTO. */
     public ReadPath readPath() {
         return readPath;
+    }
+
+    /**
+     * The route key that a read of one extent with {@code paddedPayloadBytes} of padded payload
+     * trains on this store's default route ({@link #readPath}): complete-route samples
+     * (enqueue → terminal), target HOST_READY, shape = the extent footprint in one fragment.
+     */
+    public CostKey readRouteKey(long paddedPayloadBytes) {
+        return observations.key(readPath, ExtentLayout.HEADER_BYTES + paddedPayloadBytes);
+    }
+
+    /**
+     * The estimator's view of one such read on the default route: {@link Lookup.Missing} when
+     * observations are off. Takes the estimator's lock briefly; for planners, not I/O threads.
+     */
+    public Lookup readEstimate(long paddedPayloadBytes) {
+        return observations.observer().estimate(readRouteKey(paddedPayloadBytes));
     }
 
     /** io_uring reads submitted and not yet completed (0 on the positional route). */
