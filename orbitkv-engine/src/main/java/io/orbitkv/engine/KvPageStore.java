@@ -29,6 +29,14 @@ public interface KvPageStore extends AutoCloseable {
      */
     PublishReport publish(List<StateKey> pageKeys, long imageBytes, PageImageWriter writer);
 
+    /**
+     * The runner computed {@code tokens} prompt tokens in {@code nanos} (one prefill). A store may
+     * use the measured rate (the Manager-backed one sends it in QUERY so the Manager can prefer a
+     * shorter DRAM prefix over a slow restore); the default ignores it.
+     */
+    default void prefillObserved(long tokens, long nanos) {
+    }
+
     @Override
     void close();
 

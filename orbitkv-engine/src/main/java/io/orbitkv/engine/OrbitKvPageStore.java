@@ -88,6 +88,28 @@ public final class OrbitKvPageStore implements KvPageStore {
         this.prefillTokensPerSecond = tokensPerSecond;
     }
 
+    /**
+     * Folds one measured prefill into the rate sent with later QUERYs: an EWMA (weight 1/4) of
+     * tokens per second, so one slow request under load does not swing the Manager's choice.
+     * Prefills shorter than {@value #MIN_RATE_SAMPLE_TOKENS} tokens are ignored: their time is
+     * dominated by per-call overhead, not by the per-token cost the Manager needs.
+     */
+    @Override
+    public void prefillObserved(long tokens, long nanos) {
+        if (tokens < MIN_RATE_SAMPLE_TOKENS || nanos <= 0) return;
+        double rate = tokens * 1e9 / nanos;
+        double smoothed = prefillTokensPerSecond == 0 ? rate : prefillTokensPerSecond + (rate - prefillTokensPerSecond) / 4;
+        prefillRate((int) Math.min(Integer.MAX_VALUE, Math.max(1, Math.round(smoothed))));
+    }
+
+    /** Prefills shorter than this many tokens do not train the rate. */
+    static final int MIN_RATE_SAMPLE_TOKENS = 8;
+
+    /** The rate the next QUERY carries (tokens/s; 0 = unknown). */
+    public int prefillRate() {
+        return prefillTokensPerSecond;
+    }
+
     @Override
     public PrefixLookup lookupPrefix(List<StateKey> pageKeys, long promptTokens) {
         long operationId = nextOperationId++;

@@ -139,11 +139,14 @@ public final class JlamaSessionRunner {
         long ttft;
         try (AbstractTensor<?, ?> logitsRow = model.makeDenseTensor(vocab)) {
             int next;
+            long prefillStart = System.nanoTime();
             AbstractTensor<?, ?> prefill = model.batchForward(Arrays.copyOfRange(prompt, restored, prompt.length), restored, kv);
             try (prefill) {
                 next = model.sample(prefill.slice(prefill.shape().first() - 1), 0f, 0f, logitsRow);
             }
-            ttft = System.nanoTime() - arrivalNanos;
+            long now = System.nanoTime();
+            store.prefillObserved(prompt.length - restored, now - prefillStart);
+            ttft = now - arrivalNanos;
             int position = prompt.length;
             for (int i = 0; ; i++) {
                 generated[i] = next;

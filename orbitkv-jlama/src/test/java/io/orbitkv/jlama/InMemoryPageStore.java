@@ -19,7 +19,13 @@ import java.util.Map;
 final class InMemoryPageStore implements KvPageStore {
 
     final Map<StateKey, MemorySegment> pages = new HashMap<>();
+    final List<long[]> prefills = new ArrayList<>();
     int leasesOut;
+
+    @Override
+    public void prefillObserved(long tokens, long nanos) {
+        prefills.add(new long[] {tokens, nanos});
+    }
 
     @Override
     public PrefixLookup lookupPrefix(List<StateKey> pageKeys, long promptTokens) {

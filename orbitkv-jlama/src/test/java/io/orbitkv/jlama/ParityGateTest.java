@@ -105,6 +105,7 @@ class ParityGateTest {
             assertThat(first.source()).isEqualTo(HitSource.NONE);
             assertThat(first.published().sealed()).isEqualTo((PROMPT_TOKENS + NEW_TOKENS - 1) / PAGE_TOKENS);
             assertParity(first, p);
+            assertThat(store.prefillRate()).as("the cold prefill's measured rate goes out with later QUERYs").isPositive();
 
             RequestReport again = serve(store, engineModel, p);
             assertThat(again.restoredTokens()).isEqualTo(48);

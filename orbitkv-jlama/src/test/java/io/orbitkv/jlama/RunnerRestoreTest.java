@@ -64,6 +64,9 @@ class RunnerRestoreTest {
 
         RequestReport again = runner.run(p, ParityGateTest.NEW_TOKENS, System.nanoTime());
         assertThat(again.restoredTokens()).isEqualTo(48);
+        // each run reported exactly the prompt tokens it computed, with a positive duration
+        assertThat(store.prefills).extracting(s -> s[0]).containsExactly(50L, 2L);
+        assertThat(store.prefills).allSatisfy(s -> assertThat(s[1]).isPositive());
         assertThat(again.restoredBytes()).isEqualTo(3 * runner.layout().pageBytes());
         assertThat(again.published()).isEqualTo(KvPageStore.PublishReport.NONE);
         assertThat(store.leasesOut).as("the lease is released after the copy").isZero();

@@ -115,9 +115,12 @@ public final class LlamaCppSessionRunner {
 
         int[] generated = new int[newTokens];
         float[][] logits = new float[newTokens][];
+        long prefillStart = System.nanoTime();
         float[] row = engine.decode(prompt, restored, prompt.length);
         int next = argmax(row);
-        long ttft = System.nanoTime() - arrivalNanos;
+        long now = System.nanoTime();
+        store.prefillObserved(prompt.length - restored, now - prefillStart);
+        long ttft = now - arrivalNanos;
         int[] one = new int[1];
         for (int i = 0; ; i++) {
             generated[i] = next;
