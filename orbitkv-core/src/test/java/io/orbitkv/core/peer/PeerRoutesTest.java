@@ -4,6 +4,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.MembershipView;
+import io.orbitkv.core.query.SessionScope;
+import io.orbitkv.core.storage.StageResult;
+import io.orbitkv.state.Namespace;
+import io.orbitkv.state.RecoveryContract;
+import io.orbitkv.state.StateGroup;
+import io.orbitkv.state.StateKey;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -107,6 +113,41 @@ class PeerRoutesTest {
         routes.onTick(a.clock.get());
         assertThat(routes.status().tickets()).isZero();
         assertThat(routes.status().ticketsExpired()).isEqualTo(1);
+    }
+
+    @Test
+    void aTransportThatCannotStartACallIsAMissAndTheFetchIsNotLeft() {
+        PayloadTransport closed = new PayloadTransport() {
+            @Override
+            public CompletableFuture<AuthorizeResult> authorize(PeerEndpoint source, AuthorizeRequest request) {
+                throw new IllegalStateException("cluster channels are closed");
+            }
+
+            @Override
+            public CompletableFuture<TransferEnd> transfer(PeerEndpoint source, AuthorizeResult.Granted ticket,
+                                                           NodeIncarnation requester, PayloadSink sink) {
+                throw new IllegalStateException("cluster channels are closed");
+            }
+
+            @Override
+            public CompletableFuture<ReleaseAck> release(PeerEndpoint source, long ticketId, NodeIncarnation requester) {
+                throw new IllegalStateException("cluster channels are closed");
+            }
+        };
+        MembershipMembers members = new MembershipMembers(view::get, A);
+        ReleaseRetrier releases = new ReleaseRetrier(closed, 16, 3, 1_000, 10_000);
+        PeerReader reader = new PeerReader(A, a.store.dram(), members, closed, releases, a.clock::get);
+        StateKey key = PeerNode.key(11);
+        PeerCandidate fromB = new PeerCandidate(new PeerEndpoint(B, "127.0.0.1:2"), key, PeerNode.DIGEST, PeerMedium.DRAM,
+                AuthorizeRequest.CURRENT_GENERATION, 1);
+        PeerRoutes routes = new PeerRoutes(new PeerPages((k, ns) -> List.of(fromB), reader, members, PeerNode.SLOT),
+                source, releases, view::get, members);
+        Namespace ns = new Namespace("peer-routes", "r1", "sha256:w", "sha256:t", "", "bf16", "nhd", 16, 1, 0, 1, 0, 1);
+        SessionScope scope = new SessionScope(ns, PeerNode.NS, new RecoveryContract(16, List.of(new StateGroup.Full(0))));
+        assertThat(routes.stagingBytes(key, scope)).isEqualTo(PeerNode.SLOT);
+        assertThat(routes.fetch(key, scope).join()).isInstanceOf(StageResult.Miss.class);
+        assertThat(routes.status().fetchesInFlight()).isZero();
+        assertThat(routes.status().fetchesMissed()).isEqualTo(1);
     }
 
     @Test
