@@ -14,6 +14,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeoutException;
@@ -127,6 +128,21 @@ public final class CatalogLookups {
     private KeyLocation unknown(KeyLocation.UnknownReason reason) {
         unknown.get(reason).increment();
         return new KeyLocation.Unknown(reason);
+    }
+
+    /**
+     * The cached positive answer for {@code key}, restricted to holders live at the same
+     * incarnation in the current view; empty when the view is invalid or nothing is cached. No
+     * RPC, no blocking: the query planner's synchronous path reads this.
+     */
+    public Optional<KeyLocation.Present> cached(StateKey key) {
+        MembershipView v = view.get();
+        if (!v.valid()) return Optional.empty();
+        KeyLocation.Present hit = candidates.getIfPresent(key);
+        if (hit == null) return Optional.empty();
+        List<Holder> still = hit.holders().stream().filter(h -> v.live().stream()
+                .anyMatch(m -> m.nodeId().equals(h.nodeId()) && m.incarnation() == h.incarnation())).toList();
+        return still.isEmpty() ? Optional.empty() : Optional.of(new KeyLocation.Present(still));
     }
 
     /** Drops every cached candidate (after membership changes, or in tests). */

@@ -78,6 +78,7 @@ public final class ManagerCore implements AutoCloseable {
     private final ExecutorService callbacks = Executors.newVirtualThreadPerTaskExecutor();
     private final PublishQuarantine quarantine;
     private final ScheduledExecutorService ticker;
+    private final RemotePages remote;
     private final ManagerMetrics metrics;
     private final List<Reply.ArenaFile> arenaFiles;
     private final Set<EngineSession> sessions = ConcurrentHashMap.newKeySet();
@@ -135,6 +136,7 @@ public final class ManagerCore implements AutoCloseable {
         this.config = Objects.requireNonNull(config, "config");
         this.nanoClock = Objects.requireNonNull(nanoClock, "nanoClock");
         this.planner = new QueryPlanner(store, remote);
+        this.remote = Objects.requireNonNull(remote, "remote");
         this.leaseTable = new Budget("lease table", "leases", config.maxLeases());
         this.stagingBudget = new Budget("staging budget", "bytes", config.stagingBudgetBytes());
         this.copier = new RestoreCopier(config.restoreCopyThreads(), config.restoreQueuedTasks());
@@ -151,12 +153,19 @@ public final class ManagerCore implements AutoCloseable {
     }
 
     /**
-     * Time-driven work at {@code nowNanos}: frees quarantined publish slots whose grace ended.
+     * Time-driven work at {@code nowNanos}: frees quarantined publish slots whose grace ended, then
+     * runs the peer routes' duties ({@link RemotePages#onTick}).
      * Called every {@value #TICK_MILLIS} ms by the Manager's tick thread; tests call it with their
      * own clock. Returns how many slots it freed.
      */
     public int onTick(long nowNanos) {
-        return quarantine.onTick(nowNanos);
+        int freed = quarantine.onTick(nowNanos);
+        try {
+            remote.onTick(nowNanos);
+        } catch (RuntimeException e) {
+            // a peer duty failing must not stop the tick thread (scheduleWithFixedDelay would cancel it)
+        }
+        return freed;
     }
 
     /** Slot bytes held in the publish quarantine (protocol §9.6). */

@@ -59,7 +59,14 @@ public final class PeerPages implements RemotePages {
         if (!members.validForRemoteWork()) return CompletableFuture.completedFuture(miss);
         List<PeerCandidate> known = candidates.known(key, scope.digest());
         if (known.isEmpty()) return CompletableFuture.completedFuture(miss);
-        return reader.readAll(List.of(new ReadPlan(key, false, false, known)), scope.namespaceId())
+        CompletableFuture<PeerReader.Batch> read;
+        try {
+            read = reader.readAll(List.of(new ReadPlan(key, false, false, known)), scope.namespaceId());
+        } catch (RuntimeException e) {
+            // a transport that cannot even start a call (closed at shutdown) is a miss, like any failure
+            return CompletableFuture.completedFuture(miss);
+        }
+        return read
                 .thenApply(batch -> batch.entries().getFirst().result()
                         .<StageResult>map(r -> switch (r) {
                             case PeerReadResult.Fetched f -> new StageResult.Staged(f.lease(), StageResult.Source.PEER_READ);

@@ -31,7 +31,8 @@ import java.util.function.LongSupplier;
  * <p>Authorization order (cheapest refusal first, nothing pinned until every check passed):
  * serving at all (membership valid) → source incarnation → requester incarnation (live in the
  * member view) → residency sequence (not ahead of this source's stream) → namespace known →
- * exact generation pinned on the named medium → page's namespace equals the asked one → ticket
+ * exact generation (or, for {@link AuthorizeRequest#CURRENT_GENERATION}, the current image)
+ * pinned on the named medium → page's namespace equals the asked one → ticket
  * issued. A refusal after pinning releases the pin before answering.
  *
  * <p>Design note: an SSD page is always staged into the source's DRAM tier before sending, so the
@@ -68,7 +69,9 @@ public final class PeerSource {
         OptionalInt namespaceId = namespaces.id(request.namespace());
         if (namespaceId.isEmpty()) return CompletableFuture.completedFuture(new Rejected(Rejection.NAMESPACE_MISMATCH));
         return switch (request.medium()) {
-            case DRAM -> CompletableFuture.completedFuture(switch (store.dram().acquireImage(request.key(), request.generation())) {
+            case DRAM -> CompletableFuture.completedFuture(switch (request.anyGeneration()
+                    ? store.dram().acquire(request.key())
+                    : store.dram().acquireImage(request.key(), request.generation())) {
                 case Lease lease -> grant(request, namespaceId.getAsInt(), lease);
                 case AcquireResult.Miss miss -> new Rejected(Rejection.GENERATION_GONE);
             });
@@ -83,7 +86,7 @@ public final class PeerSource {
             case Pin pin -> {
                 long generation = pin.generation();
                 pin.close();
-                if (generation != request.generation()) {
+                if (!request.anyGeneration() && generation != request.generation()) {
                     return CompletableFuture.completedFuture(new Rejected(Rejection.GENERATION_GONE));
                 }
             }

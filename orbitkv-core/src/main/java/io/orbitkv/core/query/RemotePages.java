@@ -41,4 +41,12 @@ public interface RemotePages {
      * caller owns, or a miss. Never completes exceptionally.
      */
     CompletableFuture<StageResult> fetch(StateKey key, SessionScope scope);
+
+    /**
+     * Time-driven peer duties at {@code nowNanos} (ticket windows, release retries, membership
+     * changes), called from the Manager's tick thread every 100 ms; returns how much it did.
+     */
+    default int onTick(long nowNanos) {
+        return 0;
+    }
 }

@@ -124,6 +124,23 @@ class PeerSourceTest {
     }
 
     @Test
+    void currentGenerationPinsWhateverImageIsResidentAndStillRefusesAMiss() {
+        StateKey k = PeerNode.key(8);
+        long gen = a.putInDram(k);
+        AuthorizeResult r = a.source.authorize(request(k, AuthorizeRequest.CURRENT_GENERATION)).join();
+        assertThat(r).isInstanceOf(AuthorizeResult.Granted.class);
+        assertThat(a.store.dram().usage().leases()).as("the current image is pinned").isEqualTo(1);
+        assertThat(a.source.release(((AuthorizeResult.Granted) r).ticketId(), B)).isEqualTo(TicketTable.ReleaseOutcome.FREED);
+        assertThat(a.store.dram().usage().leases()).isZero();
+        assertThat(gen).isPositive();
+        assertThat(rejection(request(PeerNode.key(9), AuthorizeRequest.CURRENT_GENERATION)))
+                .as("no image of an absent key").isEqualTo(Rejection.GENERATION_GONE);
+        assertThat(rejection(new AuthorizeRequest(B, A.incarnation(), k, PeerNode.DIGEST, PeerMedium.DRAM,
+                AuthorizeRequest.CURRENT_GENERATION, a.store.residency().lastSequence() + 1)))
+                .as("the residency sequence is still checked").isEqualTo(Rejection.SEQUENCE_AHEAD);
+    }
+
+    @Test
     void invalidMembershipStopsServing() {
         StateKey k = PeerNode.key(7);
         long gen = a.putInDram(k);

@@ -24,7 +24,11 @@ import java.util.concurrent.TimeUnit;
  * <p>Design note: gRPC channels multiplex every call to a peer over one HTTP/2 connection and
  * reconnect on their own, so one long-lived channel per peer (not per call: a TLS handshake costs
  * ~1-3 ms) is the right unit. Endpoints come from membership records, so a restarted peer on the
- * same address reuses its channel.
+ * same address reuses its channel. Call callbacks run on the channel's Netty event loop
+ * ({@code directExecutor()}): it saves one thread hop per message (~20–50 µs each, three unary calls
+ * and every payload chunk of a peer read), and no callback here blocks — peer-read futures hand
+ * their result to the Manager's callback executor ({@code whenCompleteAsync}), payload chunks are
+ * one bounded memory copy into a reserved slot, catalog replies merge under a short monitor.
  */
 public final class ClusterChannels implements AutoCloseable {
 
@@ -58,6 +62,7 @@ public final class ClusterChannels implements AutoCloseable {
                 throw new IllegalStateException("more than " + MAX_CHANNELS + " peer endpoints");
             }
             return Grpc.newChannelBuilder(e, credentials)
+                    .directExecutor()
                     .maxInboundMessageSize(ClusterRpcServer.MAX_INBOUND_MESSAGE_BYTES)
                     .build();
         });

@@ -17,6 +17,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.LongFunction;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
@@ -82,7 +83,17 @@ public final class ClusterNode implements AutoCloseable {
      */
     public static ClusterNode start(ClusterConfig config, Path stateDir, TieredStore store, MeterRegistry registry,
                                     List<BindableService> extraServices) throws IOException {
+        return start(config, stateDir, store, registry, incarnation -> extraServices);
+    }
+
+    /**
+     * As above, with the extra services built for this life's incarnation (the peer source
+     * authorizes against it), before the server starts.
+     */
+    public static ClusterNode start(ClusterConfig config, Path stateDir, TieredStore store, MeterRegistry registry,
+                                    LongFunction<List<BindableService>> extraServicesFor) throws IOException {
         long incarnation = EpochFile.next(stateDir);
+        List<BindableService> extraServices = extraServicesFor.apply(incarnation);
         Optional<ClusterSecurity.TlsFiles> tls = config.tlsCert().map(cert ->
                 new ClusterSecurity.TlsFiles(cert, config.tlsKey().orElseThrow(), config.tlsCa().orElseThrow()));
         ClusterSecurity security = ClusterSecurity.fromTokenFile(config.clusterId(), config.tokenFile().orElseThrow(), tls);

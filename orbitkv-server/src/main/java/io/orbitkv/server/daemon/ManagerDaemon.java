@@ -11,12 +11,14 @@ import io.orbitkv.core.cost.CostConfig;
 import io.orbitkv.core.cost.CostObserver;
 import io.orbitkv.core.cost.SelectionConfig;
 import io.orbitkv.core.engine.ManagerCore;
+import io.orbitkv.core.query.RemotePages;
 import io.orbitkv.core.storage.NamespaceTable;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.server.channel.ChannelServer;
 import io.orbitkv.server.cluster.ClusterNode;
 import io.orbitkv.server.config.ManagerConfig;
 import io.orbitkv.server.http.StatusServer;
+import io.orbitkv.server.peer.ClusterPeers;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.nio.file.AtomicMoveNotSupportedException;
@@ -71,12 +73,13 @@ public final class ManagerDaemon implements AutoCloseable {
     private final ManagerCore core;
     private final ChannelServer channel;
     private final StatusServer http;
+    private final Optional<ClusterPeers> peers;
     private final Optional<ClusterNode> cluster;
     private final String readyLine;
     private boolean closed;
 
     private ManagerDaemon(ManagerConfig config, PrintWriter log, StoreLock lock, StoreLock dramLock, TieredStore store,
-                          ManagerCore core, ChannelServer channel, StatusServer http, Optional<ClusterNode> cluster) {
+                          ManagerCore core, ChannelServer channel, StatusServer http, Optional<ClusterPeers> peers) {
         this.config = config;
         this.log = log;
         this.lock = lock;
@@ -85,7 +88,8 @@ public final class ManagerDaemon implements AutoCloseable {
         this.core = core;
         this.channel = channel;
         this.http = http;
-        this.cluster = cluster;
+        this.peers = peers;
+        this.cluster = peers.map(ClusterPeers::node);
         this.readyLine = "orbitkv manager ready socket=" + channel.socketPath().toAbsolutePath()
                 + " http=" + http.address() + cluster.map(c -> " " + c.readyFragment()).orElse("")
                 + " pid=" + ProcessHandle.current().pid();
@@ -125,7 +129,7 @@ public final class ManagerDaemon implements AutoCloseable {
         TieredStore store = null;
         ManagerCore core = null;
         ChannelServer channel = null;
-        ClusterNode cluster = null;
+        ClusterPeers peers = null;
         try {
             NamespaceTable namespaces = new NamespaceTable(NAMESPACES);
             // ORBITKV_COST_OBSERVATIONS=1 turns cost observations on; ORBITKV_COST_SELECTION=1 and
@@ -134,21 +138,24 @@ public final class ManagerDaemon implements AutoCloseable {
             CostObserver cost = CostObserver.create(CostConfig.fromEnvironment(env), SelectionConfig.fromEnvironment(env),
                     registry, System::nanoTime);
             store = TieredStore.open(config.storeConfig(), namespaces, registry, cost);
-            core = new ManagerCore(store, namespaces, config.limits(), config.coreConfig(), registry, System::nanoTime);
+            // the cluster (and its peer service) before the Manager logic, which plans peer routes through it
+            if (config.cluster().enabled()) {
+                peers = ClusterPeers.start(config.cluster(), config.ssdDir(), store, namespaces, registry, System::nanoTime);
+                peers.node().describe(log);
+            }
+            RemotePages remote = peers == null ? RemotePages.NONE : peers.routes();
+            core = new ManagerCore(store, namespaces, config.limits(), config.coreConfig(), registry, System::nanoTime, remote);
             channel = ChannelServer.start(new ChannelServer.Settings(config.socket(), config.socketMode(),
                     config.limits(), config.outboundQueueFrames(), Duration.ofMillis(config.drainTimeoutMillis())),
                     core::openSession, registry);
-            if (config.cluster().enabled()) {
-                cluster = ClusterNode.start(config.cluster(), config.ssdDir(), store, registry, List.of());
-                cluster.describe(log);
-            }
             ManagerCore statusCore = core;
+            Optional<ClusterPeers> statusPeers = Optional.ofNullable(peers);
             StatusServer http = StatusServer.start(config.httpHost(), config.httpPort(), registry,
-                    () -> StatusWithCost.compose(statusCore.status(), cost.status()));
+                    () -> StatusWithCost.compose(statusCore.status(), cost.status(), statusPeers.map(p -> p.routes().status())));
             return new Startup.Started(new ManagerDaemon(config, log, lock, dramLock, store, core, channel, http,
-                    Optional.ofNullable(cluster)));
+                    Optional.ofNullable(peers)));
         } catch (IOException | RuntimeException e) {
-            if (cluster != null) cluster.close();
+            if (peers != null) peers.close();
             if (channel != null) channel.close();
             if (core != null) core.close();
             if (store != null) store.close();
@@ -209,7 +216,7 @@ public final class ManagerDaemon implements AutoCloseable {
         closed = true;
         long t0 = System.nanoTime();
         int connections = channel.connections();
-        cluster.ifPresent(c -> step("left the cluster (lease revoked, cluster endpoint closed)", c::close));
+        peers.ifPresent(p -> step("left the cluster (lease revoked, cluster endpoint closed, peer tickets freed)", p::close));
         step("stopped accepting and closed " + connections + " connection(s) (sessions drained)", channel::close);
         step("stopped HTTP " + http.address(), http::close);
         step("closed the Manager logic", core::close);

@@ -7,6 +7,7 @@ import io.orbitkv.core.cost.CostStatus;
 
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.Optional;
 
 /**
  * The {@code /status} body: the Manager logic's status object with one more top-level field,
@@ -29,8 +30,14 @@ final class StatusWithCost {
 
     /** {@code managerStatus}'s fields, in order, then {@code cost}. */
     static Map<String, Object> compose(Object managerStatus, CostStatus cost) {
+        return compose(managerStatus, cost, Optional.empty());
+    }
+
+    /** As above, then {@code peer} (tickets, transfers, fetches, releases) on a clustered Manager. */
+    static Map<String, Object> compose(Object managerStatus, CostStatus cost, Optional<?> peer) {
         LinkedHashMap<String, Object> fields = JSON.convertValue(managerStatus, FIELDS);
         fields.put("cost", cost);
+        peer.ifPresent(p -> fields.put("peer", p));
         return fields;
     }
 }

@@ -1,0 +1,108 @@
+package io.orbitkv.core.peer;
+
+import io.orbitkv.core.catalog.Member;
+import io.orbitkv.core.catalog.MembershipView;
+import io.orbitkv.core.query.RemotePages;
+import io.orbitkv.core.query.SessionScope;
+import io.orbitkv.core.storage.StageResult;
+import io.orbitkv.state.StateKey;
+
+import java.util.HashSet;
+import java.util.List;
+import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
+
+/**
+ * A clustered Manager's peer routes as the query layer sees them ({@link RemotePages}): the
+ * requester's {@link PeerPages} plus the periodic duties of both peer roles, driven by the
+ * Manager's tick thread — ticket window expiry at the source ({@link PeerSource#onTick}), release
+ * retries at the requester ({@link ReleaseRetrier#onTick}) and ticket revocation when a
+ * requester's membership changes ({@link TicketTable#onRequesterChanged}).
+ *
+ * <p>Borrows the pages, the source, the retrier and the view. Owns the fetch counters and the
+ * last membership seen by the tick. Thread model: {@link #stagingBytes}/{@link #fetch} on session
+ * threads (non-blocking), {@link #onTick} on the single tick thread; counters are atomics.
+ *
+ * <p>Invariant: every fetch started is counted in flight until its future completes, so
+ * {@code /status} shows 0 fetches and 0 tickets once peer work has drained.
+ *
+ * <p>Design note: membership changes are found by comparing the view's digest each tick (100 ms)
+ * rather than by a watch callback: a requester that died keeps its pins at most one tick longer,
+ * far inside the 30 s ticket window, and the tick thread already exists.
+ */
+public final class PeerRoutes implements RemotePages {
+
+    /** What {@code /status} shows of peer reads. */
+    public record Status(int tickets, int activeTransfers, long ticketsExpired, int fetchesInFlight,
+                         long fetchesStaged, long fetchesMissed, int releasesPending, long releasesAcked,
+                         long releasesAbandoned, boolean remoteWorkAllowed) {}
+
+    private final PeerPages pages;
+    private final PeerSource source;
+    private final ReleaseRetrier releases;
+    private final Supplier<MembershipView> view;
+    private final MemberView members;
+    private final AtomicInteger fetchesInFlight = new AtomicInteger();
+    private final AtomicLong fetchesStaged = new AtomicLong();
+    private final AtomicLong fetchesMissed = new AtomicLong();
+    // touched by the tick thread only
+    private long lastDigest;
+    private Set<String> lastNodes = Set.of();
+
+    public PeerRoutes(PeerPages pages, PeerSource source, ReleaseRetrier releases, Supplier<MembershipView> view,
+                      MemberView members) {
+        this.pages = Objects.requireNonNull(pages, "pages");
+        this.source = Objects.requireNonNull(source, "source");
+        this.releases = Objects.requireNonNull(releases, "releases");
+        this.view = Objects.requireNonNull(view, "view");
+        this.members = Objects.requireNonNull(members, "members");
+    }
+
+    @Override
+    public long stagingBytes(StateKey key, SessionScope scope) {
+        return pages.stagingBytes(key, scope);
+    }
+
+    @Override
+    public CompletableFuture<StageResult> fetch(StateKey key, SessionScope scope) {
+        fetchesInFlight.incrementAndGet();
+        return pages.fetch(key, scope).whenComplete((r, t) -> {
+            if (r instanceof StageResult.Staged) fetchesStaged.incrementAndGet();
+            else fetchesMissed.incrementAndGet();
+            fetchesInFlight.decrementAndGet();
+        });
+    }
+
+    @Override
+    public int onTick(long nowNanos) {
+        int done = source.onTick() + releases.onTick(nowNanos);
+        MembershipView v = view.get();
+        if (v.valid() && v.digest() != lastDigest) {
+            Set<String> nodes = new HashSet<>();
+            for (Member m : v.live()) nodes.add(m.nodeId());
+            Set<String> changed = new HashSet<>(lastNodes);
+            changed.addAll(nodes);
+            for (String nodeId : changed) done += source.tickets().onRequesterChanged(nodeId, members.live(nodeId));
+            lastDigest = v.digest();
+            lastNodes = Set.copyOf(nodes);
+        }
+        return done;
+    }
+
+    /** A snapshot for {@code /status}. */
+    public Status status() {
+        TicketTable t = source.tickets();
+        return new Status(t.size(), t.activeTransfers(), t.expiredTotal(), fetchesInFlight.get(), fetchesStaged.get(),
+                fetchesMissed.get(), releases.pending(), releases.ackedTotal(), releases.abandonedTotal(),
+                members.validForRemoteWork());
+    }
+
+    /** The nodes seen by the last membership change the tick handled (for tests). */
+    List<String> lastNodes() {
+        return List.copyOf(lastNodes);
+    }
+}
