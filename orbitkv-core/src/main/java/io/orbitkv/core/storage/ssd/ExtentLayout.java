@@ -35,7 +35,7 @@ import java.util.zip.CRC32C;
  *
  * <p><b>Publication rule.</b> An extent exists if and only if its header block carries the magic,
  * a matching header CRC32C, a supported version, a plausible length, and the payload that follows
- * matches {@code payloadCrc32c}. The writer ({@link ExtentWriter}) puts header and payload on
+ * matches {@code payloadCrc32c}. The writer ({@link ExtentIo}) puts header and payload on
  * disk with a single gathering write ({@code pwritev}) of [header block | padded payload], with
  * no flush and no ordering between the two parts: a crash may persist any subset of the write's
  * 4 KiB blocks (old header with new payload, new header with an old or partly new payload,

@@ -18,7 +18,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * The handful of libc entry points the io_uring route needs, as {@code java.lang.foreign}
  * downcalls that capture {@code errno}: {@code syscall(2)} for io_uring_setup/io_uring_enter,
  * {@code mmap}/{@code munmap} for the rings, {@code open}/{@code close}/{@code pipe}/{@code write}
- * for file descriptors, {@code pwritev} for the SSD store's one-call extent write. Every call returns the raw result or {@code -errno}, the kernel's own
+ * for file descriptors, {@code pwritev}/{@code preadv} for the SSD store's one-call extent I/O. Every call returns the raw result or {@code -errno}, the kernel's own
  * convention, so callers turn failures into values.
  *
  * <p>Thread model: stateless and thread-safe; each call captures errno into a confined arena of
@@ -74,6 +74,8 @@ public final class Libc {
             FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_LONG), false);
 
     private static final MethodHandle PWRITEV = handle("pwritev",
+            FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_INT, JAVA_LONG), false);
+    private static final MethodHandle PREADV = handle("preadv",
             FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_INT, JAVA_LONG), false);
 
     private Libc() {}
@@ -169,6 +171,18 @@ public final class Libc {
      * {@code first} then {@code second}; bytes written (possibly fewer than both) or -errno.
      */
     public static long pwritev(int fd, MemorySegment first, MemorySegment second, long offset) {
+        return vectored(PWRITEV, fd, first, second, offset);
+    }
+
+    /**
+     * {@code preadv(fd, [first, second], 2, offset)}: one positional scattering read into
+     * {@code first} then {@code second}; bytes read (fewer at end of file) or -errno.
+     */
+    public static long preadv(int fd, MemorySegment first, MemorySegment second, long offset) {
+        return vectored(PREADV, fd, first, second, offset);
+    }
+
+    private static long vectored(MethodHandle call, int fd, MemorySegment first, MemorySegment second, long offset) {
         try (Arena a = Arena.ofConfined()) {
             MemorySegment st = a.allocate(CAPTURE);
             MemorySegment iov = a.allocate(2 * IOVEC_BYTES, 8);
@@ -176,7 +190,7 @@ public final class Libc {
             iov.set(JAVA_LONG, 8, first.byteSize());
             iov.set(JAVA_LONG, IOVEC_BYTES, second.address());
             iov.set(JAVA_LONG, IOVEC_BYTES + 8, second.byteSize());
-            long r = (long) PWRITEV.invokeExact(st, fd, iov, 2, offset);
+            long r = (long) call.invokeExact(st, fd, iov, 2, offset);
             return r < 0 ? -errno(st) : r;
         } catch (Throwable t) {
             throw rethrow(t);

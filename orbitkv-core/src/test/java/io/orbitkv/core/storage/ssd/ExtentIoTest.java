@@ -15,11 +15,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
- * Both write routes put the exact extent bytes at the exact place, and the single-write
+ * Both routes put the exact extent bytes at the exact place and read them back in one call
+ * (short only at end of file), and the single-write
  * publication rule holds: any torn mix of an extent's header block and payload blocks is
  * dropped by recovery, never kept.
  */
-class ExtentWriterTest {
+class ExtentIoTest {
 
     private static final int PAYLOAD = 20_000; // 5 blocks padded, the last one partly padding
 
@@ -27,26 +28,26 @@ class ExtentWriterTest {
     Path dir;
 
     @Test
-    void aStoreOnLinuxWritesEachExtentWithOneGatheringWrite() throws Exception {
+    void aStoreOnLinuxMovesEachExtentWithOneVectoredCall() throws Exception {
         assumeTrue(Libc.supported(), "pwritev route is Linux x86_64/aarch64 only");
         try (SsdTestSupport s = SsdTestSupport.openRecovered(SsdTestSupport.smallConfig(dir, 2, 256))) {
-            assertThat(s.store.writeRoute()).isEqualTo(ExtentWriter.Route.GATHERING);
+            assertThat(s.store.extentIoRoute()).isEqualTo(ExtentIo.Route.VECTORED);
             s.writeCommitted(1, PAYLOAD);
             assertThat(s.readAndCheck(1, PAYLOAD)).isInstanceOf(ReadResult.Served.class);
         }
     }
 
     @ParameterizedTest
-    @EnumSource(ExtentWriter.Route.class)
-    void writesHeaderThenPayloadBytesAtTheOffsetAndRecoveryKeepsThem(ExtentWriter.Route route) throws Exception {
+    @EnumSource(ExtentIo.Route.class)
+    void writesHeaderThenPayloadBytesAtTheOffsetAndRecoveryKeepsThem(ExtentIo.Route route) throws Exception {
         SsdConfig config = SsdTestSupport.smallConfig(dir, 1, 256);
         Extent first = extent(1, 0, 1);
         Extent second = extent(2, first.endOffset(), 2);
         MemorySegment p1 = SsdTestSupport.payload(1, PAYLOAD);
         MemorySegment p2 = SsdTestSupport.payload(2, PAYLOAD);
-        try (ExtentFiles files = ExtentFiles.open(config); ExtentWriter writer = ExtentWriter.open(files, route);
+        try (ExtentFiles files = ExtentFiles.open(config); ExtentIo writer = ExtentIo.open(files, route);
              Arena arena = Arena.ofConfined()) {
-            assumeTrue(route == ExtentWriter.Route.TWO_WRITES || writer.route() == route, "pwritev unavailable");
+            assumeTrue(route == ExtentIo.Route.TWO_CALLS || writer.route() == route, "pwritev unavailable");
             write(writer, arena, first, p1);
             write(writer, arena, second, p2);
 
@@ -64,13 +65,43 @@ class ExtentWriterTest {
         }
     }
 
+    @ParameterizedTest
+    @EnumSource(ExtentIo.Route.class)
+    void readsHeaderAndPayloadBackAndReportsAShortTailAtEndOfFile(ExtentIo.Route route) throws Exception {
+        SsdConfig config = SsdTestSupport.smallConfig(dir, 1, 256);
+        Extent e = extent(3, 0, 7);
+        MemorySegment p = SsdTestSupport.payload(3, PAYLOAD);
+        long padded = ExtentLayout.paddedPayloadBytes(PAYLOAD);
+        try (ExtentFiles files = ExtentFiles.open(config); ExtentIo io = ExtentIo.open(files, route);
+             Arena arena = Arena.ofConfined()) {
+            assumeTrue(route == ExtentIo.Route.TWO_CALLS || io.route() == route, "preadv unavailable");
+            write(io, arena, e, p);
+            MemorySegment header = arena.allocate(ExtentLayout.HEADER_BYTES, ExtentLayout.BLOCK_BYTES);
+            MemorySegment payload = arena.allocate(padded, ExtentLayout.BLOCK_BYTES);
+
+            ExtentIo.ReadBytes whole = io.read(0, 0, header, payload);
+            assertThat(whole).isEqualTo(new ExtentIo.ReadBytes(ExtentLayout.HEADER_BYTES, (int) padded));
+            assertThat(ExtentVerifier.header(header, whole.headerBytes(), e, config.maxPayloadBytes())).isEmpty();
+            assertThat(ExtentVerifier.payload(payload, whole.payloadBytes(), e)).isEmpty();
+
+            SsdTestSupport.truncate(dir, 0, ExtentLayout.HEADER_BYTES + 2L * ExtentLayout.BLOCK_BYTES);
+            payload.fill((byte) 0);
+            ExtentIo.ReadBytes cut = io.read(0, 0, header, payload);
+            assertThat(cut).isEqualTo(new ExtentIo.ReadBytes(ExtentLayout.HEADER_BYTES, 2 * ExtentLayout.BLOCK_BYTES));
+            assertThat(ExtentVerifier.payload(payload, cut.payloadBytes(), e)).contains(ExtentDamage.TRUNCATED);
+
+            SsdTestSupport.truncate(dir, 0, 0);
+            assertThat(io.read(0, 0, header, payload)).isEqualTo(new ExtentIo.ReadBytes(0, 0));
+        }
+    }
+
     @Test
     void aNewHeaderOverAnOldPayloadTailIsDropped() throws Exception {
         SsdConfig config = SsdTestSupport.smallConfig(dir, 1, 256);
         Extent old = extent(1, 0, 1);
         Extent fresh = extent(2, 0, 2);
         try (ExtentFiles files = ExtentFiles.open(config);
-             ExtentWriter writer = ExtentWriter.open(files, ExtentWriter.Route.GATHERING);
+             ExtentIo writer = ExtentIo.open(files, ExtentIo.Route.VECTORED);
              Arena arena = Arena.ofConfined()) {
             write(writer, arena, old, SsdTestSupport.payload(1, PAYLOAD));
             long lastBlock = ExtentLayout.HEADER_BYTES + ExtentLayout.paddedPayloadBytes(PAYLOAD) - ExtentLayout.BLOCK_BYTES;
@@ -91,7 +122,7 @@ class ExtentWriterTest {
         Extent old = extent(1, 0, 1);
         Extent fresh = extent(2, 0, 2);
         try (ExtentFiles files = ExtentFiles.open(config);
-             ExtentWriter writer = ExtentWriter.open(files, ExtentWriter.Route.GATHERING);
+             ExtentIo writer = ExtentIo.open(files, ExtentIo.Route.VECTORED);
              Arena arena = Arena.ofConfined()) {
             write(writer, arena, old, SsdTestSupport.payload(1, PAYLOAD));
             byte[] oldHeader = SsdTestSupport.readRaw(dir, 0, 0, ExtentLayout.HEADER_BYTES);
@@ -118,7 +149,7 @@ class ExtentWriterTest {
         return block;
     }
 
-    private static void write(ExtentWriter writer, Arena arena, Extent e, MemorySegment payload) throws Exception {
+    private static void write(ExtentIo writer, Arena arena, Extent e, MemorySegment payload) throws Exception {
         writer.write(e.file, e.offset, encoded(arena, e),
                 payload.asSlice(0, ExtentLayout.paddedPayloadBytes(e.payloadBytes)));
     }
