@@ -1,5 +1,6 @@
 package io.orbitkv.bench;
 
+import io.orbitkv.bench.manager.ManagerBench;
 import io.orbitkv.bench.storage.BenchRow;
 import io.orbitkv.bench.storage.DramPutGetBench;
 import io.orbitkv.bench.storage.Fio;
@@ -18,7 +19,8 @@ import java.util.Set;
  * Entry point of {@code orbitkv-bench.jar}: runs one benchmark, named by the first argument, and
  * prints its Markdown table rows ({@link BenchRow#markdown()}) on standard output; progress and
  * details go to standard error. {@code bin/bench-storage} runs each benchmark in its own JVM and
- * assembles the table.
+ * assembles the table; {@code bin/bench-manager} runs {@code manager} (which starts its own Manager
+ * process).
  *
  * <pre>
  *   java -jar orbitkv-bench.jar dram      [--shm-dir=/dev/shm/orbitkv-bench] [--sizes-kib=256,2048] [--rounds=21]
@@ -31,6 +33,9 @@ import java.util.Set;
  *   java -jar orbitkv-bench.jar heap-dram [--shm-dir=...] [--blocks=1000000]
  *   java -jar orbitkv-bench.jar heap-ssd  [--dir=...] [--blocks=1000000]
  *   java -jar orbitkv-bench.jar fio-version
+ *   java -jar orbitkv-bench.jar manager   --manager-jar=orbitkv-server/target/orbitkv.jar [--dir=var/bench-manager]
+ *                                         [--shm-dir=/dev/shm/orbitkv-bench-manager] [--queries=20000]
+ *                                         [--restore-pages=8,32,128] [--rounds=9] [--clients=16] [--ops-per-client=2000]
  * </pre>
  *
  * <p>Single-threaded; exits 0 after printing its rows (whether or not targets were met: the
@@ -45,7 +50,9 @@ public final class BenchMain {
             "ssd-uring", Set.of("dir", "sizes-kib", "depths", "dataset-mib", "round-seconds", "rounds"),
             "heap-dram", Set.of("shm-dir", "blocks"),
             "heap-ssd", Set.of("dir", "blocks"),
-            "fio-version", Set.of());
+            "fio-version", Set.of(),
+            "manager", Set.of("manager-jar", "dir", "shm-dir", "queries", "restore-pages", "rounds", "clients",
+                    "ops-per-client"));
 
     private BenchMain() {}
 
@@ -83,6 +90,15 @@ public final class BenchMain {
                     Integer.parseInt(opts.getOrDefault("blocks", "1000000"))));
             case "heap-ssd" -> List.of(HeapFootprintBench.ssd(dir,
                     Integer.parseInt(opts.getOrDefault("blocks", "1000000"))));
+            case "manager" -> ManagerBench.run(new ManagerBench.Options(
+                    Path.of(opts.getOrDefault("manager-jar", "orbitkv-server/target/orbitkv.jar")),
+                    Path.of(opts.getOrDefault("dir", "var/bench-manager")),
+                    Path.of(opts.getOrDefault("shm-dir", "/dev/shm/orbitkv-bench-manager")),
+                    Integer.parseInt(opts.getOrDefault("queries", "20000")),
+                    ints(opts.getOrDefault("restore-pages", "8,32,128")),
+                    Integer.parseInt(opts.getOrDefault("rounds", "9")),
+                    Integer.parseInt(opts.getOrDefault("clients", "16")),
+                    Integer.parseInt(opts.getOrDefault("ops-per-client", "2000"))));
             case "fio-version" -> {
                 System.out.println(Fio.version());
                 yield List.of();

@@ -44,7 +44,8 @@ import java.util.concurrent.Executor;
  * <p>Invariants: live + replaced operations {@code <= maxOperationsPerConnection} (a replacement
  * may pass it by its draining predecessor); open reservations {@code <= maxReservationsPerConnection};
  * regions {@code <= maxRegionsPerConnection}; after {@link #close()} the drain future completes
- * exactly when every operation ENDED, every reservation was aborted and every region unmapped.
+ * exactly when every operation ENDED, every reservation was handed to the publish quarantine
+ * (protocol §9.6) and every region unmapped.
  *
  * <p>Design note: one lock per connection rather than per operation, because an operation's
  * events, its replacement and the connection's teardown all touch the same tables; requests of
@@ -63,6 +64,7 @@ final class EngineSession implements ChannelSession, OperationHost {
     private final EventSink sink;
     private final Object lock = new Object();
     private final CompletableFuture<Void> drained = new CompletableFuture<>();
+    private final CompletableFuture<Void> closedSignal = new CompletableFuture<>();
     private final Map<Long, QueryOperation> live = new LinkedHashMap<>();
     private final Set<QueryOperation> replaced = new HashSet<>();
     private final Map<Long, Reservation> reservations = new LinkedHashMap<>();
@@ -139,13 +141,17 @@ final class EngineSession implements ChannelSession, OperationHost {
         shutdown();
     }
 
-    /** Cancels every operation, aborts every reservation, unregisters regions after drain. Idempotent. */
+    /**
+     * Cancels every operation, quarantines every unsealed reservation, unregisters regions after
+     * drain. Idempotent.
+     */
     CompletableFuture<Void> shutdown() {
         synchronized (lock) {
             if (phase != Phase.CLOSED) {
                 phase = Phase.CLOSED;
+                closedSignal.complete(null);
                 core.sessionClosed(this);
-                for (Reservation res : reservations.values()) store().dram().abort(res);
+                for (Reservation res : reservations.values()) core.quarantine(res);
                 core.metrics().reservations.addAndGet(-reservations.size());
                 reservations.clear();
                 for (QueryOperation op : new ArrayList<>(live.values())) op.stop(false);
@@ -154,6 +160,11 @@ final class EngineSession implements ChannelSession, OperationHost {
             }
         }
         return drained;
+    }
+
+    /** Completes when this session is closed (its drain may still be running). */
+    CompletableFuture<Void> closedSignal() {
+        return closedSignal;
     }
 
     /** Completes when everything of this session is released (after {@link #shutdown()}). */

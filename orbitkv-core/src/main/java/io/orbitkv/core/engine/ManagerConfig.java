@@ -20,13 +20,20 @@ import java.util.concurrent.TimeUnit;
  *                                before it settles as a miss
  * @param fenceDrainTimeoutNanos  how long REGISTER (and {@code close()}) wait for a previous incarnation's
  *                                submitted I/O to drain
+ * @param publishQuarantineNanos  how long an unsealed reservation's slot of a closed or fenced session is held
+ *                                before it returns to the free list (protocol §9.6); 0 frees it at once
+ * @param publishQuarantineBytes  slot bytes held in that quarantine at most; past it the oldest are freed early
  */
 public record ManagerConfig(long maxLeases, long stagingBudgetBytes, int stagesPerOperation, int restoreCopyThreads,
-                            int restoreQueuedTasks, int maxInstances, int maxReplans, long fenceDrainTimeoutNanos) {
+                            int restoreQueuedTasks, int maxInstances, int maxReplans, long fenceDrainTimeoutNanos,
+                            long publishQuarantineNanos, long publishQuarantineBytes) {
 
-    /** Defaults for a single-node daemon: 1 M leases (a 16-token page each: 16 M tokens), 1 GiB staging. */
+    /**
+     * Defaults for a single-node daemon: 1 M leases (a 16-token page each: 16 M tokens), 1 GiB
+     * staging, a 5 s publish quarantine of at most 256 MiB.
+     */
     public static final ManagerConfig DEFAULTS = new ManagerConfig(1 << 20, 1L << 30, 64, 4, 1024, 4096, 4,
-            TimeUnit.SECONDS.toNanos(30));
+            TimeUnit.SECONDS.toNanos(30), TimeUnit.SECONDS.toNanos(5), 256L << 20);
 
     public ManagerConfig {
         if (maxLeases < 1) throw new IllegalArgumentException("maxLeases must be >= 1: " + maxLeases);
@@ -39,25 +46,38 @@ public record ManagerConfig(long maxLeases, long stagingBudgetBytes, int stagesP
         if (maxInstances < 1) throw new IllegalArgumentException("maxInstances must be >= 1");
         if (maxReplans < 0) throw new IllegalArgumentException("maxReplans must be >= 0");
         if (fenceDrainTimeoutNanos < 1) throw new IllegalArgumentException("fenceDrainTimeoutNanos must be >= 1");
+        if (publishQuarantineNanos < 0) throw new IllegalArgumentException("publishQuarantineNanos must be >= 0");
+        if (publishQuarantineBytes < 0) throw new IllegalArgumentException("publishQuarantineBytes must be >= 0");
     }
 
     public ManagerConfig withMaxLeases(long leases) {
         return new ManagerConfig(leases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
-                restoreQueuedTasks, maxInstances, maxReplans, fenceDrainTimeoutNanos);
+                restoreQueuedTasks, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
+                publishQuarantineBytes);
     }
 
     public ManagerConfig withStagingBudgetBytes(long bytes) {
         return new ManagerConfig(maxLeases, bytes, stagesPerOperation, restoreCopyThreads, restoreQueuedTasks,
-                maxInstances, maxReplans, fenceDrainTimeoutNanos);
+                maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos, publishQuarantineBytes);
     }
 
     public ManagerConfig withStagesPerOperation(int stages) {
         return new ManagerConfig(maxLeases, stagingBudgetBytes, stages, restoreCopyThreads, restoreQueuedTasks,
-                maxInstances, maxReplans, fenceDrainTimeoutNanos);
+                maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos, publishQuarantineBytes);
     }
 
     public ManagerConfig withRestore(int threads, int queuedTasks) {
         return new ManagerConfig(maxLeases, stagingBudgetBytes, stagesPerOperation, threads, queuedTasks,
-                maxInstances, maxReplans, fenceDrainTimeoutNanos);
+                maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos, publishQuarantineBytes);
+    }
+
+    public ManagerConfig withFenceDrainTimeoutNanos(long nanos) {
+        return new ManagerConfig(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
+                restoreQueuedTasks, maxInstances, maxReplans, nanos, publishQuarantineNanos, publishQuarantineBytes);
+    }
+
+    public ManagerConfig withPublishQuarantine(long nanos, long bytes) {
+        return new ManagerConfig(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
+                restoreQueuedTasks, maxInstances, maxReplans, fenceDrainTimeoutNanos, nanos, bytes);
     }
 }

@@ -27,6 +27,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -56,6 +57,14 @@ import java.util.function.LongSupplier;
  */
 public final class ManagerCore implements AutoCloseable {
 
+    /** Period of the tick thread that frees quarantined publish slots, in milliseconds. */
+    static final long TICK_MILLIS = 100;
+    /**
+     * How long a REGISTER with the epoch of a still-connected incarnation waits for that
+     * connection's close to be processed before it is refused STALE_EPOCH, in nanoseconds.
+     */
+    static final long RECONNECT_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
+
     private final TieredStore store;
     private final NamespaceTable namespaces;
     private final ProtocolLimits limits;
@@ -66,6 +75,8 @@ public final class ManagerCore implements AutoCloseable {
     private final Budget stagingBudget;
     private final RestoreCopier copier;
     private final ExecutorService callbacks = Executors.newVirtualThreadPerTaskExecutor();
+    private final PublishQuarantine quarantine;
+    private final ScheduledExecutorService ticker;
     private final ManagerMetrics metrics;
     private final List<Reply.ArenaFile> arenaFiles;
     private final Set<EngineSession> sessions = ConcurrentHashMap.newKeySet();
@@ -92,6 +103,15 @@ public final class ManagerCore implements AutoCloseable {
         }
     }
 
+    /** One pass of {@link #admit}: decided, or wait for the same epoch's previous connection to close. */
+    private sealed interface Decision {
+        record Decided(Admission admission) implements Decision {
+        }
+
+        record WaitForClose(EngineSession previous) implements Decision {
+        }
+    }
+
     /**
      * @param store      the tiers; opened and closed by the caller, which closes it after this
      * @param namespaces the table the store was opened with (DRAM id ↔ SSD digest)
@@ -113,6 +133,28 @@ public final class ManagerCore implements AutoCloseable {
         this.copier = new RestoreCopier(config.restoreCopyThreads(), config.restoreQueuedTasks());
         this.metrics = new ManagerMetrics(registry, sessions::size, leaseTable::used, stagingBudget::used);
         this.arenaFiles = arenaFiles(store.dram().geometry());
+        ArenaGeometry geometry = store.dram().geometry();
+        this.quarantine = new PublishQuarantine(config.publishQuarantineNanos(), config.publishQuarantineBytes(),
+                r -> geometry.arenas().get(r.slotRef().classIndex()).slotBytes(), store.dram()::abort);
+        this.metrics.quarantine(quarantine::heldBytes, quarantine::heldSlots, quarantine::releasedEarly);
+        this.ticker = Executors.newSingleThreadScheduledExecutor(
+                Thread.ofPlatform().daemon().name("orbitkv-manager-tick").factory());
+        this.ticker.scheduleWithFixedDelay(() -> onTick(this.nanoClock.getAsLong()), TICK_MILLIS, TICK_MILLIS,
+                TimeUnit.MILLISECONDS);
+    }
+
+    /**
+     * Time-driven work at {@code nowNanos}: frees quarantined publish slots whose grace ended.
+     * Called every {@value #TICK_MILLIS} ms by the Manager's tick thread; tests call it with their
+     * own clock. Returns how many slots it freed.
+     */
+    public int onTick(long nowNanos) {
+        return quarantine.onTick(nowNanos);
+    }
+
+    /** Slot bytes held in the publish quarantine (protocol §9.6). */
+    public long quarantinedBytes() {
+        return quarantine.heldBytes();
     }
 
     private static List<Reply.ArenaFile> arenaFiles(ArenaGeometry geometry) {
@@ -141,10 +183,37 @@ public final class ManagerCore implements AutoCloseable {
     /**
      * Admits a REGISTER (protocol §9.2): refuses a lower epoch, or the same epoch while that
      * incarnation is connected; fences a connected lower epoch and waits for its drain; waits too
-     * for a disconnected predecessor that is still draining.
+     * for a disconnected predecessor that is still draining. A same-epoch REGISTER whose previous
+     * connection still looks open first waits up to {@link #RECONNECT_GRACE_NANOS} for that
+     * connection's close (a reconnect racing the old reader's EOF), then decides again.
      */
     Admission admit(EngineSession session, Request.Register r) {
-        if (shuttingDown) return refused(ErrorCode.SHUTTING_DOWN, "the Manager is shutting down");
+        EngineSession previous;
+        switch (decide(session, r, true)) {
+            case Decision.Decided(Admission admission) -> {
+                return admission;
+            }
+            case Decision.WaitForClose(EngineSession p) -> previous = p;
+        }
+        // Same epoch while the previous connection looks open: a client that closed its socket
+        // and reconnected at once usually arrives before its old reader has seen EOF. Wait a
+        // bounded time for that close; a connection that is really still open stays and wins.
+        await(previous.closedSignal(), RECONNECT_GRACE_NANOS);
+        metrics.reconnectWaits.increment();
+        return switch (decide(session, r, false)) {
+            case Decision.Decided(Admission admission) -> admission;
+            case Decision.WaitForClose ignored -> refused(ErrorCode.STALE_EPOCH, "instance " + r.instanceId()
+                    + " is registered with epoch " + r.epoch() + " and connected");
+        };
+    }
+
+    /**
+     * One admission decision under {@code instancesLock}; with {@code mayWait}, a same-epoch
+     * REGISTER while the incarnation is still connected answers {@link Decision.WaitForClose}
+     * instead of STALE_EPOCH.
+     */
+    private Decision decide(EngineSession session, Request.Register r, boolean mayWait) {
+        if (shuttingDown) return refuse(ErrorCode.SHUTTING_DOWN, "the Manager is shutting down");
         EngineSession toFence = null;
         CompletableFuture<Void> predecessorDrain = CompletableFuture.completedFuture(null);
         SessionScope scope;
@@ -153,28 +222,32 @@ public final class ManagerCore implements AutoCloseable {
             OptionalInt namespaceId = namespaceId(NamespaceDigest.ofBytes(r.namespace().digest()));
             if (namespaceId.isEmpty()) {
                 metrics.busy(ManagerMetrics.Table.NAMESPACES);
-                return refused(ErrorCode.BUSY, "the namespace table is full");
+                return refuse(ErrorCode.BUSY, "the namespace table is full");
             }
             Instance instance = instances.get(r.instanceId());
             if (instance == null) {
                 if (instances.size() >= config.maxInstances() && !dropDisconnectedInstance()) {
                     metrics.busy(ManagerMetrics.Table.INSTANCES);
-                    return refused(ErrorCode.BUSY, "the instance table is full");
+                    return refuse(ErrorCode.BUSY, "the instance table is full");
                 }
                 instance = new Instance();
                 instances.put(r.instanceId(), instance);
             } else if (instance.session != session) {
                 boolean connected = instance.session != null && instance.session.isOpen();
+                if (mayWait && connected && r.epoch() == instance.epoch) {
+                    return new Decision.WaitForClose(instance.session);
+                }
                 if (r.epoch() < instance.epoch || (r.epoch() == instance.epoch && connected)) {
-                    return refused(ErrorCode.STALE_EPOCH, "instance " + r.instanceId() + " is registered with epoch "
-                            + instance.epoch + (connected ? " and connected" : "") + "; got epoch " + r.epoch());
+                    return refuse(ErrorCode.STALE_EPOCH, "instance " + r.instanceId()
+                            + " is registered with epoch " + instance.epoch + (connected ? " and connected" : "")
+                            + "; got epoch " + r.epoch());
                 }
                 if (instance.session != null) {
                     if (connected) toFence = instance.session;
                     predecessorDrain = instance.session.drained();
                 }
             } else if (r.epoch() != instance.epoch) {
-                return refused(ErrorCode.STALE_EPOCH, "a retried REGISTER must repeat epoch " + instance.epoch);
+                return refuse(ErrorCode.STALE_EPOCH, "a retried REGISTER must repeat epoch " + instance.epoch);
             } else {
                 predecessorDrain = instance.predecessorDrain;
             }
@@ -191,10 +264,14 @@ public final class ManagerCore implements AutoCloseable {
         }
         if (!await(predecessorDrain, config.fenceDrainTimeoutNanos())) {
             metrics.busy(ManagerMetrics.Table.INSTANCES);
-            return refused(ErrorCode.BUSY, "the previous incarnation of " + r.instanceId()
+            return refuse(ErrorCode.BUSY, "the previous incarnation of " + r.instanceId()
                     + " is still draining; retry REGISTER with the same epoch");
         }
-        return new Admission.Admitted(scope, incarnationId);
+        return new Decision.Decided(new Admission.Admitted(scope, incarnationId));
+    }
+
+    private static Decision refuse(ErrorCode code, String message) {
+        return new Decision.Decided(refused(code, message));
     }
 
     private static Admission refused(ErrorCode code, String message) {
@@ -314,6 +391,8 @@ public final class ManagerCore implements AutoCloseable {
             Thread.currentThread().interrupt();
         }
         callbacks.shutdown();
+        ticker.shutdownNow();
+        quarantine.releaseAll();
         metrics.close();
     }
 
@@ -337,6 +416,11 @@ public final class ManagerCore implements AutoCloseable {
 
     RestoreCopier copier() {
         return copier;
+    }
+
+    /** Takes an unsealed reservation of a session that is closing; frees its slot after the grace. */
+    void quarantine(io.orbitkv.core.storage.dram.Reservation reservation) {
+        quarantine.hold(reservation, nanoClock.getAsLong());
     }
 
     ExecutorService callbacks() {

@@ -35,6 +35,8 @@ final class ManagerMetrics implements AutoCloseable {
     private final Map<Table, Counter> busy = new EnumMap<>(Table.class);
     private final Counter pagesLeased;
     private final Counter restoreBytes;
+    /** Same-epoch REGISTERs that waited for the previous connection's close (protocol §9.2). */
+    final Counter reconnectWaits;
 
     ManagerMetrics(MeterRegistry registry, Supplier<Number> sessions, Supplier<Number> leases,
                    Supplier<Number> stagingBytes) {
@@ -51,12 +53,24 @@ final class ManagerMetrics implements AutoCloseable {
                 .register(registry));
         restoreBytes = add(Counter.builder("orbitkv.manager.restore.bytes").baseUnit("bytes")
                 .description("bytes copied into engine regions").register(registry));
+        reconnectWaits = add(Counter.builder("orbitkv.manager.register.reconnect.waits")
+                .description("same-epoch REGISTERs that waited for the previous connection's close").register(registry));
         gauge("orbitkv.manager.sessions", "open engine connections", sessions);
         gauge("orbitkv.manager.operations", "live or draining query operations", operations::get);
         gauge("orbitkv.manager.leases", "global lease table entries in use", leases);
         gauge("orbitkv.manager.reservations", "open publish reservations", reservations::get);
         gauge("orbitkv.manager.regions", "registered destination regions", regions::get);
         gauge("orbitkv.manager.staging.bytes", "bytes being staged from SSD for queries", stagingBytes);
+    }
+
+    /** Gauges of the publish quarantine (protocol §9.6): slot bytes and slots held, early releases. */
+    void quarantine(Supplier<Number> heldBytes, Supplier<Number> heldSlots, Supplier<Number> releasedEarly) {
+        gauge("orbitkv.manager.publish.quarantine.bytes", "slot bytes of closed sessions' unsealed reservations held",
+                heldBytes);
+        gauge("orbitkv.manager.publish.quarantine.slots", "slots of closed sessions' unsealed reservations held",
+                heldSlots);
+        gauge("orbitkv.manager.publish.quarantine.released.early",
+                "quarantined slots freed before their grace ended because the byte budget was full", releasedEarly);
     }
 
     void query(OperationHost.QueryOutcome outcome, int pages) {

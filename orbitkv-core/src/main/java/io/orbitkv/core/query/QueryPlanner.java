@@ -12,7 +12,6 @@ import io.orbitkv.state.RecoveryContract;
 import io.orbitkv.state.Requirement;
 import io.orbitkv.state.StateGroup;
 import io.orbitkv.state.StateKey;
-import io.orbitkv.state.StateKeys;
 import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.KeyForm;
 import io.orbitkv.state.protocol.Reply;
@@ -34,7 +33,8 @@ import java.util.Set;
  * keeps exactly the required pages: DRAM leases are kept, SSD pages become staging slots, every
  * other lease and every pin is let go before it returns.
  *
- * <p>Stateless apart from the store; thread-safe. Never blocks on I/O (lookups are index reads).
+ * <p>Stateless apart from the store and a lock-free cache of derived block-hash keys
+ * ({@link BlockKeyCache}); thread-safe. Never blocks on I/O (lookups are index reads).
  *
  * <p>Namespace isolation: a block-hash page's key is {@code StateKeys.forBlockHash(session
  * digest, group, hash)}, so it can only name this namespace's pages; a STATE_KEY page is served
@@ -54,6 +54,7 @@ import java.util.Set;
 public final class QueryPlanner {
 
     private final TieredStore store;
+    private final BlockKeyCache keys = new BlockKeyCache();
 
     public QueryPlanner(TieredStore store) {
         this.store = Objects.requireNonNull(store, "store");
@@ -136,7 +137,7 @@ public final class QueryPlanner {
             if (stopAtMiss && i > 0 && !f.available(i - 1)) return f.truncate(i);
             int index = (int) (from + i);
             StateKey key = qg.form() == KeyForm.BLOCK_HASH
-                    ? StateKeys.forBlockHash(scope.digestBytesShared(), qg.groupId(), qg.hashes().get(index))
+                    ? keys.key(scope, qg.groupId(), qg.hashes().get(index))
                     : qg.hashes().key(index);
             f.keys[i] = key;
             if (excluded.contains(key)) continue;

@@ -114,8 +114,7 @@ class ManagerDrainTest {
     @Test
     void aRegisterWhosePredecessorDoesNotDrainInTimeIsBusyAndARetryWaitsForTheDrain() throws IOException {
         ManagerConfig d = ManagerConfig.DEFAULTS;
-        m = new ManagerFixture(dir, 64, ProtocolLimits.DEFAULTS, new ManagerConfig(d.maxLeases(), d.stagingBudgetBytes(),
-                d.stagesPerOperation(), d.restoreCopyThreads(), d.restoreQueuedTasks(), d.maxInstances(), d.maxReplans(),
+        m = new ManagerFixture(dir, 64, ProtocolLimits.DEFAULTS, d.withFenceDrainTimeoutNanos(
                 java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(200)));
         Client old = m.register("e1", 1, NS, ManagerFixture.FULL);
         old.publish(4, 0, 0);

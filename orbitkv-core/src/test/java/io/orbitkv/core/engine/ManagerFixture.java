@@ -19,6 +19,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -38,6 +39,8 @@ final class ManagerFixture implements AutoCloseable {
     NamespaceTable namespaces;
     TieredStore store;
     ManagerCore core;
+    /** Added to System.nanoTime() by the core's clock: tests move time forward with {@link #advance}. */
+    final AtomicLong skewNanos = new AtomicLong();
 
     ManagerFixture(Path dir, int dramSlots, ProtocolLimits limits, ManagerConfig config) throws IOException {
         this.dir = dir;
@@ -66,7 +69,17 @@ final class ManagerFixture implements AutoCloseable {
                 .withBuffers(64 * 1024, 64 * 1024);
         store = TieredStore.open(new TieredStoreConfig(dram, ssd,
                 PublishConfig.defaults(new SsdAdmissionPolicy.WriteThrough()), 1 << 16, 64), namespaces, registry);
-        core = new ManagerCore(store, namespaces, limits, config, registry, System::nanoTime);
+        core = new ManagerCore(store, namespaces, limits, config, registry, this::now);
+    }
+
+    long now() {
+        return System.nanoTime() + skewNanos.get();
+    }
+
+    /** Moves the core's clock forward by {@code nanos} and runs its tick at the new time. */
+    void advance(long nanos) {
+        skewNanos.addAndGet(nanos);
+        core.onTick(now());
     }
 
     /** A Manager restart: the core and both tiers close; the SSD files stay. */
@@ -90,9 +103,13 @@ final class ManagerFixture implements AutoCloseable {
         return c;
     }
 
-    /** Everything of every session is back: no lease, no staging byte, no reservation, no DRAM pin. */
+    /**
+     * Everything of every session is back once the publish quarantine's grace has passed: no lease,
+     * no staging byte, no reservation, no DRAM pin.
+     */
     void assertNothingHeld() {
         org.awaitility.Awaitility.await().atMost(RecordingSink.WAIT).untilAsserted(() -> {
+            core.onTick(now() + config.publishQuarantineNanos());
             ManagerStatus s = core.status();
             assertThat(s.leases()).as("lease table").isZero();
             assertThat(s.stagingBytes()).as("staging bytes").isZero();

@@ -99,6 +99,57 @@ class ManagerSessionTest {
     }
 
     @Test
+    void aClosedSessionsUnsealedSlotIsQuarantinedUntilItsGraceEnds() throws IOException {
+        m = ManagerFixture.open(dir);
+        long grace = m.config.publishQuarantineNanos();
+        Client zombie = m.register("e1", 1, NS, ManagerFixture.FULL);
+        Reply.Granted granted = (Reply.Granted) ((Reply.Reserved) zombie.send(new Request.PublishReserve(List.of(
+                new Request.PublishPage(0, KeyForm.BLOCK_HASH, Hashes.of(List.of(Client.hash(1, 0, 0))),
+                        ManagerFixture.PAGE_BYTES))))).outcomes().getFirst();
+        zombie.session.close();
+
+        try (Client next = m.register("e1", 1, NS, ManagerFixture.FULL)) {
+            next.publish(2, 0, 0, 1, 2, 3);
+            // The fenced incarnation keeps writing into its old grant: no sealed page may change.
+            zombie.write(granted, new byte[ManagerFixture.PAGE_BYTES]);
+            Reply.QueryResult r = next.queryFull(1, 2, 4);
+            assertThat(r.hit()).isTrue();
+            next.assertBytes(r, 2);
+            next.send(new Request.Release(1));
+            assertThat(m.core.quarantinedBytes()).isEqualTo(ManagerFixture.SLOT);
+            assertThat(m.core.status().reservations()).as("no session holds it").isZero();
+
+            m.advance(grace / 2);
+            assertThat(m.core.quarantinedBytes()).as("still inside the grace").isEqualTo(ManagerFixture.SLOT);
+            m.advance(grace);
+            assertThat(m.core.quarantinedBytes()).isZero();
+            assertThat(m.store.dram().usage().reservedBytes()).isZero();
+            assertThat(m.registry.get("orbitkv.manager.publish.quarantine.bytes").gauge().value()).isZero();
+        }
+        zombie.close();
+        m.assertNothingHeld();
+    }
+
+    @Test
+    void aSameEpochRegisterWaitsForThePreviousConnectionsCloseAndIsAdmitted() throws Exception {
+        m = ManagerFixture.open(dir);
+        Client old = m.register("e1", 1, NS, ManagerFixture.FULL);
+        try (Client again = m.connect()) {
+            java.util.concurrent.CompletableFuture<Reply> reply = new java.util.concurrent.CompletableFuture<>();
+            Thread registering = Thread.ofPlatform().start(() -> reply.complete(again.register("e1", 1, NS,
+                    ManagerFixture.FULL)));
+            // The only timed wait on the REGISTER path is the one for the previous connection's close.
+            await().atMost(RecordingSink.WAIT).until(() -> registering.getState() == Thread.State.TIMED_WAITING);
+            old.session.close();
+            assertThat(reply.get()).as("the old connection's close arrived inside the grace")
+                    .isInstanceOf(Reply.Registered.class);
+            assertThat(m.registry.get("orbitkv.manager.register.reconnect.waits").counter().count()).isEqualTo(1);
+        }
+        old.close();
+        m.assertNothingHeld();
+    }
+
+    @Test
     void aClientOnlySeesKeysOfTheNamespaceItRegistered() throws IOException {
         m = ManagerFixture.open(dir);
         try (Client a = m.register("a", 1, NS, ManagerFixture.FULL); Client b = m.register("b", 1, OTHER, ManagerFixture.FULL)) {

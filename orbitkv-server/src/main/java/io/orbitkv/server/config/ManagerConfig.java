@@ -65,6 +65,8 @@ import java.util.function.BiConsumer;
  * @param limits                 the engine channel's budgets (sent to clients in REGISTERED)
  * @param outboundQueueFrames    COMPLETION frames queued per connection before events are dropped
  * @param drainTimeoutMillis     how long shutdown waits for sessions and SSD work to drain
+ * @param publishQuarantineMillis how long a closed or fenced session's unsealed publish slots are held
+ *                               before they are freed (protocol §9.6); 0 frees them at once
  */
 public record ManagerConfig(
         Path dramDir,
@@ -92,7 +94,8 @@ public record ManagerConfig(
         Path readyFile,
         ProtocolLimits limits,
         int outboundQueueFrames,
-        long drainTimeoutMillis) {
+        long drainTimeoutMillis,
+        long publishQuarantineMillis) {
 
     /** Default working directory of a Manager, relative to where it starts. */
     public static final Path VAR_DIR = Path.of("var", "orbitkv");
@@ -118,6 +121,7 @@ public record ManagerConfig(
         if (httpPort < 0 || httpPort > 65_535) throw new IllegalArgumentException("httpPort must be 0..65535: " + httpPort);
         if (outboundQueueFrames < 1) throw new IllegalArgumentException("outboundQueueFrames must be >= 1");
         if (drainTimeoutMillis < 1) throw new IllegalArgumentException("drainTimeoutMillis must be >= 1");
+        if (publishQuarantineMillis < 0) throw new IllegalArgumentException("publishQuarantineMillis must be >= 0");
         if (ssdFiles < 1) throw new IllegalArgumentException("ssdFiles must be >= 1: " + ssdFiles);
         if (socket.toString().getBytes(java.nio.charset.StandardCharsets.UTF_8).length > 107) {
             throw new IllegalArgumentException("socket path is longer than the 107 bytes a Unix socket allows: " + socket);
@@ -125,25 +129,27 @@ public record ManagerConfig(
         storeConfig(dramDir, arenaName, dramBytes, dramSlotBytes, stagingBytes, ssdDir, ssdBytes, ssdFiles,
                 ssdIoThreads, ssdBufferedFallback, ssdReadPath, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
                 ssdWriteQueueBytes, maxInflightStages, drainTimeoutMillis);
-        coreConfig(maxLeases, stagingBytes, restoreCopyThreads, drainTimeoutMillis);
+        coreConfig(maxLeases, stagingBytes, restoreCopyThreads, drainTimeoutMillis, publishQuarantineMillis);
     }
 
     /**
      * The Manager logic's bounds: {@code maxLeases}, {@code restoreCopyThreads}, the query staging
      * budget (the same {@code stagingBytes} the DRAM tier may hold reserved: a staging reserves
-     * its slot there) and the fence drain bound ({@code drainTimeoutMillis}); the rest are the
+     * its slot there), the fence drain bound ({@code drainTimeoutMillis}) and the publish
+     * quarantine ({@code publishQuarantineMillis}); the rest are the
      * core's defaults.
      */
     public io.orbitkv.core.engine.ManagerConfig coreConfig() {
-        return coreConfig(maxLeases, stagingBytes, restoreCopyThreads, drainTimeoutMillis);
+        return coreConfig(maxLeases, stagingBytes, restoreCopyThreads, drainTimeoutMillis, publishQuarantineMillis);
     }
 
     private static io.orbitkv.core.engine.ManagerConfig coreConfig(long maxLeases, long stagingBytes,
-            int restoreCopyThreads, long drainTimeoutMillis) {
+            int restoreCopyThreads, long drainTimeoutMillis, long publishQuarantineMillis) {
         io.orbitkv.core.engine.ManagerConfig d = io.orbitkv.core.engine.ManagerConfig.DEFAULTS;
         return new io.orbitkv.core.engine.ManagerConfig(maxLeases, stagingBytes, d.stagesPerOperation(),
                 restoreCopyThreads, Math.max(d.restoreQueuedTasks(), restoreCopyThreads), d.maxInstances(),
-                d.maxReplans(), java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(drainTimeoutMillis));
+                d.maxReplans(), java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(drainTimeoutMillis),
+                java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(publishQuarantineMillis), d.publishQuarantineBytes());
     }
 
     /**
@@ -160,7 +166,9 @@ public record ManagerConfig(
                 new SsdAdmissionPolicy.WriteThrough(), 1L << 30, 64L << 20, 256L << 20, 256,
                 io.orbitkv.core.engine.ManagerConfig.DEFAULTS.maxLeases(),
                 io.orbitkv.core.engine.ManagerConfig.DEFAULTS.restoreCopyThreads(), VAR_DIR.resolve("manager.sock"), "0600", "127.0.0.1", DEFAULT_HTTP_PORT,
-                defaultReadyFile(ssd), ProtocolLimits.DEFAULTS, 1024, 10_000);
+                defaultReadyFile(ssd), ProtocolLimits.DEFAULTS, 1024, 10_000,
+                java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(
+                        io.orbitkv.core.engine.ManagerConfig.DEFAULTS.publishQuarantineNanos()));
     }
 
     /** The tiered store this configuration describes. */
@@ -318,7 +326,9 @@ public record ManagerConfig(
                         (b, v) -> b.limits[12] = integer(v)),
                 new Key("outboundQueueFrames", "COMPLETION frames queued per connection",
                         (b, v) -> b.outboundQueueFrames = integer(v)),
-                new Key("drainTimeoutMillis", "shutdown drain bound, ms", (b, v) -> b.drainTimeoutMillis = size(v)));
+                new Key("drainTimeoutMillis", "shutdown drain bound, ms", (b, v) -> b.drainTimeoutMillis = size(v)),
+                new Key("publishQuarantineMillis", "how long a closed session's unsealed publish slots are held, ms",
+                        (b, v) -> b.publishQuarantineMillis = size(v)));
         Map<String, Key> map = new LinkedHashMap<>();
         for (Key k : list) map.put(k.name(), k);
         return java.util.Collections.unmodifiableMap(map);
@@ -397,6 +407,7 @@ public record ManagerConfig(
         final int[] limits;
         int outboundQueueFrames;
         long drainTimeoutMillis;
+        long publishQuarantineMillis;
 
         private Builder(ManagerConfig c) {
             dramDir = c.dramDir;
@@ -429,6 +440,7 @@ public record ManagerConfig(
                 l.maxReservationsPerConnection(), l.maxRegionsPerConnection()};
             outboundQueueFrames = c.outboundQueueFrames;
             drainTimeoutMillis = c.drainTimeoutMillis;
+            publishQuarantineMillis = c.publishQuarantineMillis;
         }
 
         private ManagerConfig build() {
@@ -438,7 +450,7 @@ public record ManagerConfig(
                     ssdFiles, ssdIoThreads, ssdBufferedFallback, ssdReadPath, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
                     ssdWriteQueueBytes, maxInflightStages, maxLeases, restoreCopyThreads, socket, socketMode, httpHost,
                     httpPort, readyFile, l,
-                    outboundQueueFrames, drainTimeoutMillis);
+                    outboundQueueFrames, drainTimeoutMillis, publishQuarantineMillis);
         }
     }
 }

@@ -182,6 +182,30 @@ class JavaClientManagerTest {
     }
 
     @Test
+    void aClientThatClosesAndReRegistersAtOnceWithTheSameEpochIsNeverStale() throws Exception {
+        Namespace ns = namespace("java-reconnect");
+        for (int i = 0; i < 50; i++) {
+            // client() throws OrbitKvException STALE_EPOCH if the Manager has not yet seen the
+            // previous connection's EOF and refuses the same epoch (protocol §9.2).
+            try (OrbitKvClient c = client(ns, "engine-reconnect", 1)) {
+                assertThat(c.registration().epoch()).as("iteration %d", i).isEqualTo(1);
+                // Requests still in flight keep the old connection's reader busy past the close.
+                for (int r = 0; r < 32; r++) c.send(new Request.Stats(), Reply.StatsReply.class);
+            }
+        }
+    }
+
+    @Test
+    void theSameEpochWhileThePreviousConnectionIsStillOpenIsStale() throws Exception {
+        Namespace ns = namespace("java-same-epoch");
+        try (OrbitKvClient first = client(ns, "engine-twice", 1)) {
+            assertThatThrownBy(() -> client(ns, "engine-twice", 1)).isInstanceOfSatisfying(OrbitKvException.class,
+                    e -> assertThat(e.code()).isEqualTo(ErrorCode.STALE_EPOCH));
+            assertThat(first.stats()).as("the open incarnation keeps its session").containsKey("leases");
+        }
+    }
+
+    @Test
     void theReadmeQuickStartRunsAsShownAndTheHitIsInMetrics() throws Exception {
         double hitsBefore = manager.metric("orbitkv_manager_queries_total{outcome=\"hit\"}");
 

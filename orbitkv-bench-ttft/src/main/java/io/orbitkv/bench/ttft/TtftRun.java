@@ -1,0 +1,220 @@
+package io.orbitkv.bench.ttft;
+
+import io.orbitkv.engine.FullAttention;
+import io.orbitkv.engine.KvPageStore;
+import io.orbitkv.engine.ManagerLauncher;
+import io.orbitkv.engine.OrbitKvPageStore;
+import io.orbitkv.engine.PrefixLookup;
+import io.orbitkv.engine.RequestReport;
+import io.orbitkv.state.StateKey;
+import io.orbitkv.state.StateKeys;
+
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * Runs the workload on one engine through every arm and collects the samples.
+ *
+ * <p>Owns two Manager processes for the duration of {@link #run}: {@code dram-arm} stays up (the
+ * DRAM arm publishes and hits there; the miss arm queries it under its own namespace), and
+ * {@code ssd-arm} is stopped and started again before every SSD-arm request, so each of those
+ * requests finds its pages only in the SSD store (write-through) and has them staged. Thread
+ * model: single-threaded.
+ *
+ * <p>Invariants: every arm keeps its own conversation history (its own generated answers), so a
+ * hit arm's next prompt contains exactly the tokens it published; all arms' prompts have the same
+ * lengths. The four paired arms run back to back for each request in an order that rotates by
+ * one per request (so no arm always follows a Manager restart or always runs first); the
+ * full-prefix DRAM request runs right after the DRAM arm.
+ *
+ * <p>Design note: requests go turn-major (turn 1 of every session, then turn 2, ...), so sessions
+ * interleave and turn 1 of sessions 2..N already hits the shared system prompt. A warm-up
+ * workload with other texts runs first through every arm and is discarded (JIT, Jlama's Vector
+ * API intrinsics, the client's code paths). Manager restarts are outside the timed interval, and
+ * each restarted SSD-arm Manager first serves one untimed request for the warm-up's pages (staged
+ * from SSD too): without it the SSD arm measured the new Manager JVM's interpreted first query
+ * (80-240 ms on the CI model against 30 ms DRAM hits) more than the SSD read.
+ */
+final class TtftRun {
+
+    /** What one engine's run produced. */
+    record Result(String engine, List<Sample> samples, long stepNanos, int stepContextTokens,
+                  double copyBytesPerSecond, long pageBytes, int pageTokens, int managerRestarts, long missQueries,
+                  long lookupNanos, int lookupPages, long missLookupNanos) {
+    }
+
+    private final TtftEngine engine;
+    private final List<Sample> discarded = new ArrayList<>();
+    private final Path dir;
+    private final PrintStream log;
+    private ManagerLauncher ssdManager;
+    private OrbitKvPageStore ssdStore;
+    private long ssdEpoch;
+    private int restarts;
+    /** A warm-up prompt whose pages the SSD arm's Manager holds (empty until the warm-up's first SSD request). */
+    private int[] ssdPrimer = new int[0];
+
+    private TtftRun(TtftEngine engine, Path dir, PrintStream log) {
+        this.engine = engine;
+        this.dir = dir;
+        this.log = log;
+    }
+
+    /** Runs {@code workload} (after its warm-up) on {@code engine} with Managers under {@code dir}. */
+    static Result run(TtftEngine engine, Workload workload, Path dir, PrintStream log)
+            throws IOException, InterruptedException {
+        return new TtftRun(engine, dir, log).run(workload);
+    }
+
+    private Result run(Workload workload) throws IOException, InterruptedException {
+        Path dramDir = dir.resolve(slug() + "-dram-arm");
+        try (ManagerLauncher dram = ManagerLauncher.start(dramDir, engine.pageBytes());
+             OrbitKvPageStore dramStore = OrbitKvPageStore.connect(dram.socket(), slug() + "-dram", 1, engine.namespace());
+             QueryOnlyStore missStore = new QueryOnlyStore(
+                     OrbitKvPageStore.connect(dram.socket(), slug() + "-miss", 1, engine.missNamespace()))) {
+            ssdManager = ManagerLauncher.start(dir.resolve(slug() + "-ssd-arm"), engine.pageBytes());
+            ssdStore = OrbitKvPageStore.connect(ssdManager.socket(), slug() + "-ssd", ++ssdEpoch, engine.namespace());
+            try {
+                TtftEngine.Runner cold = engine.runner(engine.namespace(), KvPageStore.cold());
+                TtftEngine.Runner miss = engine.runner(engine.missNamespace(), missStore);
+                TtftEngine.Runner warm = engine.runner(engine.namespace(), dramStore);
+                log.printf("ttft: %s warm-up (%s)%n", engine.name(), workload.warmup());
+                conversation(workload.warmup(), cold, miss, warm, discarded);
+                restarts = 0;
+                List<Sample> samples = new ArrayList<>();
+                log.printf("ttft: %s measured run (%s)%n", engine.name(), workload);
+                conversation(workload, cold, miss, warm, samples);
+                int[] stepContext = workload.systemPrompt();
+                int stepAt = medianFullHitPrompt(samples);
+                int[] context = new int[stepAt];
+                for (int i = 0; i < stepAt; i++) context[i] = stepContext[i % stepContext.length];
+                long step = engine.stepNanos(context);
+                log.printf("ttft: %s minimum compute step after %d tokens: %.2f ms%n", engine.name(), stepAt, step / 1e6);
+                double copy = CopyBandwidth.measure(engine.pageBytes());
+                log.printf("ttft: MemorySegment.copy of %d-byte pages: %.2f GB/s%n", engine.pageBytes(), copy / 1e9);
+                int[] lookupTokens = Workload.fullHitPrefix(context, engine.pageTokens(), engine.minPrefillTokens());
+                int lookupPages = lookupTokens.length / engine.pageTokens();
+                long lookup = lookupNanos(dramStore, lookupTokens, lookupPages);
+                long missLookup = missLookupNanos(missStore, lastTurnSizedPrompt(workload));
+                log.printf("ttft: %s miss-path QUERY of the last turn's %d page keys, alone: %.3f ms%n", engine.name(),
+                        (lastTurnSizedPrompt(workload).length - 1) / engine.pageTokens(), missLookup / 1e6);
+                log.printf("ttft: %s QUERY + lease mapping + RELEASE of %d resident pages: %.2f ms%n", engine.name(),
+                        lookupPages, lookup / 1e6);
+                return new Result(engine.name(), List.copyOf(samples), step, stepAt, copy, engine.pageBytes(),
+                        engine.pageTokens(), restarts, missStore.queries(), lookup, lookupPages, missLookup);
+            } finally {
+                ssdStore.close();
+                ssdManager.close();
+            }
+        }
+    }
+
+    private void conversation(Workload w, TtftEngine.Runner cold, TtftEngine.Runner miss, TtftEngine.Runner warm,
+                              List<Sample> out) throws IOException, InterruptedException {
+        int[][][] history = new int[Arm.values().length][w.sessions()][0];
+        int request = 0;
+        for (int turn = 0; turn < w.turns(); turn++) {
+            for (int s = 0; s < w.sessions(); s++) {
+                for (int k = 0; k < Arm.PAIRED.size(); k++) {
+                    Arm arm = Arm.PAIRED.get((request + k) % Arm.PAIRED.size());
+                    int[] prompt = w.prompt(history[arm.ordinal()][s], s, turn);
+                    TtftEngine.Runner runner = switch (arm) {
+                        case COLD -> cold;
+                        case MISS -> miss;
+                        case DRAM, DRAM_FULL -> warm;
+                        case SSD -> restartedSsdRunner(ssdPrimer.length > 0);
+                    };
+                    RequestReport r = runner.run(prompt, w.answerTokens(), System.nanoTime());
+                    out.add(Sample.of(engine.name(), arm, s, turn, r));
+                    if (arm == Arm.SSD && ssdPrimer.length == 0) ssdPrimer = prompt;
+                    history[arm.ordinal()][s] = Workload.concat(prompt, r.generated());
+                    if (arm == Arm.DRAM) {
+                        int[] full = Workload.fullHitPrefix(prompt, engine.pageTokens(), engine.minPrefillTokens());
+                        out.add(Sample.of(engine.name(), Arm.DRAM_FULL, s, turn, warm.run(full, 1, System.nanoTime())));
+                    }
+                }
+                request++;
+                log.printf("ttft: %s turn %d session %d: prompt %d tokens%n", engine.name(), turn + 1, s + 1,
+                        history[Arm.COLD.ordinal()][s].length - w.answerTokens());
+            }
+        }
+    }
+
+    /**
+     * Stops the SSD arm's Manager, starts it again on the same store, reconnects at a new epoch;
+     * when {@code primed}, serves the warm-up conversation's first prompt once (untimed) so the
+     * new Manager JVM has run its query and staging paths on other pages before the timed request.
+     */
+    private TtftEngine.Runner restartedSsdRunner(boolean primed) throws IOException, InterruptedException {
+        ssdStore.close();
+        Path ssdDir = dir.resolve(slug() + "-ssd-arm");
+        int exit = ssdManager.stop();
+        if (exit != 0) throw new IOException("the SSD arm's Manager exited " + exit + ": " + ssdManager.stderr());
+        ssdManager = ManagerLauncher.start(ssdDir, engine.pageBytes());
+        ssdStore = OrbitKvPageStore.connect(ssdManager.socket(), slug() + "-ssd", ++ssdEpoch, engine.namespace());
+        restarts++;
+        TtftEngine.Runner runner = engine.runner(engine.namespace(), ssdStore);
+        if (primed) runner.run(ssdPrimer, 1, System.nanoTime());
+        return runner;
+    }
+
+    /**
+     * Median time of the Manager part of a hit, without the engine: publish {@code pages} pages of
+     * {@code tokens} (untimed, zero images), then QUERY them, map the leases and RELEASE,
+     * {@link TtftEngine#STEP_REPEATS} times.
+     */
+    private long lookupNanos(OrbitKvPageStore store, int[] tokens, int pages) {
+        List<StateKey> keys = StateKeys.forTokens(engine.namespace().digest(), FullAttention.GROUP,
+                Arrays.copyOf(tokens, pages * engine.pageTokens()), engine.pageTokens(), new byte[0]);
+        store.publish(keys, engine.pageBytes(), (index, slot) -> slot.fill((byte) 0));
+        long[] nanos = new long[TtftEngine.STEP_REPEATS];
+        for (int r = 0; r < nanos.length; r++) {
+            long t0 = System.nanoTime();
+            switch (store.lookupPrefix(keys, tokens.length)) {
+                case PrefixLookup.Hit hit -> hit.close();
+                case PrefixLookup.Miss miss -> throw new IllegalStateException("pages just published missed: " + miss.why());
+            }
+            nanos[r] = System.nanoTime() - t0;
+        }
+        return TtftEngine.median(nanos);
+    }
+
+    /**
+     * Median time of the miss path's added work alone: the QUERY (and RELEASE) that the miss arm
+     * sends for {@code prompt}'s page keys, which all miss.
+     */
+    private long missLookupNanos(QueryOnlyStore store, int[] prompt) {
+        int pages = (prompt.length - 1) / engine.pageTokens();
+        List<StateKey> keys = StateKeys.forTokens(engine.missNamespace().digest(), FullAttention.GROUP,
+                Arrays.copyOf(prompt, pages * engine.pageTokens()), engine.pageTokens(), new byte[0]);
+        long[] nanos = new long[TtftEngine.STEP_REPEATS];
+        for (int r = 0; r < nanos.length; r++) {
+            long t0 = System.nanoTime();
+            store.lookupPrefix(keys, prompt.length);
+            nanos[r] = System.nanoTime() - t0;
+        }
+        return TtftEngine.median(nanos);
+    }
+
+    /** A prompt as long as the workload's last one (the system prompt repeated). */
+    private static int[] lastTurnSizedPrompt(Workload workload) {
+        int[] system = workload.systemPrompt();
+        int[] out = new int[workload.lastPromptTokens()];
+        for (int i = 0; i < out.length; i++) out[i] = system[i % system.length];
+        return out;
+    }
+
+    private static int medianFullHitPrompt(List<Sample> samples) {
+        int[] lengths = samples.stream().filter(s -> s.arm() == Arm.DRAM_FULL).mapToInt(Sample::promptTokens).sorted()
+                .toArray();
+        return lengths[lengths.length / 2];
+    }
+
+    private String slug() {
+        return engine.name().replace(".", "").toLowerCase(java.util.Locale.ROOT);
+    }
+}

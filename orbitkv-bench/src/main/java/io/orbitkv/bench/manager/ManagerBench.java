@@ -1,0 +1,411 @@
+package io.orbitkv.bench.manager;
+
+import io.orbitkv.bench.Throughput;
+import io.orbitkv.bench.storage.BenchRow;
+import io.orbitkv.client.OrbitKvClient;
+import io.orbitkv.client.PageToPublish;
+import io.orbitkv.client.PublishOutcome;
+import io.orbitkv.client.Region;
+import io.orbitkv.state.Namespace;
+import io.orbitkv.state.RecoveryContract;
+import io.orbitkv.state.StateGroup;
+import io.orbitkv.state.TokenChain;
+import io.orbitkv.state.protocol.CompletionTarget;
+import io.orbitkv.state.protocol.FrameEncoder;
+import io.orbitkv.state.protocol.Hashes;
+import io.orbitkv.state.protocol.KeyForm;
+import io.orbitkv.state.protocol.Reply;
+import io.orbitkv.state.protocol.Request;
+import org.HdrHistogram.Histogram;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+
+/**
+ * The Manager benchmarks of issue 4, item 8, against a real Manager process
+ * ({@link ManagerUnderTest}) driven by the Java client, each paired with its baseline in the same
+ * run: QUERY of 1,024 resident hashes vs a raw UDS echo of the same bytes; ENGINE_RESTORE of
+ * 2 MiB pages vs {@code MemorySegment.copy} of the same bytes; a missing QUERY's latency; p99
+ * QUERY latency with 16 concurrent clients.
+ *
+ * <pre>
+ *   java -jar orbitkv-bench.jar manager --manager-jar=orbitkv-server/target/orbitkv.jar
+ *        [--dir=var/bench-manager] [--shm-dir=/dev/shm/orbitkv-bench-manager] [--queries=20000]
+ *        [--restore-pages=8,32,128] [--rounds=9] [--clients=16] [--ops-per-client=2000]
+ * </pre>
+ *
+ * <p>Thread model: the caller's thread runs everything but the concurrent-client phase, which
+ * runs one platform thread per client. Latencies are HdrHistograms of nanoseconds (3 significant
+ * digits).
+ *
+ * <p>Design note: latency pairs alternate in rounds ({@value #LATENCY_ROUNDS} rounds, subject and
+ * echo order flipping), as {@link Throughput} does for rates, so drift on these shared 2-core
+ * machines lands on both sides; both sides warm up for {@value #WARMUP_OPS} round trips first so
+ * C2 has compiled the client, the Manager's reader and the echo loop.
+ */
+public final class ManagerBench {
+
+    static final int PAGE_TOKENS = 16;
+    static final int QUERY_PAGES = 1024;
+    static final int SMALL_PAGE_BYTES = 16 * 1024;
+    static final int BIG_PAGE_BYTES = 2 * 1024 * 1024;
+    static final int WARMUP_OPS = 3000;
+    static final int LATENCY_ROUNDS = 10;
+    static final int CONCURRENT_HIT_PAGES = 64;
+
+    /**
+     * @param managerJar    the shaded Manager jar ({@code orbitkv-server/target/orbitkv.jar})
+     * @param dir           working directory for the Manager's SSD files, socket and log
+     * @param shmDir        tmpfs directory for the Manager's DRAM arenas and the restore region
+     * @param queries       measured QUERY round trips (and as many echoes)
+     * @param restorePages  pages per restore, one row each
+     * @param rounds        paired rounds of each restore row
+     * @param clients       concurrent clients in the p99 phase
+     * @param opsPerClient  measured QUERYs per client in that phase
+     */
+    public record Options(Path managerJar, Path dir, Path shmDir, int queries, List<Integer> restorePages, int rounds,
+                          int clients, int opsPerClient) {
+        public Options {
+            restorePages = List.copyOf(restorePages);
+            if (queries < LATENCY_ROUNDS) throw new IllegalArgumentException("queries must be >= " + LATENCY_ROUNDS);
+        }
+    }
+
+    private ManagerBench() {}
+
+    /** A chained prefix: the tokens, one block hash per full page, and the namespace it belongs to. */
+    record Prefix(int[] tokens, List<byte[]> hashes) {
+        static Prefix of(Namespace ns, int pages, int seed) {
+            int[] tokens = new int[pages * PAGE_TOKENS + 1];
+            for (int i = 0; i < tokens.length; i++) tokens[i] = seed * 1_000_003 + i;
+            return new Prefix(tokens, List.of(TokenChain.pageHashes(ns.digest(), tokens, PAGE_TOKENS, new byte[0])));
+        }
+
+        /** A QUERY of the first {@code pages} pages of this prefix (plus one token). */
+        Request.Query query(long op, CompletionTarget target, int pages) {
+            return new Request.Query(op, 0, target, (long) pages * PAGE_TOKENS + 1, 0,
+                    List.of(new Request.QueryGroup(0, KeyForm.BLOCK_HASH, Hashes.of(hashes.subList(0, pages)))));
+        }
+    }
+
+    static Namespace namespace() {
+        return new Namespace("bench-manager", "r1", "sha256:w", "sha256:t", "", "bf16", "nhd", PAGE_TOKENS, 1, 0, 1,
+                0, 1);
+    }
+
+    static final RecoveryContract CONTRACT = new RecoveryContract(PAGE_TOKENS, List.of(new StateGroup.Full(0)));
+
+    public static List<BenchRow> run(Options o) throws Exception {
+        int maxRestore = o.restorePages().stream().max(Integer::compare).orElse(1);
+        String dramBytes = (3L * Math.max(256, maxRestore * 4L)) + "m"; // each of 3 slot classes holds 2× the big prefix
+        Namespace ns = namespace();
+        Prefix small = Prefix.of(ns, QUERY_PAGES, 1);
+        Prefix big = Prefix.of(ns, maxRestore, 2);
+        Prefix absent = Prefix.of(ns, QUERY_PAGES, 3);
+        List<BenchRow> rows = new ArrayList<>();
+        try (ManagerUnderTest manager = ManagerUnderTest.start(o.managerJar(), o.dir(), o.shmDir(), dramBytes);
+             OrbitKvClient client = OrbitKvClient.connect(manager.socket(), Duration.ofSeconds(60));
+             Arena arena = Arena.ofConfined()) {
+            log("Manager pid " + manager.pid() + " ready, DRAM " + dramBytes);
+            client.register("bench-main", 1, ns, CONTRACT);
+            publish(client, small, SMALL_PAGE_BYTES, arena);
+            publish(client, big, BIG_PAGE_BYTES, arena);
+            log("published " + QUERY_PAGES + " × 16 KiB and " + maxRestore + " × 2 MiB pages");
+
+            rows.addAll(queryVersusEcho(client, small, o));
+            rows.add(missingQuery(client, absent, o));
+            for (int pages : o.restorePages()) rows.add(restore(client, big, pages, o));
+            rows.add(concurrent(manager.socket(), ns, small, absent, o));
+        }
+        return rows;
+    }
+
+    private static void publish(OrbitKvClient client, Prefix prefix, int pageBytes, Arena arena) {
+        int batch = 64;
+        for (int from = 0; from < prefix.hashes().size(); from += batch) {
+            List<PageToPublish> pages = new ArrayList<>();
+            for (int i = from; i < Math.min(from + batch, prefix.hashes().size()); i++) {
+                MemorySegment image = arena.allocate(pageBytes);
+                image.fill((byte) (i * 31 + pageBytes));
+                pages.add(PageToPublish.ofBlockHash(0, prefix.hashes().get(i), image));
+            }
+            List<PublishOutcome> out = client.publish(pages);
+            if (!out.stream().allMatch(r -> r == PublishOutcome.SEALED || r == PublishOutcome.ALREADY_RESIDENT)) {
+                throw new IllegalStateException("publish failed: " + out);
+            }
+        }
+    }
+
+    // ---- QUERY of 1,024 resident hashes vs a raw UDS echo ---------------------------------------
+
+    private static List<BenchRow> queryVersusEcho(OrbitKvClient client, Prefix prefix, Options o) throws IOException {
+        Request.Query query = prefix.query(1, CompletionTarget.HOST_READY, QUERY_PAGES);
+        Reply.QueryResult first = client.query(query);
+        if (!first.hit() || first.boundaryTokens() != (long) QUERY_PAGES * PAGE_TOKENS) {
+            throw new IllegalStateException("the 1,024-page prefix is not resident: " + first.status());
+        }
+        int queryBytes = FrameEncoder.toBytes(1, query).length;
+        int resultBytes = FrameEncoder.toBytes(1, first).length;
+        Reply.Released released = client.release(1);
+        int releaseBytes = FrameEncoder.toBytes(1, new Request.Release(1)).length;
+        int releasedBytes = FrameEncoder.toBytes(1, released).length;
+        log("QUERY frame " + queryBytes + " B, QUERY_RESULT " + resultBytes + " B, RELEASE " + releaseBytes
+                + " B, RELEASED " + releasedBytes + " B");
+
+        Histogram q = histogram();
+        Histogram qr = histogram();
+        Histogram echo = histogram();
+        Histogram echo2 = histogram();
+        Path echoPath = o.dir().resolve("echo.sock");
+        try (UdsEcho server = new UdsEcho(echoPath);
+             UdsEcho.Client e = server.connect(queryBytes, resultBytes);
+             UdsEcho.Client er = server.connect(releaseBytes, releasedBytes)) {
+            Runnable subject = () -> {
+                long t0 = System.nanoTime();
+                client.query(query);
+                long t1 = System.nanoTime();
+                client.release(1);
+                long t2 = System.nanoTime();
+                q.recordValue(t1 - t0);
+                qr.recordValue(t2 - t0);
+            };
+            Runnable baseline = () -> {
+                long t0 = System.nanoTime();
+                e.roundTrip();
+                long t1 = System.nanoTime();
+                er.roundTrip();
+                long t2 = System.nanoTime();
+                echo.recordValue(t1 - t0);
+                echo2.recordValue(t2 - t0);
+            };
+            for (int i = 0; i < WARMUP_OPS; i++) {
+                subject.run();
+                baseline.run();
+            }
+            q.reset();
+            qr.reset();
+            echo.reset();
+            echo2.reset();
+            int perRound = o.queries() / LATENCY_ROUNDS;
+            for (int round = 0; round < LATENCY_ROUNDS; round++) {
+                Runnable firstSide = round % 2 == 0 ? subject : baseline;
+                Runnable secondSide = round % 2 == 0 ? baseline : subject;
+                for (int i = 0; i < perRound; i++) firstSide.run();
+                for (int i = 0; i < perRound; i++) secondSide.run();
+            }
+        }
+        String echoNote = " (raw UDS echo, " + queryBytes + " B → " + resultBytes + " B)";
+        return List.of(
+                latencyRatio("QUERY 1,024 resident hashes, round trip p50 (HOST_READY, full reply with leases)", q, echo,
+                        echoNote),
+                latencyRatio("QUERY + RELEASE 1,024 resident hashes, p50", qr, echo2,
+                        " (two raw UDS echoes of the same sizes)"));
+    }
+
+    private static BenchRow latencyRatio(String name, Histogram subject, Histogram baseline, String baselineNote) {
+        double ratio = (double) subject.getValueAtPercentile(50) / baseline.getValueAtPercentile(50);
+        log(name + ": " + p50p99(subject) + " vs " + p50p99(baseline) + " → " + BenchRow.fmt(ratio, 2) + "×");
+        return new BenchRow(name, p50p99(subject), p50p99(baseline) + baselineNote, ratio,
+                BenchRow.Target.atMost(3, "×"));
+    }
+
+    // ---- a missing QUERY ------------------------------------------------------------------------
+
+    private static BenchRow missingQuery(OrbitKvClient client, Prefix absent, Options o) throws IOException {
+        Request.Query query = absent.query(2, CompletionTarget.HOST_READY, QUERY_PAGES);
+        Reply.QueryResult first = client.query(query);
+        if (first.hit()) throw new IllegalStateException("an absent prefix hit");
+        client.release(2);
+        int queryBytes = FrameEncoder.toBytes(2, query).length;
+        int resultBytes = FrameEncoder.toBytes(2, first).length;
+        Histogram h = histogram();
+        Histogram echo = histogram();
+        try (UdsEcho server = new UdsEcho(o.dir().resolve("echo-miss.sock"));
+             UdsEcho.Client e = server.connect(queryBytes, resultBytes)) {
+            for (int i = 0; i < WARMUP_OPS + o.queries(); i++) {
+                long t0 = System.nanoTime();
+                client.query(query);
+                long t1 = System.nanoTime();
+                e.roundTrip();
+                long t2 = System.nanoTime();
+                client.release(2);
+                if (i >= WARMUP_OPS) {
+                    h.recordValue(t1 - t0);
+                    echo.recordValue(t2 - t1);
+                }
+            }
+        }
+        double p50Micros = h.getValueAtPercentile(50) / 1e3;
+        log("missing QUERY: " + p50p99(h) + " vs echo " + p50p99(echo));
+        return new BenchRow("Missing QUERY (1,024 hashes, none resident), p50", p50p99(h), p50p99(echo)
+                + " (raw UDS echo, " + queryBytes + " B → " + resultBytes + " B)", p50Micros,
+                BenchRow.Target.atMost(50, "µs"));
+    }
+
+    // ---- ENGINE_RESTORE of 2 MiB pages vs MemorySegment.copy ------------------------------------
+
+    private static BenchRow restore(OrbitKvClient client, Prefix big, int pages, Options o) throws IOException {
+        long bytes = (long) pages * BIG_PAGE_BYTES;
+        Path regionFile = o.shmDir().resolve("region-" + pages);
+        Files.deleteIfExists(regionFile);
+        Region region = client.registerRegion(regionFile, BIG_PAGE_BYTES, pages);
+        // The baseline copies from the same arena pages (a HOST_READY lease) into the same region.
+        Reply.QueryResult held = client.awaitSettled(client.query(big.query(3, CompletionTarget.HOST_READY, pages)));
+        List<MemorySegment> sources = new ArrayList<>();
+        for (Reply.GroupResult g : held.groups()) {
+            for (Reply.Span s : g.spans()) {
+                for (Reply.PageResult p : s.pages()) {
+                    if (p instanceof Reply.Resident(Reply.Lease lease)) sources.add(client.readLease(lease));
+                }
+            }
+        }
+        if (sources.size() != pages) throw new IllegalStateException("only " + sources.size() + " of " + pages + " resident");
+        Request.Query query = big.query(4, CompletionTarget.ENGINE_RESTORE, pages);
+        long[] restores = new long[1];
+        java.util.function.LongSupplier subject = () -> {
+            Reply.QueryResult r = client.awaitSettled(client.query(query));
+            Reply.Completion done = client.restore(4, region, OrbitKvClient.residentPages(r, 0));
+            if (done.outcome() != Reply.Settled.OK) throw new IllegalStateException("restore: " + done.outcome());
+            client.release(4);
+            restores[0]++;
+            return bytes;
+        };
+        // The restore path alone must produce the bytes (the baseline writes the same ones later).
+        region.mapping().fill((byte) 0);
+        long copiedBefore = client.stats().get("restore_bytes");
+        subject.getAsLong();
+        for (int i = 0; i < pages; i++) {
+            if (region.page(i).mismatch(sources.get(i)) != -1) throw new IllegalStateException("restored page " + i + " differs");
+        }
+        java.util.function.LongSupplier oneThread = () -> {
+            for (int i = 0; i < pages; i++) MemorySegment.copy(sources.get(i), 0, region.page(i), 0, BIG_PAGE_BYTES);
+            return bytes;
+        };
+        int opsPerRound = (int) Math.max(2, (512L << 20) / bytes);
+        int threads = Runtime.getRuntime().availableProcessors();
+        List<Throughput.Paired> p;
+        try (ExecutorService pool = Executors.newFixedThreadPool(threads)) {
+            java.util.function.DoubleSupplier parallelRound = () -> {
+                long t0 = System.nanoTime();
+                for (int op = 0; op < opsPerRound; op++) {
+                    List<Future<?>> parts = new ArrayList<>();
+                    for (int t = 0; t < threads; t++) {
+                        int first = t;
+                        parts.add(pool.submit(() -> {
+                            for (int i = first; i < pages; i += threads) {
+                                MemorySegment.copy(sources.get(i), 0, region.page(i), 0, BIG_PAGE_BYTES);
+                            }
+                        }));
+                    }
+                    for (Future<?> f : parts) {
+                        try {
+                            f.get();
+                        } catch (Exception e) {
+                            throw new IllegalStateException(e);
+                        }
+                    }
+                }
+                return (double) bytes * opsPerRound / (System.nanoTime() - t0);
+            };
+            for (int i = 0; i < Math.max(4, opsPerRound); i++) {
+                subject.getAsLong();
+                oneThread.getAsLong();
+            }
+            p = Throughput.pairedRoundsAgainstEach(() -> rate(subject, opsPerRound),
+                    List.of(() -> rate(oneThread, opsPerRound), parallelRound), o.rounds());
+        }
+        long copied = client.stats().get("restore_bytes") - copiedBefore;
+        if (copied != restores[0] * bytes) {
+            throw new IllegalStateException("the Manager copied " + copied + " B for " + restores[0] + " restores of " + bytes);
+        }
+        client.release(3);
+        Throughput.Paired single = p.get(0);
+        Throughput.Paired parallel = p.get(1);
+        log("restore " + pages + " × 2 MiB: " + BenchRow.fmt(single.subjectRate(), 2) + " GB/s vs copy "
+                + BenchRow.fmt(single.baselineRate(), 2) + " GB/s (1 thread) → " + BenchRow.fmt(single.ratio(), 3)
+                + ", vs " + BenchRow.fmt(parallel.baselineRate(), 2) + " GB/s (" + threads + " threads) → "
+                + BenchRow.fmt(parallel.ratio(), 3));
+        return new BenchRow("Restore " + pages + " × 2 MiB pages (QUERY → RESTORE → COMPLETION → RELEASE)",
+                BenchRow.fmt(single.subjectRate(), 2) + " GB/s",
+                BenchRow.fmt(single.baselineRate(), 2) + " GB/s (MemorySegment.copy, same pages, 1 thread; on "
+                        + threads + " threads " + BenchRow.fmt(parallel.baselineRate(), 2) + " GB/s, ratio "
+                        + BenchRow.fmt(parallel.ratio(), 3) + ")",
+                single.ratio(), BenchRow.Target.atLeast(0.9));
+    }
+
+    /** GB/s of {@code ops} calls of {@code op}, each returning the bytes it moved. */
+    private static double rate(java.util.function.LongSupplier op, int ops) {
+        long t0 = System.nanoTime();
+        long moved = 0;
+        for (int i = 0; i < ops; i++) moved += op.getAsLong();
+        return (double) moved / (System.nanoTime() - t0);
+    }
+
+    // ---- 16 concurrent clients ------------------------------------------------------------------
+
+    private static BenchRow concurrent(Path socket, Namespace ns, Prefix hit, Prefix miss, Options o) throws Exception {
+        int n = o.clients();
+        CyclicBarrier start = new CyclicBarrier(n);
+        List<Future<Histogram>> results = new ArrayList<>();
+        try (ExecutorService pool = Executors.newFixedThreadPool(n)) {
+            for (int c = 0; c < n; c++) {
+                String instance = "bench-client-" + c;
+                results.add(pool.submit(() -> {
+                    try (OrbitKvClient client = OrbitKvClient.connect(socket, Duration.ofSeconds(60))) {
+                        client.register(instance, 1, ns, CONTRACT);
+                        Request.Query hitQuery = hit.query(1, CompletionTarget.HOST_READY, CONCURRENT_HIT_PAGES);
+                        Request.Query missQuery = miss.query(1, CompletionTarget.HOST_READY, CONCURRENT_HIT_PAGES);
+                        Histogram h = histogram();
+                        int warmup = Math.min(500, o.opsPerClient());
+                        start.await();
+                        for (int i = 0; i < warmup + o.opsPerClient(); i++) {
+                            long t0 = System.nanoTime();
+                            client.query(i % 2 == 0 ? hitQuery : missQuery);
+                            long t1 = System.nanoTime();
+                            client.release(1);
+                            if (i >= warmup) h.recordValue(t1 - t0);
+                        }
+                        return h;
+                    }
+                }));
+            }
+            Histogram all = histogram();
+            for (Future<Histogram> f : results) all.add(f.get());
+            double p99Micros = all.getValueAtPercentile(99) / 1e3;
+            log(n + " clients: " + p50p99(all) + ", " + all.getTotalCount() + " queries");
+            return new BenchRow("QUERY p99, " + n + " concurrent clients (own connection each; " + CONCURRENT_HIT_PAGES
+                    + "-page hit / miss alternating, " + o.opsPerClient() + " each)", p50p99(all), "—", p99Micros,
+                    BenchRow.Target.atMost(1000, "µs"));
+        }
+    }
+
+    // ---- helpers --------------------------------------------------------------------------------
+
+    private static Histogram histogram() {
+        return new Histogram(60_000_000_000L, 3);
+    }
+
+    private static String p50p99(Histogram h) {
+        return "p50 " + BenchRow.fmt(h.getValueAtPercentile(50) / 1e3, 1) + " µs, p99 "
+                + BenchRow.fmt(h.getValueAtPercentile(99) / 1e3, 1) + " µs";
+    }
+
+    private static void log(String line) {
+        System.err.println("manager: " + line);
+    }
+
+    static List<Integer> ints(String csv) {
+        return Arrays.stream(csv.split(",")).map(String::strip).map(Integer::parseInt).toList();
+    }
+}

@@ -1,0 +1,53 @@
+package io.orbitkv.core.query;
+
+import io.orbitkv.state.Namespace;
+import io.orbitkv.state.RecoveryContract;
+import io.orbitkv.state.StateGroup;
+import io.orbitkv.state.StateKey;
+import io.orbitkv.state.StateKeys;
+import net.jqwik.api.ForAll;
+import net.jqwik.api.Property;
+import net.jqwik.api.constraints.IntRange;
+import net.jqwik.api.constraints.Size;
+
+import java.util.List;
+import java.util.Random;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** The cache answers exactly what the derivation would, through collisions and across namespaces. */
+class BlockKeyCacheProperties {
+
+    private static SessionScope scope(String model, int namespaceId) {
+        Namespace ns = new Namespace(model, "r1", "w", "t", "", "bf16", "nhd", 16, 1, 0, 1, 0, 1);
+        return new SessionScope(ns, namespaceId, new RecoveryContract(16, List.of(new StateGroup.Full(0))));
+    }
+
+    @Property(tries = 50)
+    void everyAnswerEqualsTheDerivation(@ForAll long seed, @ForAll @IntRange(min = 1, max = 64) int width,
+                                        @ForAll @Size(min = 1, max = 4) List<@IntRange(min = 0, max = 7) Integer> groups) {
+        BlockKeyCache cache = new BlockKeyCache();
+        SessionScope a = scope("model-a", 0);
+        SessionScope b = scope("model-b", 1);
+        Random random = new Random(seed);
+        // Few distinct hashes, many repeats: hits, misses and (with ENTRIES slots) rare collisions.
+        byte[][] hashes = new byte[64][width];
+        for (byte[] h : hashes) random.nextBytes(h);
+        for (int i = 0; i < 2_000; i++) {
+            SessionScope s = random.nextBoolean() ? a : b;
+            int group = groups.get(random.nextInt(groups.size()));
+            byte[] hash = hashes[random.nextInt(hashes.length)].clone();
+            StateKey got = cache.key(s, group, hash);
+            assertThat(got).isEqualTo(StateKeys.forBlockHash(s.digestBytes(), group, hash));
+        }
+    }
+
+    @Property(tries = 20)
+    void theSameHashInAnotherNamespaceIsAnotherKey(@ForAll @Size(min = 1, max = 64) byte[] hash) {
+        BlockKeyCache cache = new BlockKeyCache();
+        StateKey inA = cache.key(scope("model-a", 0), 0, hash.clone());
+        StateKey inB = cache.key(scope("model-b", 1), 0, hash.clone());
+        assertThat(inA).isNotEqualTo(inB);
+        assertThat(cache.key(scope("model-a", 0), 0, hash.clone())).isEqualTo(inA);
+    }
+}
