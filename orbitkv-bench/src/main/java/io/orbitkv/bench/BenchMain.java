@@ -28,7 +28,7 @@ import java.util.Set;
  *                                         [--resident-kib=0,131072] [--mib-per-round=512]
  *   java -jar orbitkv-bench.jar ssd       [--dir=var/bench] [--sizes-kib=256,2048] [--depths=1,16]
  *                                         [--dataset-mib=1024] [--round-seconds=1] [--rounds=7] [--probe-seconds=1]
- *                                         [--writes=true]
+ *                                         [--writes=true] [--read-path=auto|positional|uring]
  *   java -jar orbitkv-bench.jar ssd-uring [--dir=var/bench] [--sizes-kib=256,2048] [--depths=1,16]
  *                                         [--dataset-mib=1024] [--round-seconds=1] [--rounds=7]
  *   java -jar orbitkv-bench.jar cost-overhead [--dir=var/bench] [--block-kib=64] [--extents=1024]
@@ -49,7 +49,7 @@ public final class BenchMain {
     private static final Map<String, Set<String>> OPTIONS = Map.of(
             "dram", Set.of("shm-dir", "sizes-kib", "rounds", "resident-kib", "mib-per-round"),
             "ssd", Set.of("dir", "sizes-kib", "depths", "dataset-mib", "round-seconds", "rounds", "probe-seconds",
-                    "writes"),
+                    "writes", "read-path"),
             "ssd-uring", Set.of("dir", "sizes-kib", "depths", "dataset-mib", "round-seconds", "rounds"),
             "cost-overhead", Set.of("dir", "block-kib", "extents", "round-seconds", "rounds", "buffered"),
             "heap-dram", Set.of("shm-dir", "blocks"),
@@ -82,7 +82,9 @@ public final class BenchMain {
                     Integer.parseInt(opts.getOrDefault("round-seconds", "1")),
                     Integer.parseInt(opts.getOrDefault("rounds", "7")),
                     Integer.parseInt(opts.getOrDefault("probe-seconds", "1")),
-                    Boolean.parseBoolean(opts.getOrDefault("writes", "true"))));
+                    Boolean.parseBoolean(opts.getOrDefault("writes", "true")),
+                    io.orbitkv.core.storage.ssd.ReadPath.valueOf(
+                            opts.getOrDefault("read-path", "auto").toUpperCase(java.util.Locale.ROOT))));
             case "ssd-uring" -> UringRouteBench.run(new UringRouteBench.Options(dir, sizes,
                     ints(opts.getOrDefault("depths", "1,16")),
                     Long.parseLong(opts.getOrDefault("dataset-mib", "1024")) << 20,

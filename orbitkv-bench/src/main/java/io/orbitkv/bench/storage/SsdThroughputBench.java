@@ -6,6 +6,7 @@ import io.orbitkv.core.storage.ResidencyStream;
 import io.orbitkv.core.storage.ssd.ExtentLayout;
 import io.orbitkv.core.storage.ssd.IoMode;
 import io.orbitkv.core.storage.ssd.NamespaceDigest;
+import io.orbitkv.core.storage.ssd.ReadPath;
 import io.orbitkv.core.storage.ssd.SsdConfig;
 import io.orbitkv.core.storage.ssd.SsdStore;
 import io.orbitkv.state.StateKey;
@@ -64,9 +65,11 @@ public final class SsdThroughputBench {
      * @param rounds       paired rounds per configuration
      * @param probeSeconds seconds of the availability (and warm-up) run of each fio engine
      * @param writes       whether to run the write comparison
+     * @param readPath     the store's read route setting (AUTO: io_uring where available); the
+     *                     route actually used is named in each read row
      */
     public record Options(Path directory, List<Integer> blockSizes, List<Integer> depths, long datasetBytes,
-                          int roundSeconds, int rounds, int probeSeconds, boolean writes) {}
+                          int roundSeconds, int rounds, int probeSeconds, boolean writes, ReadPath readPath) {}
 
     private static final double READ_TARGET = 0.95;
     private static final double WRITE_TARGET = 0.9;
@@ -89,7 +92,7 @@ public final class SsdThroughputBench {
         Path dir = o.directory().resolve("ssd-" + (blockBytes >> 10) + "k");
         deleteTree(dir);
         SsdConfig config = SsdConfig.of(dir).withFiles(1, extents * footprint).withMaxPayloadBytes(blockBytes)
-                .withIo(maxDepth, 4 * maxDepth).withBuffers(1 << 20, 8 << 20);
+                .withIo(maxDepth, 4 * maxDepth).withBuffers(1 << 20, 8 << 20).withReadPath(o.readPath());
         List<BenchRow> rows = new ArrayList<>();
         try (Arena arena = Arena.ofShared();
              SsdStore store = SsdStore.open(config, new ResidencyStream(1024), new SimpleMeterRegistry())) {
@@ -108,7 +111,8 @@ public final class SsdThroughputBench {
                         o.roundSeconds());
                 long nanos = TimeUnit.SECONDS.toNanos(o.roundSeconds());
                 long[] seed = {depth * 1_000_003L};
-                rows.add(compare("SSD randread " + DramPutGetBench.size(blockBytes) + ", QD " + depth, o, job,
+                rows.add(compare("SSD randread " + DramPutGetBench.size(blockBytes) + ", QD " + depth + ", "
+                        + store.readPath().name().toLowerCase(java.util.Locale.ROOT) + " route", o, job,
                         () -> SsdLanes.readRound(store, keys, buffers, depth, nanos, seed[0]++).opsPerSecond()
                                 * footprint, READ_TARGET));
             }

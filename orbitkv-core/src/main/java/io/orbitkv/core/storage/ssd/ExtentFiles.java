@@ -185,7 +185,8 @@ final class ExtentFiles implements AutoCloseable {
         return false;
     }
 
-    private void checkAligned(long position, MemorySegment buffer) {
+    /** Throws unless, in DIRECT mode, {@code position}, the address and the length are 4 KiB multiples. */
+    void checkAligned(long position, MemorySegment buffer) {
         if (mode == IoMode.DIRECT && (position % ExtentLayout.BLOCK_BYTES != 0
                 || buffer.address() % ExtentLayout.BLOCK_BYTES != 0
                 || buffer.byteSize() % ExtentLayout.BLOCK_BYTES != 0)) {

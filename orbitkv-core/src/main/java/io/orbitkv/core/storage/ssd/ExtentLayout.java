@@ -35,11 +35,15 @@ import java.util.zip.CRC32C;
  *
  * <p><b>Publication rule.</b> An extent exists if and only if its header block carries the magic,
  * a matching header CRC32C, a supported version, a plausible length, and the payload that follows
- * matches {@code payloadCrc32c}. The writer issues the payload write first and the header write
- * second, so a crash usually leaves the old header (whose payload no longer matches) or no
- * header; but the order is not relied on: without a flush between the two writes the device may
- * persist them in any order, and the two CRCs make every torn combination detectable. Readers
- * (recovery and pinned reads) never serve a byte before both checks pass.
+ * matches {@code payloadCrc32c}. The writer ({@link ExtentIo}) puts header and payload on
+ * disk with a single gathering write ({@code pwritev}) of [header block | padded payload], with
+ * no flush and no ordering between the two parts: a crash may persist any subset of the write's
+ * 4 KiB blocks (old header with new payload, new header with an old or partly new payload,
+ * nothing at all), and the two CRCs make every such torn combination detectable, so nothing
+ * depends on which part reaches the device first. The same holds for the fallback route (two
+ * positional writes, payload then header). Readers (recovery and pinned reads) never serve a
+ * byte before both checks pass; durability of a committed extent is not promised across a
+ * power loss (no fsync), only that a torn one is never served.
  *
  * <p>Stateless, thread-safe (constants and pure functions only).
  *

@@ -64,9 +64,10 @@ import java.util.function.Supplier;
  * bounded by the ring (an extent leaves the index before its bytes are reused). Delete and
  * corruption drops are in memory only: keys are content digests, so an extent that reappears
  * after a restart is still a correct image of its key, and re-verification at recovery keeps a
- * corrupt one out. Writes are two positional writes (payload, then header) rather than one
- * gathering write, because {@code FileChannel} has no positional gathering write and a
- * channel-position write would serialise all writers on one file.
+ * corrupt one out. An extent is written and (on the positional route) read by
+ * {@link ExtentIo}: one vectored positional call ({@code pwritev}/{@code preadv} of header and
+ * payload) where libc is reachable, two positional calls otherwise (the benchmark measured the
+ * second dependent call at up to 15% of write and 30-40% of QD 1 read throughput).
  */
 public final class SsdStore implements AutoCloseable {
 
@@ -80,6 +81,7 @@ public final class SsdStore implements AutoCloseable {
 
     private final SsdConfig config;
     private final ExtentFiles files;
+    private final ExtentIo extentIo;
     private final ResidencyStream residency;
     private final SsdMetrics metrics;
     private final Arena arena;
@@ -99,6 +101,7 @@ public final class SsdStore implements AutoCloseable {
     private SsdStore(SsdConfig config, ExtentFiles files, ResidencyStream residency, MeterRegistry registry) {
         this.config = config;
         this.files = files;
+        this.extentIo = ExtentIo.open(files, ExtentIo.Route.VECTORED);
         this.residency = residency;
         String name = config.directory().toString();
         this.metrics = new SsdMetrics(registry, name);
@@ -179,8 +182,8 @@ public final class SsdStore implements AutoCloseable {
                 readPath = ReadPath.URING;
             }
         }
-        LOG.log(System.Logger.Level.INFO, "SSD store {0}: read path {1} (setting {2})", config.directory(), readPath,
-                config.readPath());
+        LOG.log(System.Logger.Level.INFO, "SSD store {0}: read path {1} (setting {2}), extent I/O {3}",
+                config.directory(), readPath, config.readPath(), extentIo.route());
     }
 
     /**
@@ -335,6 +338,11 @@ public final class SsdStore implements AutoCloseable {
         return observations.observer().estimate(readRouteKey(paddedPayloadBytes));
     }
 
+    /** How extents are written and positionally read: one vectored call, or two where libc is not reachable. */
+    ExtentIo.Route extentIoRoute() {
+        return extentIo.route();
+    }
+
     /** io_uring reads submitted and not yet completed (0 on the positional route). */
     public int uringInflight() {
         UringReadRoute u = uring;
@@ -395,6 +403,7 @@ public final class SsdStore implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+        extentIo.close();
         files.close();
         arena.close();
     }
@@ -438,9 +447,8 @@ public final class SsdStore implements AutoCloseable {
                 source.asSlice(placed.payloadBytes).fill((byte) 0);
                 metrics.bounceCopy();
             }
-            files.write(placed.file, placed.offset + ExtentLayout.HEADER_BYTES, source);
             ExtentLayout.encodeHeader(buf.header(), placed.header());
-            files.write(placed.file, placed.offset, buf.header());
+            extentIo.write(placed.file, placed.offset, buf.header(), source);
         } catch (IOException e) {
             if (ExtentFiles.isNoSpace(e)) {
                 metrics.error(SsdMetrics.ErrorKind.NO_SPACE);
@@ -484,13 +492,14 @@ public final class SsdStore implements AutoCloseable {
         long submittedNanos = observations.enabled() ? System.nanoTime() : 0;
         ReadResult result = new ReadResult.Failed("I/O error before the read finished");
         try {
-            int headerRead = files.read(e.file, e.offset, buf.header());
-            Optional<ExtentDamage> damage = ExtentVerifier.header(buf.header(), headerRead, e, config.maxPayloadBytes());
-            if (damage.isPresent()) return result = corrupt(e, damage.get());
             boolean direct = isDirectCapable(destination, padded);
             MemorySegment target = direct ? destination.asSlice(0, padded) : buf.payload().asSlice(0, padded);
-            int payloadRead = files.read(e.file, e.offset + ExtentLayout.HEADER_BYTES, target);
-            damage = ExtentVerifier.payload(target, payloadRead, e);
+            // One call for header and payload: nothing is served before both checks below pass.
+            ExtentIo.ReadBytes got = extentIo.read(e.file, e.offset, buf.header(), target);
+            Optional<ExtentDamage> damage = ExtentVerifier.header(buf.header(), got.headerBytes(), e,
+                    config.maxPayloadBytes());
+            if (damage.isPresent()) return result = corrupt(e, damage.get());
+            damage = ExtentVerifier.payload(target, got.payloadBytes(), e);
             if (damage.isPresent()) return result = corrupt(e, damage.get());
             if (!direct) {
                 MemorySegment.copy(target, 0, destination, 0, e.payloadBytes);

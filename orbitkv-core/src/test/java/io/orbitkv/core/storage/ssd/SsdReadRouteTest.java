@@ -14,6 +14,8 @@ import io.orbitkv.core.storage.ResidencyStream;
 import io.orbitkv.core.storage.ssd.uring.UringReader;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
@@ -95,10 +97,12 @@ class SsdReadRouteTest {
         }
     }
 
-    @Test
-    void theUringRouteDetectsPayloadAndHeaderCorruptionAndDropsTheExtent() throws IOException {
+    @ParameterizedTest
+    @EnumSource(value = ReadPath.class, names = {"URING", "POSITIONAL"})
+    void eachRouteDetectsPayloadAndHeaderCorruptionAndDropsTheExtent(ReadPath route) throws IOException {
         writeExtents();
-        try (SsdStore s = open(ReadPath.URING, CostObserver.disabled())) {
+        try (SsdStore s = open(route, CostObserver.disabled())) {
+            assertThat(s.readPath()).isEqualTo(route);
             Extent payloadVictim = s.indexedExtents().stream().filter(e -> e.key.equals(key(3))).findFirst().orElseThrow();
             Extent headerVictim = s.indexedExtents().stream().filter(e -> e.key.equals(key(4))).findFirst().orElseThrow();
             SsdTestSupport.flipByte(dir, payloadVictim.file, payloadVictim.offset + ExtentLayout.HEADER_BYTES + 777);

@@ -18,7 +18,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * The handful of libc entry points the io_uring route needs, as {@code java.lang.foreign}
  * downcalls that capture {@code errno}: {@code syscall(2)} for io_uring_setup/io_uring_enter,
  * {@code mmap}/{@code munmap} for the rings, {@code open}/{@code close}/{@code pipe}/{@code write}
- * for file descriptors. Every call returns the raw result or {@code -errno}, the kernel's own
+ * for file descriptors, {@code pwritev}/{@code preadv} for the SSD store's one-call extent I/O. Every call returns the raw result or {@code -errno}, the kernel's own
  * convention, so callers turn failures into values.
  *
  * <p>Thread model: stateless and thread-safe; each call captures errno into a confined arena of
@@ -43,6 +43,7 @@ public final class Libc {
     static final long SYS_IO_URING_SETUP = 425;
     static final long SYS_IO_URING_ENTER = 426;
     static final int O_RDONLY = 0;
+    static final int O_RDWR = 2;
     static final int O_CLOEXEC = 0x80000;
     /** O_DIRECT differs: 040000 on x86_64, 0200000 on aarch64. */
     static final int O_DIRECT = ARCH.equals("aarch64") ? 0x10000 : 0x4000;
@@ -51,6 +52,10 @@ public final class Libc {
     static final int EINTR = 4;
     static final int EAGAIN = 11;
     static final int EBUSY = 16;
+    /** ENOSPC: no space left on device. */
+    public static final int ENOSPC = 28;
+    /** One {@code struct iovec}: base address, then length (both 8 bytes on the supported 64-bit ABIs). */
+    private static final long IOVEC_BYTES = 16;
 
     private static final MethodHandle SYSCALL2 = handle("syscall",
             FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_LONG, ADDRESS), true);
@@ -68,7 +73,17 @@ public final class Libc {
     private static final MethodHandle WRITE = handle("write",
             FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_LONG), false);
 
+    private static final MethodHandle PWRITEV = handle("pwritev",
+            FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_INT, JAVA_LONG), false);
+    private static final MethodHandle PREADV = handle("preadv",
+            FunctionDescriptor.of(JAVA_LONG, JAVA_INT, ADDRESS, JAVA_INT, JAVA_LONG), false);
+
     private Libc() {}
+
+    /** True on Linux x86_64/aarch64, the platforms whose flags and syscall numbers this class knows. */
+    public static boolean supported() {
+        return SUPPORTED;
+    }
 
     private static MethodHandle handle(String name, FunctionDescriptor fd, boolean variadicAfterFirst) {
         MemorySegment symbol = LINKER.defaultLookup().find(name)
@@ -133,6 +148,49 @@ public final class Libc {
             MemorySegment st = a.allocate(CAPTURE);
             int flags = O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0);
             int r = (int) OPEN.invokeExact(st, a.allocateFrom(path), flags);
+            return r < 0 ? -errno(st) : r;
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /** Opens the existing file {@code path} for reading and writing (with O_DIRECT when asked); fd or -errno. */
+    public static int openReadWrite(String path, boolean direct) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment st = a.allocate(CAPTURE);
+            int flags = O_RDWR | O_CLOEXEC | (direct ? O_DIRECT : 0);
+            int r = (int) OPEN.invokeExact(st, a.allocateFrom(path), flags);
+            return r < 0 ? -errno(st) : r;
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /**
+     * {@code pwritev(fd, [first, second], 2, offset)}: one positional gathering write of
+     * {@code first} then {@code second}; bytes written (possibly fewer than both) or -errno.
+     */
+    public static long pwritev(int fd, MemorySegment first, MemorySegment second, long offset) {
+        return vectored(PWRITEV, fd, first, second, offset);
+    }
+
+    /**
+     * {@code preadv(fd, [first, second], 2, offset)}: one positional scattering read into
+     * {@code first} then {@code second}; bytes read (fewer at end of file) or -errno.
+     */
+    public static long preadv(int fd, MemorySegment first, MemorySegment second, long offset) {
+        return vectored(PREADV, fd, first, second, offset);
+    }
+
+    private static long vectored(MethodHandle call, int fd, MemorySegment first, MemorySegment second, long offset) {
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment st = a.allocate(CAPTURE);
+            MemorySegment iov = a.allocate(2 * IOVEC_BYTES, 8);
+            iov.set(JAVA_LONG, 0, first.address());
+            iov.set(JAVA_LONG, 8, first.byteSize());
+            iov.set(JAVA_LONG, IOVEC_BYTES, second.address());
+            iov.set(JAVA_LONG, IOVEC_BYTES + 8, second.byteSize());
+            long r = (long) call.invokeExact(st, fd, iov, 2, offset);
             return r < 0 ? -errno(st) : r;
         } catch (Throwable t) {
             throw rethrow(t);
