@@ -37,6 +37,15 @@ import static org.awaitility.Awaitility.await;
 /** Staging through each configured SSD route, observed: SSD reads and sealing copies reach the cost meters. */
 class TieredStoreCostTest {
 
+    /** Pages published through weak sources stay reachable until the test ends (sealing is asynchronous). */
+    private final java.util.List<java.lang.foreign.MemorySegment> heldPages = new java.util.ArrayList<>();
+
+    private io.orbitkv.core.storage.publish.PageSource held(io.orbitkv.state.StateKey k) {
+        java.lang.foreign.MemorySegment p = page(k);
+        heldPages.add(p);
+        return io.orbitkv.core.storage.publish.PageSource.weak(p, BLOCK);
+    }
+
     @TempDir
     Path dir;
 
@@ -72,7 +81,7 @@ class TieredStoreCostTest {
         assertThat(store.ssd().readPath()).isEqualTo(path);
         for (int i = 0; i < 3; i++) {
             StateKey k = key(i);
-            assertThat(store.publish(k, NS, PageSource.weak(page(k), BLOCK))).isInstanceOf(PublishResult.Queued.class);
+            assertThat(store.publish(k, NS, held(k))).isInstanceOf(PublishResult.Queued.class);
             await().atMost(WAIT).until(() -> store.ssd().contains(k));
             assertThat(store.dram().evict(k)).isTrue();
             assertThat(store.stage(k).join()).isInstanceOfSatisfying(StageResult.Staged.class, staged -> {

@@ -138,9 +138,11 @@ final class PublishFixture implements AutoCloseable {
 
     /** Publishes {@code key}'s canary and seals it. */
     void publishAndSeal(StateKey key) {
-        assertThat(pipeline.publish(key, NS, PageSource.weak(page(key, BLOCK), BLOCK)))
+        MemorySegment source = page(key, BLOCK);
+        assertThat(pipeline.publish(key, NS, PageSource.weak(source, BLOCK)))
                 .isInstanceOf(PublishResult.Queued.class);
         assertThat(pipeline.sealQueued(16)).isEqualTo(1);
+        java.lang.ref.Reference.reachabilityFence(source);
         pipeline.admitEvicted();
     }
 
