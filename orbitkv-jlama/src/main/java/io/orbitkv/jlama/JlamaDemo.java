@@ -1,23 +1,15 @@
 package io.orbitkv.jlama;
 
 import com.github.tjake.jlama.model.AbstractModel;
+import io.orbitkv.engine.ConversationDemo;
 import io.orbitkv.engine.KvPageStore;
-import io.orbitkv.engine.ManagerLauncher;
-import io.orbitkv.engine.OrbitKvPageStore;
-import io.orbitkv.engine.RequestReport;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.testmodel.ByteFallbackVocab;
 import io.orbitkv.testmodel.TinyLlamaModel;
 import io.orbitkv.testmodel.TinyLlamaSpec;
 
-import java.io.IOException;
 import java.io.PrintStream;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.Arrays;
-import java.util.Comparator;
-import java.util.List;
-import java.util.stream.Stream;
 
 /**
  * {@code bin/orbitkv demo}: a Manager, a generated Llama and a Jlama engine, a short multi-turn
@@ -25,11 +17,9 @@ import java.util.stream.Stream;
  * prefilled, and where the hit came from; then the Manager restarts and the last turn is served
  * again from its SSD store.
  *
- * <p>Owns a temporary directory (model files, Manager store), deleted at the end unless
- * {@code --keep}. Single-threaded. Each turn's prompt is the whole history (previous prompts and
- * answers) plus the new user text, so every turn after the first restores what earlier turns
- * published. The cold column is a second engine on its own model instance that never talks to
- * OrbitKV; "same" says whether warm and cold produced the same greedy tokens and logits bits.
+ * <p>Owns the two Jlama model instances (closed at the end); the conversation, the Managers and
+ * the table are {@link ConversationDemo}'s. Single-threaded. The cold column is a second engine
+ * on its own model instance that never talks to OrbitKV.
  *
  * <p>Design note: TTFT includes the QUERY round trip, the copy out of the shared arena and the
  * prefill of the rest; the model is tiny (CI preset) unless {@code --bench-model}, so the numbers
@@ -38,103 +28,31 @@ import java.util.stream.Stream;
  */
 public final class JlamaDemo {
 
-    private static final int PAGE_TOKENS = 16;
-    private static final int ANSWER_TOKENS = 16;
-    private static final String SYSTEM = "You are OrbitKV's demo assistant. Be brief.\n";
-    private static final List<String> USER_TURNS = List.of(
-            "User: what is a KV cache?\n", "User: and a prefix hit?\n", "User: why pages?\n", "User: thanks!\n");
-
     private JlamaDemo() {
     }
 
     public static void main(String[] args) throws Exception {
-        boolean bench = Arrays.asList(args).contains("--bench-model");
-        boolean keep = Arrays.asList(args).contains("--keep");
-        Path work = Files.createTempDirectory("orbitkv-demo-");
-        try {
-            run(work, bench ? TinyLlamaSpec.bench() : TinyLlamaSpec.ci(), System.out);
-        } finally {
-            if (keep) System.out.println("kept " + work);
-            else deleteTree(work);
-        }
-        System.exit(0);
+        ConversationDemo.main(args, (work, bench) -> run(work, bench ? TinyLlamaSpec.bench() : TinyLlamaSpec.ci(), System.out));
     }
 
-    static void run(Path work, TinyLlamaSpec spec, PrintStream out) throws Exception {
+    /** Runs the demo under {@code work}, printing to {@code out}; returns how many turns were not bit-identical to cold. */
+    static int run(Path work, TinyLlamaSpec spec, PrintStream out) throws Exception {
         out.printf("orbitkv demo: generating %s (%d layers, hidden %d, %d/%d heads) ...%n", spec.name(), spec.layers(),
                 spec.hidden(), spec.heads(), spec.kvHeads());
         TinyLlamaModel files = TinyLlamaModel.generate(spec, work.resolve("model"));
-        Namespace ns = JlamaNamespace.of(files, PAGE_TOKENS);
+        Namespace ns = JlamaNamespace.of(files, ConversationDemo.PAGE_TOKENS);
         AbstractModel warmModel = JlamaSessionRunner.loadModel(files.dir());
         AbstractModel coldModel = JlamaSessionRunner.loadModel(files.dir());
-        JlamaSessionRunner cold = new JlamaSessionRunner(coldModel, ns, KvPageStore.cold());
-        Path managerDir = work.resolve("manager");
-        long pageBytes = new JlamaKvPageLayout(spec.layers(), spec.kvWidth(), PAGE_TOKENS).pageBytes();
-        out.println("orbitkv demo: starting a Manager in " + managerDir);
-        int[] history = new int[0];
-        int[] lastPrompt = null;
-        try (ManagerLauncher manager = ManagerLauncher.start(managerDir, pageBytes);
-             OrbitKvPageStore store = OrbitKvPageStore.connect(manager.socket(), "demo-engine", 1, ns)) {
-            JlamaSessionRunner warm = new JlamaSessionRunner(warmModel, ns, store);
-            header(out);
-            for (int turn = 0; turn < USER_TURNS.size(); turn++) {
-                int[] user = turn == 0 ? ByteFallbackVocab.encode(SYSTEM + USER_TURNS.get(0))
-                        : ByteFallbackVocab.encodeContinuation(USER_TURNS.get(turn));
-                int[] prompt = concat(history, user);
-                RequestReport c = cold.run(prompt, ANSWER_TOKENS, System.nanoTime());
-                RequestReport w = warm.run(prompt, ANSWER_TOKENS, System.nanoTime());
-                row(out, "turn " + (turn + 1), c, w);
-                history = concat(prompt, w.generated());
-                lastPrompt = prompt;
-            }
-            store.close();
-            out.println("orbitkv demo: stopping the Manager (exit " + manager.stop() + ") and starting it again on the same SSD store");
-        }
-        try (ManagerLauncher manager = ManagerLauncher.start(managerDir, pageBytes);
-             OrbitKvPageStore store = OrbitKvPageStore.connect(manager.socket(), "demo-engine", 2, ns)) {
-            JlamaSessionRunner warm = new JlamaSessionRunner(warmModel, ns, store);
-            RequestReport c = cold.run(lastPrompt, ANSWER_TOKENS, System.nanoTime());
-            RequestReport w = warm.run(lastPrompt, ANSWER_TOKENS, System.nanoTime());
-            header(out);
-            row(out, "turn 4 again", c, w);
+        try {
+            JlamaSessionRunner cold = new JlamaSessionRunner(coldModel, ns, KvPageStore.cold());
+            long pageBytes = new JlamaKvPageLayout(spec.layers(), spec.kvWidth(), ConversationDemo.PAGE_TOKENS).pageBytes();
+            ConversationDemo.Engine engine = new ConversationDemo.Engine(ns, pageBytes, "demo-engine", cold::run,
+                    store -> new JlamaSessionRunner(warmModel, ns, store)::run,
+                    new ConversationDemo.Vocab(ByteFallbackVocab::encode, ByteFallbackVocab::encodeContinuation), false);
+            return ConversationDemo.run(engine, work.resolve("manager"), out);
         } finally {
             warmModel.close();
             coldModel.close();
-        }
-        out.println("source: DRAM = pages resident in Manager memory; STAGED = read back from the SSD store first; "
-                + "same = identical greedy tokens and logit bits to the cold engine");
-    }
-
-    private static void header(PrintStream out) {
-        out.printf("%-13s %7s %13s %13s %9s %10s %8s %5s%n", "", "prompt", "cold TTFT ms", "warm TTFT ms",
-                "restored", "prefilled", "source", "same");
-    }
-
-    private static void row(PrintStream out, String label, RequestReport cold, RequestReport warm) {
-        out.printf("%-13s %7d %13.2f %13.2f %9d %10d %8s %5s%n", label, warm.promptTokens(), cold.ttftNanos() / 1e6,
-                warm.ttftNanos() / 1e6, warm.restoredTokens(), warm.prefilledTokens(), warm.source(),
-                sameOutput(cold, warm) ? "yes" : "NO");
-    }
-
-    static boolean sameOutput(RequestReport a, RequestReport b) {
-        if (!Arrays.equals(a.generated(), b.generated())) return false;
-        for (int i = 0; i < a.logits().length; i++) {
-            for (int v = 0; v < a.logits()[i].length; v++) {
-                if (Float.floatToRawIntBits(a.logits()[i][v]) != Float.floatToRawIntBits(b.logits()[i][v])) return false;
-            }
-        }
-        return true;
-    }
-
-    private static int[] concat(int[] a, int[] b) {
-        int[] out = Arrays.copyOf(a, a.length + b.length);
-        System.arraycopy(b, 0, out, a.length, b.length);
-        return out;
-    }
-
-    private static void deleteTree(Path dir) throws IOException {
-        try (Stream<Path> s = Files.walk(dir)) {
-            for (Path p : s.sorted(Comparator.reverseOrder()).toList()) Files.deleteIfExists(p);
         }
     }
 }

@@ -1,6 +1,7 @@
 package io.orbitkv.jlama;
 
 import io.orbitkv.engine.KvPageStore;
+import io.orbitkv.engine.ParityGateSupport;
 import io.orbitkv.engine.RequestReport;
 import com.github.tjake.jlama.model.AbstractModel;
 import io.orbitkv.state.Namespace;
@@ -33,19 +34,6 @@ final class ColdControl {
     void assertParity(RequestReport warm, int[] prompt) {
         RequestReport expected = result(prompt);
         if (expected.restoredTokens() != 0) throw new AssertionError("the control restored something");
-        if (!Arrays.equals(warm.generated(), expected.generated())) {
-            throw new AssertionError("greedy tokens differ: warm " + Arrays.toString(warm.generated())
-                    + " cold " + Arrays.toString(expected.generated()));
-        }
-        for (int step = 0; step < expected.logits().length; step++) {
-            float[] w = warm.logits()[step];
-            float[] c = expected.logits()[step];
-            if (w.length != c.length) throw new AssertionError("step " + step + ": logits length differs");
-            for (int v = 0; v < c.length; v++) {
-                if (Float.floatToRawIntBits(w[v]) != Float.floatToRawIntBits(c[v])) {
-                    throw new AssertionError("step " + step + " logit " + v + ": warm " + w[v] + " != cold " + c[v]);
-                }
-            }
-        }
+        ParityGateSupport.assertBitIdentical(warm, expected);
     }
 }

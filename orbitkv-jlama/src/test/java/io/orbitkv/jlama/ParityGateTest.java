@@ -4,6 +4,7 @@ import io.orbitkv.engine.HitSource;
 import io.orbitkv.engine.KvPageStore;
 import io.orbitkv.engine.ManagerLauncher;
 import io.orbitkv.engine.OrbitKvPageStore;
+import io.orbitkv.engine.ParityGateSupport;
 import io.orbitkv.engine.RequestReport;
 import com.github.tjake.jlama.model.AbstractModel;
 import io.orbitkv.state.Namespace;
@@ -17,19 +18,13 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.io.IOException;
-import java.nio.ByteBuffer;
-import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import java.util.Random;
 import java.util.concurrent.TimeUnit;
-import java.util.stream.Stream;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
@@ -76,11 +71,7 @@ class ParityGateTest {
 
     /** BOS then {@code length - 1} pseudo-random non-special tokens of {@code seed}. */
     static int[] prompt(long seed, int length) {
-        Random r = new Random(seed);
-        int[] t = new int[length];
-        t[0] = 1;
-        for (int i = 1; i < length; i++) t[i] = 3 + r.nextInt(TinyLlamaSpec.ci().vocab() - 3);
-        return t;
+        return ParityGateSupport.prompt(seed, length, TinyLlamaSpec.ci().vocab());
     }
 
     static RequestReport cold(int[] prompt) {
@@ -196,7 +187,7 @@ class ParityGateTest {
         }
         // damage page 1 of q on disk while the Manager is down
         StateKey damaged = StateKeys.forTokens(ns.digest(), JlamaNamespace.GROUP, q, PAGE_TOKENS, new byte[0]).get(1);
-        assertThat(flipPayloadByte(dir.resolve("ssd"), damaged)).as("extent of page 1 found").isTrue();
+        assertThat(ParityGateSupport.flipPayloadByte(dir.resolve("ssd"), damaged)).as("extent of page 1 found").isTrue();
 
         try (ManagerLauncher m = ManagerLauncher.start(dir);
              OrbitKvPageStore store = OrbitKvPageStore.connect(m.socket(), "engine-a", 2, ns)) {
@@ -231,32 +222,5 @@ class ParityGateTest {
         } finally {
             otherModel.close();
         }
-    }
-
-    /** Finds the extent whose header names {@code key} and flips one byte of its payload. */
-    static boolean flipPayloadByte(Path ssdDir, StateKey key) throws IOException {
-        byte[] want = key.toBytes();
-        byte[] magic = "ORBKVEXT".getBytes(StandardCharsets.US_ASCII);
-        List<Path> extentFiles;
-        try (Stream<Path> s = Files.list(ssdDir)) {
-            extentFiles = s.filter(f -> f.getFileName().toString().startsWith("extents-")).sorted().toList();
-        }
-        for (Path f : extentFiles) {
-            try (FileChannel ch = FileChannel.open(f, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
-                ByteBuffer header = ByteBuffer.allocate(96);
-                for (long at = 0; at + 4096 <= ch.size(); at += 4096) {
-                    header.clear();
-                    ch.read(header, at);
-                    byte[] h = header.array();
-                    if (!Arrays.equals(h, 0, 8, magic, 0, 8) || !Arrays.equals(h, 64, 96, want, 0, 32)) continue;
-                    ByteBuffer one = ByteBuffer.allocate(1);
-                    ch.read(one, at + 4096 + 100);
-                    one.put(0, (byte) (one.get(0) ^ 0x5A)).rewind();
-                    ch.write(one, at + 4096 + 100);
-                    return true;
-                }
-            }
-        }
-        return false;
     }
 }

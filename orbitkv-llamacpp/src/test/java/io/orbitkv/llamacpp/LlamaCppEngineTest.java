@@ -1,6 +1,7 @@
 package io.orbitkv.llamacpp;
 
 import io.orbitkv.engine.KvPageStore;
+import io.orbitkv.engine.ParityGateSupport;
 import io.orbitkv.engine.RequestReport;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.testmodel.TinyLlamaModel;
@@ -99,10 +100,10 @@ class LlamaCppEngineTest {
         Namespace ns = LlamaCppNamespace.of(files, LlamaCppSessionRunner.layout(engine, PAGE_TOKENS));
         RequestReport a = new LlamaCppSessionRunner(engine, ns, KvPageStore.cold()).run(p, 8, System.nanoTime());
         RequestReport b = new LlamaCppSessionRunner(engine, ns, KvPageStore.cold()).run(p, 8, System.nanoTime());
-        LlamaCppParityGateTest.assertBitIdentical(b, a);
+        ParityGateSupport.assertBitIdentical(b, a);
         try (LlamaCppEngine second = LlamaCppEngine.load(files.ggufFile(), LlamaCppEngine.Settings.deterministic(256))) {
             RequestReport c = new LlamaCppSessionRunner(second, ns, KvPageStore.cold()).run(p, 8, System.nanoTime());
-            LlamaCppParityGateTest.assertBitIdentical(c, a);
+            ParityGateSupport.assertBitIdentical(c, a);
         }
     }
 

@@ -5,6 +5,7 @@ import io.orbitkv.engine.HitSource;
 import io.orbitkv.engine.KvPageStore;
 import io.orbitkv.engine.ManagerLauncher;
 import io.orbitkv.engine.OrbitKvPageStore;
+import io.orbitkv.engine.ParityGateSupport;
 import io.orbitkv.engine.RequestReport;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.StateKey;
@@ -17,20 +18,14 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.io.IOException;
-import java.nio.ByteBuffer;
-import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Random;
 import java.util.concurrent.TimeUnit;
-import java.util.stream.Stream;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
@@ -78,11 +73,7 @@ class LlamaCppParityGateTest {
 
     /** BOS then {@code length - 1} pseudo-random non-special tokens of {@code seed}. */
     static int[] prompt(long seed, int length) {
-        Random r = new Random(seed);
-        int[] t = new int[length];
-        t[0] = 1;
-        for (int i = 1; i < length; i++) t[i] = 3 + r.nextInt(TinyLlamaSpec.ci().vocab() - 3);
-        return t;
+        return ParityGateSupport.prompt(seed, length, TinyLlamaSpec.ci().vocab());
     }
 
     static RequestReport serve(KvPageStore store, LlamaCppEngine on, int[] prompt) {
@@ -92,23 +83,7 @@ class LlamaCppParityGateTest {
     static void assertParity(RequestReport warm, int[] prompt) {
         RequestReport cold = coldResults.computeIfAbsent(Arrays.toString(prompt), k -> serve(KvPageStore.cold(), control, prompt));
         assertThat(cold.restoredTokens()).isZero();
-        assertBitIdentical(warm, cold);
-    }
-
-    /** The gate: greedy tokens and every logit of every step bit-identical. */
-    static void assertBitIdentical(RequestReport actual, RequestReport expected) {
-        assertThat(actual.generated()).as("greedy tokens").containsExactly(expected.generated());
-        assertThat(actual.logits().length).isEqualTo(expected.logits().length);
-        for (int step = 0; step < expected.logits().length; step++) {
-            float[] a = actual.logits()[step];
-            float[] e = expected.logits()[step];
-            assertThat(a.length).isEqualTo(e.length);
-            for (int v = 0; v < e.length; v++) {
-                if (Float.floatToRawIntBits(a[v]) != Float.floatToRawIntBits(e[v])) {
-                    throw new AssertionError("step " + step + " logit " + v + ": " + a[v] + " != cold " + e[v]);
-                }
-            }
-        }
+        ParityGateSupport.assertBitIdentical(warm, cold);
     }
 
     @Test
@@ -235,7 +210,7 @@ class LlamaCppParityGateTest {
             assertThat(m.stop()).isZero();
         }
         StateKey damaged = StateKeys.forTokens(ns.digest(), FullAttention.GROUP, q, PAGE_TOKENS, new byte[0]).get(1);
-        assertThat(flipPayloadByte(dir.resolve("ssd"), damaged)).as("extent of page 1 found").isTrue();
+        assertThat(ParityGateSupport.flipPayloadByte(dir.resolve("ssd"), damaged)).as("extent of page 1 found").isTrue();
 
         try (ManagerLauncher m = ManagerLauncher.start(dir);
              OrbitKvPageStore store = OrbitKvPageStore.connect(m.socket(), "llamacpp-a", 2, ns)) {
@@ -265,36 +240,9 @@ class LlamaCppParityGateTest {
                 assertThat(r.restoredTokens()).isZero();
                 assertThat(r.source()).isEqualTo(HitSource.NONE);
                 RequestReport otherCold = new LlamaCppSessionRunner(other, otherNs, KvPageStore.cold()).run(p, NEW_TOKENS, System.nanoTime());
-                assertBitIdentical(r, otherCold);
+                ParityGateSupport.assertBitIdentical(r, otherCold);
                 assertThat(r.generated()).as("other weights, other answer").isNotEqualTo(serve(KvPageStore.cold(), control, p).generated());
             }
         }
-    }
-
-    /** Finds the SSD extent whose header names {@code key} and flips one byte of its payload. */
-    static boolean flipPayloadByte(Path ssdDir, StateKey key) throws IOException {
-        byte[] want = key.toBytes();
-        byte[] magic = "ORBKVEXT".getBytes(StandardCharsets.US_ASCII);
-        List<Path> extentFiles;
-        try (Stream<Path> s = Files.list(ssdDir)) {
-            extentFiles = s.filter(f -> f.getFileName().toString().startsWith("extents-")).sorted().toList();
-        }
-        for (Path f : extentFiles) {
-            try (FileChannel ch = FileChannel.open(f, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
-                ByteBuffer header = ByteBuffer.allocate(96);
-                for (long at = 0; at + 4096 <= ch.size(); at += 4096) {
-                    header.clear();
-                    ch.read(header, at);
-                    byte[] h = header.array();
-                    if (!Arrays.equals(h, 0, 8, magic, 0, 8) || !Arrays.equals(h, 64, 96, want, 0, 32)) continue;
-                    ByteBuffer one = ByteBuffer.allocate(1);
-                    ch.read(one, at + 4096 + 100);
-                    one.put(0, (byte) (one.get(0) ^ 0x5A)).rewind();
-                    ch.write(one, at + 4096 + 100);
-                    return true;
-                }
-            }
-        }
-        return false;
     }
 }

@@ -15,7 +15,6 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -86,26 +85,19 @@ public final class SsdThroughputBench {
 
     private static List<BenchRow> runSize(Options o, int blockBytes) throws IOException, InterruptedException {
         long footprint = ExtentLayout.footprintBytes(blockBytes);
-        int extents = (int) (o.datasetBytes() / footprint);
-        if (extents < 16) throw new IllegalArgumentException("dataset too small for " + blockBytes + " B blocks");
+        int extents = BenchSsdRing.extents(o.datasetBytes(), blockBytes);
         int maxDepth = o.depths().stream().mapToInt(Integer::intValue).max().orElseThrow();
         Path dir = o.directory().resolve("ssd-" + (blockBytes >> 10) + "k");
         deleteTree(dir);
-        SsdConfig config = SsdConfig.of(dir).withFiles(1, extents * footprint).withMaxPayloadBytes(blockBytes)
-                .withIo(maxDepth, 4 * maxDepth).withBuffers(1 << 20, 8 << 20).withReadPath(o.readPath());
+        SsdConfig config = BenchSsdRing.config(dir, extents, blockBytes, maxDepth).withReadPath(o.readPath());
         List<BenchRow> rows = new ArrayList<>();
         try (Arena arena = Arena.ofShared();
              SsdStore store = SsdStore.open(config, new ResidencyStream(1024), new SimpleMeterRegistry())) {
             store.recover();
             if (store.ioMode() != IoMode.DIRECT) throw new IllegalStateException("store is not in O_DIRECT mode");
-            long padded = ExtentLayout.paddedPayloadBytes(blockBytes);
-            MemorySegment[] buffers = new MemorySegment[maxDepth];
-            for (int i = 0; i < maxDepth; i++) {
-                buffers[i] = arena.allocate(padded, ExtentLayout.BLOCK_BYTES);
-                for (long b = 0; b < padded; b += 8) buffers[i].set(ValueLayout.JAVA_LONG, b, BenchKeys.mix(b + i));
-            }
-            StateKey[] keys = fill(store, extents, buffers, blockBytes, maxDepth);
-            Path file = singleFile(dir);
+            MemorySegment[] buffers = BenchSsdRing.payloads(arena, blockBytes, maxDepth);
+            StateKey[] keys = BenchSsdRing.fill(store, NAMESPACE, extents, buffers, blockBytes, maxDepth);
+            Path file = BenchSsdRing.singleFile(dir);
             for (int depth : o.depths()) {
                 Fio.Job job = new Fio.Job(file, 0, extents * footprint, footprint, depth, Fio.Pattern.RANDREAD,
                         o.roundSeconds());
@@ -197,28 +189,6 @@ public final class SsdThroughputBench {
             };
         } catch (IOException e) {
             throw new UncheckedIOException(e);
-        }
-    }
-
-    /** Writes {@code extents} extents (the ring file exactly full) and returns their keys. */
-    private static StateKey[] fill(SsdStore store, int extents, MemorySegment[] payloads, int blockBytes, int depth)
-            throws InterruptedException {
-        long t0 = System.nanoTime();
-        AtomicLong next = new AtomicLong();
-        StateKey[] keys = new StateKey[extents];
-        for (int i = 0; i < extents; i++) keys[i] = BenchKeys.key(i);
-        SsdLanes.writeRound(store, NAMESPACE, i -> keys[(int) i], next, extents, payloads, blockBytes, depth,
-                Long.MAX_VALUE);
-        if (store.size() != extents) throw new IllegalStateException("filled " + store.size() + " of " + extents);
-        System.err.printf("filled %d extents of %d B in %.1f s%n", extents, blockBytes, (System.nanoTime() - t0) / 1e9);
-        return keys;
-    }
-
-    private static Path singleFile(Path dir) throws IOException {
-        try (Stream<Path> s = Files.list(dir)) {
-            List<Path> files = s.filter(Files::isRegularFile).toList();
-            if (files.size() != 1) throw new IllegalStateException("expected one ring file in " + dir + ": " + files);
-            return files.getFirst();
         }
     }
 

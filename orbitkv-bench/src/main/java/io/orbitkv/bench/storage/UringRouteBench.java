@@ -15,14 +15,10 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
-import java.util.stream.Stream;
 
 /**
  * The SSD store's io_uring read route against fio's io_uring engine: same file, same block
@@ -72,13 +68,11 @@ public final class UringRouteBench {
 
     private static List<BenchRow> runSize(Options o, int blockBytes) throws IOException, InterruptedException {
         long footprint = ExtentLayout.footprintBytes(blockBytes);
-        int extents = (int) (o.datasetBytes() / footprint);
-        if (extents < 16) throw new IllegalArgumentException("dataset too small for " + blockBytes + " B blocks");
+        int extents = BenchSsdRing.extents(o.datasetBytes(), blockBytes);
         int maxDepth = o.depths().stream().mapToInt(Integer::intValue).max().orElseThrow();
         Path dir = o.directory().resolve("ssd-uring-" + (blockBytes >> 10) + "k");
         SsdThroughputBench.deleteTree(dir);
-        SsdConfig config = SsdConfig.of(dir).withFiles(1, extents * footprint).withMaxPayloadBytes(blockBytes)
-                .withIo(maxDepth, 4 * maxDepth).withBuffers(1 << 20, 8 << 20).withReadPath(ReadPath.URING)
+        SsdConfig config = BenchSsdRing.config(dir, extents, blockBytes, maxDepth).withReadPath(ReadPath.URING)
                 .withUringInflightReads(4 * maxDepth);
         List<BenchRow> rows = new ArrayList<>();
         try (Arena arena = Arena.ofShared();
@@ -86,18 +80,9 @@ public final class UringRouteBench {
             store.recover();
             if (store.ioMode() != IoMode.DIRECT) throw new IllegalStateException("store is not in O_DIRECT mode");
             if (store.readPath() != ReadPath.URING) throw new IllegalStateException("store is not on the uring route");
-            long padded = ExtentLayout.paddedPayloadBytes(blockBytes);
-            MemorySegment[] buffers = new MemorySegment[maxDepth];
-            for (int i = 0; i < maxDepth; i++) {
-                buffers[i] = arena.allocate(padded, ExtentLayout.BLOCK_BYTES);
-                for (long b = 0; b < padded; b += 8) buffers[i].set(ValueLayout.JAVA_LONG, b, BenchKeys.mix(b + i));
-            }
-            StateKey[] keys = new StateKey[extents];
-            for (int i = 0; i < extents; i++) keys[i] = BenchKeys.key(i);
-            SsdLanes.writeRound(store, NAMESPACE, i -> keys[(int) i], new AtomicLong(), extents, buffers, blockBytes,
-                    maxDepth, Long.MAX_VALUE);
-            if (store.size() != extents) throw new IllegalStateException("filled " + store.size() + " of " + extents);
-            Path file = singleFile(dir);
+            MemorySegment[] buffers = BenchSsdRing.payloads(arena, blockBytes, maxDepth);
+            StateKey[] keys = BenchSsdRing.fill(store, NAMESPACE, extents, buffers, blockBytes, maxDepth);
+            Path file = BenchSsdRing.singleFile(dir);
             for (int depth : o.depths()) {
                 Fio.Job job = new Fio.Job(file, 0, extents * footprint, footprint, depth, Fio.Pattern.RANDREAD,
                         o.roundSeconds());
@@ -133,14 +118,6 @@ public final class UringRouteBench {
             };
         } catch (IOException e) {
             throw new UncheckedIOException(e);
-        }
-    }
-
-    private static Path singleFile(Path dir) throws IOException {
-        try (Stream<Path> s = Files.list(dir)) {
-            List<Path> files = s.filter(Files::isRegularFile).toList();
-            if (files.size() != 1) throw new IllegalStateException("expected one ring file in " + dir + ": " + files);
-            return files.getFirst();
         }
     }
 }

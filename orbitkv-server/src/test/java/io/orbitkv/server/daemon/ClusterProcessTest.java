@@ -32,7 +32,6 @@ import io.orbitkv.state.protocol.KeyForm;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
 import java.lang.foreign.MemorySegment;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -59,20 +58,16 @@ class ClusterProcessTest {
 
     @Test
     void threeManagersShareACatalogThroughOwnerRestartStaleIncarnationsAndAnEtcdOutage() throws Exception {
-        Path token = dir.resolve("token");
-        Files.writeString(token, "test-cluster-token-0123456789\n");
+        Path token = ManagerProcess.clusterToken(dir);
         ClusterSecurity security = ClusterSecurity.fromTokenFile("test", token, Optional.empty());
         try (EtcdProcess etcd = EtcdProcess.start(dir);
              ClusterChannels channels = new ClusterChannels(security)) {
-            ManagerProcess a = ManagerProcess.start(dir.resolve("a"), ManagerProcess.clusterOptions(etcd.endpoint(), "a", token));
-            ManagerProcess b = ManagerProcess.start(dir.resolve("b"), ManagerProcess.clusterOptions(etcd.endpoint(), "b", token));
-            ManagerProcess c = ManagerProcess.start(dir.resolve("c"), ManagerProcess.clusterOptions(etcd.endpoint(), "c", token));
+            ManagerProcess a = ManagerProcess.startMember(dir, etcd.endpoint(), "a", token);
+            ManagerProcess b = ManagerProcess.startMember(dir, etcd.endpoint(), "b", token);
+            ManagerProcess c = ManagerProcess.startMember(dir, etcd.endpoint(), "c", token);
             List<ManagerProcess> all = new ArrayList<>(List.of(a, b, c));
             try {
-                for (ManagerProcess m : all) {
-                    await("membership converges on " + m.dir).atMost(Duration.ofSeconds(30)).until(() ->
-                            m.metric("orbitkv_membership_valid") == 1 && m.metric("orbitkv_membership_live") == 3);
-                }
+                ManagerProcess.awaitMembers(all, 3);
 
                 // publish on A
                 Namespace ns = new Namespace("cluster-test", "r1", "sha256:w", "sha256:t", "", "bf16", "nhd", PAGE_TOKENS, 1, 0, 1, 0, 1);
@@ -109,7 +104,7 @@ class ClusterProcessTest {
                     assertThat(b.terminate()).isZero();
                     all.remove(b);
                     List<KeyLocation> samples = new ArrayList<>();
-                    b = ManagerProcess.start(dir.resolve("b"), ManagerProcess.clusterOptions(etcd.endpoint(), "b", token));
+                    b = ManagerProcess.startMember(dir, etcd.endpoint(), "b", token);
                     all.add(b);
                     assertThat(b.incarnation).as("a restart takes the next epoch").isEqualTo(bBefore + 1);
                     ManagerProcess restartedB = b;

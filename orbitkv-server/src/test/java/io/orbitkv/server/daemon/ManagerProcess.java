@@ -78,6 +78,24 @@ final class ManagerProcess implements AutoCloseable {
             "--set", "clusterLeaseTtlMillis=2000", "--set", "clusterLookupTimeoutMillis=1000"};
     }
 
+    /** Writes the cluster token file the members share under {@code dir}; returns its path. */
+    static Path clusterToken(Path dir) throws IOException {
+        return Files.writeString(dir.resolve("token"), "test-cluster-token-0123456789\n");
+    }
+
+    /** Starts cluster member {@code nodeId} of etcd {@code etcd} over {@code parent/nodeId} and waits for it. */
+    static ManagerProcess startMember(Path parent, String etcd, String nodeId, Path tokenFile) throws IOException {
+        return start(parent.resolve(nodeId), clusterOptions(etcd, nodeId, tokenFile));
+    }
+
+    /** Waits (30 s each) until every one of {@code all} has a valid membership view of {@code live} members. */
+    static void awaitMembers(List<ManagerProcess> all, int live) {
+        for (ManagerProcess m : all) {
+            await("membership converges on " + m.dir).atMost(Duration.ofSeconds(30)).until(() ->
+                    m.metric("orbitkv_membership_valid") == 1 && m.metric("orbitkv_membership_live") == live);
+        }
+    }
+
     /** Starts a Manager and waits for its ready file. */
     static ManagerProcess start(Path dir, String... extra) throws IOException {
         Files.createDirectories(dir);

@@ -31,7 +31,6 @@ import io.orbitkv.state.protocol.KeyForm;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
 import java.lang.foreign.MemorySegment;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -99,17 +98,16 @@ class PeerProcessTest {
 
     @Test
     void peerReadsAcrossThreeManagersThroughStaleIncarnationsAnEtcdOutageAndASourceKilledMidTransfer() throws Exception {
-        Path token = dir.resolve("token");
-        Files.writeString(token, "test-cluster-token-0123456789\n");
+        Path token = ManagerProcess.clusterToken(dir);
         ClusterSecurity security = ClusterSecurity.fromTokenFile("test", token, Optional.empty());
         try (EtcdProcess etcd = EtcdProcess.start(dir);
              ClusterChannels channels = new ClusterChannels(security)) {
-            ManagerProcess a = ManagerProcess.start(dir.resolve("a"), ManagerProcess.clusterOptions(etcd.endpoint(), "a", token));
-            ManagerProcess b = ManagerProcess.start(dir.resolve("b"), ManagerProcess.clusterOptions(etcd.endpoint(), "b", token));
-            ManagerProcess c = ManagerProcess.start(dir.resolve("c"), ManagerProcess.clusterOptions(etcd.endpoint(), "c", token));
+            ManagerProcess a = ManagerProcess.startMember(dir, etcd.endpoint(), "a", token);
+            ManagerProcess b = ManagerProcess.startMember(dir, etcd.endpoint(), "b", token);
+            ManagerProcess c = ManagerProcess.startMember(dir, etcd.endpoint(), "c", token);
             List<ManagerProcess> all = new ArrayList<>(List.of(a, b, c));
             try {
-                awaitMembers(all, 3);
+                ManagerProcess.awaitMembers(all, 3);
                 Namespace ns = new Namespace("peer-test", "r1", "sha256:w", "sha256:t", "", "bf16", "nhd", PAGE_TOKENS, 1, 0, 1, 0, 1);
                 RecoveryContract contract = new RecoveryContract(PAGE_TOKENS, List.of(new StateGroup.Full(0)));
                 AtomicLong ops = new AtomicLong();
@@ -164,7 +162,7 @@ class PeerProcessTest {
                     assertThat(local.boundaryTokens()).isEqualTo(second.fullBoundary());
                     onA.release(local.operationId());
                     etcd.start();
-                    awaitMembers(all, 3);
+                    ManagerProcess.awaitMembers(all, 3);
                     Reply.QueryResult resumed = awaitFullHit(onB, second, ops);
                     assertSameBytes(onB, resumed, second);
                     onB.release(resumed.operationId());
@@ -190,7 +188,7 @@ class PeerProcessTest {
                     System.out.printf("source killed: B answered hit=%s boundary=%d of %d tokens, %d resident pages%n",
                             killed.hit(), killed.boundaryTokens(), large.fullBoundary(), resident);
                     onB.release(killed.operationId());
-                    awaitMembers(all, 2);
+                    ManagerProcess.awaitMembers(all, 2);
                     awaitDrained(all);
                     assertThat(authorize(toA, "c", c.incarnation, a.incarnation, first.keys().getFirst()))
                             .as("the killed C's incarnation is stale").isEqualTo("STALE_REQUESTER_INCARNATION");
@@ -199,13 +197,6 @@ class PeerProcessTest {
             } finally {
                 for (ManagerProcess m : all) m.close();
             }
-        }
-    }
-
-    static void awaitMembers(List<ManagerProcess> all, int live) {
-        for (ManagerProcess m : all) {
-            await("membership converges on " + m.dir).atMost(Duration.ofSeconds(30)).until(() ->
-                    m.metric("orbitkv_membership_valid") == 1 && m.metric("orbitkv_membership_live") == live);
         }
     }
 
