@@ -1,14 +1,31 @@
 package io.orbitkv.core.peer;
 
+import io.orbitkv.core.cost.ByteCount;
+import io.orbitkv.core.cost.CompletionTarget;
+import io.orbitkv.core.cost.CostKey;
+import io.orbitkv.core.cost.CostObserver;
+import io.orbitkv.core.cost.CostPath;
+import io.orbitkv.core.cost.Observation;
+import io.orbitkv.core.cost.RepresentationFamily;
+import io.orbitkv.core.cost.ResourceId;
+import io.orbitkv.core.cost.SampleKind;
+import io.orbitkv.core.cost.Shape;
+import io.orbitkv.core.cost.SourceMedium;
+import io.orbitkv.core.cost.SourceOffer;
+import io.orbitkv.core.cost.Terminal;
+import io.orbitkv.core.cost.Timeline;
 import io.orbitkv.core.query.RemotePages;
 import io.orbitkv.core.query.SessionScope;
+import io.orbitkv.core.query.SourceSelector;
 import io.orbitkv.core.storage.StageResult;
 import io.orbitkv.core.storage.ssd.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
 import java.util.List;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
+import java.util.function.LongSupplier;
 
 /**
  * The peer routes of the query planner ({@link RemotePages}): pages only peers hold become
@@ -19,7 +36,10 @@ import java.util.concurrent.CompletableFuture;
  * view; owns nothing. Thread model: thread-safe and non-blocking (see {@link RemotePages}).
  *
  * <p>Invariants: no candidate is offered and no fetch starts while the member view is invalid;
- * a fetch ends as a lease on bytes whose CRC32C matched the source's, or as a miss.
+ * a fetch ends as a lease on bytes whose CRC32C matched the source's, or as a miss; a miss
+ * after payload moved is IO_ERROR or CORRUPT, never NOT_FOUND (the query's
+ * {@link SourceSelector} must not try another medium then). Each fetch that moved payload is
+ * one {@code PEER_FETCH} route sample of its serving owner (failures censored).
  *
  * <p>Design note: a peer page is admitted against the staging budget at
  * {@code pageBytesBudget} (the largest DRAM slot) because catalog evidence carries no length;
@@ -38,13 +58,53 @@ public final class PeerPages implements RemotePages {
     private final PeerReader reader;
     private final MemberView members;
     private final long pageBytesBudget;
+    private final CostObserver observer;
+    private final LongSupplier nanoClock;
 
+    /** Peer routes whose fetches are not observed (selection never offers them). */
     public PeerPages(Candidates candidates, PeerReader reader, MemberView members, long pageBytesBudget) {
+        this(candidates, reader, members, pageBytesBudget, CostObserver.disabled(), System::nanoTime);
+    }
+
+    /**
+     * Peer routes that record each fetch in {@code observer} as a {@link CostPath#PEER_FETCH}
+     * complete-route sample ({@link #fetchKey}), timed by {@code nanoClock}.
+     */
+    public PeerPages(Candidates candidates, PeerReader reader, MemberView members, long pageBytesBudget,
+                     CostObserver observer, LongSupplier nanoClock) {
         this.candidates = Objects.requireNonNull(candidates, "candidates");
         this.reader = Objects.requireNonNull(reader, "reader");
         this.members = Objects.requireNonNull(members, "members");
         if (pageBytesBudget <= 0) throw new IllegalArgumentException("pageBytesBudget: " + pageBytesBudget);
         this.pageBytesBudget = pageBytesBudget;
+        this.observer = Objects.requireNonNull(observer, "observer");
+        this.nanoClock = Objects.requireNonNull(nanoClock, "nanoClock");
+    }
+
+    /**
+     * The complete-route key of a one-page fetch of {@code shape} from {@code candidate}: the
+     * owner's resource identity ({@code peer:<node>/<medium>}) with its incarnation, so a
+     * restarted peer never inherits its previous life's estimates.
+     */
+    public static CostKey fetchKey(PeerCandidate candidate, Shape shape) {
+        NodeIncarnation node = candidate.source().node();
+        return new CostKey(CostPath.PEER_FETCH, SampleKind.ROUTE,
+                new ResourceId("peer:" + node.nodeId() + "/" + candidate.medium(), node.incarnation()),
+                RepresentationFamily.RAW, CompletionTarget.HOST_READY, shape);
+    }
+
+    @Override
+    public Optional<SourceOffer> offer(StateKey key, SessionScope scope, Shape shape) {
+        if (!members.validForRemoteWork()) return Optional.empty();
+        return new ReadPlan(key, false, false, candidates.known(key, scope.digest())).nextPeer()
+                .map(first -> new SourceOffer(fetchKey(first, shape), medium(first.medium()), 1));
+    }
+
+    private static SourceMedium medium(PeerMedium medium) {
+        return switch (medium) {
+            case DRAM -> SourceMedium.DRAM;
+            case SSD -> SourceMedium.SSD;
+        };
     }
 
     @Override
@@ -60,6 +120,7 @@ public final class PeerPages implements RemotePages {
         List<PeerCandidate> known = candidates.known(key, scope.digest());
         if (known.isEmpty()) return CompletableFuture.completedFuture(miss);
         CompletableFuture<PeerReader.Batch> read;
+        long startedNanos = observer.enabled() ? nanoClock.getAsLong() : 0;
         try {
             read = reader.readAll(List.of(new ReadPlan(key, false, false, known)), scope.namespaceId());
         } catch (RuntimeException e) {
@@ -68,12 +129,47 @@ public final class PeerPages implements RemotePages {
         }
         return read
                 .thenApply(batch -> batch.entries().getFirst().result()
-                        .<StageResult>map(r -> switch (r) {
-                            case PeerReadResult.Fetched f -> new StageResult.Staged(f.lease(), StageResult.Source.PEER_READ);
-                            case PeerReadResult.Refused refused -> miss;
-                            case PeerReadResult.Miss m -> miss;
+                        .<StageResult>map(r -> {
+                            observe(r, startedNanos);
+                            return stageResult(key, r);
                         })
                         .orElse(miss))
                 .exceptionally(t -> miss);
+    }
+
+    /**
+     * A peer read's result as a staging result: refusals and misses before any payload byte
+     * (membership, local DRAM, ticket length) are NOT_FOUND / busy, so the query may try another
+     * source; a transfer that broke or failed verification is IO_ERROR / CORRUPT, so it may not.
+     */
+    static StageResult stageResult(StateKey key, PeerReadResult r) {
+        return switch (r) {
+            case PeerReadResult.Fetched f -> new StageResult.Staged(f.lease(), StageResult.Source.PEER_READ);
+            case PeerReadResult.Refused refused -> new StageResult.Miss(key, StageResult.MissReason.NOT_FOUND);
+            case PeerReadResult.Miss m -> switch (m.reason()) {
+                case MEMBERSHIP_INVALID, LENGTH_MISMATCH -> new StageResult.Miss(key, StageResult.MissReason.NOT_FOUND);
+                case LOCAL_DRAM_FULL -> new StageResult.Busy(StageResult.BusyReason.DRAM_FULL);
+                case TRANSFER_BROKEN, TRANSFER_REFUSED -> new StageResult.Miss(key, StageResult.MissReason.IO_ERROR);
+                case DISCARDED -> new StageResult.Miss(key, StageResult.MissReason.CORRUPT);
+            };
+        };
+    }
+
+    /** Records a fetch that moved payload: its serving owner's route sample (failures are censored). */
+    private void observe(PeerReadResult r, long startedNanos) {
+        if (!observer.enabled()) return;
+        long now = nanoClock.getAsLong();
+        switch (r) {
+            case PeerReadResult.Fetched f -> observer.record(new Observation(
+                    fetchKey(f.from(), SourceSelector.imageShape(f.lease().lengthBytes())), Terminal.SUCCEEDED,
+                    new Timeline(startedNanos, startedNanos, startedNanos, now),
+                    ByteCount.known(f.lease().lengthBytes()), ByteCount.known(f.lease().lengthBytes())));
+            case PeerReadResult.Miss m -> observer.record(new Observation(
+                    fetchKey(m.from(), SourceSelector.pageShape(pageBytesBudget)), Terminal.FAILED,
+                    new Timeline(startedNanos, startedNanos, startedNanos, now), ByteCount.unknown(), ByteCount.unknown()));
+            case PeerReadResult.Refused refused -> {
+                // nothing was transferred: no sample
+            }
+        }
     }
 }

@@ -2,6 +2,8 @@ package io.orbitkv.core.peer;
 
 import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.MembershipView;
+import io.orbitkv.core.cost.Shape;
+import io.orbitkv.core.cost.SourceOffer;
 import io.orbitkv.core.query.RemotePages;
 import io.orbitkv.core.query.SessionScope;
 import io.orbitkv.core.storage.StageResult;
@@ -10,6 +12,7 @@ import io.orbitkv.state.StateKey;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -65,6 +68,11 @@ public final class PeerRoutes implements RemotePages {
     @Override
     public long stagingBytes(StateKey key, SessionScope scope) {
         return pages.stagingBytes(key, scope);
+    }
+
+    @Override
+    public Optional<SourceOffer> offer(StateKey key, SessionScope scope, Shape shape) {
+        return pages.offer(key, scope, shape);
     }
 
     @Override

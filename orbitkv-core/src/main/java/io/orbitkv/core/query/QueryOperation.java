@@ -93,6 +93,7 @@ public final class QueryOperation {
     private int replans;
     private boolean pendingReplied;
     private boolean drainedEventWanted;
+    private SourceSelector sources;
 
     public QueryOperation(OperationHost host, Request.Query query, SessionScope scope) {
         this.host = Objects.requireNonNull(host, "host");
@@ -224,15 +225,19 @@ public final class QueryOperation {
             PageSlot slot = queue.poll();
             slot.state = PageSlot.State.STAGING;
             stagingInFlight++;
-            host.store().stage(slot.key).thenCompose(local -> local instanceof StageResult.Miss miss
-                            && miss.reason() == StageResult.MissReason.NOT_FOUND
-                            ? host.planner().remote().fetch(slot.key, scope) : CompletableFuture.completedFuture(local))
+            sources().stage(SourceSelector.routes(host.store(), host.planner().remote(), slot.key, scope, slot.stagingBytes),
+                            new StageResult.Miss(slot.key, StageResult.MissReason.NOT_FOUND))
                     .whenCompleteAsync((result, failure) -> {
                 synchronized (host.lock()) {
                     onStaged(slot, result);
                 }
             }, host.callbacks());
         }
+    }
+
+    private SourceSelector sources() {
+        if (sources == null) sources = new SourceSelector(host.store().costObserver());
+        return sources;
     }
 
     private void onStaged(PageSlot slot, StageResult result) {

@@ -1,8 +1,11 @@
 package io.orbitkv.core.query;
 
+import io.orbitkv.core.cost.Shape;
+import io.orbitkv.core.cost.SourceOffer;
 import io.orbitkv.core.storage.StageResult;
 import io.orbitkv.state.StateKey;
 
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 
 /**
@@ -41,6 +44,16 @@ public interface RemotePages {
      * caller owns, or a miss. Never completes exceptionally.
      */
     CompletableFuture<StageResult> fetch(StateKey key, SessionScope scope);
+
+    /**
+     * The peer route's {@link SourceOffer} for a one-page staging of {@code key} of {@code shape}:
+     * the owner {@link #fetch} would try first, keyed by its resource identity and incarnation
+     * (see {@code PeerPages.fetchKey}); empty when no live peer is known to hold the page. A
+     * Manager without peers offers nothing.
+     */
+    default Optional<SourceOffer> offer(StateKey key, SessionScope scope, Shape shape) {
+        return Optional.empty();
+    }
 
     /**
      * Time-driven peer duties at {@code nowNanos} (ticket windows, release retries, membership

@@ -100,7 +100,8 @@ public final class ClusterPeers implements AutoCloseable {
         PeerReader reader = new PeerReader(self, store.dram(), members, transport, releases, nanoClock);
         CatalogCandidates candidates = new CatalogCandidates(node.lookups(), view, config.nodeId(), node.lookupTimeout(),
                 CatalogCandidates.DEFAULT_LOOKUP_KEYS_IN_FLIGHT);
-        PeerPages pages = new PeerPages(candidates, reader, members, largestSlot(store.dram().geometry()));
+        PeerPages pages = new PeerPages(candidates, reader, members, largestSlot(store.dram().geometry()),
+                store.costObserver(), nanoClock);
         return new ClusterPeers(node, tickets, new PeerRoutes(pages, source.get(), releases, view, members), candidates);
     }
 
