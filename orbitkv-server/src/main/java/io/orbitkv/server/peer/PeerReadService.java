@@ -10,6 +10,7 @@ import io.orbitkv.core.peer.TicketTable;
 import io.orbitkv.server.peer.proto.AuthorizeCall;
 import io.orbitkv.server.peer.proto.AuthorizeReply;
 import io.orbitkv.server.peer.proto.Data;
+import io.orbitkv.server.peer.proto.FetchReply;
 import io.orbitkv.server.peer.proto.Grant;
 import io.orbitkv.server.peer.proto.PayloadChunk;
 import io.orbitkv.server.peer.proto.PeerReadGrpc;
@@ -21,6 +22,7 @@ import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.function.Function;
 import java.util.zip.CRC32C;
 
 /**
@@ -87,7 +89,8 @@ public final class PeerReadService extends PeerReadGrpc.PeerReadImplBase {
             case TicketTable.BeginResult.Refused r -> refuse(out, r.reason());
             case TicketTable.BeginResult.Reading reading -> {
                 ServerCallStreamObserver<PayloadChunk> call = (ServerCallStreamObserver<PayloadChunk>) out;
-                Sender sender = new Sender(call, reading.ticketId(), reading.image().payload());
+                Sender<PayloadChunk> sender = new Sender<>(call, c -> c, reading.ticketId(), reading.image().payload(),
+                        Optional.empty());
                 call.setOnCancelHandler(sender::end);
                 call.setOnReadyHandler(sender);
                 sender.run();
@@ -109,19 +112,109 @@ public final class PeerReadService extends PeerReadGrpc.PeerReadImplBase {
         out.onCompleted();
     }
 
-    /** Streams one pinned payload while the call is ready; ends the transfer exactly once. */
-    private final class Sender implements Runnable {
-        private final ServerCallStreamObserver<PayloadChunk> call;
+    /**
+     * Authorize and stream in one call: answers the grant (or the rejection) first, then streams
+     * under the ticket it just issued, and releases that ticket itself when the stream ends.
+     */
+    @Override
+    public void fetch(AuthorizeCall request, StreamObserver<FetchReply> out) {
+        ServerCallStreamObserver<FetchReply> call = (ServerCallStreamObserver<FetchReply>) out;
+        FetchStream stream = new FetchStream(call);
+        call.setOnCancelHandler(stream::cancel);
+        call.setOnReadyHandler(stream::onReady);
+        var decoded = PeerWire.decode(request);
+        if (decoded.isEmpty()) {
+            stream.reject(AuthorizeResult.Rejection.GENERATION_GONE);
+            return;
+        }
+        NodeIncarnation requester = decoded.get().requester();
+        source.authorize(decoded.get()).whenComplete((result, error) -> {
+            if (error != null) {
+                stream.reject(AuthorizeResult.Rejection.NOT_SERVING);
+                return;
+            }
+            switch (result) {
+                case AuthorizeResult.Granted g -> stream.granted(g, requester);
+                case AuthorizeResult.Rejected r -> stream.reject(r.reason());
+            }
+        });
+    }
+
+    /**
+     * One Fetch call's state. The gRPC callbacks (ready, cancel) and the authorization's
+     * completion (possibly on the SSD worker) meet under this object's monitor; lock order is
+     * always FetchStream then Sender.
+     */
+    private final class FetchStream {
+        private final ServerCallStreamObserver<FetchReply> call;
+        // @GuardedBy("this")
+        private boolean cancelled;
+        // @GuardedBy("this")
+        private Sender<FetchReply> sender;
+
+        FetchStream(ServerCallStreamObserver<FetchReply> call) {
+            this.call = call;
+        }
+
+        synchronized void reject(AuthorizeResult.Rejection reason) {
+            if (cancelled) return;
+            call.onNext(FetchReply.newBuilder().setAuthorized(AuthorizeReply.newBuilder().setRejection(reason.name())).build());
+            call.onCompleted();
+        }
+
+        synchronized void granted(AuthorizeResult.Granted g, NodeIncarnation requester) {
+            if (cancelled) {
+                source.release(g.ticketId(), requester);
+                return;
+            }
+            call.onNext(FetchReply.newBuilder().setAuthorized(AuthorizeReply.newBuilder().setGrant(Grant.newBuilder()
+                    .setTicketId(g.ticketId()).setSourceIncarnation(g.sourceIncarnation())
+                    .setLengthBytes(g.lengthBytes()).setWindowNanos(g.windowNanos()))).build());
+            switch (source.beginTransfer(g.ticketId(), requester)) {
+                case TicketTable.BeginResult.Refused r -> {
+                    source.release(g.ticketId(), requester);
+                    call.onNext(FetchReply.newBuilder().setChunk(PayloadChunk.newBuilder().setRefused(r.reason().name())).build());
+                    call.onCompleted();
+                }
+                case TicketTable.BeginResult.Reading reading -> {
+                    sender = new Sender<>(call, c -> FetchReply.newBuilder().setChunk(c).build(),
+                            reading.ticketId(), reading.image().payload(), Optional.of(requester));
+                    sender.run();
+                }
+            }
+        }
+
+        synchronized void onReady() {
+            if (sender != null) sender.run();
+        }
+
+        synchronized void cancel() {
+            cancelled = true;
+            if (sender != null) sender.end();
+        }
+    }
+
+    /**
+     * Streams one pinned payload while the call is ready; ends the transfer exactly once, and,
+     * for a Fetch ({@code releaseFor} present), releases the ticket right after.
+     */
+    private final class Sender<T> implements Runnable {
+        private final ServerCallStreamObserver<T> call;
+        private final Function<PayloadChunk, T> wrap;
         private final long ticketId;
         private final MemorySegment payload;
+        private final Optional<NodeIncarnation> releaseFor;
         private final CRC32C crc = new CRC32C();
         private long offset;
         private boolean ended;
 
-        Sender(ServerCallStreamObserver<PayloadChunk> call, long ticketId, MemorySegment payload) {
+        Sender(ServerCallStreamObserver<T> call, Function<PayloadChunk, T> wrap, long ticketId, MemorySegment payload,
+               Optional<NodeIncarnation> releaseFor) {
             this.call = call;
+            this.wrap = wrap;
             this.ticketId = ticketId;
             this.payload = payload;
+            this.releaseFor = releaseFor;
         }
 
         @Override
@@ -131,16 +224,16 @@ public final class PeerReadService extends PeerReadGrpc.PeerReadImplBase {
                     if (offset == payload.byteSize()) {
                         int checksum = (int) crc.getValue();
                         end();
-                        call.onNext(PayloadChunk.newBuilder()
-                                .setTrailer(io.orbitkv.server.peer.proto.Trailer.newBuilder().setCrc32C(checksum)).build());
+                        call.onNext(wrap.apply(PayloadChunk.newBuilder()
+                                .setTrailer(io.orbitkv.server.peer.proto.Trailer.newBuilder().setCrc32C(checksum)).build()));
                         call.onCompleted();
                         return;
                     }
                     int n = (int) Math.min(CHUNK_BYTES, payload.byteSize() - offset);
                     ByteBuffer piece = payload.asSlice(offset, n).asByteBuffer();
                     crc.update(piece.duplicate());
-                    call.onNext(PayloadChunk.newBuilder()
-                            .setData(Data.newBuilder().setOffset(offset).setBytes(ByteString.copyFrom(piece))).build());
+                    call.onNext(wrap.apply(PayloadChunk.newBuilder()
+                            .setData(Data.newBuilder().setOffset(offset).setBytes(ByteString.copyFrom(piece))).build()));
                     offset += n;
                 }
             } catch (RuntimeException e) {
@@ -153,6 +246,7 @@ public final class PeerReadService extends PeerReadGrpc.PeerReadImplBase {
             if (ended) return;
             ended = true;
             source.endTransfer(ticketId);
+            releaseFor.ifPresent(requester -> source.release(ticketId, requester));
         }
     }
 }
