@@ -61,7 +61,7 @@ class GrpcPeerReadTest {
 
     static final int NS = 1;
     static final NamespaceDigest DIGEST = new NamespaceDigest(11, 12, 13, 14);
-    static final int PAGE = 1024 * 1024 + 4096; // five chunks, the last one short
+    static final int PAGE = 1024 * 1024 + 4096; // two chunks (PeerReadService.CHUNK_BYTES), the last one short
     static final int SLOT = 2 * 1024 * 1024;
     static final NodeIncarnation A = new NodeIncarnation("a", 3);
     static final NodeIncarnation B = new NodeIncarnation("b", 4);
