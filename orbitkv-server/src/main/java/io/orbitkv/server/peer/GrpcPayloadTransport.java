@@ -91,6 +91,7 @@ public final class GrpcPayloadTransport implements PayloadTransport {
             private AuthorizeResult.Granted grant;
             private PayloadSink sink;
             private boolean declined;
+            private boolean cancelled;
             private boolean trailer;
             private boolean refused;
 
@@ -101,10 +102,11 @@ public final class GrpcPayloadTransport implements PayloadTransport {
 
             @Override
             public void onNext(FetchReply reply) {
+                if (cancelled) return; // messages already buffered when we cancelled: not ours any more
                 switch (reply.getBodyCase()) {
                     case AUTHORIZED -> {
                         if (grant != null || rejected != null) {
-                            stream.cancel("second authorization", null);
+                            cancel("second authorization");
                             return;
                         }
                         switch (authorizeResult(reply.getAuthorized(), request)) {
@@ -113,21 +115,21 @@ public final class GrpcPayloadTransport implements PayloadTransport {
                                 grant = g;
                                 receiver.onGrant(g).ifPresentOrElse(s -> sink = s, () -> {
                                     declined = true;
-                                    stream.cancel("grant declined by the requester", null);
+                                    cancel("grant declined by the requester");
                                 });
                             }
                         }
                     }
                     case CHUNK -> {
                         if (sink == null) {
-                            stream.cancel("payload before grant", null);
+                            cancel("payload before grant");
                             return;
                         }
                         PayloadChunk chunk = reply.getChunk();
                         switch (chunk.getBodyCase()) {
                             case DATA -> {
                                 if (!sink.onChunk(chunk.getData().getOffset(), chunk.getData().getBytes().asReadOnlyByteBuffer())) {
-                                    stream.cancel("payload rejected by the requester", null);
+                                    cancel("payload rejected by the requester");
                                 }
                             }
                             case TRAILER -> {
@@ -135,11 +137,16 @@ public final class GrpcPayloadTransport implements PayloadTransport {
                                 sink.onTrailer(chunk.getTrailer().getCrc32C());
                             }
                             case REFUSED -> refused = true;
-                            case BODY_NOT_SET -> stream.cancel("empty chunk", null);
+                            case BODY_NOT_SET -> cancel("empty chunk");
                         }
                     }
-                    case BODY_NOT_SET -> stream.cancel("empty reply", null);
+                    case BODY_NOT_SET -> cancel("empty reply");
                 }
+            }
+
+            private void cancel(String why) {
+                cancelled = true;
+                stream.cancel(why, null);
             }
 
             @Override
@@ -156,7 +163,7 @@ public final class GrpcPayloadTransport implements PayloadTransport {
                 if (rejected != null) return rejected;
                 if (grant == null) return new FetchOutcome.Rejected(AuthorizeResult.Rejection.UNREACHABLE);
                 if (declined) return new FetchOutcome.Declined(grant, false);
-                return new FetchOutcome.Streamed(grant, end, false);
+                return new FetchOutcome.Streamed(grant, cancelled ? TransferEnd.BROKEN : end, false);
             }
         });
         return done;
@@ -179,6 +186,7 @@ public final class GrpcPayloadTransport implements PayloadTransport {
             private ClientCallStreamObserver<TransferCall> stream;
             private boolean trailer;
             private boolean refused;
+            private boolean cancelled;
 
             @Override
             public void beforeStart(ClientCallStreamObserver<TransferCall> requestStream) {
@@ -187,10 +195,11 @@ public final class GrpcPayloadTransport implements PayloadTransport {
 
             @Override
             public void onNext(PayloadChunk chunk) {
+                if (cancelled) return; // messages already buffered when we cancelled: not ours any more
                 switch (chunk.getBodyCase()) {
                     case DATA -> {
                         if (!sink.onChunk(chunk.getData().getOffset(), chunk.getData().getBytes().asReadOnlyByteBuffer())) {
-                            stream.cancel("payload rejected by the requester", null);
+                            cancel("payload rejected by the requester");
                         }
                     }
                     case TRAILER -> {
@@ -198,8 +207,13 @@ public final class GrpcPayloadTransport implements PayloadTransport {
                         sink.onTrailer(chunk.getTrailer().getCrc32C());
                     }
                     case REFUSED -> refused = true;
-                    case BODY_NOT_SET -> stream.cancel("empty chunk", null);
+                    case BODY_NOT_SET -> cancel("empty chunk");
                 }
+            }
+
+            private void cancel(String why) {
+                cancelled = true;
+                stream.cancel(why, null);
             }
 
             @Override
@@ -209,7 +223,8 @@ public final class GrpcPayloadTransport implements PayloadTransport {
 
             @Override
             public void onCompleted() {
-                end.complete(refused ? TransferEnd.REFUSED : trailer ? TransferEnd.COMPLETED : TransferEnd.BROKEN);
+                end.complete(cancelled ? TransferEnd.BROKEN
+                        : refused ? TransferEnd.REFUSED : trailer ? TransferEnd.COMPLETED : TransferEnd.BROKEN);
             }
         });
         return end;

@@ -7,6 +7,7 @@ import io.orbitkv.core.peer.AuthorizeResult;
 import io.orbitkv.core.peer.NodeIncarnation;
 import io.orbitkv.core.peer.PeerSource;
 import io.orbitkv.core.peer.TicketTable;
+import io.orbitkv.server.cluster.NonBlockingService;
 import io.orbitkv.server.peer.proto.AuthorizeCall;
 import io.orbitkv.server.peer.proto.AuthorizeReply;
 import io.orbitkv.server.peer.proto.Data;
@@ -30,9 +31,12 @@ import java.util.zip.CRC32C;
  * callers are authenticated before any method here runs). Maps the three RPCs onto the core
  * {@link PeerSource}; owns nothing but the streams in flight.
  *
- * <p>Thread model: gRPC serializes each call's callbacks (onReady, onCancel) on its executor;
- * a transfer's sender runs only inside those callbacks, so reading the pinned bytes and ending
- * the transfer never race.
+ * <p>Thread model: a {@link NonBlockingService}, so handlers run on the Netty event loop
+ * ({@code directExecutor()}): nothing here blocks ({@link PeerSource#authorize} leases DRAM with a
+ * CAS and stages SSD pages asynchronously; the ticket table's monitor is held for a few map
+ * operations). gRPC serializes each call's callbacks (onReady, onCancel); a transfer's sender
+ * runs only inside those callbacks or under the Fetch stream's monitor, so reading the pinned
+ * bytes and ending the transfer never race.
  *
  * <p>Invariant: every transfer that began at the {@link TicketTable} ends there exactly once —
  * after the trailer, on cancellation, or on a send error — and no byte of the pinned image is
@@ -57,7 +61,7 @@ import java.util.zip.CRC32C;
  * the rule and why it is safe under lost replies are in docs/manager-core.md ("Peer read
  * tickets").
  */
-public final class PeerReadService extends PeerReadGrpc.PeerReadImplBase {
+public final class PeerReadService extends PeerReadGrpc.PeerReadImplBase implements NonBlockingService {
 
     /** Payload bytes per Data message. */
     public static final int CHUNK_BYTES = 1024 * 1024;
