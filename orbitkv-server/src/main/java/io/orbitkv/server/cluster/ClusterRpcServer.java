@@ -68,12 +68,16 @@ public final class ClusterRpcServer implements AutoCloseable {
             if (service instanceof NonBlockingService) direct.add(service.bindService().getServiceDescriptor().getName());
         }
         NettyServerBuilder builder = NettyServerBuilder.forAddress(address, serverCredentials(security))
-                .executor(executor)
+                // The server's own executor is direct (method lookup on the event loop, a map get);
+                // the supplier then moves every call of a service that may block to a virtual thread
+                // before its first message is delivered. The inverse (virtual by default, direct by
+                // supplier) would still run the first callbacks (the whole unary handler) on a
+                // virtual thread: grpc-java asks the supplier only after the call was queued there.
+                .directExecutor()
                 .callExecutor(new ServerCallExecutorSupplier() {
                     @Override
                     public <ReqT, RespT> Executor getExecutor(ServerCall<ReqT, RespT> call, Metadata metadata) {
-                        // null: the server's default executor (virtual threads)
-                        return direct.contains(call.getMethodDescriptor().getServiceName()) ? Runnable::run : null;
+                        return direct.contains(call.getMethodDescriptor().getServiceName()) ? null : executor;
                     }
                 })
                 .maxConcurrentCallsPerConnection(MAX_CONCURRENT_STREAMS_PER_CONNECTION)
