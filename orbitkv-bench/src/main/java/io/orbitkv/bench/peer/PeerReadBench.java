@@ -55,8 +55,8 @@ import java.util.concurrent.atomic.AtomicLong;
  * Peer read throughput (issue 6, item 7) against two baselines over the same loopback, same
  * payloads and same concurrency, in one run so the ratios share the machine's state:
  * <ul>
- *   <li><b>peer</b>: the full workflow — Authorize RPC, server-streaming Transfer of 256 KiB
- *   chunks with CRC32C, commit into a reserved DRAM slot, Release RPC — through the
+ *   <li><b>peer</b>: the full workflow — one server-streaming Fetch RPC (grant, 1 MiB chunks,
+ *   CRC32C trailer; the source frees the ticket at stream end), commit into a reserved DRAM slot — through the
  *   authenticated {@link ClusterRpcServer}; the requester evicts its copy after each read so
  *   every read moves the bytes;</li>
  *   <li><b>redis</b>: {@code GET} of the same bytes from a {@code redis-server} on loopback with

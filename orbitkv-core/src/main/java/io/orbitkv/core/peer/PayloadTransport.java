@@ -1,5 +1,6 @@
 package io.orbitkv.core.peer;
 
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 
 /**
@@ -11,6 +12,11 @@ import java.util.concurrent.CompletableFuture;
  * <p>Futures never complete exceptionally for network trouble: an unreachable source is
  * {@link AuthorizeResult.Rejection#UNREACHABLE}, a broken stream is {@link TransferEnd#BROKEN},
  * a lost release is {@link ReleaseAck#FAILED}. Each call carries the transport's own deadline.
+ *
+ * <p>{@link #fetch} is the read path: authorize and stream in one operation. Its default runs the
+ * three calls in sequence and leaves the release to the caller ({@link FetchOutcome#releaseOwed()});
+ * a transport that can do better (gRPC: one server-streaming call whose source frees the ticket
+ * when the stream ends) overrides it and owes no release.
  */
 public interface PayloadTransport {
 
@@ -26,6 +32,53 @@ public interface PayloadTransport {
 
     /** Whether a release reached the source. */
     enum ReleaseAck { ACKED, FAILED }
+
+    /** Receives a {@link #fetch}: first the grant, then (if it accepted) the payload. */
+    interface FetchSink {
+        /**
+         * The source granted {@code grant}. Returns the sink for its payload, or empty to take
+         * nothing (already resident, no room): the transport then stops the stream.
+         */
+        Optional<PayloadSink> onGrant(AuthorizeResult.Granted grant);
+    }
+
+    /** How a {@link #fetch} ended. */
+    sealed interface FetchOutcome {
+        /** Whether the caller must still release the ticket at the source (through the retrier). */
+        boolean releaseOwed();
+
+        /** Refused before any byte (or the source was unreachable). */
+        record Rejected(AuthorizeResult.Rejection reason) implements FetchOutcome {
+            @Override
+            public boolean releaseOwed() {
+                return false;
+            }
+        }
+
+        /** Granted, but the sink took nothing. */
+        record Declined(AuthorizeResult.Granted grant, boolean releaseOwed) implements FetchOutcome {}
+
+        /** Granted and streamed into the sink; {@code end} says how the stream ended. */
+        record Streamed(AuthorizeResult.Granted grant, TransferEnd end, boolean releaseOwed) implements FetchOutcome {}
+    }
+
+    /**
+     * Authorizes {@code request} and streams the granted payload into the sink {@code receiver}
+     * returns. Default: {@link #authorize} then {@link #transfer}; the release stays owed.
+     */
+    default CompletableFuture<FetchOutcome> fetch(PeerEndpoint source, AuthorizeRequest request, FetchSink receiver) {
+        return authorize(source, request)
+                .exceptionally(t -> new AuthorizeResult.Rejected(AuthorizeResult.Rejection.UNREACHABLE))
+                .thenCompose(answer -> switch (answer) {
+                    case AuthorizeResult.Rejected r -> CompletableFuture.<FetchOutcome>completedFuture(
+                            new FetchOutcome.Rejected(r.reason()));
+                    case AuthorizeResult.Granted g -> receiver.onGrant(g)
+                            .map(sink -> transfer(source, g, request.requester(), sink)
+                                    .exceptionally(t -> TransferEnd.BROKEN)
+                                    .<FetchOutcome>thenApply(end -> new FetchOutcome.Streamed(g, end, true)))
+                            .orElseGet(() -> CompletableFuture.completedFuture(new FetchOutcome.Declined(g, true)));
+                });
+    }
 
     CompletableFuture<AuthorizeResult> authorize(PeerEndpoint source, AuthorizeRequest request);
 

@@ -15,9 +15,9 @@ import java.util.concurrent.CompletableFuture;
 import java.util.function.LongSupplier;
 
 /**
- * The requester side of a peer read: authorize at the source, reserve a local DRAM slot, stream
- * the payload into it, commit only if whole and verified, then release the ticket (retried by the
- * {@link ReleaseRetrier}). Also reads a batch of pages, replanning within the batch when an owner
+ * The requester side of a peer read: fetch from the source (authorize, then on the grant reserve a
+ * local DRAM slot and stream the payload into it), commit only if whole and verified, then
+ * release the ticket when the transport says one is owed (retried by the {@link ReleaseRetrier}). Also reads a batch of pages, replanning within the batch when an owner
  * refuses.
  *
  * <p>Borrows the local {@link DramTier}, the {@link MemberView}, the {@link PayloadTransport} and
@@ -30,9 +30,11 @@ import java.util.function.LongSupplier;
  * {@link PayloadAssembler}); every granted ticket is released (or left to its window if the
  * retrier gives up); every reservation is committed or aborted exactly once.
  *
- * <p>Design note: the ticket is released after commit rather than after the last chunk, so the
- * source's pin covers the whole window in which the requester could still ask for a resend;
- * this costs one window of pinned source memory only when releases are lost.
+ * <p>Design note: one {@link PayloadTransport#fetch} per page (authorize and stream in one call
+ * over gRPC, so one round trip instead of three: Authorize 3–9 ms and Release 0.6–2.3 ms per read
+ * were measured before). When the transport says a release is owed (the three-call default), the
+ * ticket is released after commit, through the {@link ReleaseRetrier}; over gRPC the source frees
+ * it itself when the stream ends (docs/manager-core.md, "Peer read tickets").
  */
 public final class PeerReader {
 
@@ -61,35 +63,67 @@ public final class PeerReader {
         }
         AuthorizeRequest request = new AuthorizeRequest(self, candidate.source().node().incarnation(), candidate.key(),
                 candidate.namespace(), candidate.medium(), candidate.generation(), candidate.residencySequence());
-        return transport.authorize(candidate.source(), request)
-                .exceptionally(t -> new AuthorizeResult.Rejected(AuthorizeResult.Rejection.UNREACHABLE))
-                .thenCompose(answer -> switch (answer) {
-                    case AuthorizeResult.Rejected r -> CompletableFuture.completedFuture(new PeerReadResult.Refused(candidate, r.reason()));
-                    case AuthorizeResult.Granted g -> fetch(candidate, g, localNamespaceId)
-                            .whenComplete((result, error) -> releases.submit(candidate.source(), g.ticketId(), self, nanoClock.getAsLong()));
+        Receiver receiver = new Receiver(candidate, localNamespaceId);
+        return transport.fetch(candidate.source(), request, receiver)
+                .exceptionally(t -> new PayloadTransport.FetchOutcome.Rejected(AuthorizeResult.Rejection.UNREACHABLE))
+                .thenApply(outcome -> {
+                    PeerReadResult result = receiver.finish(outcome);
+                    switch (outcome) {
+                        case PayloadTransport.FetchOutcome.Rejected r -> { }
+                        case PayloadTransport.FetchOutcome.Declined d -> owe(candidate, d.grant(), d.releaseOwed());
+                        case PayloadTransport.FetchOutcome.Streamed s -> owe(candidate, s.grant(), s.releaseOwed());
+                    }
+                    return result;
                 });
     }
 
-    private CompletableFuture<PeerReadResult> fetch(PeerCandidate candidate, AuthorizeResult.Granted ticket, int namespaceId) {
-        if (!ticket.key().equals(candidate.key())) {
-            return CompletableFuture.completedFuture(new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.LENGTH_MISMATCH));
-        }
-        return switch (dram.reserve(candidate.key(), namespaceId, ticket.lengthBytes())) {
-            case Reservation reservation -> stream(candidate, ticket, new PayloadAssembler(dram, reservation));
-            case ReserveResult.AlreadyResident resident -> CompletableFuture.completedFuture(switch (dram.acquire(candidate.key())) {
-                case Lease lease -> new PeerReadResult.Fetched(lease, candidate);
-                case AcquireResult.Miss miss -> new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.LOCAL_DRAM_FULL);
-            });
-            case ReserveResult.Full full -> CompletableFuture.completedFuture(
-                    new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.LOCAL_DRAM_FULL));
-        };
+    private void owe(PeerCandidate candidate, AuthorizeResult.Granted grant, boolean releaseOwed) {
+        if (releaseOwed) releases.submit(candidate.source(), grant.ticketId(), self, nanoClock.getAsLong());
     }
 
-    private CompletableFuture<PeerReadResult> stream(PeerCandidate candidate, AuthorizeResult.Granted ticket,
-                                                     PayloadAssembler assembler) {
-        return transport.transfer(candidate.source(), ticket, self, assembler)
-                .exceptionally(t -> PayloadTransport.TransferEnd.BROKEN)
-                .thenApply(end -> switch (end) {
+    /**
+     * One read's requester state: on the grant, reserves the local slot (or finds the page
+     * already resident, or no room); after the fetch, turns its outcome into the read's result.
+     * Called on the transport's thread; {@link #finish} happens-after {@link #onGrant} through
+     * the fetch future.
+     */
+    private final class Receiver implements PayloadTransport.FetchSink {
+        private final PeerCandidate candidate;
+        private final int namespaceId;
+        private PayloadAssembler assembler;
+        private PeerReadResult declined;
+
+        Receiver(PeerCandidate candidate, int namespaceId) {
+            this.candidate = candidate;
+            this.namespaceId = namespaceId;
+        }
+
+        @Override
+        public Optional<PayloadSink> onGrant(AuthorizeResult.Granted ticket) {
+            if (!ticket.key().equals(candidate.key())) {
+                declined = new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.LENGTH_MISMATCH);
+                return Optional.empty();
+            }
+            switch (dram.reserve(candidate.key(), namespaceId, ticket.lengthBytes())) {
+                case Reservation reservation -> {
+                    assembler = new PayloadAssembler(dram, reservation);
+                    return Optional.of(assembler);
+                }
+                case ReserveResult.AlreadyResident resident -> declined = switch (dram.acquire(candidate.key())) {
+                    case Lease lease -> new PeerReadResult.Fetched(lease, candidate);
+                    case AcquireResult.Miss miss -> new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.LOCAL_DRAM_FULL);
+                };
+                case ReserveResult.Full full -> declined = new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.LOCAL_DRAM_FULL);
+            }
+            return Optional.empty();
+        }
+
+        PeerReadResult finish(PayloadTransport.FetchOutcome outcome) {
+            return switch (outcome) {
+                case PayloadTransport.FetchOutcome.Rejected r -> new PeerReadResult.Refused(candidate, r.reason());
+                case PayloadTransport.FetchOutcome.Declined d -> declined != null ? declined
+                        : new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.TRANSFER_BROKEN);
+                case PayloadTransport.FetchOutcome.Streamed s -> switch (s.end()) {
                     case COMPLETED -> switch (assembler.complete()) {
                         case PayloadAssembler.Outcome.Resident r -> new PeerReadResult.Fetched(r.lease(), candidate);
                         case PayloadAssembler.Outcome.Discarded d -> new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.DISCARDED);
@@ -102,7 +136,9 @@ public final class PeerReader {
                         assembler.abort();
                         yield new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.TRANSFER_BROKEN);
                     }
-                });
+                };
+            };
+        }
     }
 
     /**

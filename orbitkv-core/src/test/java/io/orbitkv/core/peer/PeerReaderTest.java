@@ -8,6 +8,8 @@ import org.junit.jupiter.api.io.TempDir;
 
 import java.nio.file.Path;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -72,6 +74,70 @@ class PeerReaderTest {
         assertThat(PeerNode.read(f.lease().segment())).isEqualTo(PeerNode.bytesOf(k));
         f.lease().release();
         assertThat(b.store.dram().contains(k)).isTrue();
+        assertNothingLeaked();
+    }
+
+    @Test
+    void pageAlreadyResidentLocallyIsNotStreamedButItsTicketIsReleased() {
+        StateKey k = PeerNode.key(11);
+        long gen = a.putInDram(k);
+        PeerReadResult.Fetched first = (PeerReadResult.Fetched) reader.read(a.dramCandidate(k, gen), PeerNode.NS).join();
+        first.lease().release();
+        int releasesBefore = transport.releaseCalls.get();
+
+        PeerReadResult.Fetched again = (PeerReadResult.Fetched) reader.read(a.dramCandidate(k, gen), PeerNode.NS).join();
+        assertThat(PeerNode.read(again.lease().segment())).isEqualTo(PeerNode.bytesOf(k));
+        again.lease().release();
+        assertThat(transport.releaseCalls.get()).as("the default fetch owes a release even when declined")
+                .isEqualTo(releasesBefore + 1);
+        assertNothingLeaked();
+    }
+
+    @Test
+    void aTransportWhoseSourceFreesTheTicketGetsNoReleaseCall() {
+        // Like the gRPC Fetch: the source releases at stream end and the outcome owes nothing.
+        AtomicInteger owedReleases = new AtomicInteger();
+        PayloadTransport selfReleasing = new PayloadTransport() {
+            @Override
+            public CompletableFuture<FetchOutcome> fetch(PeerEndpoint source, AuthorizeRequest request, FetchSink receiver) {
+                return PayloadTransport.super.fetch(source, request, receiver).thenApply(outcome -> switch (outcome) {
+                    case FetchOutcome.Rejected r -> r;
+                    case FetchOutcome.Declined d -> {
+                        a.source.release(d.grant().ticketId(), request.requester());
+                        yield new FetchOutcome.Declined(d.grant(), false);
+                    }
+                    case FetchOutcome.Streamed st -> {
+                        a.source.release(st.grant().ticketId(), request.requester());
+                        yield new FetchOutcome.Streamed(st.grant(), st.end(), false);
+                    }
+                });
+            }
+
+            @Override
+            public CompletableFuture<AuthorizeResult> authorize(PeerEndpoint source, AuthorizeRequest request) {
+                return transport.authorize(source, request);
+            }
+
+            @Override
+            public CompletableFuture<TransferEnd> transfer(PeerEndpoint source, AuthorizeResult.Granted ticket,
+                                                           NodeIncarnation requester, PayloadSink sink) {
+                return transport.transfer(source, ticket, requester, sink);
+            }
+
+            @Override
+            public CompletableFuture<ReleaseAck> release(PeerEndpoint source, long ticketId, NodeIncarnation requester) {
+                owedReleases.incrementAndGet();
+                return CompletableFuture.completedFuture(ReleaseAck.ACKED);
+            }
+        };
+        PeerReader direct = new PeerReader(B, b.store.dram(), members, selfReleasing, releases, b.clock::get);
+        StateKey k = PeerNode.key(12);
+        long gen = a.putInDram(k);
+        PeerReadResult.Fetched f = (PeerReadResult.Fetched) direct.read(a.dramCandidate(k, gen), PeerNode.NS).join();
+        assertThat(PeerNode.read(f.lease().segment())).isEqualTo(PeerNode.bytesOf(k));
+        f.lease().release();
+        assertThat(owedReleases.get()).as("no release is owed").isZero();
+        assertThat(releases.ackedTotal()).isZero();
         assertNothingLeaked();
     }
 

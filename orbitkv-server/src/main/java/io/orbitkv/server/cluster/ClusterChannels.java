@@ -25,8 +25,8 @@ import java.util.concurrent.TimeUnit;
  * reconnect on their own, so one long-lived channel per peer (not per call: a TLS handshake costs
  * ~1-3 ms) is the right unit. Endpoints come from membership records, so a restarted peer on the
  * same address reuses its channel. Call callbacks run on the channel's Netty event loop
- * ({@code directExecutor()}): it saves one thread hop per message (~20–50 µs each, three unary calls
- * and every payload chunk of a peer read), and no callback here blocks — peer-read futures hand
+ * ({@code directExecutor()}): it saves one thread hop per message (~20–50 µs each: the grant and
+ * every payload chunk of a peer read's Fetch stream), and no callback here blocks — peer-read futures hand
  * their result to the Manager's callback executor ({@code whenCompleteAsync}), payload chunks are
  * one bounded memory copy into a reserved slot, catalog replies merge under a short monitor.
  */

@@ -2,15 +2,21 @@ package io.orbitkv.server.cluster;
 
 import io.grpc.BindableService;
 import io.grpc.InsecureServerCredentials;
+import io.grpc.Metadata;
 import io.grpc.Server;
+import io.grpc.ServerCall;
+import io.grpc.ServerCallExecutorSupplier;
 import io.grpc.ServerCredentials;
 import io.grpc.ServerInterceptors;
 import io.grpc.TlsServerCredentials;
 import io.grpc.netty.shaded.io.grpc.netty.NettyServerBuilder;
 import java.io.IOException;
 import java.net.InetSocketAddress;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.Objects;
+import java.util.concurrent.Executor;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
@@ -22,7 +28,8 @@ import java.util.concurrent.TimeUnit;
  *
  * <p>Owns the server socket and the handler executor. Thread model: {@link #start} and
  * {@link #close()} run on the lifecycle thread; handlers run on virtual threads (control-plane
- * work that may block on a lock or a bounded queue). Invariant: every hosted service is
+ * work that may block on a lock or a bounded queue), except those of a {@link NonBlockingService}
+ * (peer reads), which run on the Netty event loop ({@code directExecutor()}). Invariant: every hosted service is
  * intercepted; there is no way to add one without authentication.
  *
  * <p>Design note: one port for all services keeps deployment to one address per node in etcd
@@ -56,8 +63,23 @@ public final class ClusterRpcServer implements AutoCloseable {
         Objects.requireNonNull(address, "address");
         ClusterAuth auth = new ClusterAuth(security);
         ExecutorService executor = Executors.newVirtualThreadPerTaskExecutor();
+        Set<String> direct = new HashSet<>();
+        for (BindableService service : services) {
+            if (service instanceof NonBlockingService) direct.add(service.bindService().getServiceDescriptor().getName());
+        }
         NettyServerBuilder builder = NettyServerBuilder.forAddress(address, serverCredentials(security))
-                .executor(executor)
+                // The server's own executor is direct (method lookup on the event loop, a map get);
+                // the supplier then moves every call of a service that may block to a virtual thread
+                // before its first message is delivered. The inverse (virtual by default, direct by
+                // supplier) would still run the first callbacks (the whole unary handler) on a
+                // virtual thread: grpc-java asks the supplier only after the call was queued there.
+                .directExecutor()
+                .callExecutor(new ServerCallExecutorSupplier() {
+                    @Override
+                    public <ReqT, RespT> Executor getExecutor(ServerCall<ReqT, RespT> call, Metadata metadata) {
+                        return direct.contains(call.getMethodDescriptor().getServiceName()) ? null : executor;
+                    }
+                })
                 .maxConcurrentCallsPerConnection(MAX_CONCURRENT_STREAMS_PER_CONNECTION)
                 .maxInboundMessageSize(MAX_INBOUND_MESSAGE_BYTES);
         for (BindableService service : services) {

@@ -10,7 +10,9 @@ import io.orbitkv.core.peer.PayloadSink;
 import io.orbitkv.core.peer.PayloadTransport;
 import io.orbitkv.core.peer.PeerEndpoint;
 import io.orbitkv.server.cluster.ClusterChannels;
+import io.orbitkv.server.peer.proto.AuthorizeCall;
 import io.orbitkv.server.peer.proto.AuthorizeReply;
+import io.orbitkv.server.peer.proto.FetchReply;
 import io.orbitkv.server.peer.proto.PayloadChunk;
 import io.orbitkv.server.peer.proto.PeerReadGrpc;
 import io.orbitkv.server.peer.proto.ReleaseCall;
@@ -59,17 +61,112 @@ public final class GrpcPayloadTransport implements PayloadTransport {
                 new AuthorizeResult.Rejected(AuthorizeResult.Rejection.UNREACHABLE)) {
             @Override
             AuthorizeResult convert(AuthorizeReply reply) {
-                return switch (reply.getResultCase()) {
-                    case GRANT -> reply.getGrant().getLengthBytes() <= 0 || reply.getGrant().getTicketId() <= 0
-                            ? new AuthorizeResult.Rejected(AuthorizeResult.Rejection.UNREACHABLE)
-                            : new AuthorizeResult.Granted(reply.getGrant().getTicketId(), reply.getGrant().getSourceIncarnation(),
-                                    request.key(), reply.getGrant().getLengthBytes(), reply.getGrant().getWindowNanos());
-                    case REJECTION -> new AuthorizeResult.Rejected(rejection(reply.getRejection()));
-                    case RESULT_NOT_SET -> new AuthorizeResult.Rejected(AuthorizeResult.Rejection.UNREACHABLE);
-                };
+                return authorizeResult(reply, request);
             }
         });
         return result;
+    }
+
+    private static AuthorizeResult authorizeResult(AuthorizeReply reply, AuthorizeRequest request) {
+        return switch (reply.getResultCase()) {
+            case GRANT -> reply.getGrant().getLengthBytes() <= 0 || reply.getGrant().getTicketId() <= 0
+                    ? new AuthorizeResult.Rejected(AuthorizeResult.Rejection.UNREACHABLE)
+                    : new AuthorizeResult.Granted(reply.getGrant().getTicketId(), reply.getGrant().getSourceIncarnation(),
+                            request.key(), reply.getGrant().getLengthBytes(), reply.getGrant().getWindowNanos());
+            case REJECTION -> new AuthorizeResult.Rejected(rejection(reply.getRejection()));
+            case RESULT_NOT_SET -> new AuthorizeResult.Rejected(AuthorizeResult.Rejection.UNREACHABLE);
+        };
+    }
+
+    /**
+     * One {@code Fetch} stream: the grant (or rejection), then the payload. The source frees the
+     * ticket when the stream ends, so no release is owed; declining the grant cancels the stream.
+     */
+    @Override
+    public CompletableFuture<FetchOutcome> fetch(PeerEndpoint source, AuthorizeRequest request, FetchSink receiver) {
+        CompletableFuture<FetchOutcome> done = new CompletableFuture<>();
+        stub(source, transferDeadline).fetch(PeerWire.encode(request), new ClientResponseObserver<AuthorizeCall, FetchReply>() {
+            private ClientCallStreamObserver<AuthorizeCall> stream;
+            private FetchOutcome rejected;
+            private AuthorizeResult.Granted grant;
+            private PayloadSink sink;
+            private boolean declined;
+            private boolean cancelled;
+            private boolean trailer;
+            private boolean refused;
+
+            @Override
+            public void beforeStart(ClientCallStreamObserver<AuthorizeCall> requestStream) {
+                this.stream = requestStream;
+            }
+
+            @Override
+            public void onNext(FetchReply reply) {
+                if (cancelled) return; // messages already buffered when we cancelled: not ours any more
+                switch (reply.getBodyCase()) {
+                    case AUTHORIZED -> {
+                        if (grant != null || rejected != null) {
+                            cancel("second authorization");
+                            return;
+                        }
+                        switch (authorizeResult(reply.getAuthorized(), request)) {
+                            case AuthorizeResult.Rejected r -> rejected = new FetchOutcome.Rejected(r.reason());
+                            case AuthorizeResult.Granted g -> {
+                                grant = g;
+                                receiver.onGrant(g).ifPresentOrElse(s -> sink = s, () -> {
+                                    declined = true;
+                                    cancel("grant declined by the requester");
+                                });
+                            }
+                        }
+                    }
+                    case CHUNK -> {
+                        if (sink == null) {
+                            cancel("payload before grant");
+                            return;
+                        }
+                        PayloadChunk chunk = reply.getChunk();
+                        switch (chunk.getBodyCase()) {
+                            case DATA -> {
+                                if (!sink.onChunk(chunk.getData().getOffset(), chunk.getData().getBytes().asReadOnlyByteBuffer())) {
+                                    cancel("payload rejected by the requester");
+                                }
+                            }
+                            case TRAILER -> {
+                                trailer = true;
+                                sink.onTrailer(chunk.getTrailer().getCrc32C());
+                            }
+                            case REFUSED -> refused = true;
+                            case BODY_NOT_SET -> cancel("empty chunk");
+                        }
+                    }
+                    case BODY_NOT_SET -> cancel("empty reply");
+                }
+            }
+
+            private void cancel(String why) {
+                cancelled = true;
+                stream.cancel(why, null);
+            }
+
+            @Override
+            public void onError(Throwable t) {
+                done.complete(outcome(TransferEnd.BROKEN));
+            }
+
+            @Override
+            public void onCompleted() {
+                done.complete(outcome(refused ? TransferEnd.REFUSED : trailer ? TransferEnd.COMPLETED : TransferEnd.BROKEN));
+            }
+
+            private FetchOutcome outcome(TransferEnd end) {
+                if (rejected != null) return rejected;
+                if (grant == null) return new FetchOutcome.Rejected(AuthorizeResult.Rejection.UNREACHABLE);
+                if (declined) return new FetchOutcome.Declined(grant, false);
+                return new FetchOutcome.Streamed(grant, cancelled ? TransferEnd.BROKEN : end, false);
+            }
+        });
+        return done;
     }
 
     private static AuthorizeResult.Rejection rejection(String name) {
@@ -89,6 +186,7 @@ public final class GrpcPayloadTransport implements PayloadTransport {
             private ClientCallStreamObserver<TransferCall> stream;
             private boolean trailer;
             private boolean refused;
+            private boolean cancelled;
 
             @Override
             public void beforeStart(ClientCallStreamObserver<TransferCall> requestStream) {
@@ -97,10 +195,11 @@ public final class GrpcPayloadTransport implements PayloadTransport {
 
             @Override
             public void onNext(PayloadChunk chunk) {
+                if (cancelled) return; // messages already buffered when we cancelled: not ours any more
                 switch (chunk.getBodyCase()) {
                     case DATA -> {
                         if (!sink.onChunk(chunk.getData().getOffset(), chunk.getData().getBytes().asReadOnlyByteBuffer())) {
-                            stream.cancel("payload rejected by the requester", null);
+                            cancel("payload rejected by the requester");
                         }
                     }
                     case TRAILER -> {
@@ -108,8 +207,13 @@ public final class GrpcPayloadTransport implements PayloadTransport {
                         sink.onTrailer(chunk.getTrailer().getCrc32C());
                     }
                     case REFUSED -> refused = true;
-                    case BODY_NOT_SET -> stream.cancel("empty chunk", null);
+                    case BODY_NOT_SET -> cancel("empty chunk");
                 }
+            }
+
+            private void cancel(String why) {
+                cancelled = true;
+                stream.cancel(why, null);
             }
 
             @Override
@@ -119,7 +223,8 @@ public final class GrpcPayloadTransport implements PayloadTransport {
 
             @Override
             public void onCompleted() {
-                end.complete(refused ? TransferEnd.REFUSED : trailer ? TransferEnd.COMPLETED : TransferEnd.BROKEN);
+                end.complete(cancelled ? TransferEnd.BROKEN
+                        : refused ? TransferEnd.REFUSED : trailer ? TransferEnd.COMPLETED : TransferEnd.BROKEN);
             }
         });
         return end;

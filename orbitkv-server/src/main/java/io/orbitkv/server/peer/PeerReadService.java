@@ -1,15 +1,17 @@
 package io.orbitkv.server.peer;
 
-import com.google.protobuf.ByteString;
+import com.google.protobuf.UnsafeByteOperations;
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
 import io.orbitkv.core.peer.AuthorizeResult;
 import io.orbitkv.core.peer.NodeIncarnation;
 import io.orbitkv.core.peer.PeerSource;
 import io.orbitkv.core.peer.TicketTable;
+import io.orbitkv.server.cluster.NonBlockingService;
 import io.orbitkv.server.peer.proto.AuthorizeCall;
 import io.orbitkv.server.peer.proto.AuthorizeReply;
 import io.orbitkv.server.peer.proto.Data;
+import io.orbitkv.server.peer.proto.FetchReply;
 import io.orbitkv.server.peer.proto.Grant;
 import io.orbitkv.server.peer.proto.PayloadChunk;
 import io.orbitkv.server.peer.proto.PeerReadGrpc;
@@ -21,6 +23,7 @@ import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.function.Function;
 import java.util.zip.CRC32C;
 
 /**
@@ -28,25 +31,40 @@ import java.util.zip.CRC32C;
  * callers are authenticated before any method here runs). Maps the three RPCs onto the core
  * {@link PeerSource}; owns nothing but the streams in flight.
  *
- * <p>Thread model: gRPC serializes each call's callbacks (onReady, onCancel) on its executor;
- * a transfer's sender runs only inside those callbacks, so reading the pinned bytes and ending
- * the transfer never race.
+ * <p>Thread model: a {@link NonBlockingService}, so handlers run on the Netty event loop
+ * ({@code directExecutor()}): nothing here blocks ({@link PeerSource#authorize} leases DRAM with a
+ * CAS and stages SSD pages asynchronously; the ticket table's monitor is held for a few map
+ * operations). gRPC serializes each call's callbacks (onReady, onCancel); a transfer's sender
+ * runs only inside those callbacks or under the Fetch stream's monitor, so reading the pinned
+ * bytes and ending the transfer never race.
  *
  * <p>Invariant: every transfer that began at the {@link TicketTable} ends there exactly once —
  * after the trailer, on cancellation, or on a send error — and no byte of the pinned image is
  * read after that end (the ticket may free the pin at once).
  *
- * <p>Design note: chunks of {@link #CHUNK_BYTES} (256 KiB) sent only while the stream
- * {@code isReady()}: HTTP/2 flow control then bounds what one transfer buffers to about one
- * window (64 KiB default, grown by BDP probing) plus one chunk, instead of queueing a whole
- * 2 MiB page per stream in Netty. Each chunk costs one copy (pinned DRAM → ByteString); a
- * zero-copy {@code UnsafeByteOperations.unsafeWrap} would let Netty read the pin after the
- * ticket could be freed, which the invariant above forbids.
+ * <p>Design note: chunks of {@link #CHUNK_BYTES} sent only while the stream {@code isReady()}:
+ * HTTP/2 flow control then bounds what one transfer buffers to about one window plus one chunk,
+ * instead of queueing a whole 2 MiB page per stream in Netty. A chunk is an
+ * {@code UnsafeByteOperations.unsafeWrap} of the pinned slot, not a copy: gRPC serializes a
+ * message into its own Netty buffers inside {@code onNext} ({@code ServerCallImpl.sendMessage} →
+ * {@code MessageFramer.writePayload} drains the protobuf into the framer's buffers on the
+ * calling thread), and the pin is only freed by {@code end()}, which runs after the last data
+ * {@code onNext} returned and under the same monitor as every send. Even if a gRPC version
+ * deferred that copy, the slot stays mapped (DRAM tier slots are never unmapped while the
+ * Manager runs) and the trailer's CRC32C was computed from the bytes as pinned, so a reused
+ * slot would be a checksum mismatch (a miss) at the requester, never a wrong hit. This saves
+ * one 2 MiB copy per page (~0.1–0.2 ms at 10–20 GB/s). 1 MiB chunks: a 256 KiB page is one
+ * message, a 2 MiB page two; the per-message cost (~10–30 µs of framing and callbacks) is
+ * paid 4× less often than with 256 KiB chunks.
+ *
+ * <p>Fetch (authorize and stream in one call) releases the ticket itself when the stream ends;
+ * the rule and why it is safe under lost replies are in docs/manager-core.md ("Peer read
+ * tickets").
  */
-public final class PeerReadService extends PeerReadGrpc.PeerReadImplBase {
+public final class PeerReadService extends PeerReadGrpc.PeerReadImplBase implements NonBlockingService {
 
     /** Payload bytes per Data message. */
-    public static final int CHUNK_BYTES = 256 * 1024;
+    public static final int CHUNK_BYTES = 1024 * 1024;
 
     private final PeerSource source;
 
@@ -87,7 +105,8 @@ public final class PeerReadService extends PeerReadGrpc.PeerReadImplBase {
             case TicketTable.BeginResult.Refused r -> refuse(out, r.reason());
             case TicketTable.BeginResult.Reading reading -> {
                 ServerCallStreamObserver<PayloadChunk> call = (ServerCallStreamObserver<PayloadChunk>) out;
-                Sender sender = new Sender(call, reading.ticketId(), reading.image().payload());
+                Sender<PayloadChunk> sender = new Sender<>(call, c -> c, reading.ticketId(), reading.image().payload(),
+                        Optional.empty());
                 call.setOnCancelHandler(sender::end);
                 call.setOnReadyHandler(sender);
                 sender.run();
@@ -109,19 +128,109 @@ public final class PeerReadService extends PeerReadGrpc.PeerReadImplBase {
         out.onCompleted();
     }
 
-    /** Streams one pinned payload while the call is ready; ends the transfer exactly once. */
-    private final class Sender implements Runnable {
-        private final ServerCallStreamObserver<PayloadChunk> call;
+    /**
+     * Authorize and stream in one call: answers the grant (or the rejection) first, then streams
+     * under the ticket it just issued, and releases that ticket itself when the stream ends.
+     */
+    @Override
+    public void fetch(AuthorizeCall request, StreamObserver<FetchReply> out) {
+        ServerCallStreamObserver<FetchReply> call = (ServerCallStreamObserver<FetchReply>) out;
+        FetchStream stream = new FetchStream(call);
+        call.setOnCancelHandler(stream::cancel);
+        call.setOnReadyHandler(stream::onReady);
+        var decoded = PeerWire.decode(request);
+        if (decoded.isEmpty()) {
+            stream.reject(AuthorizeResult.Rejection.GENERATION_GONE);
+            return;
+        }
+        NodeIncarnation requester = decoded.get().requester();
+        source.authorize(decoded.get()).whenComplete((result, error) -> {
+            if (error != null) {
+                stream.reject(AuthorizeResult.Rejection.NOT_SERVING);
+                return;
+            }
+            switch (result) {
+                case AuthorizeResult.Granted g -> stream.granted(g, requester);
+                case AuthorizeResult.Rejected r -> stream.reject(r.reason());
+            }
+        });
+    }
+
+    /**
+     * One Fetch call's state. The gRPC callbacks (ready, cancel) and the authorization's
+     * completion (possibly on the SSD worker) meet under this object's monitor; lock order is
+     * always FetchStream then Sender.
+     */
+    private final class FetchStream {
+        private final ServerCallStreamObserver<FetchReply> call;
+        // @GuardedBy("this")
+        private boolean cancelled;
+        // @GuardedBy("this")
+        private Sender<FetchReply> sender;
+
+        FetchStream(ServerCallStreamObserver<FetchReply> call) {
+            this.call = call;
+        }
+
+        synchronized void reject(AuthorizeResult.Rejection reason) {
+            if (cancelled) return;
+            call.onNext(FetchReply.newBuilder().setAuthorized(AuthorizeReply.newBuilder().setRejection(reason.name())).build());
+            call.onCompleted();
+        }
+
+        synchronized void granted(AuthorizeResult.Granted g, NodeIncarnation requester) {
+            if (cancelled) {
+                source.release(g.ticketId(), requester);
+                return;
+            }
+            call.onNext(FetchReply.newBuilder().setAuthorized(AuthorizeReply.newBuilder().setGrant(Grant.newBuilder()
+                    .setTicketId(g.ticketId()).setSourceIncarnation(g.sourceIncarnation())
+                    .setLengthBytes(g.lengthBytes()).setWindowNanos(g.windowNanos()))).build());
+            switch (source.beginTransfer(g.ticketId(), requester)) {
+                case TicketTable.BeginResult.Refused r -> {
+                    source.release(g.ticketId(), requester);
+                    call.onNext(FetchReply.newBuilder().setChunk(PayloadChunk.newBuilder().setRefused(r.reason().name())).build());
+                    call.onCompleted();
+                }
+                case TicketTable.BeginResult.Reading reading -> {
+                    sender = new Sender<>(call, c -> FetchReply.newBuilder().setChunk(c).build(),
+                            reading.ticketId(), reading.image().payload(), Optional.of(requester));
+                    sender.run();
+                }
+            }
+        }
+
+        synchronized void onReady() {
+            if (sender != null) sender.run();
+        }
+
+        synchronized void cancel() {
+            cancelled = true;
+            if (sender != null) sender.end();
+        }
+    }
+
+    /**
+     * Streams one pinned payload while the call is ready; ends the transfer exactly once, and,
+     * for a Fetch ({@code releaseFor} present), releases the ticket right after.
+     */
+    private final class Sender<T> implements Runnable {
+        private final ServerCallStreamObserver<T> call;
+        private final Function<PayloadChunk, T> wrap;
         private final long ticketId;
         private final MemorySegment payload;
+        private final Optional<NodeIncarnation> releaseFor;
         private final CRC32C crc = new CRC32C();
         private long offset;
         private boolean ended;
 
-        Sender(ServerCallStreamObserver<PayloadChunk> call, long ticketId, MemorySegment payload) {
+        Sender(ServerCallStreamObserver<T> call, Function<PayloadChunk, T> wrap, long ticketId, MemorySegment payload,
+               Optional<NodeIncarnation> releaseFor) {
             this.call = call;
+            this.wrap = wrap;
             this.ticketId = ticketId;
             this.payload = payload;
+            this.releaseFor = releaseFor;
         }
 
         @Override
@@ -131,16 +240,16 @@ public final class PeerReadService extends PeerReadGrpc.PeerReadImplBase {
                     if (offset == payload.byteSize()) {
                         int checksum = (int) crc.getValue();
                         end();
-                        call.onNext(PayloadChunk.newBuilder()
-                                .setTrailer(io.orbitkv.server.peer.proto.Trailer.newBuilder().setCrc32C(checksum)).build());
+                        call.onNext(wrap.apply(PayloadChunk.newBuilder()
+                                .setTrailer(io.orbitkv.server.peer.proto.Trailer.newBuilder().setCrc32C(checksum)).build()));
                         call.onCompleted();
                         return;
                     }
                     int n = (int) Math.min(CHUNK_BYTES, payload.byteSize() - offset);
                     ByteBuffer piece = payload.asSlice(offset, n).asByteBuffer();
                     crc.update(piece.duplicate());
-                    call.onNext(PayloadChunk.newBuilder()
-                            .setData(Data.newBuilder().setOffset(offset).setBytes(ByteString.copyFrom(piece))).build());
+                    call.onNext(wrap.apply(PayloadChunk.newBuilder()
+                            .setData(Data.newBuilder().setOffset(offset).setBytes(UnsafeByteOperations.unsafeWrap(piece))).build()));
                     offset += n;
                 }
             } catch (RuntimeException e) {
@@ -153,6 +262,7 @@ public final class PeerReadService extends PeerReadGrpc.PeerReadImplBase {
             if (ended) return;
             ended = true;
             source.endTransfer(ticketId);
+            releaseFor.ifPresent(requester -> source.release(ticketId, requester));
         }
     }
 }

@@ -61,7 +61,7 @@ class GrpcPeerReadTest {
 
     static final int NS = 1;
     static final NamespaceDigest DIGEST = new NamespaceDigest(11, 12, 13, 14);
-    static final int PAGE = 1024 * 1024 + 4096; // five chunks, the last one short
+    static final int PAGE = 1024 * 1024 + 4096; // two chunks (PeerReadService.CHUNK_BYTES), the last one short
     static final int SLOT = 2 * 1024 * 1024;
     static final NodeIncarnation A = new NodeIncarnation("a", 3);
     static final NodeIncarnation B = new NodeIncarnation("b", 4);
@@ -174,9 +174,63 @@ class GrpcPeerReadTest {
         f.lease().release();
 
         awaitSourceIdle();
-        await().atMost(Duration.ofSeconds(5)).until(() -> releases.pending() == 0);
-        assertThat(releases.ackedTotal()).isEqualTo(1);
+        assertThat(releases.pending()).as("a Fetch owes no Release call").isZero();
+        assertThat(releases.ackedTotal()).isZero();
+        assertThat(tickets.freedTotal()).as("freed by the source at stream end").isEqualTo(1);
+        assertThat(tickets.expiredTotal()).isZero();
         assertThat(requesterStore.dram().usage().reservedBytes()).isZero();
+    }
+
+    AuthorizeRequest request(StateKey k, long gen) {
+        return new AuthorizeRequest(B, A.incarnation(), k, DIGEST, PeerMedium.DRAM, gen, sourceStore.residency().lastSequence());
+    }
+
+    @Test
+    void fetchOfAGoneGenerationIsRejectedBeforeAnyByte() {
+        StateKey k = key(5);
+        long gen = put(k, bytes(5));
+        PayloadTransport.FetchOutcome outcome = transport.fetch(endpoint, request(k, gen + 7), grant -> {
+            throw new AssertionError("no grant for a gone generation");
+        }).join();
+        assertThat(outcome).isEqualTo(new PayloadTransport.FetchOutcome.Rejected(AuthorizeResult.Rejection.GENERATION_GONE));
+        assertThat(tickets.size()).isZero();
+        assertThat(sourceStore.dram().usage().leases()).isZero();
+    }
+
+    @Test
+    void fetchDeclinedAtTheGrantFreesTheTicketAtTheSourceWithoutARelease() {
+        StateKey k = key(6);
+        long gen = put(k, bytes(6));
+        PayloadTransport.FetchOutcome outcome = transport.fetch(endpoint, request(k, gen), grant -> Optional.empty()).join();
+        assertThat(outcome).isInstanceOfSatisfying(PayloadTransport.FetchOutcome.Declined.class,
+                d -> assertThat(d.releaseOwed()).isFalse());
+        awaitSourceIdle();
+        assertThat(tickets.expiredTotal()).as("freed by the cancel, not by the window").isZero();
+    }
+
+    @Test
+    void fetchCancelledMidStreamFreesTheTicketAtTheSourceWithoutARelease() {
+        StateKey k = key(7);
+        long gen = put(k, bytes(7));
+        AtomicInteger chunks = new AtomicInteger();
+        PayloadSink rejectSecond = new PayloadSink() {
+            @Override
+            public boolean onChunk(long offsetBytes, ByteBuffer chunk) {
+                return chunks.incrementAndGet() < 2;
+            }
+
+            @Override
+            public void onTrailer(int crc32c) {
+                throw new AssertionError("no trailer after a cancel");
+            }
+        };
+        PayloadTransport.FetchOutcome outcome = transport.fetch(endpoint, request(k, gen), grant -> Optional.of(rejectSecond)).join();
+        assertThat(outcome).isInstanceOfSatisfying(PayloadTransport.FetchOutcome.Streamed.class, s -> {
+            assertThat(s.end()).isEqualTo(PayloadTransport.TransferEnd.BROKEN);
+            assertThat(s.releaseOwed()).isFalse();
+        });
+        awaitSourceIdle();
+        assertThat(tickets.expiredTotal()).isZero();
     }
 
     @Test
