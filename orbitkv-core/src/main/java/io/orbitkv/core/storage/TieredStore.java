@@ -78,7 +78,21 @@ public final class TieredStore implements AutoCloseable {
     private enum StageCount { DRAM_HIT, SSD_READ, SHARED_READ, MISS, BUSY }
 
     /** A staging in flight: its one backing read's outcome, holding an anchor lease when staged. */
-    private record Inflight(CompletableFuture<StageResult> outcome) {}
+    /**
+     * One staging in flight. {@code outcome} completes with the shared result (holding the anchor
+     * lease) so that each caller takes its own lease from the anchor; {@code settled} completes
+     * after the anchor is released, and callers' futures complete only then, so a caller that
+     * sees its result never observes the anchor still counted as a lease.
+     */
+    private record Inflight(CompletableFuture<StageResult> outcome, CompletableFuture<Void> settled) {
+        Inflight() {
+            this(new CompletableFuture<>(), new CompletableFuture<>());
+        }
+
+        CompletableFuture<StageResult> forCaller(java.util.function.Function<StageResult, StageResult> ownLease) {
+            return outcome.thenApply(ownLease).thenCombine(settled, (mine, ignored) -> mine);
+        }
+    }
 
     private final TieredStoreConfig config;
     private final NamespaceTable namespaces;
@@ -202,17 +216,17 @@ public final class TieredStore implements AutoCloseable {
             pipeline.onDramHit(lease);
             return completed(new StageResult.Staged(lease, StageResult.Source.DRAM_HIT));
         }
-        Inflight mine = new Inflight(new CompletableFuture<>());
+        Inflight mine = new Inflight();
         Inflight existing = stagings.putIfAbsent(key, mine);
         if (existing != null) {
-            return existing.outcome().thenApply(r -> leaseFor(key, r, StageResult.Source.SHARED_READ));
+            return existing.forCaller(r -> leaseFor(key, r, StageResult.Source.SHARED_READ));
         }
         if (stagings.size() > config.maxInflightStages()) {
             stagings.remove(key, mine);
             return completed(new StageResult.Busy(StageResult.BusyReason.INFLIGHT_TABLE_FULL));
         }
         CompletableFuture<StageResult> mineForCaller =
-                mine.outcome().thenApply(r -> leaseFor(key, r, StageResult.Source.SSD_READ));
+                mine.forCaller(r -> leaseFor(key, r, StageResult.Source.SSD_READ));
         startStaging(key, mine);
         return mineForCaller;
     }
@@ -412,12 +426,17 @@ public final class TieredStore implements AutoCloseable {
     /**
      * Publishes the backing read's outcome: leaves the table first (later stagings start afresh
      * or hit DRAM), completes the shared future (its dependents take their own leases while the
-     * anchor lease is still held), then releases the anchor.
+     * anchor lease is still held), then releases the anchor, and only then lets the callers'
+     * futures complete ({@link Inflight#settled}).
      */
     private void finish(StateKey key, Inflight inflight, StageResult outcome) {
         stagings.remove(key, inflight);
-        inflight.outcome().complete(outcome);
-        if (outcome instanceof StageResult.Staged(Lease anchor, StageResult.Source ignored)) anchor.release();
+        try {
+            inflight.outcome().complete(outcome);
+            if (outcome instanceof StageResult.Staged(Lease anchor, StageResult.Source ignored)) anchor.release();
+        } finally {
+            inflight.settled().complete(null);
+        }
     }
 
     /** Turns the shared outcome into this caller's own result (its own lease, if staged). */
