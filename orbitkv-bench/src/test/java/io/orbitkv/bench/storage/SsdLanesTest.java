@@ -82,8 +82,8 @@ class SsdLanesTest {
         // Every pin the round took was released before it returned.
         assertThat(store.readerPins()).isZero();
         // So writing the ring over twice never has to skip a pinned extent. The writer's wait
-        // counter is not asserted: a momentary wait was seen once in five full runs, not from a pin
-        // the harness does not hold; only a pin never released causes a skip.
+        // counter is not asserted: a momentary wait was seen once in five full runs (cause not yet
+        // found); the harness's own pins are checked above, and a pin never released makes a skip.
         SsdLanes.Round rewrite = SsdLanes.writeRound(store, NS, BenchKeys::key, new AtomicLong(1000), 1000 + 128,
                 buffers, PAYLOAD, DEPTH, Long.MAX_VALUE);
         assertThat(rewrite.ops()).isEqualTo(128);
