@@ -14,6 +14,7 @@ import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -93,6 +94,19 @@ public final class CatalogCandidates implements PeerPages.Candidates {
                     key, namespace, medium, AuthorizeRequest.CURRENT_GENERATION, h.sequence()));
         }
         return out;
+    }
+
+    /**
+     * Looks {@code keys} up in one batch now, outside the background queue (a QUERY that may wait
+     * for peers asks for its whole missing prefix at once); the answers land in the catalog's
+     * candidate cache, read by {@link #known}. Completes when every shard owner answered or at
+     * the lookup deadline, never exceptionally.
+     */
+    @Override
+    public CompletableFuture<Void> discover(List<StateKey> keys) {
+        if (keys.isEmpty() || !view.get().valid()) return CompletableFuture.completedFuture(null);
+        lookupsStarted.incrementAndGet();
+        return lookups.lookup(keys, lookupDeadline).handle((answers, error) -> null);
     }
 
     private void startLookup(StateKey key) {

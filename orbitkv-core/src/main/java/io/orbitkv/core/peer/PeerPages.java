@@ -52,6 +52,15 @@ public final class PeerPages implements RemotePages {
     public interface Candidates {
         /** Live peers believed to hold {@code key} in {@code namespace}; empty when unknown. */
         List<PeerCandidate> known(StateKey key, NamespaceDigest namespace);
+
+        /**
+         * Looks {@code keys} up now (one batch, one RPC per shard owner) so that {@link #known}
+         * answers them afterwards; completes, never exceptionally, when the answers are in or at
+         * the lookup deadline. Default: nothing to look up.
+         */
+        default CompletableFuture<Void> discover(List<StateKey> keys) {
+            return CompletableFuture.completedFuture(null);
+        }
     }
 
     private final Candidates candidates;
@@ -111,6 +120,21 @@ public final class PeerPages implements RemotePages {
     public long stagingBytes(StateKey key, SessionScope scope) {
         if (!members.validForRemoteWork()) return 0;
         return candidates.known(key, scope.digest()).isEmpty() ? 0 : pageBytesBudget;
+    }
+
+    @Override
+    public boolean discoverable() {
+        return members.validForRemoteWork();
+    }
+
+    @Override
+    public CompletableFuture<Void> discover(List<StateKey> keys, SessionScope scope) {
+        if (keys.isEmpty() || !members.validForRemoteWork()) return CompletableFuture.completedFuture(null);
+        try {
+            return candidates.discover(keys).exceptionally(t -> null);
+        } catch (RuntimeException e) {
+            return CompletableFuture.completedFuture(null);
+        }
     }
 
     @Override

@@ -9,6 +9,7 @@ import io.orbitkv.core.query.SessionScope;
 import io.orbitkv.core.storage.StageResult;
 import io.orbitkv.state.StateKey;
 
+import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Objects;
@@ -76,9 +77,33 @@ public final class PeerRoutes implements RemotePages {
     }
 
     @Override
+    public boolean discoverable() {
+        return pages.discoverable();
+    }
+
+    @Override
+    public CompletableFuture<Void> discover(List<StateKey> keys, SessionScope scope) {
+        return pages.discover(keys, scope);
+    }
+
+    @Override
     public CompletableFuture<StageResult> fetch(StateKey key, SessionScope scope) {
         fetchesInFlight.incrementAndGet();
-        return pages.fetch(key, scope).whenComplete((r, t) -> {
+        return counted(pages.fetch(key, scope));
+    }
+
+    @Override
+    public List<CompletableFuture<StageResult>> fetchAll(List<StateKey> keys, SessionScope scope) {
+        fetchesInFlight.addAndGet(keys.size());
+        List<CompletableFuture<StageResult>> started = pages.fetchAll(keys, scope);
+        List<CompletableFuture<StageResult>> out = new ArrayList<>(started.size());
+        for (CompletableFuture<StageResult> f : started) out.add(counted(f));
+        return out;
+    }
+
+    /** Counts one started fetch (already counted in flight) when {@code fetch} completes. */
+    private CompletableFuture<StageResult> counted(CompletableFuture<StageResult> fetch) {
+        return fetch.whenComplete((r, t) -> {
             if (r instanceof StageResult.Staged) fetchesStaged.incrementAndGet();
             else fetchesMissed.incrementAndGet();
             fetchesInFlight.decrementAndGet();

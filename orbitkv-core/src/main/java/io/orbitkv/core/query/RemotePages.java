@@ -5,6 +5,8 @@ import io.orbitkv.core.cost.SourceOffer;
 import io.orbitkv.core.storage.StageResult;
 import io.orbitkv.state.StateKey;
 
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 
@@ -44,6 +46,33 @@ public interface RemotePages {
      * caller owns, or a miss. Never completes exceptionally.
      */
     CompletableFuture<StageResult> fetch(StateKey key, SessionScope scope);
+
+    /**
+     * Fetches {@code keys} (each one a page no local tier held when planned) from peers into local
+     * DRAM; one future per key, in the order of {@code keys}, each as {@link #fetch} would
+     * complete it. Pages that one source holds may travel in one request to that source (one
+     * request per query batch per source). Default: one {@link #fetch} per key.
+     */
+    default List<CompletableFuture<StageResult>> fetchAll(List<StateKey> keys, SessionScope scope) {
+        List<CompletableFuture<StageResult>> out = new ArrayList<>(keys.size());
+        for (StateKey key : keys) out.add(fetch(key, scope));
+        return out;
+    }
+
+    /**
+     * Asks where {@code keys} are held (the catalog lookup) so that {@link #stagingBytes} and
+     * {@link #fetch} know them once the returned future completes: with the answers in the
+     * candidate evidence, or at the lookup's own deadline. Never completes exceptionally; no
+     * lock is held while it runs. Default (no peers): already complete.
+     */
+    default CompletableFuture<Void> discover(List<StateKey> keys, SessionScope scope) {
+        return CompletableFuture.completedFuture(null);
+    }
+
+    /** Whether {@link #discover} can find anything now (peers exist and remote work is allowed). */
+    default boolean discoverable() {
+        return false;
+    }
 
     /**
      * The peer route's {@link SourceOffer} for a one-page staging of {@code key} of {@code shape}:

@@ -192,7 +192,7 @@ public final class FrameDecoder {
         long prompt = r.u63("prompt_tokens");
         long origin = r.u63("origin_tokens");
         int prefillRate = r.u31("prefill_tokens_per_second");
-        r.zero32("pad");
+        int peerWait = r.u31("peer_wait_millis");
         List<Request.QueryGroup> groups = new ArrayList<>(groupCount);
         long pages = 0;
         for (int i = 0; i < groupCount; i++) {
@@ -209,7 +209,7 @@ public final class FrameDecoder {
             int n = r.checkCount("page_count", count, Integer.MAX_VALUE, "", width);
             groups.add(new Request.QueryGroup(groupId, form, Hashes.adopt(width, r.bytes(n * width, "hashes"))));
         }
-        return new Request.Query(op, revision, target, prompt, origin, prefillRate, groups);
+        return new Request.Query(op, revision, target, prompt, origin, prefillRate, peerWait, groups);
     }
 
     private Request.PublishReserve readPublishReserve(WireReader r) {

@@ -80,7 +80,7 @@ public final class FrameEncoder {
             case Request.RegisterRegion r -> w.u64(r.sizeBytes()).u32(r.pageBytes()).u32(r.pageCount()).string16(r.path());
             case Request.Query q -> {
                 w.u64(q.operationId()).u32(q.revision()).u8(q.target().code()).u8(0).u16(q.groups().size());
-                w.u64(q.promptTokens()).u64(q.originTokens()).u32(q.prefillTokensPerSecond()).u32(0);
+                w.u64(q.promptTokens()).u64(q.originTokens()).u32(q.prefillTokensPerSecond()).u32(q.peerWaitMillis());
                 for (Request.QueryGroup g : q.groups()) {
                     w.u32(g.groupId()).u8(g.form().code()).u8(g.hashes().width()).u16(0).u32(g.hashes().count());
                     g.hashes().writeTo(w);

@@ -104,7 +104,7 @@ public sealed interface Request extends Frame {
      * legal boundary.
      */
     record Query(long operationId, int revision, CompletionTarget target, long promptTokens, long originTokens,
-                 int prefillTokensPerSecond, List<QueryGroup> groups) implements Request {
+                 int prefillTokensPerSecond, int peerWaitMillis, List<QueryGroup> groups) implements Request {
         public Query {
             Check.positive("operation_id", operationId);
             Check.nonNegative("revision", revision);
@@ -115,14 +115,26 @@ public sealed interface Request extends Frame {
                 throw new IllegalArgumentException("origin_tokens " + originTokens + " must be below prompt_tokens " + promptTokens);
             }
             Check.nonNegative("prefill_tokens_per_second", prefillTokensPerSecond);
+            Check.nonNegative("peer_wait_millis", peerWaitMillis);
             groups = Check.list("groups", groups, 1, Check.U16_MAX);
             Check.uniqueIds("groups", groups, QueryGroup::groupId);
         }
 
-        /** A QUERY from an engine that has not measured its prefill rate (0 = unknown). */
+        /** A QUERY that never waits for peers ({@code peer_wait_millis} 0). */
+        public Query(long operationId, int revision, CompletionTarget target, long promptTokens, long originTokens,
+                     int prefillTokensPerSecond, List<QueryGroup> groups) {
+            this(operationId, revision, target, promptTokens, originTokens, prefillTokensPerSecond, 0, groups);
+        }
+
+        /** A QUERY from an engine that has not measured its prefill rate (0 = unknown) and never waits for peers. */
         public Query(long operationId, int revision, CompletionTarget target, long promptTokens, long originTokens,
                      List<QueryGroup> groups) {
-            this(operationId, revision, target, promptTokens, originTokens, 0, groups);
+            this(operationId, revision, target, promptTokens, originTokens, 0, 0, groups);
+        }
+
+        /** This QUERY with {@code peer_wait_millis} = {@code millis}. */
+        public Query withPeerWaitMillis(int millis) {
+            return new Query(operationId, revision, target, promptTokens, originTokens, prefillTokensPerSecond, millis, groups);
         }
 
         /** Pages summed over the groups. */
