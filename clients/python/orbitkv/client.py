@@ -40,6 +40,26 @@ DEFAULT_TIMEOUT_S = 30.0
 _RECV_BYTES = 1 << 16
 
 
+#: The peer wait of an engine that has not measured its prefill rate yet (milliseconds).
+PEER_WAIT_UNKNOWN_RATE_MILLIS = 2_000
+#: The longest peer wait ``peer_wait_for`` asks for (milliseconds).
+PEER_WAIT_MAX_MILLIS = 10_000
+
+
+def peer_wait_for(tokens_to_compute: int, prefill_tokens_per_second: int) -> int:
+    """The ``peer_wait_millis`` for a QUERY whose prompt needs ``tokens_to_compute`` tokens of
+    prefill without a hit: the time recomputing them takes at the measured rate (waiting longer for
+    a peer cannot make the first token sooner), at least 1 ms and at most PEER_WAIT_MAX_MILLIS;
+    PEER_WAIT_UNKNOWN_RATE_MILLIS when the rate is unknown (0). Same rule as the Java client's
+    ``PeerWait.millisFor``."""
+    if tokens_to_compute < 0 or prefill_tokens_per_second < 0:
+        raise ValueError("tokens and rate must be >= 0")
+    if prefill_tokens_per_second == 0:
+        return PEER_WAIT_UNKNOWN_RATE_MILLIS
+    millis = -(-tokens_to_compute * 1000 // prefill_tokens_per_second)
+    return max(1, min(PEER_WAIT_MAX_MILLIS, millis))
+
+
 class OrbitKvError(Exception):
     """The Manager refused a request with ERROR ``code`` (a :class:`protocol.ErrorCode`)."""
 
@@ -267,15 +287,16 @@ class Client:
               prompt_tokens: int, origin_tokens: int = 0, revision: int = 0,
               target: p.CompletionTarget = p.CompletionTarget.HOST_READY,
               key_form: p.KeyForm = p.KeyForm.BLOCK_HASH,
-              prefill_tokens_per_second: int = 0) -> p.QueryResult:
+              prefill_tokens_per_second: int = 0, peer_wait_millis: int = 0) -> p.QueryResult:
         """Sends a QUERY; ``groups`` maps group id to its page names (page 0 first) in ``key_form``,
         or is a list of QueryGroup. ``prefill_tokens_per_second`` is the engine's measured prefill
-        rate (0 = unknown: the Manager answers the longest legal prefix). Returns the first
-        answer, PENDING or FINAL."""
+        rate (0 = unknown: the Manager answers the longest legal prefix). ``peer_wait_millis`` lets
+        a clustered Manager answer PENDING while it finds and fetches pages only peers hold (0 =
+        never wait; see ``peer_wait_for``). Returns the first answer, PENDING or FINAL."""
         if isinstance(groups, dict):
             groups = [p.QueryGroup(gid, key_form, list(hashes)) for gid, hashes in groups.items()]
         request = p.Query(operation_id, revision, target, prompt_tokens, origin_tokens, groups,
-                          prefill_tokens_per_second)
+                          prefill_tokens_per_second, peer_wait_millis)
         return self.call(request, p.QueryResult)
 
     def poll(self, operation_id: int, revision: int) -> p.QueryResult:

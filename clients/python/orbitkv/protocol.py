@@ -388,6 +388,9 @@ class Query:
     # The engine's measured prefill rate (tokens/s), 0 = unknown; on the wire it follows
     # origin_tokens (docs/protocol.md 5.3). Last here so that it can default to 0.
     prefill_tokens_per_second: int = 0
+    # How long the Manager may keep the QUERY PENDING to find and fetch pages only peers hold
+    # (milliseconds, 0 = never wait); on the wire it follows prefill_tokens_per_second.
+    peer_wait_millis: int = 0
     TYPE = FrameType.QUERY
 
     def __post_init__(self) -> None:
@@ -397,6 +400,7 @@ class Query:
         _check_int("prompt_tokens", self.prompt_tokens, 1, U63_MAX)
         _check_int("origin_tokens", self.origin_tokens, 0, self.prompt_tokens - 1)
         _check_int("prefill_tokens_per_second", self.prefill_tokens_per_second, 0, U31_MAX)
+        _check_int("peer_wait_millis", self.peer_wait_millis, 0, U31_MAX)
         object.__setattr__(self, "groups", tuple(self.groups))
         _check_int("group count", len(self.groups), 1, 0xFFFF)
         _distinct("group ids", [g.group_id for g in self.groups])
@@ -850,7 +854,7 @@ def _body(f) -> bytes:
         return p("<QII", f.size_bytes, f.page_bytes, f.page_count) + _str16(f.path)
     if isinstance(f, Query):
         out = bytearray(p("<QIBBHQQII", f.operation_id, f.revision, f.target, 0, len(f.groups),
-                          f.prompt_tokens, f.origin_tokens, f.prefill_tokens_per_second, 0))
+                          f.prompt_tokens, f.origin_tokens, f.prefill_tokens_per_second, f.peer_wait_millis))
         for g in f.groups:
             out += p("<IBBHI", g.group_id, g.key_form, g.hash_bytes, 0, len(g.hashes))
             out += b"".join(g.hashes)
@@ -1196,7 +1200,7 @@ class FrameDecoder:
         n = r.count("group_count", r.u16("group_count"), lim.max_groups_per_query, "maxGroupsPerQuery", 12)
         prompt, origin = r.u63("prompt_tokens"), r.u63("origin_tokens")
         prefill_rate = r.u31("prefill_tokens_per_second")
-        r.zero32("pad")
+        peer_wait = r.u31("peer_wait_millis")
         groups, pages = [], 0
         for _ in range(n):
             gid = r.u31("group_id")
@@ -1209,7 +1213,7 @@ class FrameDecoder:
             packed = r.raw(count * width, "hashes")
             hashes = tuple(packed[i * width:(i + 1) * width] for i in range(count))
             groups.append(QueryGroup(gid, form, hashes, width))
-        return Query(op, revision, target, prompt, origin, tuple(groups), prefill_rate)
+        return Query(op, revision, target, prompt, origin, tuple(groups), prefill_rate, peer_wait)
 
     def _registered(self, r: _Reader) -> Registered:
         incarnation, epoch = r.u63("incarnation_id"), r.u63("epoch")

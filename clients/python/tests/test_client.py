@@ -168,3 +168,17 @@ class ClientAgainstScript(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class PeerWaitBound(unittest.TestCase):
+    """peer_wait_for follows the Java client's PeerWait.millisFor."""
+
+    def test_recompute_time_at_the_measured_rate_bounded(self):
+        from orbitkv.client import PEER_WAIT_MAX_MILLIS, PEER_WAIT_UNKNOWN_RATE_MILLIS, peer_wait_for
+        self.assertEqual(peer_wait_for(3000, 1500), 2000)
+        self.assertEqual(peer_wait_for(1, 1500), 1)
+        self.assertEqual(peer_wait_for(0, 1500), 1)
+        self.assertEqual(peer_wait_for(10 ** 9, 1), PEER_WAIT_MAX_MILLIS)
+        self.assertEqual(peer_wait_for(4096, 0), PEER_WAIT_UNKNOWN_RATE_MILLIS)
+        with self.assertRaises(ValueError):
+            peer_wait_for(-1, 10)

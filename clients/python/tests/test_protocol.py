@@ -50,7 +50,7 @@ def sample_frames():
         (2, p.RegisterRegion("/dev/shm/region", 8192, 4096, 2)),
         (3, p.Query(5, 1, p.CompletionTarget.ENGINE_RESTORE, 100, 16,
                     [p.QueryGroup(0, p.KeyForm.STATE_KEY, [bytes(range(32))] * 2),
-                     p.QueryGroup(2, p.KeyForm.BLOCK_HASH, [], 5)], 4000)),
+                     p.QueryGroup(2, p.KeyForm.BLOCK_HASH, [], 5)], 4000, 300)),
         (4, p.QueryPoll(5, 1)),
         (5, p.Cancel(5)),
         (6, p.PublishReserve([p.PublishPage(0, p.KeyForm.BLOCK_HASH, b"\x01" * 8, 4096)])),
@@ -303,20 +303,21 @@ class Refusals(unittest.TestCase):
         bad_key[60] = p.KeyForm.STATE_KEY  # a STATE_KEY group of 8-byte hashes (key_form: body 44)
         self.refused(bytes(bad_key), p.ErrorCode.MALFORMED, True, TO_MANAGER)
 
-    def test_query_prefill_rate_is_a_u31_then_a_zero_pad(self):
+    def test_query_prefill_rate_and_peer_wait_are_u31s(self):
         query = p.Query(1, 0, p.CompletionTarget.HOST_READY, 64, 0,
-                        [p.QueryGroup(0, p.KeyForm.BLOCK_HASH, [b"\x07" * 8])], 1500)
+                        [p.QueryGroup(0, p.KeyForm.BLOCK_HASH, [b"\x07" * 8])], 1500, 250)
         data = p.encode(1, query)
         self.assertEqual(struct.unpack_from("<I", data, 16 + 32)[0], 1500)
+        self.assertEqual(struct.unpack_from("<I", data, 16 + 36)[0], 250)
         self.assertEqual(round_trip(self, data).frame, query)
-        huge = bytearray(data)
-        struct.pack_into("<I", huge, 16 + 32, 0x80000000)
-        self.refused(bytes(huge), p.ErrorCode.MALFORMED, True, TO_MANAGER)
-        padded = bytearray(data)
-        struct.pack_into("<I", padded, 16 + 36, 1)
-        self.refused(bytes(padded), p.ErrorCode.MALFORMED, True, TO_MANAGER)
+        for offset in (32, 36):
+            huge = bytearray(data)
+            struct.pack_into("<I", huge, 16 + offset, 0x80000000)
+            self.refused(bytes(huge), p.ErrorCode.MALFORMED, True, TO_MANAGER)
         with self.assertRaises(p.ProtocolError):
             p.Query(1, 0, p.CompletionTarget.HOST_READY, 64, 0, [p.QueryGroup(0, p.KeyForm.BLOCK_HASH, [b"x"])], -1)
+        with self.assertRaises(p.ProtocolError):
+            p.Query(1, 0, p.CompletionTarget.HOST_READY, 64, 0, [p.QueryGroup(0, p.KeyForm.BLOCK_HASH, [b"x"])], 0, -1)
 
     def test_values_that_cannot_be_built(self):
         with self.assertRaises(p.ProtocolError):

@@ -1,6 +1,7 @@
 package io.orbitkv.engine;
 
 import io.orbitkv.client.OrbitKvClient;
+import io.orbitkv.client.PeerWait;
 import io.orbitkv.client.OrbitKvException;
 import io.orbitkv.client.PageToPublish;
 import io.orbitkv.client.PublishOutcome;
@@ -113,8 +114,10 @@ public final class OrbitKvPageStore implements KvPageStore {
     @Override
     public PrefixLookup lookupPrefix(List<StateKey> pageKeys, long promptTokens) {
         long operationId = nextOperationId++;
+        // A clustered Manager may wait for peers as long as recomputing the prompt would take.
         Request.Query query = new Request.Query(operationId, 0, CompletionTarget.HOST_READY, promptTokens, 0,
-                prefillTokensPerSecond, List.of(new Request.QueryGroup(FullAttention.GROUP, KeyForm.STATE_KEY, Hashes.ofKeys(pageKeys))));
+                prefillTokensPerSecond, PeerWait.millisFor(promptTokens, prefillTokensPerSecond),
+                List.of(new Request.QueryGroup(FullAttention.GROUP, KeyForm.STATE_KEY, Hashes.ofKeys(pageKeys))));
         Reply.QueryResult first = client.query(query);
         HitSource source = first.status() == QueryStatus.FINAL ? HitSource.DRAM : HitSource.STAGED;
         Reply.QueryResult result = client.awaitSettled(first);

@@ -33,9 +33,9 @@ import java.util.function.Supplier;
  *
  * <p>Design note: only positives are cached. A cached "absent" would hide a page published a
  * moment later (the requester would recompute what a peer holds); a stale positive costs one
- * refused peer authorization and a replan, which the peer protocol handles anyway. The TTL is short
- * (default 2 s: residency changes are evictions on a scale of seconds under pressure) and the
- * size bounded ({@code maxCandidates}, ~200 bytes each).
+ * refused peer authorization and a replan, which the peer protocol handles anyway. The TTL (the
+ * daemon uses 30 s) must outlive the gap between an engine's QUERYs, which arrive once per
+ * request, seconds apart; the size is bounded ({@code maxCandidates}, ~200 bytes each).
  */
 public final class CatalogLookups {
 

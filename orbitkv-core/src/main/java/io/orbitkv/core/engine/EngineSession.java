@@ -392,6 +392,16 @@ final class EngineSession implements ChannelSession, OperationHost {
     }
 
     @Override
+    public long peerWaitMaxNanos() {
+        return core.config().peerWaitMaxNanos();
+    }
+
+    @Override
+    public Runnable schedule(Runnable task, long delayNanos) {
+        return core.schedule(task, delayNanos);
+    }
+
+    @Override
     public void emit(Reply.Completion event) {
         sink.complete(event);
     }

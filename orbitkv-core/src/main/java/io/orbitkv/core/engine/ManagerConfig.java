@@ -23,17 +23,19 @@ import java.util.concurrent.TimeUnit;
  * @param publishQuarantineNanos  how long an unsealed reservation's slot of a closed or fenced session is held
  *                                before it returns to the free list (protocol §9.6); 0 frees it at once
  * @param publishQuarantineBytes  slot bytes held in that quarantine at most; past it the oldest are freed early
+ * @param peerWaitMaxNanos        the longest a QUERY may stay PENDING waiting for peers (catalog lookup and
+ *                                peer fetches), whatever {@code peer_wait_millis} it asks; 0 never waits
  */
 public record ManagerConfig(long maxLeases, long stagingBudgetBytes, int stagesPerOperation, int restoreCopyThreads,
                             int restoreQueuedTasks, int maxInstances, int maxReplans, long fenceDrainTimeoutNanos,
-                            long publishQuarantineNanos, long publishQuarantineBytes) {
+                            long publishQuarantineNanos, long publishQuarantineBytes, long peerWaitMaxNanos) {
 
     /**
      * Defaults for a single-node daemon: 1 M leases (a 16-token page each: 16 M tokens), 1 GiB
-     * staging, a 5 s publish quarantine of at most 256 MiB.
+     * staging, a 5 s publish quarantine of at most 256 MiB, peer waits of at most 5 s.
      */
     public static final ManagerConfig DEFAULTS = new ManagerConfig(1 << 20, 1L << 30, 64, 4, 1024, 4096, 4,
-            TimeUnit.SECONDS.toNanos(30), TimeUnit.SECONDS.toNanos(5), 256L << 20);
+            TimeUnit.SECONDS.toNanos(30), TimeUnit.SECONDS.toNanos(5), 256L << 20, TimeUnit.SECONDS.toNanos(5));
 
     public ManagerConfig {
         if (maxLeases < 1) throw new IllegalArgumentException("maxLeases must be >= 1: " + maxLeases);
@@ -48,36 +50,47 @@ public record ManagerConfig(long maxLeases, long stagingBudgetBytes, int stagesP
         if (fenceDrainTimeoutNanos < 1) throw new IllegalArgumentException("fenceDrainTimeoutNanos must be >= 1");
         if (publishQuarantineNanos < 0) throw new IllegalArgumentException("publishQuarantineNanos must be >= 0");
         if (publishQuarantineBytes < 0) throw new IllegalArgumentException("publishQuarantineBytes must be >= 0");
+        if (peerWaitMaxNanos < 0) throw new IllegalArgumentException("peerWaitMaxNanos must be >= 0");
     }
 
     public ManagerConfig withMaxLeases(long leases) {
         return new ManagerConfig(leases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
                 restoreQueuedTasks, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
-                publishQuarantineBytes);
+                publishQuarantineBytes, peerWaitMaxNanos);
     }
 
     public ManagerConfig withStagingBudgetBytes(long bytes) {
         return new ManagerConfig(maxLeases, bytes, stagesPerOperation, restoreCopyThreads, restoreQueuedTasks,
-                maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos, publishQuarantineBytes);
+                maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos, publishQuarantineBytes,
+                peerWaitMaxNanos);
     }
 
     public ManagerConfig withStagesPerOperation(int stages) {
         return new ManagerConfig(maxLeases, stagingBudgetBytes, stages, restoreCopyThreads, restoreQueuedTasks,
-                maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos, publishQuarantineBytes);
+                maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos, publishQuarantineBytes,
+                peerWaitMaxNanos);
     }
 
     public ManagerConfig withRestore(int threads, int queuedTasks) {
         return new ManagerConfig(maxLeases, stagingBudgetBytes, stagesPerOperation, threads, queuedTasks,
-                maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos, publishQuarantineBytes);
+                maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos, publishQuarantineBytes,
+                peerWaitMaxNanos);
     }
 
     public ManagerConfig withFenceDrainTimeoutNanos(long nanos) {
         return new ManagerConfig(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
-                restoreQueuedTasks, maxInstances, maxReplans, nanos, publishQuarantineNanos, publishQuarantineBytes);
+                restoreQueuedTasks, maxInstances, maxReplans, nanos, publishQuarantineNanos, publishQuarantineBytes,
+                peerWaitMaxNanos);
     }
 
     public ManagerConfig withPublishQuarantine(long nanos, long bytes) {
         return new ManagerConfig(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
-                restoreQueuedTasks, maxInstances, maxReplans, fenceDrainTimeoutNanos, nanos, bytes);
+                restoreQueuedTasks, maxInstances, maxReplans, fenceDrainTimeoutNanos, nanos, bytes, peerWaitMaxNanos);
+    }
+
+    public ManagerConfig withPeerWaitMaxNanos(long nanos) {
+        return new ManagerConfig(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
+                restoreQueuedTasks, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
+                publishQuarantineBytes, nanos);
     }
 }

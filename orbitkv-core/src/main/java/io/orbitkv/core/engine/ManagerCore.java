@@ -28,7 +28,9 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -437,6 +439,20 @@ public final class ManagerCore implements AutoCloseable {
     /** Takes an unsealed reservation of a session that is closing; frees its slot after the grace. */
     void quarantine(io.orbitkv.core.storage.dram.Reservation reservation) {
         quarantine.hold(reservation, nanoClock.getAsLong());
+    }
+
+    /**
+     * Runs {@code task} on a callback thread after {@code delayNanos} (the tick thread only hands
+     * it over, so it never waits on a session lock); returns what cancels it.
+     */
+    Runnable schedule(Runnable task, long delayNanos) {
+        ScheduledFuture<?> f;
+        try {
+            f = ticker.schedule(() -> callbacks.execute(task), delayNanos, TimeUnit.NANOSECONDS);
+        } catch (RejectedExecutionException closing) {
+            return () -> { };
+        }
+        return () -> f.cancel(false);
     }
 
     ExecutorService callbacks() {

@@ -52,6 +52,11 @@ public final class Budget {
         return used.get();
     }
 
+    /** What can still be acquired now (a snapshot). */
+    public long available() {
+        return Math.max(0, capacity() - used());
+    }
+
     public long capacity() {
         return capacity;
     }

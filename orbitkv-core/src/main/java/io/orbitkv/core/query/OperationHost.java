@@ -38,6 +38,15 @@ public interface OperationHost {
     /** Re-selections after staging failures before an operation settles as a miss. */
     int maxReplans();
 
+    /** The longest a QUERY waits for peers, whatever it asks (nanoseconds; 0 never waits). */
+    long peerWaitMaxNanos();
+
+    /**
+     * Runs {@code task} once after {@code delayNanos} on a timer thread, which must hand it to
+     * {@link #callbacks()} before taking any lock; returns what cancels it (idempotent).
+     */
+    Runnable schedule(Runnable task, long delayNanos);
+
     /** Sends an asynchronous event to the client (best effort). */
     void emit(Reply.Completion event);
 

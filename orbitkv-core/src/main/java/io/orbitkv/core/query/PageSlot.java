@@ -29,25 +29,30 @@ final class PageSlot {
     final int groupId;
     final long page;
     final StateKey key;
+    /** Held only by peers when planned: fetched with the operation's other peer pages in one batch. */
+    final boolean remote;
     State state;
+    /** Given up at the peer wait bound while its fetch was in flight: its result is released on arrival. */
+    boolean abandoned;
     Lease lease;
     long stagingBytes;
 
-    private PageSlot(int groupId, long page, StateKey key, State state, Lease lease, long stagingBytes) {
+    private PageSlot(int groupId, long page, StateKey key, boolean remote, State state, Lease lease, long stagingBytes) {
         this.groupId = groupId;
         this.page = page;
         this.key = key;
+        this.remote = remote;
         this.state = state;
         this.lease = lease;
         this.stagingBytes = stagingBytes;
     }
 
     static PageSlot resident(int groupId, long page, Lease lease) {
-        return new PageSlot(groupId, page, lease.key(), State.RESIDENT, lease, 0);
+        return new PageSlot(groupId, page, lease.key(), false, State.RESIDENT, lease, 0);
     }
 
-    static PageSlot toStage(int groupId, long page, StateKey key, long stagingBytes) {
-        return new PageSlot(groupId, page, key, State.QUEUED, null, stagingBytes);
+    static PageSlot toStage(int groupId, long page, StateKey key, long stagingBytes, boolean remote) {
+        return new PageSlot(groupId, page, key, remote, State.QUEUED, null, stagingBytes);
     }
 
     /** Releases the lease if one is held; true if this call released it. */

@@ -28,6 +28,7 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 
 /**
  * One revision of one QUERY operation of a session (protocol §9.4-9.5): its selected boundary,
@@ -40,7 +41,8 @@ import java.util.concurrent.CompletableFuture;
  * lock and read only final fields, the leases (held until the copies drain) and the volatile
  * {@code stopCopies}.
  *
- * <p>States, all transitions in {@link #transition}: PENDING (stagings queued or running) →
+ * <p>States, all transitions in {@link #transition}: PENDING (a catalog lookup of pages only
+ * peers may hold, or stagings queued or running) →
  * FINAL (a hit whose pages are all RESIDENT/READY, or a miss holding nothing) → DRAINING
  * (cancelled, released, replaced or disconnected while I/O is submitted) → ENDED (nothing held).
  * PENDING or FINAL go straight to ENDED when nothing is in flight.
@@ -52,6 +54,13 @@ import java.util.concurrent.CompletableFuture;
  * {@link RecoveryDemand#validate(io.orbitkv.state.RecoveryContract, long)}; a failed staging
  * never becomes a hit: the boundary is selected again with that page missing.
  *
+ * <p>Peer waits: a QUERY with {@code peer_wait_millis} > 0 whose boundary needs pages no local
+ * tier holds asks the catalog about all of them at once and holds nothing meanwhile
+ * ({@code discovering}); a timer at the wait bound stops the wait, gives up peer fetches in flight
+ * ({@code abandoned} slots, counted in {@code abandonedInFlight} until they land and are released)
+ * and plans from local tiers only ({@code localOnly}). See docs/manager-core.md, "First-query
+ * peer hits".
+ *
  * <p>Design note: a plan holds its DRAM leases from lookup to release instead of re-acquiring
  * after selection, so an eviction between selection and answer cannot turn a selected page into
  * a hole; the cost is that a lookup of a page the boundary does not need briefly pins it (one
@@ -60,6 +69,12 @@ import java.util.concurrent.CompletableFuture;
  * for the ≤ 64 reads already submitted.
  */
 public final class QueryOperation {
+
+    /**
+     * Keys one QUERY asks the catalog about at once when it waits for peers (32 bytes each on the
+     * wire; a 65,536-page query asks for its first 4,096 missing pages).
+     */
+    static final int MAX_DISCOVERED_KEYS = 4_096;
 
     /** The operation's life; see the class comment. */
     public enum State { PENDING, FINAL, DRAINING, ENDED }
@@ -94,6 +109,15 @@ public final class QueryOperation {
     private boolean pendingReplied;
     private boolean drainedEventWanted;
     private SourceSelector sources;
+    /** A catalog lookup of this revision's missing pages is in flight (PENDING, nothing held for it). */
+    private boolean discovering;
+    /** Past the peer wait bound: plans use local tiers only. */
+    private boolean localOnly;
+    /** Peer fetches given up at the wait bound that have not landed yet (their results are released). */
+    private int abandonedInFlight;
+    /** Peer fetches of this operation in flight (one batch at a time). */
+    private int remoteInFlight;
+    private Runnable cancelWaitTimer = () -> { };
 
     public QueryOperation(OperationHost host, Request.Query query, SessionScope scope) {
         this.host = Objects.requireNonNull(host, "host");
@@ -129,7 +153,11 @@ public final class QueryOperation {
      * and must be dropped.
      */
     public Optional<Reply.Error> start() {
-        QueryPlan plan = host.planner().plan(query, scope, excluded, false);
+        QueryPlan plan = host.planner().plan(query, scope, excluded, QueryPlanner.Sources.ALL, Long.MAX_VALUE);
+        if (waitsForPeers(plan)) {
+            host.countQuery(OperationHost.QueryOutcome.PENDING, 0);
+            return Optional.empty();
+        }
         if (plan instanceof QueryPlan.Hit full) plan = BoundaryChooser.choose(full, query, scope, excluded, host);
         Optional<Reply.Error> refused = adopt(plan);
         if (refused.isEmpty()) {
@@ -137,6 +165,105 @@ public final class QueryOperation {
             else countSettled();
         }
         return refused;
+    }
+
+    /**
+     * First-query peer hits: when the QUERY may wait ({@code peer_wait_millis} > 0, capped by the
+     * Manager's maximum) and pages beyond {@code plan}'s boundary are held by no local tier, lets
+     * {@code plan} go, asks the catalog where all of those pages are (one batch), and answers
+     * PENDING; {@link #onDiscovered} plans again with the answers, {@link #onWaitExpired} settles
+     * with what is local when the bound passes first. True if it started waiting.
+     */
+    private boolean waitsForPeers(QueryPlan plan) {
+        long waitNanos = Math.min(TimeUnit.MILLISECONDS.toNanos(query.peerWaitMillis()), host.peerWaitMaxNanos());
+        RemotePages remote = host.planner().remote();
+        if (!remote.discoverable()) return false;
+        List<StateKey> missing = host.planner().missingLocally(query, scope, plan, MAX_DISCOVERED_KEYS);
+        if (missing.isEmpty()) return false;
+        if (waitNanos <= 0) {
+            // No wait: answer from what is known now, and look the whole missing prefix up in the
+            // background so that the next QUERY finds every peer page, not one more page per QUERY.
+            remote.discover(missing, scope);
+            return false;
+        }
+        if (plan instanceof QueryPlan.Hit h) h.releaseAll();
+        discovering = true;
+        cancelWaitTimer = host.schedule(() -> {
+            synchronized (host.lock()) {
+                onWaitExpired();
+            }
+        }, waitNanos);
+        remote.discover(missing, scope).whenCompleteAsync((ignored, failure) -> {
+            synchronized (host.lock()) {
+                onDiscovered();
+            }
+        }, host.callbacks());
+        return true;
+    }
+
+    /** The catalog answered (or its deadline passed): plan again with the peers it named. */
+    private void onDiscovered() {
+        if (state != State.PENDING || !discovering) return;
+        discovering = false;
+        QueryPlan plan = host.planner().plan(query, scope, excluded, planSources(), Long.MAX_VALUE);
+        if (plan instanceof QueryPlan.Hit full) plan = BoundaryChooser.choose(full, query, scope, excluded, host);
+        if (adopt(plan).isPresent()) settleMiss(List.of());
+        settledCheck();
+    }
+
+    /**
+     * The peer wait bound passed while still PENDING: stop waiting for the catalog, give up peer
+     * fetches in flight (their results are released when they land; a batch never left half
+     * adopted) and settle with what local tiers hold, pages that already arrived from peers
+     * included.
+     */
+    private void onWaitExpired() {
+        if (state != State.PENDING || localOnly) return;
+        localOnly = true;
+        boolean wasDiscovering = discovering;
+        discovering = false;
+        boolean peersPending = false;
+        for (QueryPlan.SlotSpan s : spans) {
+            for (PageSlot p : s.pages()) {
+                if (!p.remote) continue;
+                if (p.state == PageSlot.State.QUEUED) {
+                    queue.remove(p);
+                    host.stagingBytes().release(p.stagingBytes);
+                    p.stagingBytes = 0;
+                    p.state = PageSlot.State.FAILED;
+                    peersPending = true;
+                } else if (p.state == PageSlot.State.STAGING) {
+                    p.abandoned = true;
+                    p.state = PageSlot.State.FAILED;
+                    stagingInFlight--;
+                    remoteInFlight--;
+                    abandonedInFlight++;
+                    peersPending = true;
+                }
+            }
+        }
+        if (wasDiscovering) {
+            QueryPlan plan = host.planner().plan(query, scope, excluded, planSources(), Long.MAX_VALUE);
+            if (plan instanceof QueryPlan.Hit full) plan = BoundaryChooser.choose(full, query, scope, excluded, host);
+            if (adopt(plan).isPresent()) settleMiss(List.of());
+        } else if (peersPending && stagingInFlight == 0 && queue.isEmpty()) {
+            replan();
+        }
+        settledCheck();
+    }
+
+    private QueryPlanner.Sources planSources() {
+        return localOnly ? QueryPlanner.Sources.LOCAL : QueryPlanner.Sources.ALL;
+    }
+
+    /** After a change that may have settled a PENDING answer: count it and tell the client. */
+    private void settledCheck() {
+        if (state == State.PENDING) return;
+        cancelWaitTimer.run();
+        countSettled();
+        if (pendingReplied) {
+            host.emit(new Reply.Completion(operationId(), revision(), CompletionEvent.QUERY_SETTLED, Reply.Settled.OK));
+        }
     }
 
     /** The current QUERY_RESULT (PENDING while stagings run, else FINAL). */
@@ -189,7 +316,7 @@ public final class QueryOperation {
                 if (!host.stagingBytes().tryAcquire(bytes)) {
                     h.releaseAll();
                     host.leases().release(h.pageCount());
-                    return adoptFromDram(bytes);
+                    return adoptWithin(bytes);
                 }
                 leaseTickets = h.pageCount();
                 hit = true;
@@ -207,12 +334,26 @@ public final class QueryOperation {
     }
 
     /**
+     * The staging set ({@code refusedBytes}) did not fit the budget: select again with the pages to
+     * stage capped at what the budget has left now (the longest legal boundary that fits); if that
+     * stages no less, from DRAM-resident pages only. Terminates: each retry stages strictly fewer bytes.
+     */
+    private Optional<Reply.Error> adoptWithin(long refusedBytes) {
+        QueryPlan capped = host.planner().plan(query, scope, excluded, planSources(), host.stagingBytes().available());
+        if (capped instanceof QueryPlan.Hit h) {
+            if (h.stagingBytes() < refusedBytes) return adopt(capped);
+            h.releaseAll();
+        }
+        return adoptFromDram(refusedBytes);
+    }
+
+    /**
      * The staging set did not fit the budget: select again from DRAM-resident pages only (a
      * shorter boundary, or a miss). NO_SPACE only when SSD pages could have made a hit and DRAM
      * alone cannot.
      */
     private Optional<Reply.Error> adoptFromDram(long refusedBytes) {
-        QueryPlan fallback = host.planner().plan(query, scope, excluded, true);
+        QueryPlan fallback = host.planner().plan(query, scope, excluded, QueryPlanner.Sources.DRAM, 0);
         if (fallback instanceof QueryPlan.Miss) {
             return Optional.of(new Reply.Error(ErrorCode.NO_SPACE, "staging " + refusedBytes
                     + " bytes from SSD does not fit the staging budget (" + host.stagingBytes() + ")"));
@@ -220,14 +361,48 @@ public final class QueryOperation {
         return adopt(fallback);
     }
 
+    /**
+     * Submits queued stagings: local pages (SSD, or a peer after a local refusal) one by one up to
+     * {@code stagesPerOperation} in flight; pages only peers hold in one {@link RemotePages#fetchAll}
+     * batch (one request per source), the next batch when the previous one has landed.
+     */
     private void pump() {
-        while (state == State.PENDING && stagingInFlight < host.stagesPerOperation() && !queue.isEmpty()) {
-            PageSlot slot = queue.poll();
+        List<PageSlot> peers = new ArrayList<>();
+        int peerBatch = remoteInFlight == 0 ? host.stagesPerOperation() : 0;
+        int window = host.stagesPerOperation();
+        for (java.util.Iterator<PageSlot> it = queue.iterator(); state == State.PENDING && it.hasNext(); ) {
+            PageSlot slot = it.next();
+            if (slot.remote ? peers.size() >= peerBatch : stagingInFlight - remoteInFlight >= window) continue;
+            it.remove();
             slot.state = PageSlot.State.STAGING;
             stagingInFlight++;
+            if (slot.remote) {
+                peers.add(slot);
+                continue;
+            }
             sources().stage(SourceSelector.routes(host.store(), host.planner().remote(), slot.key, scope, slot.stagingBytes),
                             new StageResult.Miss(slot.key, StageResult.MissReason.NOT_FOUND))
                     .whenCompleteAsync((result, failure) -> {
+                synchronized (host.lock()) {
+                    onStaged(slot, result);
+                }
+            }, host.callbacks());
+        }
+        if (peers.isEmpty()) return;
+        remoteInFlight += peers.size();
+        List<StateKey> keys = new ArrayList<>(peers.size());
+        for (PageSlot p : peers) keys.add(p.key);
+        List<CompletableFuture<StageResult>> fetches;
+        try {
+            fetches = host.planner().remote().fetchAll(keys, scope);
+        } catch (RuntimeException e) {
+            fetches = List.of();
+        }
+        for (int i = 0; i < peers.size(); i++) {
+            PageSlot slot = peers.get(i);
+            CompletableFuture<StageResult> f = i < fetches.size() ? fetches.get(i)
+                    : CompletableFuture.completedFuture(new StageResult.Miss(slot.key, StageResult.MissReason.NOT_FOUND));
+            f.whenCompleteAsync((result, failure) -> {
                 synchronized (host.lock()) {
                     onStaged(slot, result);
                 }
@@ -241,10 +416,17 @@ public final class QueryOperation {
     }
 
     private void onStaged(PageSlot slot, StageResult result) {
-        stagingInFlight--;
         host.stagingBytes().release(slot.stagingBytes);
         slot.stagingBytes = 0;
         Lease lease = result instanceof StageResult.Staged(Lease l, StageResult.Source ignored) ? l : null;
+        if (slot.abandoned) {
+            abandonedInFlight--;
+            if (lease != null) lease.release();
+            drainCheck();
+            return;
+        }
+        stagingInFlight--;
+        if (slot.remote) remoteInFlight--;
         if (state != State.PENDING || slot.state != PageSlot.State.STAGING) {
             if (lease != null) lease.release();
             drainCheck();
@@ -264,13 +446,7 @@ public final class QueryOperation {
         }
         if (anyFailed()) replan();
         else finishHit();
-        if (state != State.PENDING) {
-            countSettled();
-            if (pendingReplied) {
-                host.emit(new Reply.Completion(operationId(), revision(), CompletionEvent.QUERY_SETTLED,
-                        Reply.Settled.OK));
-            }
-        }
+        settledCheck();
     }
 
     private boolean anyFailed() {
@@ -289,7 +465,9 @@ public final class QueryOperation {
         spans = List.of();
         hit = false;
         boolean retry = replans++ < host.maxReplans();
-        QueryPlan plan = retry ? host.planner().plan(query, scope, excluded, false) : new QueryPlan.Miss(List.of());
+        QueryPlan plan = retry
+                ? host.planner().plan(query, scope, excluded, planSources(), Long.MAX_VALUE)
+                : new QueryPlan.Miss(List.of());
         host.leases().release(oldTickets);
         if (adopt(plan).isPresent()) settleMiss(List.of());
         for (QueryPlan.SlotSpan s : old) for (PageSlot p : s.pages()) p.releaseLease();
@@ -465,6 +643,8 @@ public final class QueryOperation {
     public Stopped stop(boolean notifyDrained) {
         if (state == State.ENDED || state == State.DRAINING) return new Stopped(0, state == State.ENDED);
         stopCopies = true;
+        discovering = false;
+        cancelWaitTimer.run();
         for (PageSlot p : queue) {
             host.stagingBytes().release(p.stagingBytes);
             p.stagingBytes = 0;
@@ -487,7 +667,7 @@ public final class QueryOperation {
 
     /** Ends the operation if nothing is in flight; true if it is ENDED now. */
     private boolean drainCheckQuietly() {
-        if (stagingInFlight > 0 || copyTasksInFlight > 0) return false;
+        if (stagingInFlight > 0 || copyTasksInFlight > 0 || abandonedInFlight > 0) return false;
         releaseAllLeases();
         host.leases().release(leaseTickets);
         leaseTickets = 0;

@@ -93,11 +93,32 @@ public final class QueryPlanner {
         return Optional.empty();
     }
 
+    /** Which sources a plan may use. */
+    enum Sources {
+        /** Local DRAM, local SSD and peers (the candidates known now). */
+        ALL,
+        /** Local DRAM and local SSD: past a QUERY's peer wait bound. */
+        LOCAL,
+        /** Local DRAM only: nothing to stage. */
+        DRAM
+    }
+
+    /** Plans {@code query} from every source, without a staging cap. */
+    QueryPlan plan(Request.Query query, SessionScope scope, Set<StateKey> excluded, boolean dramOnly) {
+        return plan(query, scope, excluded, dramOnly ? Sources.DRAM : Sources.ALL, Long.MAX_VALUE);
+    }
+
     /**
      * Plans {@code query} (which passed {@link #check}). {@code excluded} keys count as missing
-     * (their staging failed earlier); with {@code dramOnly}, SSD pages count as missing too.
+     * (their staging failed earlier); {@code sources} says which sources count; pages to stage are
+     * admitted in lookup order (full groups first, each in page order) while their padded bytes
+     * sum to at most {@code stagingCapBytes}, and count as missing past it, so a staging set too
+     * large for the budget yields the longest legal boundary that fits rather than a refusal.
      */
-    QueryPlan plan(Request.Query query, SessionScope scope, Set<StateKey> excluded, boolean dramOnly) {
+    QueryPlan plan(Request.Query query, SessionScope scope, Set<StateKey> excluded, Sources sources,
+                   long stagingCapBytes) {
+        boolean dramOnly = sources == Sources.DRAM;
+        long[] stagingLeft = {stagingCapBytes};
         RecoveryContract contract = scope.contract();
         int p = contract.pageTokens();
         long originPage = query.originTokens() / p;
@@ -112,7 +133,8 @@ public final class QueryPlanner {
         for (StateGroup group : contract.groups()) {
             if (!(group instanceof StateGroup.Full)) continue;
             Request.QueryGroup qg = byId.get(group.id());
-            Found f = lookUp(qg, scope, originPage, Math.min(bound, qg.hashes().count()), excluded, dramOnly, true);
+            Found f = lookUp(qg, scope, originPage, Math.min(bound, qg.hashes().count()), excluded, sources,
+                    stagingLeft, true);
             byGroup.put(group.id(), f);
             bound = Math.min(bound, f.firstMissingPage());
         }
@@ -121,7 +143,8 @@ public final class QueryPlanner {
         for (StateGroup group : contract.groups()) {
             Request.QueryGroup qg = byId.get(group.id());
             Found f = byGroup.containsKey(group.id()) ? byGroup.get(group.id())
-                    : lookUp(qg, scope, originPage, Math.min(bound, qg.hashes().count()), excluded, dramOnly, false);
+                    : lookUp(qg, scope, originPage, Math.min(bound, qg.hashes().count()), excluded, sources,
+                            stagingLeft, false);
             found.add(f);
             coverage.put(group.id(), switch (group) {
                 case StateGroup.Recurrent r -> GroupCoverage.checkpoints(f.checkpoints(p));
@@ -140,9 +163,35 @@ public final class QueryPlanner {
         };
     }
 
+    /**
+     * Keys of the pages a peer might add to {@code plan}: in every group, the candidate pages at or
+     * above the plan's boundary page (from the origin for a miss) and below the prompt's cap that
+     * no local tier holds now, page order per group, at most {@code limit} in all. Index reads only
+     * (no lease, no pin, no catalog call); key derivation is the cost (~0.5 µs a page).
+     */
+    List<StateKey> missingLocally(Request.Query query, SessionScope scope, QueryPlan plan, int limit) {
+        RecoveryContract contract = scope.contract();
+        int p = contract.pageTokens();
+        long fromPage = (plan instanceof QueryPlan.Hit h ? h.boundaryTokens() : query.originTokens()) / p;
+        long capPage = contract.capTokens(query.promptTokens()) / p;
+        List<StateKey> out = new ArrayList<>();
+        for (Request.QueryGroup qg : query.groups()) {
+            long to = Math.min(capPage, qg.hashes().count());
+            for (long page = Math.max(fromPage, query.originTokens() / p); page < to && out.size() < limit; page++) {
+                int index = (int) page;
+                StateKey key = qg.form() == KeyForm.BLOCK_HASH
+                        ? keys.key(scope, qg.groupId(), qg.hashes().get(index))
+                        : qg.hashes().key(index);
+                if (!store.dram().contains(key) && !store.ssd().contains(key)) out.add(key);
+            }
+        }
+        return out;
+    }
+
     /** Looks up pages {@code [from, to)}; with {@code stopAtMiss}, stops after the first unavailable one. */
     private Found lookUp(Request.QueryGroup qg, SessionScope scope, long from, long to, Set<StateKey> excluded,
-                         boolean dramOnly, boolean stopAtMiss) {
+                         Sources sources, long[] stagingLeft, boolean stopAtMiss) {
+        boolean dramOnly = sources == Sources.DRAM;
         int n = (int) Math.max(0, to - from);
         Found f = new Found(qg.groupId(), from, n);
         for (int i = 0; i < n; i++) {
@@ -165,8 +214,17 @@ public final class QueryPlanner {
                 case LookupResult.Miss ignored -> {
                     // Routes 3-4: a page only peers hold is staged like an SSD page (CANDIDATE ->
                     // RESERVED -> RESIDENT), so PENDING/settle and the staging budget cover it too.
-                    if (!dramOnly) f.stagingBytes[i] = remote.stagingBytes(key, scope);
+                    if (sources == Sources.ALL) {
+                        f.stagingBytes[i] = remote.stagingBytes(key, scope);
+                        f.remote[i] = f.stagingBytes[i] > 0;
+                    }
                 }
+            }
+            if (f.stagingBytes[i] > stagingLeft[0]) {
+                f.stagingBytes[i] = 0; // past the staging cap: missing for this plan
+                f.remote[i] = false;
+            } else {
+                stagingLeft[0] -= f.stagingBytes[i];
             }
         }
         return f;
@@ -188,7 +246,7 @@ public final class QueryPlanner {
                     int i = (int) (page - f.from);
                     slots[(int) (page - range.startPage())] = f.leases[i] != null
                             ? PageSlot.resident(f.groupId, page, f.take(i))
-                            : PageSlot.toStage(f.groupId, page, f.keys[i], f.stagingBytes[i]);
+                            : PageSlot.toStage(f.groupId, page, f.keys[i], f.stagingBytes[i], f.remote[i]);
                 }
                 spans.add(new QueryPlan.SlotSpan(f.groupId, range.startPage(), slots));
             }
@@ -221,23 +279,26 @@ public final class QueryPlanner {
         final StateKey[] keys;
         final Lease[] leases;
         final long[] stagingBytes;
+        /** Whether a page to stage is held only by peers (fetched in one batch per source). */
+        final boolean[] remote;
 
         Found(int groupId, long from, int n) {
-            this(groupId, from, new StateKey[n], new Lease[n], new long[n]);
+            this(groupId, from, new StateKey[n], new Lease[n], new long[n], new boolean[n]);
         }
 
-        private Found(int groupId, long from, StateKey[] keys, Lease[] leases, long[] stagingBytes) {
+        private Found(int groupId, long from, StateKey[] keys, Lease[] leases, long[] stagingBytes, boolean[] remote) {
             this.groupId = groupId;
             this.from = from;
             this.keys = keys;
             this.leases = leases;
             this.stagingBytes = stagingBytes;
+            this.remote = remote;
         }
 
         /** The first {@code n} pages only (nothing is held beyond them). */
         Found truncate(int n) {
             return new Found(groupId, from, Arrays.copyOf(keys, n), Arrays.copyOf(leases, n),
-                    Arrays.copyOf(stagingBytes, n));
+                    Arrays.copyOf(stagingBytes, n), Arrays.copyOf(remote, n));
         }
 
         /** The first page looked up that is not available, or one past the last looked up. */

@@ -195,16 +195,26 @@ class ManagerStagingTest {
     }
 
     @Test
-    void overTheStagingBudgetTheBoundaryFallsBackToDramOrNoSpace() throws IOException {
+    void overTheStagingBudgetTheBoundaryIsTheLongestThatFitsElseDramOrNoSpace() throws IOException {
         m = new ManagerFixture(dir, 64, io.orbitkv.state.protocol.ProtocolLimits.DEFAULTS,
                 ManagerConfig.DEFAULTS.withStagingBudgetBytes(24 * 1024));
         try (Client c = m.register("e1", 1, NS, ManagerFixture.FULL)) {
             onSsdOnly(c, 4, 2, 3);
             c.publish(4, 0, 0, 1);
             Reply.QueryResult r = c.queryFull(1, 4, 4);
-            assertThat(r.status()).isEqualTo(QueryStatus.FINAL);
-            assertThat(r.boundaryTokens()).as("pages 2..3 would need 48 KiB of staging").isEqualTo(32);
+            Reply.QueryResult fin = r.status() == QueryStatus.FINAL ? r : settled(c, 1, 0);
+            assertThat(fin.boundaryTokens()).as("pages 2..3 would need 48 KiB of staging; page 2 alone fits").isEqualTo(48);
+            c.assertBytes(fin, 4);
             c.send(new Request.Release(1));
+        }
+        m.assertNothingHeld();
+    }
+
+    @Test
+    void aStagingBudgetBelowOnePageIsNoSpaceWhenOnlySsdPagesCouldHit() throws IOException {
+        m = new ManagerFixture(dir, 64, io.orbitkv.state.protocol.ProtocolLimits.DEFAULTS,
+                ManagerConfig.DEFAULTS.withStagingBudgetBytes(8 * 1024));
+        try (Client c = m.register("e1", 1, NS, ManagerFixture.FULL)) {
             onSsdOnly(c, 9, 0, 1);
             assertThat(Client.error(c.send(Client.query(2, 0, io.orbitkv.state.protocol.CompletionTarget.HOST_READY,
                     33, 0, 9, new int[] {0}, 2)))).as("only SSD pages could hit").isEqualTo(ErrorCode.NO_SPACE);

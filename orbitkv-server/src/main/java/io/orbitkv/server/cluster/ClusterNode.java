@@ -45,9 +45,13 @@ public final class ClusterNode implements AutoCloseable {
     public static final int SHARD_KEYS_PER_SOURCE = 1_000_000;
     /** Sources a shard owner tracks. */
     public static final int SHARD_SOURCES = 64;
-    /** Positive candidates cached, and for how long. */
+    /**
+     * Positive candidates cached, and for how long. 30 s: engines query once per request, seconds
+     * apart, so a shorter life (it was 2 s) let every answer expire before the next QUERY used it;
+     * a stale positive costs one refused authorization and a replan, never a wrong hit.
+     */
     public static final long CANDIDATES = 65_536;
-    public static final Duration CANDIDATE_TTL = Duration.ofSeconds(2);
+    public static final Duration CANDIDATE_TTL = Duration.ofSeconds(30);
 
     private final Member self;
     private final ClusterChannels channels;

@@ -153,7 +153,8 @@ public record ManagerConfig(
         return new io.orbitkv.core.engine.ManagerConfig(maxLeases, stagingBytes, d.stagesPerOperation(),
                 restoreCopyThreads, Math.max(d.restoreQueuedTasks(), restoreCopyThreads), d.maxInstances(),
                 d.maxReplans(), java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(drainTimeoutMillis),
-                java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(publishQuarantineMillis), d.publishQuarantineBytes());
+                java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(publishQuarantineMillis), d.publishQuarantineBytes(),
+                d.peerWaitMaxNanos());
     }
 
     /**

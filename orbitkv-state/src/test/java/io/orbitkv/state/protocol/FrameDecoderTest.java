@@ -166,18 +166,23 @@ class FrameDecoderTest {
     }
 
     @Test
-    void queryPrefillRateIsAU31FollowedByAZeroPad() {
-        Request.Query q = new Request.Query(1, 0, CompletionTarget.HOST_READY, 100, 0, 1_500,
+    void queryPrefillRateAndPeerWaitAreU31s() {
+        Request.Query q = new Request.Query(1, 0, CompletionTarget.HOST_READY, 100, 0, 1_500, 250,
                 List.of(new Request.QueryGroup(0, KeyForm.BLOCK_HASH, Hashes.packed(8, new byte[8]))));
         byte[] frame = FrameEncoder.toBytes(5, q);
         assertThat(le(frame).getInt(FrameLayout.HEADER_BYTES + 32)).isEqualTo(1_500);
+        assertThat(le(frame).getInt(FrameLayout.HEADER_BYTES + 36)).isEqualTo(250);
         assertThat(manager.decode(ByteBuffer.wrap(frame))).isEqualTo(new DecodeResult.Decoded(5, q, frame.length));
         byte[] huge = frame.clone();
         le(huge).putInt(FrameLayout.HEADER_BYTES + 32, 0x8000_0000);
         assertThat(malformed(manager.decode(ByteBuffer.wrap(huge))).message()).contains("prefill_tokens_per_second");
-        byte[] padded = frame.clone();
-        le(padded).putInt(FrameLayout.HEADER_BYTES + 36, 1);
-        assertThat(malformed(manager.decode(ByteBuffer.wrap(padded))).message()).contains("reserved pad");
+        byte[] hugeWait = frame.clone();
+        le(hugeWait).putInt(FrameLayout.HEADER_BYTES + 36, 0x8000_0000);
+        assertThat(malformed(manager.decode(ByteBuffer.wrap(hugeWait))).message()).contains("peer_wait_millis");
+        byte[] noWait = frame.clone();
+        le(noWait).putInt(FrameLayout.HEADER_BYTES + 36, 0);
+        assertThat(manager.decode(ByteBuffer.wrap(noWait)))
+                .isEqualTo(new DecodeResult.Decoded(5, q.withPeerWaitMillis(0), frame.length));
     }
 
     @Test
