@@ -420,6 +420,11 @@ final class EngineSession implements ChannelSession, OperationHost {
     }
 
     @Override
+    public void countPeerWait(PeerWaitOutcome outcome) {
+        core.metrics().peerWait(outcome);
+    }
+
+    @Override
     public void countRestoreBytes(long bytes) {
         core.metrics().restoreBytes(bytes);
     }

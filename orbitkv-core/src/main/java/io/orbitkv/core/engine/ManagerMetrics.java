@@ -33,6 +33,7 @@ final class ManagerMetrics implements AutoCloseable {
     private final List<Meter> meters = new ArrayList<>();
     private final Map<OperationHost.QueryOutcome, Counter> queries = new EnumMap<>(OperationHost.QueryOutcome.class);
     private final Map<Table, Counter> busy = new EnumMap<>(Table.class);
+    private final Map<OperationHost.PeerWaitOutcome, Counter> peerWaits = new EnumMap<>(OperationHost.PeerWaitOutcome.class);
     private final Counter pagesLeased;
     private final Counter restoreBytes;
     /** Same-epoch REGISTERs that waited for the previous connection's close (protocol §9.2). */
@@ -48,6 +49,10 @@ final class ManagerMetrics implements AutoCloseable {
         for (Table t : Table.values()) {
             busy.put(t, add(Counter.builder("orbitkv.manager.busy").tag("table", lower(t))
                     .description("BUSY refusals by bounded table").register(registry)));
+        }
+        for (OperationHost.PeerWaitOutcome o : OperationHost.PeerWaitOutcome.values()) {
+            peerWaits.put(o, add(Counter.builder("orbitkv.manager.peer.waits").tag("outcome", lower(o))
+                    .description("QUERYs that waited for peers, by how the wait ended").register(registry)));
         }
         pagesLeased = add(Counter.builder("orbitkv.manager.pages.leased").description("pages leased by hits")
                 .register(registry));
@@ -76,6 +81,15 @@ final class ManagerMetrics implements AutoCloseable {
     void query(OperationHost.QueryOutcome outcome, int pages) {
         queries.get(outcome).increment();
         if (pages > 0) pagesLeased.increment(pages);
+    }
+
+    void peerWait(OperationHost.PeerWaitOutcome outcome) {
+        peerWaits.get(outcome).increment();
+    }
+
+    /** QUERYs that waited for peers and ended {@code outcome} so far. */
+    long peerWaits(OperationHost.PeerWaitOutcome outcome) {
+        return (long) peerWaits.get(outcome).count();
     }
 
     void busy(Table table) {

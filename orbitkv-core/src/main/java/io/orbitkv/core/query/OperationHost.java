@@ -59,6 +59,19 @@ public interface OperationHost {
     /** Counts bytes copied into engine regions. */
     void countRestoreBytes(long bytes);
 
+    /** Counts a QUERY's peer wait when it ends. */
+    void countPeerWait(PeerWaitOutcome outcome);
+
+    /** How a peer wait ended ({@code orbitkv.manager.peer.waits}, tag {@code outcome}). */
+    enum PeerWaitOutcome {
+        /** Settled before the bound: the lookup answered and every fetch landed (hit or not). */
+        SETTLED,
+        /** The bound passed first: settled with what local tiers held. */
+        EXPIRED,
+        /** Cancelled, released or replaced before it settled. */
+        STOPPED
+    }
+
     /** How a query answer is counted ({@code orbitkv.manager.queries}, tag {@code outcome}). */
     enum QueryOutcome { HIT, MISS, PENDING }
 }

@@ -118,6 +118,8 @@ public final class QueryOperation {
     /** Peer fetches of this operation in flight (one batch at a time). */
     private int remoteInFlight;
     private Runnable cancelWaitTimer = () -> { };
+    /** This revision waited (or waits) for peers and its end is not counted yet. */
+    private boolean peerWaitOpen;
 
     public QueryOperation(OperationHost host, Request.Query query, SessionScope scope) {
         this.host = Objects.requireNonNull(host, "host");
@@ -188,6 +190,7 @@ public final class QueryOperation {
         }
         if (plan instanceof QueryPlan.Hit h) h.releaseAll();
         discovering = true;
+        peerWaitOpen = true;
         cancelWaitTimer = host.schedule(() -> {
             synchronized (host.lock()) {
                 onWaitExpired();
@@ -220,6 +223,7 @@ public final class QueryOperation {
     private void onWaitExpired() {
         if (state != State.PENDING || localOnly) return;
         localOnly = true;
+        endPeerWait(OperationHost.PeerWaitOutcome.EXPIRED);
         boolean wasDiscovering = discovering;
         discovering = false;
         boolean peersPending = false;
@@ -252,6 +256,12 @@ public final class QueryOperation {
         settledCheck();
     }
 
+    private void endPeerWait(OperationHost.PeerWaitOutcome outcome) {
+        if (!peerWaitOpen) return;
+        peerWaitOpen = false;
+        host.countPeerWait(outcome);
+    }
+
     private QueryPlanner.Sources planSources() {
         return localOnly ? QueryPlanner.Sources.LOCAL : QueryPlanner.Sources.ALL;
     }
@@ -260,6 +270,7 @@ public final class QueryOperation {
     private void settledCheck() {
         if (state == State.PENDING) return;
         cancelWaitTimer.run();
+        endPeerWait(OperationHost.PeerWaitOutcome.SETTLED);
         countSettled();
         if (pendingReplied) {
             host.emit(new Reply.Completion(operationId(), revision(), CompletionEvent.QUERY_SETTLED, Reply.Settled.OK));
@@ -645,6 +656,7 @@ public final class QueryOperation {
         stopCopies = true;
         discovering = false;
         cancelWaitTimer.run();
+        endPeerWait(OperationHost.PeerWaitOutcome.STOPPED);
         for (PageSlot p : queue) {
             host.stagingBytes().release(p.stagingBytes);
             p.stagingBytes = 0;

@@ -187,6 +187,10 @@ class ManagerFirstQueryPeerTest {
         return (Reply.QueryResult) c.send(new Request.QueryPoll(first.operationId(), first.revision()));
     }
 
+    double peerWaits(String outcome) {
+        return b.registry.counter("orbitkv.manager.peer.waits", "outcome", outcome).count();
+    }
+
     void assertSourceIdle() {
         await().atMost(RecordingSink.WAIT).until(() -> aTickets.size() == 0 && aTickets.activeTransfers() == 0);
     }
@@ -222,6 +226,7 @@ class ManagerFirstQueryPeerTest {
             assertThat(discoverCalls.getFirst()).hasSize(8);
             assertThat(batches).as("one fetch batch for the whole prefix").hasSize(1);
             assertThat(batches.getFirst()).hasSize(8);
+            assertThat(peerWaits("settled")).as("only the QUERY that may wait counts a wait").isEqualTo(1);
             c.send(new Request.Release(2));
         }
         b.assertNothingHeld();
@@ -240,6 +245,8 @@ class ManagerFirstQueryPeerTest {
             assertThat(fin.status()).isEqualTo(QueryStatus.FINAL);
             assertThat(fin.boundaryTokens()).isZero();
             assertThat(batches).isEmpty();
+            assertThat(peerWaits("expired")).isEqualTo(1);
+            assertThat(peerWaits("settled")).isZero();
             c.send(new Request.Release(1));
         }
         b.assertNothingHeld();
@@ -285,6 +292,7 @@ class ManagerFirstQueryPeerTest {
             late.complete(null);
             await().atMost(RecordingSink.WAIT).until(() -> discovered.size() == 3);
             assertThat(batches).as("a late catalog answer starts no fetch").isEmpty();
+            assertThat(peerWaits("stopped")).isEqualTo(1);
         }
         b.assertNothingHeld();
     }
