@@ -93,6 +93,7 @@ class ReadmeClusterTest {
             bash.destroyForcibly();
         }
         String output = Files.readString(log);
+        System.out.print(output); // the walk-through as a user sees it, in the test report
         assertThat(exit).as("exit status of the README's cluster block; its output:%n%s", output).isZero();
 
         assertThat(output).as("the demo's cross-node hit").containsPattern("cross-node hit: 4 pages .* boundary 64 tokens, bytes equal");
