@@ -152,7 +152,7 @@ public final class QueryPlanner {
                 case StateGroup.SlidingWindow ignored -> GroupCoverage.pages(f.ranges());
             });
         }
-        BoundarySelection selection = contract.select(Coverage.of(coverage), query.promptTokens(),
+        BoundarySelection selection = contract.select(Coverage.of(coverage), candidatePrompt(query, p),
                 query.originTokens(), 0);
         return switch (selection) {
             case BoundarySelection.Hit hit -> keepRequired(hit, found, p);
@@ -186,6 +186,21 @@ public final class QueryPlanner {
             }
         }
         return out;
+    }
+
+    /**
+     * The prompt length the boundary scan may consider: {@code prompt_tokens}, but no more than
+     * the pages the QUERY names, since no boundary beyond its last named page can be legal (a full
+     * or window group needs the page below the boundary, a recurrent group a checkpoint named by a
+     * page). {@code RecoveryContract.select} scans candidates one page at a time from the cap down,
+     * so this keeps a QUERY's work proportional to its frame ({@code maxPagesPerQuery} pages at
+     * most), never to a {@code prompt_tokens} the client chose (2^62 would scan for ever).
+     */
+    static long candidatePrompt(Request.Query query, int pageTokens) {
+        long pages = 0;
+        for (Request.QueryGroup g : query.groups()) pages = Math.max(pages, g.hashes().count());
+        // hash i names page i of the prompt (absolute, pages below the origin included)
+        return Math.min(query.promptTokens(), pages * pageTokens + 1);
     }
 
     /** Looks up pages {@code [from, to)}; with {@code stopAtMiss}, stops after the first unavailable one. */

@@ -81,6 +81,34 @@ class ManagerCoreTest {
     }
 
     @Test
+    void aHugePromptTokensCountCostsWorkForTheNamedPagesOnly() {
+        // prompt_tokens = 2^62 once made the boundary scan walk 2^58 candidates: the Manager never answered
+        RecoveryContract hybrid = new RecoveryContract(16, List.of(new StateGroup.Full(0),
+                new StateGroup.SlidingWindow(1, 64, 0), new StateGroup.Recurrent(2)));
+        org.junit.jupiter.api.Assertions.assertTimeoutPreemptively(java.time.Duration.ofSeconds(10), () -> {
+            try (Client c = m.register("e1", 1, NS, FULL)) {
+                c.publish(7, 0, 0);
+                Reply.QueryResult hit = (Reply.QueryResult) c.send(Client.query(1, 0, CompletionTarget.HOST_READY,
+                        1L << 62, 0, 7, new int[] {0}, 1));
+                assertThat(hit.hit()).as("the named page is still served").isTrue();
+                assertThat(hit.boundaryTokens()).isEqualTo(16);
+                c.send(new Request.Release(1));
+                Reply.QueryResult miss = (Reply.QueryResult) c.send(Client.query(2, 0, CompletionTarget.HOST_READY,
+                        1L << 62, 0, 99, new int[] {0}, 1));
+                assertThat(miss.hit()).isFalse();
+                c.send(new Request.Release(2));
+            }
+            try (Client c = m.register("e2", 1, NS, hybrid)) {
+                Reply.QueryResult miss = (Reply.QueryResult) c.send(Client.query(1, 0, CompletionTarget.HOST_READY,
+                        1L << 62, 0, 8, new int[] {0, 1, 2}, 1));
+                assertThat(miss.hit()).isFalse();
+                c.send(new Request.Release(1));
+            }
+        });
+        m.assertNothingHeld();
+    }
+
+    @Test
     void partialHitLeasesOnlyThePrefixAndAMissHoldsNothing() {
         try (Client c = m.register("e1", 1, NS, FULL)) {
             c.publish(7, 0, 0, 1, 3);
