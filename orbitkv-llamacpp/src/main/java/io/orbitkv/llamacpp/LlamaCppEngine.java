@@ -5,6 +5,7 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.SegmentAllocator;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.concurrent.locks.ReentrantLock;
 
 import static java.lang.foreign.ValueLayout.JAVA_FLOAT;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
@@ -15,8 +16,12 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
  * ({@code llama_state_seq_get_data}/{@code set_data}).
  *
  * <p>Owns the native {@code llama_model} and {@code llama_context} (freed by {@link #close()})
- * and a confined arena for the token buffer. Thread model: confined to one thread at a time; a
- * llama.cpp context is not thread-safe. Invariants: after {@link #clear()} the KV cache is
+ * and a confined arena for the token buffer. Thread model: confined to the thread that loaded it
+ * (the token buffer lives in a confined arena: any other thread gets {@code WrongThreadException}),
+ * so one engine is never handed over; several engines in one process each stay on their own
+ * thread. Every call into the library (load, decode, clear, state export/import, free) holds the
+ * process-wide {@link #LIBRARY} lock: two engines decoding at once on two threads computed wrong
+ * logits (the bundled build shares state between contexts), so they take turns. Invariants: after {@link #clear()} the KV cache is
  * empty; decode positions continue after the highest position in the cache (llama.cpp assigns
  * them when {@code llama_batch_get_one} leaves {@code pos} null), so a sequence restored to
  * {@code [0, n)} continues at {@code n}.
@@ -27,8 +32,20 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
  * cold and warm runs split work only where the runner decides (at the restored boundary).
  * K and V stay F16 (the library default), which halves the page images against F32
  * (CI model: 2 KiB per token-page layer pair at 16 tokens).
+ *
+ * <p>Design note (one lock for the library): with two engines decoding concurrently on two threads
+ * of one JVM, 4,796 of 7,405 probe runs on the CI model gave other logits than a lone engine
+ * (e.g. -8.60 instead of -6.47), with no OrbitKV code in the loop, while two processes were
+ * always right: shared state inside the bundled library. Serializing every library call in the
+ * process keeps each engine bit-exact; the alternative, one decoding context per process, would
+ * refuse a second engine outright. The cost is that engines in one process do not decode in
+ * parallel (each is single-threaded by the deterministic settings anyway); run engines in
+ * separate processes to use more cores.
  */
 public final class LlamaCppEngine implements AutoCloseable {
+
+    /** Held by every call into the library, by every engine of the process (see the design note). */
+    static final ReentrantLock LIBRARY = new ReentrantLock();
 
     /** Token ids one decode call takes at most (the token buffer's size): the context length bounds it. */
     private final int maxBatchTokens;
@@ -75,6 +92,7 @@ public final class LlamaCppEngine implements AutoCloseable {
         if (!Files.isRegularFile(gguf)) throw new IllegalArgumentException("no GGUF file at " + gguf);
         LlamaCppNative lib = LlamaCppNative.get();
         MemorySegment model = MemorySegment.NULL;
+        LIBRARY.lock();
         try (Arena a = Arena.ofConfined()) {
             MemorySegment mp = (MemorySegment) lib.modelDefaultParams.invokeExact((SegmentAllocator) a);
             model = (MemorySegment) lib.modelLoadFromFile.invokeExact(LlamaCppNative.cString(a, gguf.toString()), mp);
@@ -94,6 +112,8 @@ public final class LlamaCppEngine implements AutoCloseable {
         } catch (Throwable t) {
             freeModel(lib, model);
             throw new IllegalStateException(t);
+        } finally {
+            LIBRARY.unlock();
         }
     }
 
@@ -117,6 +137,7 @@ public final class LlamaCppEngine implements AutoCloseable {
         int n = to - from;
         if (n < 1 || n > maxBatchTokens) throw new IllegalArgumentException("batch of " + n + " tokens, max " + maxBatchTokens);
         MemorySegment.copy(tokens, from, tokenBuffer, JAVA_INT, 0, n);
+        LIBRARY.lock();
         try (Arena a = Arena.ofConfined()) {
             MemorySegment batch = (MemorySegment) lib.batchGetOne.invokeExact((SegmentAllocator) a, tokenBuffer, n);
             int rc = (int) lib.decode.invokeExact(context, batch);
@@ -128,20 +149,26 @@ public final class LlamaCppEngine implements AutoCloseable {
             throw e;
         } catch (Throwable t) {
             throw new IllegalStateException(t);
+        } finally {
+            LIBRARY.unlock();
         }
     }
 
     /** Empties the KV cache ({@code llama_kv_self_clear}). */
     public void clear() {
+        LIBRARY.lock();
         try {
             lib.kvSelfClear.invokeExact(context);
         } catch (Throwable t) {
             throw new IllegalStateException(t);
+        } finally {
+            LIBRARY.unlock();
         }
     }
 
     /** Copies sequence 0's state ({@code llama_state_seq_get_data}) into a new segment of {@code into}. */
     public MemorySegment exportSequence(Arena into) {
+        LIBRARY.lock();
         try {
             long size = (long) lib.stateSeqGetSize.invokeExact(context, 0);
             if (size == 0) throw new IllegalStateException("llama_state_seq_get_size failed: " + lib.recentLog());
@@ -153,6 +180,8 @@ public final class LlamaCppEngine implements AutoCloseable {
             throw e;
         } catch (Throwable t) {
             throw new IllegalStateException(t);
+        } finally {
+            LIBRARY.unlock();
         }
     }
 
@@ -162,6 +191,7 @@ public final class LlamaCppEngine implements AutoCloseable {
      * {@link LlamaCppNative#recentLog()}.
      */
     public boolean importSequence(MemorySegment blob) {
+        LIBRARY.lock();
         try {
             long read = (long) lib.stateSeqSetData.invokeExact(context, blob, blob.byteSize(), 0);
             return read == blob.byteSize();
@@ -169,6 +199,8 @@ public final class LlamaCppEngine implements AutoCloseable {
             throw e;
         } catch (Throwable t) {
             throw new IllegalStateException(t);
+        } finally {
+            LIBRARY.unlock();
         }
     }
 
@@ -181,13 +213,18 @@ public final class LlamaCppEngine implements AutoCloseable {
     public void close() {
         if (closed) return;
         closed = true;
+        LIBRARY.lock();
         try {
             lib.free.invokeExact(context);
         } catch (Throwable t) {
             throw new IllegalStateException(t);
         } finally {
-            freeModel(lib, model);
-            arena.close();
+            try {
+                freeModel(lib, model);
+            } finally {
+                LIBRARY.unlock();
+                arena.close();
+            }
         }
     }
 
