@@ -18,7 +18,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.LongFunction;
-import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 
@@ -78,8 +77,10 @@ public final class ClusterNode implements AutoCloseable {
      * server with {@code extraServices}, registers in etcd and starts publishing {@code store}'s
      * residency. etcd being down does not fail the start (the view stays invalid).
      *
-     * @throws IOException if the token or TLS files cannot be read, the epoch cannot be stored, or
-     *                     the cluster address cannot be bound
+     * @throws io.orbitkv.server.config.ConfigException if the token file is refused
+     *                     ({@link ClusterSecurity#fromTokenFile}); checked before the epoch is taken
+     * @throws IOException if the TLS files cannot be read, the epoch cannot be stored, or the
+     *                     cluster address cannot be bound
      */
     public static ClusterNode start(ClusterConfig config, Path stateDir, TieredStore store, MeterRegistry registry,
                                     List<BindableService> extraServices) throws IOException {
@@ -92,11 +93,9 @@ public final class ClusterNode implements AutoCloseable {
      */
     public static ClusterNode start(ClusterConfig config, Path stateDir, TieredStore store, MeterRegistry registry,
                                     LongFunction<List<BindableService>> extraServicesFor) throws IOException {
+        ClusterSecurity security = ClusterSecurity.load(config);
         long incarnation = EpochFile.next(stateDir);
         List<BindableService> extraServices = extraServicesFor.apply(incarnation);
-        Optional<ClusterSecurity.TlsFiles> tls = config.tlsCert().map(cert ->
-                new ClusterSecurity.TlsFiles(cert, config.tlsKey().orElseThrow(), config.tlsCa().orElseThrow()));
-        ClusterSecurity security = ClusterSecurity.fromTokenFile(config.clusterId(), config.tokenFile().orElseThrow(), tls);
         ShardState shard = new ShardState(config.nodeId(), incarnation,
                 new ShardState.Budgets(SHARD_SOURCES, SHARD_KEYS_PER_SOURCE), registry);
         ClusterChannels channels = new ClusterChannels(security);

@@ -16,6 +16,7 @@ import io.orbitkv.core.storage.NamespaceTable;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.server.channel.ChannelServer;
 import io.orbitkv.server.cluster.ClusterNode;
+import io.orbitkv.server.cluster.ClusterSecurity;
 import io.orbitkv.server.config.ManagerConfig;
 import io.orbitkv.server.http.StatusServer;
 import io.orbitkv.server.peer.ClusterPeers;
@@ -99,8 +100,13 @@ public final class ManagerDaemon implements AutoCloseable {
      * Takes the locks and starts everything; on failure releases what was started and rethrows.
      *
      * @throws IOException if a file, the socket or the HTTP port cannot be set up
+     * @throws io.orbitkv.server.config.ConfigException if the cluster token file is refused
+     *                     (before any lock or store is opened)
      */
     public static Startup start(ManagerConfig config, PrintWriter log) throws IOException {
+        // a refused cluster token is a configuration error found before any file is touched or
+        // the SSD store recovered (ClusterNode reads it again when it joins)
+        if (config.cluster().enabled()) ClusterSecurity.load(config.cluster());
         Optional<StoreLock> acquired = StoreLock.tryAcquire(config.lockFile());
         if (acquired.isEmpty()) {
             return new Startup.Locked(config.lockFile(), StoreLock.holderPid(config.lockFile()));
