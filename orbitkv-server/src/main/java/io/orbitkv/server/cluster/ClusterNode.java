@@ -179,7 +179,18 @@ public final class ClusterNode implements AutoCloseable {
         return "cluster=" + self.endpoint() + " node=" + self.nodeId() + " incarnation=" + self.incarnation();
     }
 
-    /** Leaves: stops publishing, revokes the lease, stops the server and the channels. */
+    /**
+     * How this node left the cluster (after {@link #close()}): the lease revoked, or left to
+     * expire because etcd was unreachable; see {@link EtcdMembership#close()}.
+     */
+    public EtcdMembership.Leave leave() {
+        return membership.leave();
+    }
+
+    /**
+     * Leaves: stops publishing, revokes the lease when etcd is reachable (bounded, see
+     * {@link EtcdMembership#close()}), stops the server and the channels.
+     */
     @Override
     public void close() {
         closed = true;

@@ -222,7 +222,12 @@ public final class ManagerDaemon implements AutoCloseable {
         closed = true;
         long t0 = System.nanoTime();
         int connections = channel.connections();
-        peers.ifPresent(p -> step("left the cluster (lease revoked, cluster endpoint closed, peer tickets freed)", p::close));
+        peers.ifPresent(p -> step(() -> "left the cluster (" + switch (p.node().leave()) {
+            case LEASE_REVOKED -> "lease revoked";
+            case LEASE_LEFT_TO_EXPIRE -> "etcd unreachable: lease left to expire after its TTL";
+            case NO_LEASE -> "held no lease";
+            case NOT_LEFT -> "membership still open";
+        } + ", cluster endpoint closed, peer tickets freed)", p::close));
         step("stopped accepting and closed " + connections + " connection(s) (sessions drained)", channel::close);
         step("stopped HTTP " + http.address(), http::close);
         step("closed the Manager logic", core::close);
@@ -247,11 +252,16 @@ public final class ManagerDaemon implements AutoCloseable {
     }
 
     private void step(String done, Step step) {
+        step(() -> done, step);
+    }
+
+    /** As above, with the line built after the step ran (it reports what the step found). */
+    private void step(java.util.function.Supplier<String> done, Step step) {
         try {
             step.run();
-            log.println("orbitkv manager: " + done);
+            log.println("orbitkv manager: " + done.get());
         } catch (Exception e) {
-            log.println("orbitkv manager: shutdown step failed (" + done + "): " + e);
+            log.println("orbitkv manager: shutdown step failed (" + done.get() + "): " + e);
         }
         log.flush();
     }

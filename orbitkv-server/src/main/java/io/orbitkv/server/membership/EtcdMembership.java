@@ -315,22 +315,62 @@ public final class EtcdMembership implements AutoCloseable {
         return ByteSequence.from(s, StandardCharsets.UTF_8);
     }
 
-    /** Stops the loop, revokes the lease (others drop this node at once) and closes the client. */
+    /** How {@link #close()} left the cluster; each is a fact the daemon logs as it is. */
+    public enum Leave {
+        /** Still a member: {@link #close()} has not run. */
+        NOT_LEFT,
+        /** The lease was revoked: others dropped this node at once. */
+        LEASE_REVOKED,
+        /** etcd was not reachable (view invalid) or did not answer within {@link #REVOKE_TIMEOUT}:
+         *  the lease expires by itself after its TTL. */
+        LEASE_LEFT_TO_EXPIRE,
+        /** This process held no lease of its own (never registered, or superseded). */
+        NO_LEASE
+    }
+
+    /** Longest a revoke may delay a stop when etcd answered keep-alives until now (loopback: ~1 ms). */
+    public static final Duration REVOKE_TIMEOUT = Duration.ofMillis(250);
+
+    private volatile Leave leave = Leave.NOT_LEFT;
+
+    /** How this membership was left; {@link Leave#NOT_LEFT} before {@link #close()}. */
+    public Leave leave() {
+        return leave;
+    }
+
+    /**
+     * Stops the loop and closes the client; revokes the lease (others drop this node at once)
+     * only while the view is valid, i.e. etcd acknowledged a keep-alive within the TTL, and then
+     * for at most {@link #REVOKE_TIMEOUT}. With etcd already gone no revoke is attempted: the
+     * lease expires by itself, and the stop is not delayed by a call that cannot succeed.
+     */
     @Override
     public void close() {
+        if (leave != Leave.NOT_LEFT) return;
+        boolean reachable = view.get().valid();
         control.shutdownNow();
         try {
             control.awaitTermination(2, TimeUnit.SECONDS);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+        Leave outcome = Leave.NO_LEASE;
         try {
             if (watcher != null) watcher.close();
             if (keepAlive != null) keepAlive.close();
-            if (registered && !superseded) client.getLeaseClient().revoke(leaseId).get(1, TimeUnit.SECONDS);
+            if (registered && !superseded) {
+                outcome = Leave.LEASE_LEFT_TO_EXPIRE;
+                if (reachable) {
+                    client.getLeaseClient().revoke(leaseId).get(REVOKE_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+                    outcome = Leave.LEASE_REVOKED;
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         } catch (Exception e) {
-            // etcd gone: the lease expires by itself after its TTL
+            // etcd went away since the last keep-alive: the lease expires by itself after its TTL
         } finally {
+            leave = outcome;
             client.close();
         }
     }

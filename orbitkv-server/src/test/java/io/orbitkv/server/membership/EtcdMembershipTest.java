@@ -92,6 +92,25 @@ class EtcdMembershipTest {
     }
 
     @Test
+    void withEtcdGoneAStopIsPromptAndLeavesTheLeaseToExpire() throws Exception {
+        EtcdProcess etcd = EtcdProcess.start(dir);
+        open.add(etcd);
+        EtcdMembership a = join(etcd, "a", 1);
+        EtcdMembership b = join(etcd, "b", 1);
+        Awaitility.await().atMost(Duration.ofSeconds(15)).until(() -> a.view().valid() && b.view().valid());
+        b.close();
+        assertThat(b.leave()).as("etcd up: the lease is revoked").isEqualTo(EtcdMembership.Leave.LEASE_REVOKED);
+        Awaitility.await().atMost(Duration.ofSeconds(5)).until(() -> a.view().live().size() == 1);
+        etcd.stop();
+        Awaitility.await().atMost(Duration.ofSeconds(15)).until(() -> !a.view().valid());
+        long t0 = System.nanoTime();
+        a.close();
+        long stopMillis = (System.nanoTime() - t0) / 1_000_000;
+        assertThat(stopMillis).as("stop with etcd gone, ms").isLessThan(500);
+        assertThat(a.leave()).isEqualTo(EtcdMembership.Leave.LEASE_LEFT_TO_EXPIRE);
+    }
+
+    @Test
     void aBrokenWatchIsRepairedByReListingAndMissesNoChangeMadeMeanwhile() throws Exception {
         EtcdProcess etcd = EtcdProcess.start(dir);
         open.add(etcd);
