@@ -119,7 +119,7 @@ public final class PeerPages implements RemotePages {
     @Override
     public long stagingBytes(StateKey key, SessionScope scope) {
         if (!members.validForRemoteWork()) return 0;
-        return candidates.known(key, scope.digest()).isEmpty() ? 0 : pageBytesBudget;
+        return candidates.known(key, scope.digest()).stream().mapToLong(c -> c.stagingBytes(pageBytesBudget)).max().orElse(0);
     }
 
     @Override

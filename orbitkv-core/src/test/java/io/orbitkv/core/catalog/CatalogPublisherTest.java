@@ -62,6 +62,29 @@ class CatalogPublisherTest {
     }
 
     @Test
+    void pageLengthsReachTheHoldersThroughDeltasAndSnapshots() {
+        CatalogPublisher p = publisher(1_000);
+        stream.append(Keys.key(1), Medium.SSD, Kind.ADDED, 7, 5_000);
+        stream.append(Keys.key(2), Medium.DRAM, Kind.ADDED, 8, 12_288);
+        stream.append(Keys.key(3), Medium.DRAM, Kind.ADDED, 9); // length unknown
+        assertThat(p.pump(view)).isTrue();
+        assertThat(lookAll(4).subList(1, 4)).extracting(l -> ((KeyLocation.Present) l).holders().getFirst().lengthBytes())
+                .containsExactly(5_000, 12_288, 0);
+        // a restarted owner is rebuilt from the mirror's snapshot, lengths included
+        ShardState restarted = new ShardState("own", 2, new ShardState.Budgets(4, 10_000), registry);
+        transport.owners.put("own", restarted);
+        transport.owners.put("src", new ShardState("src", 2, new ShardState.Budgets(4, 10_000), registry));
+        List<Member> again = List.of(new Member("own", "x:1", 2), new Member("src", "x:0", 1));
+        MembershipView next = MembershipView.valid(again, 4);
+        assertThat(p.pump(next)).isTrue();
+        List<StateKey> keys = List.of(Keys.key(1), Keys.key(2));
+        Map<StateKey, KeyLocation> got = new CatalogLookups(() -> next, transport, Duration.ofMillis(1), 1, registry)
+                .lookup(keys, Duration.ofSeconds(1)).join();
+        assertThat(keys).extracting(k -> ((KeyLocation.Present) got.get(k)).holders().getFirst().lengthBytes())
+                .containsExactly(5_000, 12_288);
+    }
+
+    @Test
     void aLocalStreamGapIsRepairedFromTheTiers() {
         CatalogPublisher p = publisher(1_000);
         p.pump(view);
