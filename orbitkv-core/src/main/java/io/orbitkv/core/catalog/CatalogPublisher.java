@@ -16,7 +16,9 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.SplittableRandom;
 import java.util.function.Function;
+import java.util.random.RandomGenerator;
 
 /**
  * The source side of the embedded catalog: reads this node's {@link ResidencyStream}, keeps a
@@ -28,7 +30,9 @@ import java.util.function.Function;
  * daemon's catalog loop); within a pump each owner stream is drained by its own virtual thread
  * (a stream is touched by one thread at a time; the mirror is read-only meanwhile, and the
  * executor's close is the happens-before edge back to the publisher); gauges read sizes racily. Invariants: per owner at most one batch is in
- * flight and at most {@link Budgets#maxBatchesPerPump} are sent per pump; a journal never exceeds
+ * flight and at most {@link Budgets#maxBatchesPerPump} are sent per pump; after a failed push an
+ * owner gets no push until its backoff ends (bounded exponential with jitter, reset by any
+ * answer); a journal never exceeds
  * {@link Budgets#journalDeltas} (overflow drops it and schedules a snapshot); no remote work is
  * done from an invalid view; any change of the live set, an owner's restart (NEED_SNAPSHOT,
  * WRONG_OWNER_INCARNATION) or a local stream gap resends a snapshot.
@@ -38,6 +42,15 @@ import java.util.function.Function;
  * membership changes are rare (restarts), residency changes are not. Batches of
  * {@link Budgets#maxBatchDeltas} (1,024 × ~60 bytes ≈ 60 KiB) keep a gRPC message far below the
  * 8 MiB cap and amortize per-call cost (~100 µs on loopback).
+ *
+ * <p>Backoff: a push that fails (timeout, refused call, unreachable owner) used to be retried at
+ * the next pump, which runs at once when work is left: 1,000–13,000 failing RPCs per second
+ * toward a frozen or wrong-token owner. Now the n-th consecutive failure toward an owner waits a
+ * uniformly drawn time in [d/2, d], d = min({@link Budgets#backoffMaxMillis},
+ * {@link Budgets#backoffInitialMillis} × 2^(n−1)) (50 ms doubling to 5 s by default: at most ~0.2
+ * pushes per second per failing owner once saturated, and a recovered owner is found within 5 s);
+ * the jitter keeps the sources of a cluster from retrying in step. Any answer of the owner
+ * (applied or a refusal) resets it.
  */
 public final class CatalogPublisher {
 
@@ -47,17 +60,25 @@ public final class CatalogPublisher {
      * @param maxBatchesPerPump  batches sent per owner per pump (snapshots continue next pump)
      * @param pushTimeoutMillis  deadline of one push
      * @param readEvents         residency events read per pump
+     * @param backoffInitialMillis wait bound after a first failed push to an owner
+     * @param backoffMaxMillis   largest wait bound after consecutive failures
      */
     public record Budgets(int maxBatchDeltas, int journalDeltas, int maxBatchesPerPump, long pushTimeoutMillis,
-                          int readEvents) {
+                          int readEvents, long backoffInitialMillis, long backoffMaxMillis) {
         public Budgets {
-            if (maxBatchDeltas < 1 || journalDeltas < 1 || maxBatchesPerPump < 1 || pushTimeoutMillis < 1 || readEvents < 1) {
-                throw new IllegalArgumentException("publisher budgets must be positive");
+            if (maxBatchDeltas < 1 || journalDeltas < 1 || maxBatchesPerPump < 1 || pushTimeoutMillis < 1 || readEvents < 1
+                    || backoffInitialMillis < 1 || backoffMaxMillis < backoffInitialMillis) {
+                throw new IllegalArgumentException("publisher budgets must be positive (backoff max >= initial)");
             }
         }
 
+        /** Budgets with the default push backoff (50 ms to 5 s). */
+        public Budgets(int maxBatchDeltas, int journalDeltas, int maxBatchesPerPump, long pushTimeoutMillis, int readEvents) {
+            this(maxBatchDeltas, journalDeltas, maxBatchesPerPump, pushTimeoutMillis, readEvents, 50, 5_000);
+        }
+
         public static Budgets defaults() {
-            return new Budgets(1024, 65_536, 64, 2_000, 65_536);
+            return new Budgets(1024, 65_536, 64, 2_000, 65_536, 50, 5_000);
         }
     }
 
@@ -70,6 +91,10 @@ public final class CatalogPublisher {
         ArrayDeque<ResidencyEvent> snapshotLeft;
         long nextBatch = 1;
         final ArrayDeque<ResidencyEvent> journal = new ArrayDeque<>();
+        /** Consecutive failed pushes; 0 = not backing off. */
+        int failures;
+        /** No push before this time (valid while {@code failures > 0}). */
+        long retryAtNanos;
 
         OwnerStream(Member owner) {
             this.owner = owner;
@@ -95,10 +120,21 @@ public final class CatalogPublisher {
     private final Counter journalOverflows;
     private final Counter localGaps;
     private final Counter pushFailures;
+    private final Counter pushBackoffs;
+    private final RandomGenerator jitter;
+    private final RateLimitedLog failureLog = RateLimitedLog.tenSeconds(CatalogPublisher.class.getName());
 
     public CatalogPublisher(String nodeId, long incarnation, ResidencyStream stream,
                             Function<ResidencyEvent.Medium, List<StateKey>> residentKeys, CatalogTransport transport,
                             Budgets budgets, MeterRegistry registry) {
+        this(nodeId, incarnation, stream, residentKeys, transport, budgets, registry, new SplittableRandom());
+    }
+
+    /** As above, drawing backoff jitter from {@code jitter} (tests pass a seeded one). */
+    public CatalogPublisher(String nodeId, long incarnation, ResidencyStream stream,
+                            Function<ResidencyEvent.Medium, List<StateKey>> residentKeys, CatalogTransport transport,
+                            Budgets budgets, MeterRegistry registry, RandomGenerator jitter) {
+        this.jitter = Objects.requireNonNull(jitter, "jitter");
         this.nodeId = Member.requireNodeId(nodeId);
         this.incarnation = incarnation;
         this.stream = Objects.requireNonNull(stream, "stream");
@@ -110,6 +146,8 @@ public final class CatalogPublisher {
         this.journalOverflows = Counter.builder("orbitkv_catalog_journal_overflows").description("owner journals dropped for a snapshot").register(registry);
         this.localGaps = Counter.builder("orbitkv_catalog_local_stream_gaps").description("residency stream gaps (mirror rebuilt from the tiers)").register(registry);
         this.pushFailures = Counter.builder("orbitkv_catalog_push_failures").description("pushes that failed or timed out").register(registry);
+        this.pushBackoffs = Counter.builder("orbitkv_catalog_push_backoffs").description("backoff waits begun after a failed push").register(registry);
+        Gauge.builder("orbitkv_catalog_owners_backing_off", this, CatalogPublisher::backingOff).description("shard owners no push goes to until their backoff ends").register(registry);
         Gauge.builder("orbitkv_catalog_journal_deltas", this, CatalogPublisher::journalSize).description("unacknowledged deltas in all owner journals").register(registry);
         Gauge.builder("orbitkv_catalog_journal_bound_deltas", budgets, b -> b.journalDeltas()).description("bound of each owner journal").register(registry);
     }
@@ -124,6 +162,12 @@ public final class CatalogPublisher {
         return mirror.size();
     }
 
+    private double backingOff() {
+        long n = 0;
+        for (OwnerStream s : streams.values()) if (s.failures > 0) n++;
+        return n;
+    }
+
     private double journalSize() {
         long n = 0;
         for (OwnerStream s : streams.values()) n += s.journal.size();
@@ -131,14 +175,16 @@ public final class CatalogPublisher {
     }
 
     /**
-     * One round: read new residency events, route them, and push to every owner. Blocks up to
-     * about {@link Budgets#pushTimeoutMillis} × {@link Budgets#maxBatchesPerPump} on slow owners.
+     * One round at {@code nowNanos}: read new residency events, route them, and push to every
+     * owner not backing off. Blocks up to about {@link Budgets#pushTimeoutMillis} ×
+     * {@link Budgets#maxBatchesPerPump} on slow owners.
      *
-     * @return true when every owner is caught up (nothing left to send) and the residency stream
-     *         was read to its end (a backlog over {@link Budgets#readEvents} takes several pumps,
-     *         and a pump that left events unread is not idle)
+     * @return true when nothing is left to do now: every owner is caught up or waiting out a
+     *         backoff, and the residency stream was read to its end (a backlog over
+     *         {@link Budgets#readEvents} takes several pumps, and a pump that left events unread
+     *         is not idle); the caller may then sleep until its next poll
      */
-    public boolean pump(MembershipView view) {
+    public boolean pump(MembershipView view, long nowNanos) {
         boolean readAll = readLocal();
         if (stale) return false;
         if (!view.valid() || view.live().isEmpty()) {
@@ -150,7 +196,10 @@ public final class CatalogPublisher {
         // only its own stream; the mirror and the live list are only read while they run
         List<Future<Boolean>> drains = new ArrayList<>();
         try (ExecutorService perOwner = Executors.newVirtualThreadPerTaskExecutor()) {
-            for (OwnerStream s : streams.values()) drains.add(perOwner.submit(() -> drain(s)));
+            for (OwnerStream s : streams.values()) {
+                if (s.failures > 0 && nowNanos - s.retryAtNanos < 0) continue; // backing off: nothing to do now
+                drains.add(perOwner.submit(() -> drain(s, nowNanos)));
+            }
         }
         boolean idle = readAll;
         for (Future<Boolean> f : drains) idle &= f.resultNow();
@@ -198,6 +247,17 @@ public final class CatalogPublisher {
         s.journal.add(e);
     }
 
+    /** Starts the next backoff wait of {@code s}; returns its length in ms. */
+    private long backOff(OwnerStream s, long nowNanos) {
+        s.failures++;
+        int doublings = Math.min(s.failures - 1, 30);
+        long bound = Math.min(budgets.backoffMaxMillis(), budgets.backoffInitialMillis() << doublings);
+        long waitMillis = bound / 2 + jitter.nextLong(bound - bound / 2 + 1);
+        s.retryAtNanos = nowNanos + waitMillis * 1_000_000L;
+        pushBackoffs.increment();
+        return waitMillis;
+    }
+
     private void onMembership(MembershipView view) {
         live = view.live();
         viewDigest = view.digest();
@@ -206,6 +266,7 @@ public final class CatalogPublisher {
         streams.keySet().retainAll(byId.keySet());
         for (Member m : live) {
             OwnerStream s = streams.computeIfAbsent(m.nodeId(), id -> new OwnerStream(m));
+            if (!s.owner.equals(m)) s.failures = 0; // another process (or address) of that node: no backoff carried over
             s.owner = m;
             s.ownerIncarnation = m.incarnation();
             resetForSnapshot(s);
@@ -219,7 +280,7 @@ public final class CatalogPublisher {
     }
 
     /** Sends up to the per-pump budget of batches to one owner; true when nothing is left. */
-    private boolean drain(OwnerStream s) {
+    private boolean drain(OwnerStream s, long nowNanos) {
         for (int i = 0; i < budgets.maxBatchesPerPump(); i++) {
             boolean begin = false;
             if (s.needSnapshot) {
@@ -244,8 +305,13 @@ public final class CatalogPublisher {
             } catch (CompletionException | java.util.concurrent.CancellationException e) {
                 pushFailures.increment();
                 if (s.snapshotLeft != null) resetForSnapshot(s); // a lost snapshot batch restarts the snapshot
-                return false;
+                long waitMillis = backOff(s, nowNanos);
+                failureLog.log(System.Logger.Level.WARNING, s.owner.nodeId(), "catalog push to " + s.owner.nodeId() + "#"
+                        + s.ownerIncarnation + " at " + s.owner.endpoint() + " failed (" + s.failures
+                        + " in a row, next try in " + waitMillis + " ms): " + (e.getCause() != null ? e.getCause() : e));
+                return true; // nothing more to do for this owner until the backoff ends
             }
+            s.failures = 0; // the owner answered
             switch (reply.result()) {
                 case APPLIED -> {
                     for (int n = 0; n < deltas.size(); n++) from.poll();

@@ -1,11 +1,13 @@
 package io.orbitkv.server.cluster;
 
 import io.grpc.BindableService;
+import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.core.catalog.CatalogLookups;
 import io.orbitkv.core.catalog.CatalogPublisher;
 import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.MembershipView;
+import io.orbitkv.core.catalog.RateLimitedLog;
 import io.orbitkv.core.catalog.ShardState;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.server.config.ClusterConfig;
@@ -57,10 +59,14 @@ public final class ClusterNode implements AutoCloseable {
     private final CatalogLookups lookups;
     private final Duration lookupTimeout;
     private final Thread loop;
+    private final Counter loopErrors;
+    private final RateLimitedLog loopLog = RateLimitedLog.tenSeconds(ClusterNode.class.getName());
     private volatile boolean closed;
 
     private ClusterNode(Member self, ClusterChannels channels, ClusterRpcServer server, EtcdMembership membership,
-                        ShardState shard, CatalogPublisher publisher, CatalogLookups lookups, Duration lookupTimeout) {
+                        ShardState shard, CatalogPublisher publisher, CatalogLookups lookups, Duration lookupTimeout,
+                        MeterRegistry registry) {
+        this.loopErrors = Counter.builder("orbitkv_catalog_loop_errors").description("catalog publish loop rounds that threw").register(registry);
         this.self = self;
         this.channels = channels;
         this.server = server;
@@ -121,7 +127,7 @@ public final class ClusterNode implements AutoCloseable {
                 Duration.ofMillis(config.leaseTtlMillis()), Duration.ofMillis(200), Duration.ofSeconds(2)), registry);
         CatalogPublisher publisher = new CatalogPublisher(config.nodeId(), incarnation, store.residency(),
                 store::residentKeys, transport, CatalogPublisher.Budgets.defaults(), registry);
-        ClusterNode node = new ClusterNode(self, channels, server, membership[0], shard, publisher, lookups, lookupTimeout);
+        ClusterNode node = new ClusterNode(self, channels, server, membership[0], shard, publisher, lookups, lookupTimeout, registry);
         node.loop.start();
         return node;
     }
@@ -137,9 +143,11 @@ public final class ClusterNode implements AutoCloseable {
                     lookups.invalidateCandidates();
                     lastDigest = v.digest();
                 }
-                idle = publisher.pump(v);
+                idle = publisher.pump(v, System.nanoTime());
             } catch (RuntimeException e) {
-                // counted by the publisher's push-failure metric where it applies; the loop keeps running
+                // a bug or an environment failure outside any push (pushes are values): count, log, keep running
+                loopErrors.increment();
+                loopLog.log(System.Logger.Level.ERROR, "publish-loop", "catalog publish loop failed: " + e);
             }
             if (idle) LockSupport.parkNanos(IDLE_POLL.toNanos());
         }
