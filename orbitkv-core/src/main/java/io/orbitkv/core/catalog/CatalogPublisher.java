@@ -34,8 +34,10 @@ import java.util.random.RandomGenerator;
  * owner gets no push until its backoff ends (bounded exponential with jitter, reset by any
  * answer); a journal never exceeds
  * {@link Budgets#journalDeltas} (overflow drops it and schedules a snapshot); no remote work is
- * done from an invalid view; any change of the live set, an owner's restart (NEED_SNAPSHOT,
- * WRONG_OWNER_INCARNATION) or a local stream gap resends a snapshot.
+ * done from an invalid view; any change of the live set, a re-registration of this node
+ * ({@link MembershipView#registrations()}), an owner's restart or loss of this source's state
+ * (NEED_SNAPSHOT, WRONG_OWNER_INCARNATION, also to an idle probe) or a local stream gap resends a
+ * snapshot.
  *
  * <p>Design note: resnapshotting every owner on every membership change costs O(resident keys)
  * per change (1 M keys ≈ 50 MB over loopback, ~0.3 s) but needs no per-key ownership history;
@@ -51,6 +53,15 @@ import java.util.random.RandomGenerator;
  * pushes per second per failing owner once saturated, and a recovered owner is found within 5 s);
  * the jitter keeps the sources of a cluster from retrying in step. Any answer of the owner
  * (applied or a refusal) resets it.
+ *
+ * <p>Resync: a node whose etcd lease expired while it lived (paused 10 s past a 5 s TTL) vanished
+ * from the owners' views, and they dropped its tables; it re-registered with the same incarnation,
+ * so the live set and the view digest looked unchanged to it, it sent no snapshot, and its
+ * earlier keys stayed Unknown(NOT_CAUGHT_UP) at the owners for good. Two rules close this: a
+ * change of {@link MembershipView#registrations()} resends a snapshot to every owner at once; and
+ * an owner that got nothing for {@link Budgets#probeIdleMillis} (1 s) gets an empty batch, which it
+ * answers NEED_SNAPSHOT if it lost this source's state for any reason (one small RPC per owner per
+ * second while idle).
  */
 public final class CatalogPublisher {
 
@@ -62,23 +73,24 @@ public final class CatalogPublisher {
      * @param readEvents         residency events read per pump
      * @param backoffInitialMillis wait bound after a first failed push to an owner
      * @param backoffMaxMillis   largest wait bound after consecutive failures
+     * @param probeIdleMillis    an owner that got no push for this long gets an empty batch (a probe)
      */
     public record Budgets(int maxBatchDeltas, int journalDeltas, int maxBatchesPerPump, long pushTimeoutMillis,
-                          int readEvents, long backoffInitialMillis, long backoffMaxMillis) {
+                          int readEvents, long backoffInitialMillis, long backoffMaxMillis, long probeIdleMillis) {
         public Budgets {
             if (maxBatchDeltas < 1 || journalDeltas < 1 || maxBatchesPerPump < 1 || pushTimeoutMillis < 1 || readEvents < 1
-                    || backoffInitialMillis < 1 || backoffMaxMillis < backoffInitialMillis) {
+                    || backoffInitialMillis < 1 || backoffMaxMillis < backoffInitialMillis || probeIdleMillis < 1) {
                 throw new IllegalArgumentException("publisher budgets must be positive (backoff max >= initial)");
             }
         }
 
-        /** Budgets with the default push backoff (50 ms to 5 s). */
+        /** Budgets with the default push backoff (50 ms to 5 s) and idle probe (1 s). */
         public Budgets(int maxBatchDeltas, int journalDeltas, int maxBatchesPerPump, long pushTimeoutMillis, int readEvents) {
-            this(maxBatchDeltas, journalDeltas, maxBatchesPerPump, pushTimeoutMillis, readEvents, 50, 5_000);
+            this(maxBatchDeltas, journalDeltas, maxBatchesPerPump, pushTimeoutMillis, readEvents, 50, 5_000, 1_000);
         }
 
         public static Budgets defaults() {
-            return new Budgets(1024, 65_536, 64, 2_000, 65_536, 50, 5_000);
+            return new Budgets(1024, 65_536, 64, 2_000, 65_536, 50, 5_000, 1_000);
         }
     }
 
@@ -95,6 +107,8 @@ public final class CatalogPublisher {
         int failures;
         /** No push before this time (valid while {@code failures > 0}). */
         long retryAtNanos;
+        /** When the owner last answered a push. */
+        long lastAnswerNanos;
 
         OwnerStream(Member owner) {
             this.owner = owner;
@@ -113,6 +127,7 @@ public final class CatalogPublisher {
     private final Map<String, OwnerStream> streams = new java.util.concurrent.ConcurrentHashMap<>();
     private long nextSequence = 1;
     private long viewDigest;
+    private long registrations;
     private List<Member> live = List.of();
     private volatile boolean stale;
     private final Counter deltasSent;
@@ -191,7 +206,9 @@ public final class CatalogPublisher {
             streams.values().forEach(this::resetForSnapshot);
             return false;
         }
-        if (view.digest() != viewDigest || !live.equals(view.live())) onMembership(view);
+        if (view.digest() != viewDigest || !live.equals(view.live()) || view.registrations() != registrations) {
+            onMembership(view);
+        }
         // owners are drained in parallel (one virtual thread each), so a slow or dead owner delays
         // only its own stream; the mirror and the live list are only read while they run
         List<Future<Boolean>> drains = new ArrayList<>();
@@ -261,6 +278,7 @@ public final class CatalogPublisher {
     private void onMembership(MembershipView view) {
         live = view.live();
         viewDigest = view.digest();
+        registrations = view.registrations();
         Map<String, Member> byId = new HashMap<>();
         for (Member m : live) byId.put(m.nodeId(), m);
         streams.keySet().retainAll(byId.keySet());
@@ -297,7 +315,9 @@ public final class CatalogPublisher {
                 deltas.add(e);
             }
             boolean end = s.snapshotLeft != null && deltas.size() == s.snapshotLeft.size();
-            if (!begin && deltas.isEmpty()) return true;
+            boolean probeDue = nowNanos - s.lastAnswerNanos >= budgets.probeIdleMillis() * 1_000_000L;
+            if (!begin && deltas.isEmpty() && (s.snapshotLeft != null || !probeDue)) return true;
+            // else: an empty batch probes whether the owner still holds this source's state
             PushBatch batch = new PushBatch(nodeId, incarnation, s.ownerIncarnation, s.nextBatch, begin, end, viewDigest, deltas);
             PushBatch.Reply reply;
             try {
@@ -312,6 +332,7 @@ public final class CatalogPublisher {
                 return true; // nothing more to do for this owner until the backoff ends
             }
             s.failures = 0; // the owner answered
+            s.lastAnswerNanos = nowNanos;
             switch (reply.result()) {
                 case APPLIED -> {
                     for (int n = 0; n < deltas.size(); n++) from.poll();

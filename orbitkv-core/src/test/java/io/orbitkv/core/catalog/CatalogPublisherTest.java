@@ -92,7 +92,7 @@ class CatalogPublisherTest {
         for (Member m : live) transport.owners.put(m.nodeId(), new ShardState(m.nodeId(), m.incarnation(), new ShardState.Budgets(4, 10_000), registry));
         long seed = 42;
         CatalogPublisher p = new CatalogPublisher("src", 1, stream, medium -> List.of(), transport,
-                new CatalogPublisher.Budgets(8, 100, 1_000, 100, 32, 50, 800), registry, new java.util.SplittableRandom(seed));
+                new CatalogPublisher.Budgets(8, 100, 1_000, 100, 32, 50, 800, 60_000), registry, new java.util.SplittableRandom(seed));
         assertThat(p.pump(view, now)).isTrue();
         transport.down.add("own");
         for (int i = 0; i < 20; i++) add(i);
@@ -123,6 +123,39 @@ class CatalogPublisherTest {
         assertThat(transport.pushes.get("own").get()).as("after a reset the first wait is short again").isEqualTo(before + 1);
         p.pump(view, now + 50 * ms);
         assertThat(transport.pushes.get("own").get()).isEqualTo(before + 2);
+    }
+
+    @Test
+    void aReRegistrationResendsASnapshotToOwnersThatDroppedThisSource() {
+        CatalogPublisher p = publisher(1_000);
+        MembershipView first = MembershipView.valid(live, 3, 1);
+        for (int i = 0; i < 30; i++) add(i);
+        assertThat(p.pump(first, now)).isTrue();
+        assertThat(lookAll(30)).allMatch(l -> l instanceof KeyLocation.Present);
+        // this node's lease expired while it lived (paused): every owner saw it leave and dropped its table
+        for (ShardState owner : transport.owners.values()) owner.retainMembers(List.of(other));
+        // it re-registered with the same incarnation: same live set, same digest, one more registration
+        MembershipView again = MembershipView.valid(live, 9, 2);
+        assertThat(again.digest()).isEqualTo(first.digest());
+        long snapshots = (long) registry.get("orbitkv_catalog_snapshots_sent").counter().count();
+        assertThat(p.pump(again, now)).isTrue();
+        assertThat(registry.get("orbitkv_catalog_snapshots_sent").counter().count()).as("a snapshot to every owner at once")
+                .isEqualTo(snapshots + 2);
+        assertThat(lookAll(30)).allMatch(l -> l instanceof KeyLocation.Present);
+    }
+
+    @Test
+    void anIdleProbeFindsAnOwnerThatLostThisSourceWithoutAnyChangeHere() {
+        CatalogPublisher p = publisher(1_000);
+        for (int i = 0; i < 30; i++) add(i);
+        assertThat(p.pump(view, now)).isTrue();
+        for (ShardState owner : transport.owners.values()) owner.retainMembers(List.of(other));
+        assertThat(p.pump(view, now + 999_000_000L)).isTrue();
+        assertThat(lookAll(30)).as("no probe before 1 s idle").doesNotContain(new KeyLocation.Absent())
+                .anyMatch(l -> l instanceof KeyLocation.Unknown);
+        assertThat(p.pump(view, now + 1_000_000_000L)).isTrue();
+        assertThat(registry.get("orbitkv_catalog_need_snapshot").counter().count()).as("the probe was answered NEED_SNAPSHOT").isPositive();
+        assertThat(lookAll(30)).allMatch(l -> l instanceof KeyLocation.Present);
     }
 
     @Test

@@ -113,6 +113,8 @@ public final class EtcdMembership implements AutoCloseable {
     private volatile boolean leaseBroken = true;
     private volatile long lastKeepAliveAckNanos;
     private volatile String lastError = "";
+    /** Registrations of this process so far (control thread writes; published in each view). */
+    private volatile long registrations;
     private final Counter watchRepairs;
     private final Counter reRegistrations;
     private final Counter staleRefused;
@@ -179,8 +181,9 @@ public final class EtcdMembership implements AutoCloseable {
             rev = revision;
         }
         String error = lastError;
-        view.set(invalid.isEmpty() ? MembershipView.valid(live, rev)
-                : new MembershipView(false, live, rev, invalid.get() + (error.isEmpty() ? "" : " (etcd: " + error + ")")));
+        long registered = registrations;
+        view.set(invalid.isEmpty() ? MembershipView.valid(live, rev, registered)
+                : new MembershipView(false, live, rev, invalid.get() + (error.isEmpty() ? "" : " (etcd: " + error + ")"), registered));
     }
 
     private void register() throws Exception {
@@ -204,6 +207,7 @@ public final class EtcdMembership implements AutoCloseable {
             return;
         }
         reRegistrations.increment();
+        registrations++;
         leaseId = lease;
         lastKeepAliveAckNanos = nanoClock.getAsLong();
         leaseBroken = false;
