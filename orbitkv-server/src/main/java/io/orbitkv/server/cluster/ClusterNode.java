@@ -28,6 +28,9 @@ import java.util.concurrent.locks.LockSupport;
  * cluster gRPC server (cluster info, catalog shard, and any services added by other packages),
  * the etcd membership, the catalog publisher loop and the catalog lookups.
  *
+ * <p>Another member joins this node's view only after the mutual credential proof
+ * ({@link CredentialProof}); refused calls on both sides are counted and logged ({@link AuthFailures}).
+ *
  * <p>Owns all of those. Thread model: {@link #start} and {@link #close()} run on the daemon's
  * lifecycle thread; one platform thread ({@code orbitkv-catalog}) runs the publisher loop;
  * {@link #view()} and {@link #lookups()} are safe from any thread. Invariants: remote work starts
@@ -104,19 +107,22 @@ public final class ClusterNode implements AutoCloseable {
         List<BindableService> extraServices = extraServicesFor.apply(incarnation);
         ShardState shard = new ShardState(config.nodeId(), incarnation,
                 new ShardState.Budgets(SHARD_SOURCES, SHARD_KEYS_PER_SOURCE), registry);
+        AuthFailures authFailures = new AuthFailures(registry);
         ClusterChannels channels = new ClusterChannels(security);
-        GrpcCatalogTransport transport = new GrpcCatalogTransport(channels);
+        GrpcCatalogTransport transport = new GrpcCatalogTransport(channels, authFailures);
+        CredentialProof proof = new CredentialProof(config.nodeId(), security, channels, authFailures);
         Duration lookupTimeout = Duration.ofMillis(config.lookupTimeoutMillis());
         EtcdMembership[] membership = new EtcdMembership[1];
         CatalogLookups lookups = new CatalogLookups(() -> membership[0] == null ? MembershipView.initial() : membership[0].view(),
                 transport, CANDIDATE_TTL, CANDIDATES, registry);
         List<BindableService> services = new ArrayList<>();
-        services.add(new ClusterInfoService(config.nodeId(), incarnation, keys -> lookups.lookup(keys, lookupTimeout)));
+        services.add(new ClusterInfoService(config.nodeId(), incarnation, keys -> lookups.lookup(keys, lookupTimeout), proof));
         services.add(new CatalogService(shard));
         services.addAll(extraServices);
         ClusterRpcServer server;
         try {
-            server = ClusterRpcServer.start(ClusterConfig.listenAddress(config.listen()), security, services);
+            server = ClusterRpcServer.start(ClusterConfig.listenAddress(config.listen()), security, services,
+                    new ClusterAuth(security, authFailures));
         } catch (IOException | RuntimeException e) {
             channels.close();
             throw e;
@@ -124,7 +130,7 @@ public final class ClusterNode implements AutoCloseable {
         String host = ClusterConfig.listenAddress(config.listen()).getHostString();
         Member self = new Member(config.nodeId(), host + ":" + server.address().getPort(), incarnation);
         membership[0] = EtcdMembership.start(new EtcdMembership.Settings(config.etcdEndpoints(), config.clusterId(), self,
-                Duration.ofMillis(config.leaseTtlMillis()), Duration.ofMillis(200), Duration.ofSeconds(2)), registry);
+                Duration.ofMillis(config.leaseTtlMillis()), Duration.ofMillis(200), Duration.ofSeconds(2)), proof, registry);
         CatalogPublisher publisher = new CatalogPublisher(config.nodeId(), incarnation, store.residency(),
                 store::residentKeys, transport, CatalogPublisher.Budgets.defaults(), registry);
         ClusterNode node = new ClusterNode(self, channels, server, membership[0], shard, publisher, lookups, lookupTimeout, registry);
