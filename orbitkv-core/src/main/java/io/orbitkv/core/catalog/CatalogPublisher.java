@@ -197,14 +197,17 @@ public final class CatalogPublisher {
      * @return true when nothing is left to do now: every owner is caught up or waiting out a
      *         backoff, and the residency stream was read to its end (a backlog over
      *         {@link Budgets#readEvents} takes several pumps, and a pump that left events unread
-     *         is not idle); the caller may then sleep until its next poll
+     *         is not idle); also from an invalid view or a stale incarnation, which can send
+     *         nothing (the publish loop used to get false there and turn again at once, without
+     *         its poll interval, for as long as etcd was unreachable); the caller may then sleep
+     *         until its next poll
      */
     public boolean pump(MembershipView view, long nowNanos) {
         boolean readAll = readLocal();
-        if (stale) return false;
+        if (stale) return true; // a newer incarnation of this node streams; this one never will again
         if (!view.valid() || view.live().isEmpty()) {
             streams.values().forEach(this::resetForSnapshot);
-            return false;
+            return readAll; // nothing can be sent until the view is valid again
         }
         if (view.digest() != viewDigest || !live.equals(view.live()) || view.registrations() != registrations) {
             onMembership(view);

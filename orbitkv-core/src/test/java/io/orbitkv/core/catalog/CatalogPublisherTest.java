@@ -186,12 +186,13 @@ class CatalogPublisherTest {
     void anInvalidViewSendsNothingAndAStaleIncarnationStopsPublishing() {
         CatalogPublisher p = publisher(100);
         add(1);
-        assertThat(p.pump(view.invalidate("etcd down"), now)).isFalse();
+        assertThat(p.pump(view.invalidate("etcd down"), now)).as("nothing can be done now: the loop polls, never spins").isTrue();
         assertThat(registry.get("orbitkv_catalog_deltas_sent").counter().count()).isZero();
         assertThat(transport.owners.get("own").caughtUpSources()).isEmpty();
         // a newer incarnation of this node already streamed to "own"
         transport.owners.get("own").apply(new PushBatch("src", 2, 1, 1, true, true, view.digest(), List.of()));
         p.pump(view, now);
         assertThat(p.stale()).isTrue();
+        assertThat(p.pump(view, now)).as("a stale incarnation has nothing left to do").isTrue();
     }
 }
