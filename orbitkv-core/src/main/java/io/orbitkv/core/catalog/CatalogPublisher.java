@@ -49,15 +49,16 @@ import java.util.random.RandomGenerator;
  * the next pump, which runs at once when work is left: 1,000–13,000 failing RPCs per second
  * toward a frozen or wrong-token owner. Now the n-th consecutive failure toward an owner waits a
  * uniformly drawn time in [d/2, d], d = min({@link Budgets#backoffMaxMillis},
- * {@link Budgets#backoffInitialMillis} × 2^(n−1)) (50 ms doubling to 5 s by default: at most ~0.2
+ * {@link Budgets#backoffInitialMillis} × 2^(n−1)) (50 ms doubling to 5 s by default: 0.2–0.4
  * pushes per second per failing owner once saturated, and a recovered owner is found within 5 s);
  * the jitter keeps the sources of a cluster from retrying in step. Any answer of the owner
  * (applied or a refusal) resets it.
  *
  * <p>Resync: a node whose etcd lease expired while it lived (paused 10 s past a 5 s TTL) vanished
  * from the owners' views, and they dropped its tables; it re-registered with the same incarnation,
- * so the live set and the view digest looked unchanged to it, it sent no snapshot, and its
- * earlier keys stayed Unknown(NOT_CAUGHT_UP) at the owners for good. Two rules close this: a
+ * so the live set and the view digest could look unchanged to it, it sent no snapshot, and its
+ * earlier keys stayed Unknown(NOT_CAUGHT_UP) at an owner until it happened to push there again
+ * (30–60 s and more in a three-node test). Two rules close this: a
  * change of {@link MembershipView#registrations()} resends a snapshot to every owner at once; and
  * an owner that got nothing for {@link Budgets#probeIdleMillis} (1 s) gets an empty batch, which it
  * answers NEED_SNAPSHOT if it lost this source's state for any reason (one small RPC per owner per

@@ -111,6 +111,23 @@ class EtcdMembershipTest {
     }
 
     @Test
+    void aReRegistrationWithTheSameIncarnationIsCountedInTheView() throws Exception {
+        EtcdProcess etcd = EtcdProcess.start(dir);
+        open.add(etcd);
+        EtcdMembership a = join(etcd, "a", 1);
+        Awaitility.await().atMost(Duration.ofSeconds(15)).until(() -> a.view().valid() && a.view().live().size() == 1);
+        assertThat(a.view().registrations()).isEqualTo(1);
+        long digest = a.view().digest();
+        // the record vanishes as when the lease expired while the process lived (paused past the TTL)
+        try (io.etcd.jetcd.Client client = io.etcd.jetcd.Client.builder().endpoints(etcd.endpoint()).build()) {
+            client.getKVClient().delete(io.etcd.jetcd.ByteSequence.from(MembershipRecord.memberKey("test", "a"),
+                    java.nio.charset.StandardCharsets.UTF_8)).get(5, java.util.concurrent.TimeUnit.SECONDS);
+        }
+        Awaitility.await().atMost(Duration.ofSeconds(15)).until(() -> a.view().valid() && a.view().registrations() == 2);
+        assertThat(a.view().digest()).as("same member, same incarnation: only the registration count tells").isEqualTo(digest);
+    }
+
+    @Test
     void aBrokenWatchIsRepairedByReListingAndMissesNoChangeMadeMeanwhile() throws Exception {
         EtcdProcess etcd = EtcdProcess.start(dir);
         open.add(etcd);
