@@ -5,6 +5,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.MembershipView;
+import io.orbitkv.core.catalog.PushBatch;
+import io.orbitkv.core.catalog.ShardState;
 import io.orbitkv.server.membership.EtcdMembership;
 import io.orbitkv.server.membership.EtcdProcess;
 import java.net.InetSocketAddress;
@@ -112,6 +114,27 @@ class CredentialProofTest {
         Awaitility.await().atMost(Duration.ofSeconds(15)).until(() -> a.failures.count(AuthFailures.Reason.BAD_PROOF) >= 1
                 && f.live().equals(List.of("a", "f")));
         assertThat(a.live()).containsExactly("a");
+    }
+
+    @Test
+    void aCatalogPushRefusedForItsTokenIsCountedOnBothSides() throws Exception {
+        SimpleMeterRegistry serverRegistry = new SimpleMeterRegistry();
+        AuthFailures serverSide = new AuthFailures(serverRegistry);
+        ClusterSecurity right = new ClusterSecurity("proof", TOKEN, Optional.empty());
+        ShardState shard = new ShardState("o", 1, new ShardState.Budgets(4, 100), serverRegistry);
+        ClusterRpcServer server = ClusterRpcServer.start(new InetSocketAddress("127.0.0.1", 0), right,
+                List.of(new CatalogService(shard)), new ClusterAuth(right, serverSide));
+        open.add(server);
+        AuthFailures clientSide = new AuthFailures(new SimpleMeterRegistry());
+        ClusterChannels wrong = new ClusterChannels(new ClusterSecurity("proof", WRONG, Optional.empty()));
+        open.add(wrong);
+        Member owner = new Member("o", "127.0.0.1:" + server.address().getPort(), 1);
+        CompletableFuture<PushBatch.Reply> push = new GrpcCatalogTransport(wrong, clientSide)
+                .push(owner, new PushBatch("w", 1, 1, 1, true, true, 0, List.of()), 5_000);
+        assertThat(push).failsWithin(Duration.ofSeconds(10));
+        assertThat(clientSide.count(AuthFailures.Reason.REFUSED_BY_PEER)).isEqualTo(1);
+        assertThat(serverSide.count(AuthFailures.Reason.BAD_TOKEN)).isEqualTo(1);
+        assertThat(shard.caughtUpSources()).as("the service never ran").isEmpty();
     }
 
     @Test
