@@ -16,7 +16,9 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.SplittableRandom;
 import java.util.function.Function;
+import java.util.random.RandomGenerator;
 
 /**
  * The source side of the embedded catalog: reads this node's {@link ResidencyStream}, keeps a
@@ -28,16 +30,39 @@ import java.util.function.Function;
  * daemon's catalog loop); within a pump each owner stream is drained by its own virtual thread
  * (a stream is touched by one thread at a time; the mirror is read-only meanwhile, and the
  * executor's close is the happens-before edge back to the publisher); gauges read sizes racily. Invariants: per owner at most one batch is in
- * flight and at most {@link Budgets#maxBatchesPerPump} are sent per pump; a journal never exceeds
+ * flight and at most {@link Budgets#maxBatchesPerPump} are sent per pump; after a failed push an
+ * owner gets no push until its backoff ends (bounded exponential with jitter, reset by any
+ * answer); a journal never exceeds
  * {@link Budgets#journalDeltas} (overflow drops it and schedules a snapshot); no remote work is
- * done from an invalid view; any change of the live set, an owner's restart (NEED_SNAPSHOT,
- * WRONG_OWNER_INCARNATION) or a local stream gap resends a snapshot.
+ * done from an invalid view; any change of the live set, a re-registration of this node
+ * ({@link MembershipView#registrations()}), an owner's restart or loss of this source's state
+ * (NEED_SNAPSHOT, WRONG_OWNER_INCARNATION, also to an idle probe) or a local stream gap resends a
+ * snapshot.
  *
  * <p>Design note: resnapshotting every owner on every membership change costs O(resident keys)
  * per change (1 M keys ≈ 50 MB over loopback, ~0.3 s) but needs no per-key ownership history;
  * membership changes are rare (restarts), residency changes are not. Batches of
  * {@link Budgets#maxBatchDeltas} (1,024 × ~60 bytes ≈ 60 KiB) keep a gRPC message far below the
  * 8 MiB cap and amortize per-call cost (~100 µs on loopback).
+ *
+ * <p>Backoff: a push that fails (timeout, refused call, unreachable owner) used to be retried at
+ * the next pump, which runs at once when work is left: 1,000–13,000 failing RPCs per second
+ * toward a frozen or wrong-token owner. Now the n-th consecutive failure toward an owner waits a
+ * uniformly drawn time in [d/2, d], d = min({@link Budgets#backoffMaxMillis},
+ * {@link Budgets#backoffInitialMillis} × 2^(n−1)) (50 ms doubling to 5 s by default: 0.2–0.4
+ * pushes per second per failing owner once saturated, and a recovered owner is found within 5 s);
+ * the jitter keeps the sources of a cluster from retrying in step. Any answer of the owner
+ * (applied or a refusal) resets it.
+ *
+ * <p>Resync: a node whose etcd lease expired while it lived (paused 10 s past a 5 s TTL) vanished
+ * from the owners' views, and they dropped its tables; it re-registered with the same incarnation,
+ * so the live set and the view digest could look unchanged to it, it sent no snapshot, and its
+ * earlier keys stayed Unknown(NOT_CAUGHT_UP) at an owner until it happened to push there again
+ * (30–60 s and more in a three-node test). Two rules close this: a
+ * change of {@link MembershipView#registrations()} resends a snapshot to every owner at once; and
+ * an owner that got nothing for {@link Budgets#probeIdleMillis} (1 s) gets an empty batch, which it
+ * answers NEED_SNAPSHOT if it lost this source's state for any reason (one small RPC per owner per
+ * second while idle).
  */
 public final class CatalogPublisher {
 
@@ -47,17 +72,26 @@ public final class CatalogPublisher {
      * @param maxBatchesPerPump  batches sent per owner per pump (snapshots continue next pump)
      * @param pushTimeoutMillis  deadline of one push
      * @param readEvents         residency events read per pump
+     * @param backoffInitialMillis wait bound after a first failed push to an owner
+     * @param backoffMaxMillis   largest wait bound after consecutive failures
+     * @param probeIdleMillis    an owner that got no push for this long gets an empty batch (a probe)
      */
     public record Budgets(int maxBatchDeltas, int journalDeltas, int maxBatchesPerPump, long pushTimeoutMillis,
-                          int readEvents) {
+                          int readEvents, long backoffInitialMillis, long backoffMaxMillis, long probeIdleMillis) {
         public Budgets {
-            if (maxBatchDeltas < 1 || journalDeltas < 1 || maxBatchesPerPump < 1 || pushTimeoutMillis < 1 || readEvents < 1) {
-                throw new IllegalArgumentException("publisher budgets must be positive");
+            if (maxBatchDeltas < 1 || journalDeltas < 1 || maxBatchesPerPump < 1 || pushTimeoutMillis < 1 || readEvents < 1
+                    || backoffInitialMillis < 1 || backoffMaxMillis < backoffInitialMillis || probeIdleMillis < 1) {
+                throw new IllegalArgumentException("publisher budgets must be positive (backoff max >= initial)");
             }
         }
 
+        /** Budgets with the default push backoff (50 ms to 5 s) and idle probe (1 s). */
+        public Budgets(int maxBatchDeltas, int journalDeltas, int maxBatchesPerPump, long pushTimeoutMillis, int readEvents) {
+            this(maxBatchDeltas, journalDeltas, maxBatchesPerPump, pushTimeoutMillis, readEvents, 50, 5_000, 1_000);
+        }
+
         public static Budgets defaults() {
-            return new Budgets(1024, 65_536, 64, 2_000, 65_536);
+            return new Budgets(1024, 65_536, 64, 2_000, 65_536, 50, 5_000, 1_000);
         }
     }
 
@@ -70,6 +104,12 @@ public final class CatalogPublisher {
         ArrayDeque<ResidencyEvent> snapshotLeft;
         long nextBatch = 1;
         final ArrayDeque<ResidencyEvent> journal = new ArrayDeque<>();
+        /** Consecutive failed pushes; 0 = not backing off. */
+        int failures;
+        /** No push before this time (valid while {@code failures > 0}). */
+        long retryAtNanos;
+        /** When the owner last answered a push. */
+        long lastAnswerNanos;
 
         OwnerStream(Member owner) {
             this.owner = owner;
@@ -88,6 +128,7 @@ public final class CatalogPublisher {
     private final Map<String, OwnerStream> streams = new java.util.concurrent.ConcurrentHashMap<>();
     private long nextSequence = 1;
     private long viewDigest;
+    private long registrations;
     private List<Member> live = List.of();
     private volatile boolean stale;
     private final Counter deltasSent;
@@ -95,10 +136,21 @@ public final class CatalogPublisher {
     private final Counter journalOverflows;
     private final Counter localGaps;
     private final Counter pushFailures;
+    private final Counter pushBackoffs;
+    private final RandomGenerator jitter;
+    private final RateLimitedLog failureLog = RateLimitedLog.tenSeconds(CatalogPublisher.class.getName());
 
     public CatalogPublisher(String nodeId, long incarnation, ResidencyStream stream,
                             Function<ResidencyEvent.Medium, List<StateKey>> residentKeys, CatalogTransport transport,
                             Budgets budgets, MeterRegistry registry) {
+        this(nodeId, incarnation, stream, residentKeys, transport, budgets, registry, new SplittableRandom());
+    }
+
+    /** As above, drawing backoff jitter from {@code jitter} (tests pass a seeded one). */
+    public CatalogPublisher(String nodeId, long incarnation, ResidencyStream stream,
+                            Function<ResidencyEvent.Medium, List<StateKey>> residentKeys, CatalogTransport transport,
+                            Budgets budgets, MeterRegistry registry, RandomGenerator jitter) {
+        this.jitter = Objects.requireNonNull(jitter, "jitter");
         this.nodeId = Member.requireNodeId(nodeId);
         this.incarnation = incarnation;
         this.stream = Objects.requireNonNull(stream, "stream");
@@ -110,6 +162,8 @@ public final class CatalogPublisher {
         this.journalOverflows = Counter.builder("orbitkv_catalog_journal_overflows").description("owner journals dropped for a snapshot").register(registry);
         this.localGaps = Counter.builder("orbitkv_catalog_local_stream_gaps").description("residency stream gaps (mirror rebuilt from the tiers)").register(registry);
         this.pushFailures = Counter.builder("orbitkv_catalog_push_failures").description("pushes that failed or timed out").register(registry);
+        this.pushBackoffs = Counter.builder("orbitkv_catalog_push_backoffs").description("backoff waits begun after a failed push").register(registry);
+        Gauge.builder("orbitkv_catalog_owners_backing_off", this, CatalogPublisher::backingOff).description("shard owners no push goes to until their backoff ends").register(registry);
         Gauge.builder("orbitkv_catalog_journal_deltas", this, CatalogPublisher::journalSize).description("unacknowledged deltas in all owner journals").register(registry);
         Gauge.builder("orbitkv_catalog_journal_bound_deltas", budgets, b -> b.journalDeltas()).description("bound of each owner journal").register(registry);
     }
@@ -124,6 +178,12 @@ public final class CatalogPublisher {
         return mirror.size();
     }
 
+    private double backingOff() {
+        long n = 0;
+        for (OwnerStream s : streams.values()) if (s.failures > 0) n++;
+        return n;
+    }
+
     private double journalSize() {
         long n = 0;
         for (OwnerStream s : streams.values()) n += s.journal.size();
@@ -131,26 +191,36 @@ public final class CatalogPublisher {
     }
 
     /**
-     * One round: read new residency events, route them, and push to every owner. Blocks up to
-     * about {@link Budgets#pushTimeoutMillis} × {@link Budgets#maxBatchesPerPump} on slow owners.
+     * One round at {@code nowNanos}: read new residency events, route them, and push to every
+     * owner not backing off. Blocks up to about {@link Budgets#pushTimeoutMillis} ×
+     * {@link Budgets#maxBatchesPerPump} on slow owners.
      *
-     * @return true when every owner is caught up (nothing left to send) and the residency stream
-     *         was read to its end (a backlog over {@link Budgets#readEvents} takes several pumps,
-     *         and a pump that left events unread is not idle)
+     * @return true when nothing is left to do now: every owner is caught up or waiting out a
+     *         backoff, and the residency stream was read to its end (a backlog over
+     *         {@link Budgets#readEvents} takes several pumps, and a pump that left events unread
+     *         is not idle); also from an invalid view or a stale incarnation, which can send
+     *         nothing (the publish loop used to get false there and turn again at once, without
+     *         its poll interval, for as long as etcd was unreachable); the caller may then sleep
+     *         until its next poll
      */
-    public boolean pump(MembershipView view) {
+    public boolean pump(MembershipView view, long nowNanos) {
         boolean readAll = readLocal();
-        if (stale) return false;
+        if (stale) return true; // a newer incarnation of this node streams; this one never will again
         if (!view.valid() || view.live().isEmpty()) {
             streams.values().forEach(this::resetForSnapshot);
-            return false;
+            return readAll; // nothing can be sent until the view is valid again
         }
-        if (view.digest() != viewDigest || !live.equals(view.live())) onMembership(view);
+        if (view.digest() != viewDigest || !live.equals(view.live()) || view.registrations() != registrations) {
+            onMembership(view);
+        }
         // owners are drained in parallel (one virtual thread each), so a slow or dead owner delays
         // only its own stream; the mirror and the live list are only read while they run
         List<Future<Boolean>> drains = new ArrayList<>();
         try (ExecutorService perOwner = Executors.newVirtualThreadPerTaskExecutor()) {
-            for (OwnerStream s : streams.values()) drains.add(perOwner.submit(() -> drain(s)));
+            for (OwnerStream s : streams.values()) {
+                if (s.failures > 0 && nowNanos - s.retryAtNanos < 0) continue; // backing off: nothing to do now
+                drains.add(perOwner.submit(() -> drain(s, nowNanos)));
+            }
         }
         boolean idle = readAll;
         for (Future<Boolean> f : drains) idle &= f.resultNow();
@@ -198,14 +268,27 @@ public final class CatalogPublisher {
         s.journal.add(e);
     }
 
+    /** Starts the next backoff wait of {@code s}; returns its length in ms. */
+    private long backOff(OwnerStream s, long nowNanos) {
+        s.failures++;
+        int doublings = Math.min(s.failures - 1, 30);
+        long bound = Math.min(budgets.backoffMaxMillis(), budgets.backoffInitialMillis() << doublings);
+        long waitMillis = bound / 2 + jitter.nextLong(bound - bound / 2 + 1);
+        s.retryAtNanos = nowNanos + waitMillis * 1_000_000L;
+        pushBackoffs.increment();
+        return waitMillis;
+    }
+
     private void onMembership(MembershipView view) {
         live = view.live();
         viewDigest = view.digest();
+        registrations = view.registrations();
         Map<String, Member> byId = new HashMap<>();
         for (Member m : live) byId.put(m.nodeId(), m);
         streams.keySet().retainAll(byId.keySet());
         for (Member m : live) {
             OwnerStream s = streams.computeIfAbsent(m.nodeId(), id -> new OwnerStream(m));
+            if (!s.owner.equals(m)) s.failures = 0; // another process (or address) of that node: no backoff carried over
             s.owner = m;
             s.ownerIncarnation = m.incarnation();
             resetForSnapshot(s);
@@ -219,7 +302,7 @@ public final class CatalogPublisher {
     }
 
     /** Sends up to the per-pump budget of batches to one owner; true when nothing is left. */
-    private boolean drain(OwnerStream s) {
+    private boolean drain(OwnerStream s, long nowNanos) {
         for (int i = 0; i < budgets.maxBatchesPerPump(); i++) {
             boolean begin = false;
             if (s.needSnapshot) {
@@ -236,7 +319,9 @@ public final class CatalogPublisher {
                 deltas.add(e);
             }
             boolean end = s.snapshotLeft != null && deltas.size() == s.snapshotLeft.size();
-            if (!begin && deltas.isEmpty()) return true;
+            boolean probeDue = nowNanos - s.lastAnswerNanos >= budgets.probeIdleMillis() * 1_000_000L;
+            if (!begin && deltas.isEmpty() && (s.snapshotLeft != null || !probeDue)) return true;
+            // else: an empty batch probes whether the owner still holds this source's state
             PushBatch batch = new PushBatch(nodeId, incarnation, s.ownerIncarnation, s.nextBatch, begin, end, viewDigest, deltas);
             PushBatch.Reply reply;
             try {
@@ -244,8 +329,14 @@ public final class CatalogPublisher {
             } catch (CompletionException | java.util.concurrent.CancellationException e) {
                 pushFailures.increment();
                 if (s.snapshotLeft != null) resetForSnapshot(s); // a lost snapshot batch restarts the snapshot
-                return false;
+                long waitMillis = backOff(s, nowNanos);
+                failureLog.log(System.Logger.Level.WARNING, s.owner.nodeId(), "catalog push to " + s.owner.nodeId() + "#"
+                        + s.ownerIncarnation + " at " + s.owner.endpoint() + " failed (" + s.failures
+                        + " in a row, next try in " + waitMillis + " ms): " + (e.getCause() != null ? e.getCause() : e));
+                return true; // nothing more to do for this owner until the backoff ends
             }
+            s.failures = 0; // the owner answered
+            s.lastAnswerNanos = nowNanos;
             switch (reply.result()) {
                 case APPLIED -> {
                     for (int n = 0; n < deltas.size(); n++) from.poll();

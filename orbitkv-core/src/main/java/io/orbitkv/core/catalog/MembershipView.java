@@ -18,14 +18,25 @@ import java.util.Objects;
  * @param live          members sorted by node id, this node included once registered
  * @param revision      the store revision this view was read at (0 before the first read)
  * @param invalidReason why the view is invalid; empty when valid
+ * @param registrations how many times this process registered itself so far (each lease grant
+ *                      with its member record, the first included; 0 before any). A change means
+ *                      this node's record was re-created (its lease expired while it lived, e.g.
+ *                      paused past the TTL), so shard owners may have dropped what it streamed,
+ *                      even though the live set, and so {@link #digest()}, look the same again
  */
-public record MembershipView(boolean valid, List<Member> live, long revision, String invalidReason) {
+public record MembershipView(boolean valid, List<Member> live, long revision, String invalidReason, long registrations) {
 
     public MembershipView {
         live = live.stream().sorted().toList();
         Objects.requireNonNull(invalidReason, "invalidReason");
         if (valid && !invalidReason.isEmpty()) throw new IllegalArgumentException("a valid view has no invalid reason");
         if (!valid && invalidReason.isEmpty()) throw new IllegalArgumentException("an invalid view needs a reason");
+        if (registrations < 0) throw new IllegalArgumentException("registrations: " + registrations);
+    }
+
+    /** A view whose owner does not count its registrations (0). */
+    public MembershipView(boolean valid, List<Member> live, long revision, String invalidReason) {
+        this(valid, live, revision, invalidReason, 0);
     }
 
     /** The view before any membership evidence was read. */
@@ -37,9 +48,14 @@ public record MembershipView(boolean valid, List<Member> live, long revision, St
         return new MembershipView(true, live, revision, "");
     }
 
+    /** A valid view published after this process's {@code registrations}-th registration. */
+    public static MembershipView valid(List<Member> live, long revision, long registrations) {
+        return new MembershipView(true, live, revision, "", registrations);
+    }
+
     /** This view's members, but no longer valid evidence. */
     public MembershipView invalidate(String reason) {
-        return new MembershipView(false, live, revision, reason);
+        return new MembershipView(false, live, revision, reason, registrations);
     }
 
     /**

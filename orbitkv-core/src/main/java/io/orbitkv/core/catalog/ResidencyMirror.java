@@ -11,7 +11,8 @@ import java.util.function.Predicate;
 /**
  * This node's own residency as the catalog publisher last read it from the
  * {@link io.orbitkv.core.storage.ResidencyStream}: which keys are resident on which medium, as of
- * which sequence. The source of every snapshot sent to shard owners.
+ * which sequence, and the page's length when an event carried it. The source of every snapshot
+ * sent to shard owners.
  *
  * <p>Confined to the publisher's thread (not thread-safe). Bounded by what the tiers hold: one
  * entry per resident key, removed when the key leaves both media. Invariant: after applying the
@@ -19,14 +20,19 @@ import java.util.function.Predicate;
  */
 public final class ResidencyMirror {
 
-    /** key → {DRAM sequence, SSD sequence}; 0 = not resident on that medium. */
+    /** key → {DRAM sequence, SSD sequence, length in bytes}; sequence 0 = not resident on that
+     *  medium, length 0 = unknown. */
     private final Map<StateKey, long[]> entries = new HashMap<>();
 
     /** Applies one event (events must arrive in sequence order). */
     public void apply(ResidencyEvent e) {
         int medium = e.medium().ordinal();
         switch (e.kind()) {
-            case ADDED -> entries.computeIfAbsent(e.key(), k -> new long[2])[medium] = e.sequence();
+            case ADDED -> {
+                long[] seqs = entries.computeIfAbsent(e.key(), k -> new long[3]);
+                seqs[medium] = e.sequence();
+                if (e.lengthBytes() > 0) seqs[2] = e.lengthBytes();
+            }
             case REMOVED -> {
                 long[] seqs = entries.get(e.key());
                 if (seqs == null) return;
@@ -43,7 +49,7 @@ public final class ResidencyMirror {
             if (!include.test(e.getKey())) continue;
             for (ResidencyEvent.Medium m : ResidencyEvent.Medium.values()) {
                 long seq = e.getValue()[m.ordinal()];
-                if (seq > 0) out.add(new ResidencyEvent(seq, e.getKey(), m, ResidencyEvent.Kind.ADDED, 0));
+                if (seq > 0) out.add(new ResidencyEvent(seq, e.getKey(), m, ResidencyEvent.Kind.ADDED, 0, (int) e.getValue()[2]));
             }
         }
         return out;

@@ -13,7 +13,8 @@ import java.util.Objects;
 
 /**
  * The shard owner's side of the embedded catalog: for every source node streaming to this owner,
- * which keys it holds on which medium (as of which residency sequence), and whether that state is
+ * which keys it holds on which medium (as of which residency sequence, with the page's length when
+ * the source sent it), and whether that state is
  * complete enough to answer "absent".
  *
  * <p>Owns the per-source tables. Thread model: every method is {@code synchronized} on this
@@ -53,7 +54,8 @@ public final class ShardState {
         long lastBatch;
         long viewDigest;
         boolean overflowed;
-        /** key → {DRAM sequence, SSD sequence}; 0 = not resident on that medium. */
+        /** key → {DRAM sequence, SSD sequence, length in bytes}; sequence 0 = not resident on that
+         *  medium, length 0 = unknown. */
         final Map<StateKey, long[]> entries = new HashMap<>();
 
         Source(long incarnation) {
@@ -133,11 +135,12 @@ public final class ShardState {
                         s.overflowed = true;
                         return;
                     }
-                    seqs = new long[2];
+                    seqs = new long[3];
                     s.entries.put(e.key(), seqs);
                     keys++;
                 }
                 seqs[medium] = Math.max(seqs[medium], e.sequence());
+                if (e.lengthBytes() > 0) seqs[2] = e.lengthBytes();
             }
             case REMOVED -> {
                 long[] seqs = s.entries.get(e.key());
@@ -171,7 +174,7 @@ public final class ShardState {
                 if (seqs == null) continue;
                 for (ResidencyEvent.Medium medium : ResidencyEvent.Medium.values()) {
                     long seq = seqs[medium.ordinal()];
-                    if (seq > 0) holders.add(new Holder(m.nodeId(), m.incarnation(), medium, seq));
+                    if (seq > 0) holders.add(new Holder(m.nodeId(), m.incarnation(), medium, seq, (int) seqs[2]));
                 }
             }
             out.add(holders.isEmpty() ? missing : new KeyLocation.Present(holders));

@@ -91,7 +91,7 @@ public final class CatalogCandidates implements PeerPages.Candidates {
                 case SSD -> PeerMedium.SSD;
             };
             out.add(new PeerCandidate(new PeerEndpoint(new NodeIncarnation(h.nodeId(), h.incarnation()), m.get().endpoint()),
-                    key, namespace, medium, AuthorizeRequest.CURRENT_GENERATION, h.sequence()));
+                    key, namespace, medium, AuthorizeRequest.CURRENT_GENERATION, h.sequence(), h.lengthBytes()));
         }
         return out;
     }

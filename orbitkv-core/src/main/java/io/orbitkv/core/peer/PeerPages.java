@@ -41,10 +41,10 @@ import java.util.function.LongSupplier;
  * {@link SourceSelector} must not try another medium then). Each fetch that moved payload is
  * one {@code PEER_FETCH} route sample of its serving owner (failures censored).
  *
- * <p>Design note: a peer page is admitted against the staging budget at
- * {@code pageBytesBudget} (the largest DRAM slot) because catalog evidence carries no length;
- * over-admitting by at most one slot per page keeps the budget a true upper bound, where an
- * under-estimate would let peer fetches overrun it.
+ * <p>Design note: a peer page is admitted against the staging budget at its length from the
+ * catalog evidence, padded to 4 KiB as an SSD staging is; evidence without a length (0) is
+ * charged {@code pageBytesBudget} (the largest DRAM slot): over-admitting by at most one slot per
+ * page keeps the budget a true upper bound, where an under-estimate would let fetches overrun it.
  */
 public final class PeerPages implements RemotePages {
 
@@ -119,7 +119,7 @@ public final class PeerPages implements RemotePages {
     @Override
     public long stagingBytes(StateKey key, SessionScope scope) {
         if (!members.validForRemoteWork()) return 0;
-        return candidates.known(key, scope.digest()).isEmpty() ? 0 : pageBytesBudget;
+        return candidates.known(key, scope.digest()).stream().mapToLong(c -> c.stagingBytes(pageBytesBudget)).max().orElse(0);
     }
 
     @Override

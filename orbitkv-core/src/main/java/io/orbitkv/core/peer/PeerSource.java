@@ -30,10 +30,11 @@ import java.util.function.LongSupplier;
  *
  * <p>Authorization order (cheapest refusal first, nothing pinned until every check passed):
  * serving at all (membership valid) → source incarnation → requester incarnation (live in the
- * member view) → residency sequence (not ahead of this source's stream) → namespace known →
- * exact generation (or, for {@link AuthorizeRequest#CURRENT_GENERATION}, the current image)
- * pinned on the named medium → page's namespace equals the asked one → ticket
- * issued. A refusal after pinning releases the pin before answering.
+ * member view) → residency sequence (not ahead of this source's stream) → for DRAM, namespace
+ * known → exact generation (or, for {@link AuthorizeRequest#CURRENT_GENERATION}, the current
+ * image) pinned on the named medium → page's namespace equals the asked one (for SSD: the
+ * extent header's digest, then bound to a namespace id if no engine registered it since this
+ * start) → ticket issued. A refusal after pinning releases the pin before answering.
  *
  * <p>Design note: an SSD page is always staged into the source's DRAM tier before sending, so the
  * transfer reads host memory only and the bounded host memory is the DRAM tier's reservation
@@ -41,6 +42,13 @@ import java.util.function.LongSupplier;
  * requester then recomputes). Reading the extent straight into a per-transfer buffer would save
  * the DRAM slot but needs a second bounded pool and loses the chance that the staged copy serves
  * the next requester from DRAM.
+ *
+ * <p>After a restart the SSD store recovers pages (and the catalog advertises them) before any
+ * engine REGISTERs their namespace, and only REGISTER used to fill the {@link NamespaceTable}: a
+ * restarted source refused every peer read of its own SSD pages as NAMESPACE_MISMATCH. The
+ * extent header records the page's namespace digest, which is the proof the check needs, so the
+ * source binds that digest to an id on demand ({@link NamespaceTable#bind}) once the pinned
+ * extent's digest equals the requested one; a digest no extent carries is never bound.
  */
 public final class PeerSource {
 
@@ -66,29 +74,39 @@ public final class PeerSource {
         Objects.requireNonNull(request, "request");
         Rejection early = precheck(request);
         if (early != null) return CompletableFuture.completedFuture(new Rejected(early));
-        OptionalInt namespaceId = namespaces.id(request.namespace());
-        if (namespaceId.isEmpty()) return CompletableFuture.completedFuture(new Rejected(Rejection.NAMESPACE_MISMATCH));
         return switch (request.medium()) {
-            case DRAM -> CompletableFuture.completedFuture(switch (request.anyGeneration()
-                    ? store.dram().acquire(request.key())
-                    : store.dram().acquireImage(request.key(), request.generation())) {
-                case Lease lease -> grant(request, namespaceId.getAsInt(), lease);
-                case AcquireResult.Miss miss -> new Rejected(Rejection.GENERATION_GONE);
-            });
-            case SSD -> authorizeFromSsd(request, namespaceId.getAsInt());
+            case DRAM -> {
+                // a DRAM image carries a namespace id, so its namespace was bound in this life
+                OptionalInt namespaceId = namespaces.id(request.namespace());
+                if (namespaceId.isEmpty()) yield CompletableFuture.completedFuture(new Rejected(Rejection.NAMESPACE_MISMATCH));
+                yield CompletableFuture.completedFuture(switch (request.anyGeneration()
+                        ? store.dram().acquire(request.key())
+                        : store.dram().acquireImage(request.key(), request.generation())) {
+                    case Lease lease -> grant(request, namespaceId.getAsInt(), lease);
+                    case AcquireResult.Miss miss -> new Rejected(Rejection.GENERATION_GONE);
+                });
+            }
+            case SSD -> authorizeFromSsd(request);
         };
     }
 
-    private CompletableFuture<AuthorizeResult> authorizeFromSsd(AuthorizeRequest request, int namespaceId) {
-        // Check the generation under a pin, then stage: pages are immutable per key, so a staged image
-        // of the key has the same bytes whichever generation it was read from.
+    private CompletableFuture<AuthorizeResult> authorizeFromSsd(AuthorizeRequest request) {
+        // Check the generation and the extent's namespace digest under a pin, then stage: pages are
+        // immutable per key, so a staged image of the key has the same bytes whichever generation
+        // it was read from.
+        int namespaceId;
         switch (store.ssd().pin(request.key())) {
             case Pin pin -> {
                 long generation = pin.generation();
+                boolean sameNamespace = pin.namespace().equals(request.namespace());
                 pin.close();
                 if (!request.anyGeneration() && generation != request.generation()) {
                     return CompletableFuture.completedFuture(new Rejected(Rejection.GENERATION_GONE));
                 }
+                if (!sameNamespace) return CompletableFuture.completedFuture(new Rejected(Rejection.NAMESPACE_MISMATCH));
+                OptionalInt bound = namespaces.bind(request.namespace());
+                if (bound.isEmpty()) return CompletableFuture.completedFuture(new Rejected(Rejection.SOURCE_BUSY));
+                namespaceId = bound.getAsInt();
             }
             case PinResult.Miss miss -> {
                 return CompletableFuture.completedFuture(new Rejected(Rejection.GENERATION_GONE));

@@ -10,7 +10,9 @@ import java.util.concurrent.ConcurrentHashMap;
  * The Manager's small namespace ids and the 32-byte digests they stand for: DRAM images carry
  * the id (4 bytes per image), SSD extent headers carry the digest (so a restart can prove which
  * namespace bytes belong to). The publish pipeline maps id → digest when it writes a block, and
- * staging maps digest → id when it brings a block back into DRAM.
+ * staging maps digest → id when it brings a block back into DRAM. Ids are the Manager's own
+ * choice, never a client's: an engine's REGISTER and a peer read of an SSD page recovered after a
+ * restart ({@link #bind}) both take the digest's id, or the lowest free one.
  *
  * <p>Thread-safe (two concurrent maps kept in step under this object's lock for writes; reads
  * are lock-free). Invariant: the mapping is a bijection; an id or digest is registered at most
@@ -46,6 +48,22 @@ public final class NamespaceTable {
         byId.put(id, digest);
         byDigest.put(digest, id);
         return Registration.REGISTERED;
+    }
+
+    /**
+     * The id of {@code digest}, binding it to the lowest free id when it has none; empty when the
+     * table is full. Callers bind only a digest they read from data they hold (an SSD extent's
+     * header), so a peer cannot grow the table with digests of its choosing.
+     */
+    public synchronized OptionalInt bind(NamespaceDigest digest) {
+        Integer known = byDigest.get(digest);
+        if (known != null) return OptionalInt.of(known);
+        if (byId.size() >= maxNamespaces) return OptionalInt.empty();
+        int id = 0;
+        while (byId.containsKey(id)) id++; // at most maxNamespaces probes
+        byId.put(id, digest);
+        byDigest.put(digest, id);
+        return OptionalInt.of(id);
     }
 
     public Optional<NamespaceDigest> digest(int id) {

@@ -37,12 +37,21 @@ public final class ResidencyStream {
         this.ring = new ResidencyEvent[capacityEvents];
     }
 
-    /** Appends an event and returns its sequence. Never blocks beyond the short lock. */
+    /** Appends an event whose page length is unknown (0) and returns its sequence. */
     public long append(StateKey key, ResidencyEvent.Medium medium, ResidencyEvent.Kind kind, long generation) {
+        return append(key, medium, kind, generation, 0);
+    }
+
+    /**
+     * Appends an event for a page of {@code lengthBytes} payload bytes and returns its sequence.
+     * Never blocks beyond the short lock.
+     */
+    public long append(StateKey key, ResidencyEvent.Medium medium, ResidencyEvent.Kind kind, long generation,
+                       int lengthBytes) {
         lock.lock();
         try {
             long seq = ++lastSequence;
-            ring[(int) (seq % ring.length)] = new ResidencyEvent(seq, key, medium, kind, generation);
+            ring[(int) (seq % ring.length)] = new ResidencyEvent(seq, key, medium, kind, generation, lengthBytes);
             return seq;
         } finally {
             lock.unlock();

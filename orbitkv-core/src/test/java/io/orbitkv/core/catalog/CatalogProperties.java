@@ -145,13 +145,16 @@ class CatalogProperties {
                 view.set(MembershipView.valid(members, 2));
                 checkNoFalseAbsent(lookups, models);
             }
-            if (i % 3 == 0) publishers.forEach(p -> p.pump(view.get()));
+            if (i % 3 == 0) {
+                long now = i * 1_000_000_000L; // one second per round: past any push backoff (none fail here)
+                publishers.forEach(p -> p.pump(view.get(), now));
+            }
         }
         // pump until every publisher says idle: its stream read to the end and every owner acked
         boolean idle = false;
         for (int round = 0; round < 50 && !idle; round++) {
             idle = true;
-            for (CatalogPublisher p : publishers) idle &= p.pump(view.get());
+            for (CatalogPublisher p : publishers) idle &= p.pump(view.get(), (i + round) * 1_000_000_000L);
         }
         assertThat(idle).as("publishers caught up within 50 pump rounds").isTrue();
         lookups.invalidateCandidates();

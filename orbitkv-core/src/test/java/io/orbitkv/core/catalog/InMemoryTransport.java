@@ -14,9 +14,12 @@ final class InMemoryTransport implements CatalogTransport {
     final Map<String, ShardState> owners = new ConcurrentHashMap<>();
     final Set<String> down = ConcurrentHashMap.newKeySet();
     final Set<String> silent = ConcurrentHashMap.newKeySet();
+    /** Pushes attempted per owner, answered or not. */
+    final Map<String, java.util.concurrent.atomic.AtomicInteger> pushes = new ConcurrentHashMap<>();
 
     @Override
     public CompletableFuture<PushBatch.Reply> push(Member owner, PushBatch batch, long timeoutMillis) {
+        pushes.computeIfAbsent(owner.nodeId(), id -> new java.util.concurrent.atomic.AtomicInteger()).incrementAndGet();
         if (down.contains(owner.nodeId())) return CompletableFuture.failedFuture(new IllegalStateException("down"));
         if (silent.contains(owner.nodeId())) return CompletableFuture.failedFuture(new TimeoutException("silent"));
         return CompletableFuture.completedFuture(owners.get(owner.nodeId()).apply(batch));

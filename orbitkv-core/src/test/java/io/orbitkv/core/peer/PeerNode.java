@@ -66,8 +66,14 @@ final class PeerNode implements AutoCloseable {
 
     /** {@code admission}: the tests that need no SSD copy use a policy that never admits, so no copier holds a lease. */
     PeerNode(Path dir, NodeIncarnation self, Members members, int slots, SsdAdmissionPolicy admission) throws IOException {
+        this(dir, self, members, slots, admission, true);
+    }
+
+    /** {@code registered}: false opens the node as just restarted, before any engine REGISTERed {@link #DIGEST}. */
+    PeerNode(Path dir, NodeIncarnation self, Members members, int slots, SsdAdmissionPolicy admission,
+             boolean registered) throws IOException {
         this.self = self;
-        namespaces.register(NS, DIGEST);
+        if (registered) namespaces.register(NS, DIGEST);
         DramTierConfig dram = new DramTierConfig(Files.createDirectories(dir.resolve("dram-" + self.nodeId())),
                 "peer" + self.nodeId(), List.of(new SizeClass(SLOT, slots)), 4L * SLOT, 2L * SLOT, 64);
         SsdConfig ssd = SsdConfig.of(Files.createDirectories(dir.resolve("ssd-" + self.nodeId()))).withMaxPayloadBytes(SLOT)

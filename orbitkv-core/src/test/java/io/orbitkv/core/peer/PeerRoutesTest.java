@@ -151,6 +151,26 @@ class PeerRoutesTest {
     }
 
     @Test
+    void aPeerPageIsChargedItsPaddedLengthAndTheLargestSlotOnlyWhenTheLengthIsUnknown() {
+        MembershipMembers members = new MembershipMembers(view::get, A);
+        ReleaseRetrier releases = new ReleaseRetrier(ACKING, 16, 3, 1_000, 10_000);
+        PeerReader reader = new PeerReader(A, a.store.dram(), members, ACKING, releases, a.clock::get);
+        StateKey key = PeerNode.key(12);
+        PeerEndpoint b = new PeerEndpoint(B, "127.0.0.1:2");
+        Namespace ns = new Namespace("peer-routes", "r1", "sha256:w", "sha256:t", "", "bf16", "nhd", 16, 1, 0, 1, 0, 1);
+        SessionScope scope = new SessionScope(ns, PeerNode.NS, new RecoveryContract(16, List.of(new StateGroup.Full(0))));
+        PeerCandidate sized = new PeerCandidate(b, key, PeerNode.DIGEST, PeerMedium.SSD, AuthorizeRequest.CURRENT_GENERATION, 1, 5_000);
+        PeerCandidate unsized = new PeerCandidate(b, key, PeerNode.DIGEST, PeerMedium.DRAM, AuthorizeRequest.CURRENT_GENERATION, 1);
+        assertThat(new PeerPages((k, ns2) -> List.of(sized), reader, members, PeerNode.SLOT).stagingBytes(key, scope))
+                .as("5,000 bytes padded to whole 4 KiB blocks, not the 64 KiB slot").isEqualTo(8_192);
+        assertThat(new PeerPages((k, ns2) -> List.of(unsized), reader, members, PeerNode.SLOT).stagingBytes(key, scope))
+                .as("old evidence without a length").isEqualTo(PeerNode.SLOT);
+        assertThat(new PeerPages((k, ns2) -> List.of(sized, unsized), reader, members, PeerNode.SLOT).stagingBytes(key, scope))
+                .as("the largest charge of the candidates a fetch may use").isEqualTo(PeerNode.SLOT);
+        assertThat(new PeerPages((k, ns2) -> List.of(), reader, members, PeerNode.SLOT).stagingBytes(key, scope)).isZero();
+    }
+
+    @Test
     void remoteWorkNeedsOwnRegistrationInAValidView() {
         assertThat(routes.status().remoteWorkAllowed()).isTrue();
         view.set(MembershipView.valid(List.of(new Member("a", "127.0.0.1:1", 6)), 3));

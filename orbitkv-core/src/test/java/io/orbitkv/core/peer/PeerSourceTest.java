@@ -167,6 +167,41 @@ class PeerSourceTest {
     }
 
     @Test
+    void aRestartedSourceServesItsRecoveredSsdPagesBeforeAnyEngineRegistersTheirNamespace() throws Exception {
+        StateKey k = PeerNode.key(11);
+        try (PeerNode before = new PeerNode(dir.resolve("restart"), new NodeIncarnation("s", 1), members, 8,
+                new SsdAdmissionPolicy.WriteThrough())) {
+            var page = PeerNode.offHeap(PeerNode.bytesOf(k));
+            assertThat(before.store.publish(k, PeerNode.NS, PageSource.weak(page, PeerNode.PAGE)))
+                    .isInstanceOf(PublishResult.Queued.class);
+            await().atMost(Duration.ofSeconds(10)).until(() -> before.store.ssd().contains(k));
+            java.lang.ref.Reference.reachabilityFence(page);
+            await().atMost(Duration.ofSeconds(10)).until(() -> before.store.dram().usage().leases() == 0);
+        }
+        try (PeerNode s = new PeerNode(dir.resolve("restart"), new NodeIncarnation("s", 2), members, 8,
+                new SsdAdmissionPolicy.WriteThrough(), false)) {
+            assertThat(s.store.ssd().contains(k)).as("recovered").isTrue();
+            assertThat(s.namespaces.id(PeerNode.DIGEST)).as("no engine registered yet").isEmpty();
+            long seq = s.store.residency().lastSequence();
+            AuthorizeResult other = s.source.authorize(new AuthorizeRequest(B, 2, k, PeerNode.OTHER_DIGEST, PeerMedium.SSD,
+                    AuthorizeRequest.CURRENT_GENERATION, seq)).join();
+            assertThat(other).isEqualTo(new AuthorizeResult.Rejected(Rejection.NAMESPACE_MISMATCH));
+            assertThat(s.namespaces.id(PeerNode.OTHER_DIGEST)).as("a digest no extent carries is never bound").isEmpty();
+
+            AuthorizeResult r = s.source.authorize(new AuthorizeRequest(B, 2, k, PeerNode.DIGEST, PeerMedium.SSD,
+                    AuthorizeRequest.CURRENT_GENERATION, seq)).join();
+            assertThat(r).as("the extent's digest is the proof").isInstanceOf(AuthorizeResult.Granted.class);
+            long id = ((AuthorizeResult.Granted) r).ticketId();
+            TicketTable.BeginResult.Reading reading = (TicketTable.BeginResult.Reading) s.source.beginTransfer(id, B);
+            assertThat(PeerNode.read(reading.image().payload())).isEqualTo(PeerNode.bytesOf(k));
+            s.source.endTransfer(id);
+            assertThat(s.source.release(id, B)).isEqualTo(TicketTable.ReleaseOutcome.FREED);
+            assertThat(s.namespaces.id(PeerNode.DIGEST)).as("bound on demand").isPresent();
+            await().atMost(Duration.ofSeconds(10)).until(() -> s.store.dram().usage().leases() == 0);
+        }
+    }
+
+    @Test
     void ssdPageIsStagedIntoSourceDramBeforeGrant() throws Exception {
         try (PeerNode s = new PeerNode(dir.resolve("ssd"), new NodeIncarnation("s", 1), members, 8,
                 new SsdAdmissionPolicy.WriteThrough())) {

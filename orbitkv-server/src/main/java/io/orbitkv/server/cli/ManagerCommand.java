@@ -29,8 +29,9 @@ import sun.misc.Signal;
  * leave the JVM's 143 exit status after SIGTERM). A shutdown hook still closes the daemon if the
  * JVM exits another way (SIGHUP, {@code System.exit}).
  *
- * <p>Exit status: 0 after a clean stop, 2 for bad configuration or when another Manager holds the
- * store's lock (one line on stderr), 1 if startup failed for another reason.
+ * <p>Exit status: 0 after a clean stop, 2 for bad configuration (a refused cluster token file
+ * included) or when another Manager holds the store's lock (one line on stderr), 1 if startup
+ * failed for another reason.
  */
 @Command(name = "manager", mixinStandardHelpOptions = true,
         description = "Run a single-node Manager (DRAM + SSD tiers, engine socket, HTTP /metrics and /status) "
@@ -83,7 +84,7 @@ final class ManagerCommand implements Callable<Integer> {
     @Option(names = "--cluster-listen", paramLabel = "HOST:PORT", description = "cluster gRPC address (default 127.0.0.1:0)")
     String clusterListen;
 
-    @Option(names = "--cluster-token-file", paramLabel = "FILE", description = "file holding the cluster token (>= 16 bytes)")
+    @Option(names = "--cluster-token-file", paramLabel = "FILE", description = "file holding the cluster token (mode 0600, >= 16 bytes, >= 8 distinct byte values)")
     String clusterTokenFile;
 
     @Option(names = "--set", paramLabel = "KEY=VALUE", description = "set any configuration key (repeatable)")
@@ -104,6 +105,8 @@ final class ManagerCommand implements Callable<Integer> {
         ManagerDaemon.Startup startup;
         try {
             startup = ManagerDaemon.start(config, err);
+        } catch (ConfigException e) {
+            throw new InputException(e.getMessage());
         } catch (IOException e) {
             throw new InputException("cannot start the Manager: " + e.getMessage());
         }

@@ -60,7 +60,8 @@ final class CatalogCodec {
                 .setViewDigest(b.viewDigest());
         for (ResidencyEvent e : b.deltas()) {
             r.addDeltas(Delta.newBuilder().setKey(key(e.key())).setMedium(medium(e.medium()))
-                    .setAdded(e.kind() == ResidencyEvent.Kind.ADDED).setSequence(e.sequence()));
+                    .setAdded(e.kind() == ResidencyEvent.Kind.ADDED).setSequence(e.sequence())
+                    .setLengthBytes(e.lengthBytes()));
         }
         return r.build();
     }
@@ -69,7 +70,7 @@ final class CatalogCodec {
         List<ResidencyEvent> deltas = new ArrayList<>(r.getDeltasCount());
         for (Delta d : r.getDeltasList()) {
             deltas.add(new ResidencyEvent(d.getSequence(), key(d.getKey()), medium(d.getMedium()),
-                    d.getAdded() ? ResidencyEvent.Kind.ADDED : ResidencyEvent.Kind.REMOVED, 0));
+                    d.getAdded() ? ResidencyEvent.Kind.ADDED : ResidencyEvent.Kind.REMOVED, 0, lengthBytes(d.getLengthBytes())));
         }
         return new PushBatch(r.getSourceNode(), r.getSourceIncarnation(), r.getOwnerIncarnation(), r.getBatch(),
                 r.getSnapshotBegin(), r.getSnapshotEnd(), r.getViewDigest(), deltas);
@@ -96,6 +97,12 @@ final class CatalogCodec {
         return new PushBatch.Reply(result, r.getOwnerIncarnation());
     }
 
+    /** A wire length: negative is malformed (the caller maps it to INVALID_ARGUMENT). */
+    static int lengthBytes(int wire) {
+        if (wire < 0) throw new IllegalArgumentException("length_bytes must be >= 0: " + wire);
+        return wire;
+    }
+
     static LiveMember live(Member m) {
         return LiveMember.newBuilder().setNodeId(m.nodeId()).setIncarnation(m.incarnation()).build();
     }
@@ -111,7 +118,8 @@ final class CatalogCodec {
                 Present.Builder b = Present.newBuilder();
                 for (Holder h : p.holders()) {
                     b.addHolders(io.orbitkv.server.cluster.proto.Holder.newBuilder().setNodeId(h.nodeId())
-                            .setIncarnation(h.incarnation()).setMedium(medium(h.medium())).setSequence(h.sequence()));
+                            .setIncarnation(h.incarnation()).setMedium(medium(h.medium())).setSequence(h.sequence())
+                            .setLengthBytes(h.lengthBytes()));
                 }
                 yield KeyResult.newBuilder().setPresent(b).build();
             }
@@ -125,7 +133,8 @@ final class CatalogCodec {
             case PRESENT -> {
                 List<Holder> holders = new ArrayList<>();
                 for (var h : r.getPresent().getHoldersList()) {
-                    holders.add(new Holder(h.getNodeId(), h.getIncarnation(), medium(h.getMedium()), h.getSequence()));
+                    holders.add(new Holder(h.getNodeId(), h.getIncarnation(), medium(h.getMedium()), h.getSequence(),
+                            lengthBytes(h.getLengthBytes())));
                 }
                 yield new KeyLocation.Present(holders);
             }

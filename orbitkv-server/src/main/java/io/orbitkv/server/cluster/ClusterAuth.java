@@ -19,7 +19,8 @@ import java.util.concurrent.atomic.LongAdder;
  * {@code UNAUTHENTICATED} before any service method runs.
  *
  * <p>Thread model: immutable apart from two counters; called concurrently by gRPC's transport
- * threads. Invariant: no service handler ever sees a call that failed either check.
+ * threads. Invariant: no service handler ever sees a call that failed either check. Every refusal
+ * is counted and logged, rate-limited, with the caller's address and method ({@link AuthFailures}).
  *
  * <p>Design note: the token is compared as SHA-256 digests with {@link MessageDigest#isEqual},
  * which takes the same time for any two 32-byte inputs, so neither the token's bytes nor its
@@ -42,7 +43,15 @@ public final class ClusterAuth implements ServerInterceptor {
     private final LongAdder rejectedWrongCluster = new LongAdder();
     private final LongAdder rejectedBadToken = new LongAdder();
 
+    private final AuthFailures failures;
+
+    /** Authentication whose refusals are counted in a registry of its own (tests, client credentials). */
     public ClusterAuth(ClusterSecurity security) {
+        this(security, new AuthFailures(new io.micrometer.core.instrument.simple.SimpleMeterRegistry()));
+    }
+
+    public ClusterAuth(ClusterSecurity security, AuthFailures failures) {
+        this.failures = java.util.Objects.requireNonNull(failures, "failures");
         this.clusterId = security.clusterId();
         this.token = new String(security.token(), StandardCharsets.UTF_8);
         this.tokenDigest = sha256(token);
@@ -54,6 +63,8 @@ public final class ClusterAuth implements ServerInterceptor {
         String peerCluster = headers.get(CLUSTER_ID);
         if (!clusterId.equals(peerCluster)) {
             rejectedWrongCluster.increment();
+            failures.record(AuthFailures.Reason.WRONG_CLUSTER, "refused " + describe(call) + ": "
+                    + (peerCluster == null ? "no cluster id" : "cluster '" + peerCluster + "', this node serves '" + clusterId + "'"));
             call.close(Status.UNAUTHENTICATED.withDescription(peerCluster == null
                     ? "no cluster id" : "wrong cluster: this node serves cluster '" + clusterId + "'"), new Metadata());
             return new ServerCall.Listener<>() { };
@@ -61,11 +72,18 @@ public final class ClusterAuth implements ServerInterceptor {
         String presented = headers.get(CLUSTER_TOKEN);
         if (presented == null || !MessageDigest.isEqual(tokenDigest, sha256(presented))) {
             rejectedBadToken.increment();
+            failures.record(AuthFailures.Reason.BAD_TOKEN, "refused " + describe(call) + ": "
+                    + (presented == null ? "no cluster token" : "bad cluster token (the caller's token file differs from this node's)"));
             call.close(Status.UNAUTHENTICATED.withDescription(presented == null ? "no cluster token" : "bad cluster token"),
                     new Metadata());
             return new ServerCall.Listener<>() { };
         }
         return next.startCall(call, headers);
+    }
+
+    private static String describe(ServerCall<?, ?> call) {
+        return call.getMethodDescriptor().getFullMethodName() + " from "
+                + call.getAttributes().get(io.grpc.Grpc.TRANSPORT_ATTR_REMOTE_ADDR);
     }
 
     /** Credentials a client channel's calls carry to be accepted by peers of this cluster. */

@@ -1,11 +1,13 @@
 package io.orbitkv.server.cluster;
 
 import io.grpc.BindableService;
+import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.core.catalog.CatalogLookups;
 import io.orbitkv.core.catalog.CatalogPublisher;
 import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.MembershipView;
+import io.orbitkv.core.catalog.RateLimitedLog;
 import io.orbitkv.core.catalog.ShardState;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.server.config.ClusterConfig;
@@ -18,7 +20,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.LongFunction;
-import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 
@@ -26,6 +27,9 @@ import java.util.concurrent.locks.LockSupport;
  * A Manager's membership of a cluster: its incarnation (persistent epoch), the authenticated
  * cluster gRPC server (cluster info, catalog shard, and any services added by other packages),
  * the etcd membership, the catalog publisher loop and the catalog lookups.
+ *
+ * <p>Another member joins this node's view only after the mutual credential proof
+ * ({@link CredentialProof}); refused calls on both sides are counted and logged ({@link AuthFailures}).
  *
  * <p>Owns all of those. Thread model: {@link #start} and {@link #close()} run on the daemon's
  * lifecycle thread; one platform thread ({@code orbitkv-catalog}) runs the publisher loop;
@@ -62,10 +66,14 @@ public final class ClusterNode implements AutoCloseable {
     private final CatalogLookups lookups;
     private final Duration lookupTimeout;
     private final Thread loop;
+    private final Counter loopErrors;
+    private final RateLimitedLog loopLog = RateLimitedLog.tenSeconds(ClusterNode.class.getName());
     private volatile boolean closed;
 
     private ClusterNode(Member self, ClusterChannels channels, ClusterRpcServer server, EtcdMembership membership,
-                        ShardState shard, CatalogPublisher publisher, CatalogLookups lookups, Duration lookupTimeout) {
+                        ShardState shard, CatalogPublisher publisher, CatalogLookups lookups, Duration lookupTimeout,
+                        MeterRegistry registry) {
+        this.loopErrors = Counter.builder("orbitkv_catalog_loop_errors").description("catalog publish loop rounds that threw").register(registry);
         this.self = self;
         this.channels = channels;
         this.server = server;
@@ -82,8 +90,10 @@ public final class ClusterNode implements AutoCloseable {
      * server with {@code extraServices}, registers in etcd and starts publishing {@code store}'s
      * residency. etcd being down does not fail the start (the view stays invalid).
      *
-     * @throws IOException if the token or TLS files cannot be read, the epoch cannot be stored, or
-     *                     the cluster address cannot be bound
+     * @throws io.orbitkv.server.config.ConfigException if the token file is refused
+     *                     ({@link ClusterSecurity#fromTokenFile}); checked before the epoch is taken
+     * @throws IOException if the TLS files cannot be read, the epoch cannot be stored, or the
+     *                     cluster address cannot be bound
      */
     public static ClusterNode start(ClusterConfig config, Path stateDir, TieredStore store, MeterRegistry registry,
                                     List<BindableService> extraServices) throws IOException {
@@ -96,26 +106,27 @@ public final class ClusterNode implements AutoCloseable {
      */
     public static ClusterNode start(ClusterConfig config, Path stateDir, TieredStore store, MeterRegistry registry,
                                     LongFunction<List<BindableService>> extraServicesFor) throws IOException {
+        ClusterSecurity security = ClusterSecurity.load(config);
         long incarnation = EpochFile.next(stateDir);
         List<BindableService> extraServices = extraServicesFor.apply(incarnation);
-        Optional<ClusterSecurity.TlsFiles> tls = config.tlsCert().map(cert ->
-                new ClusterSecurity.TlsFiles(cert, config.tlsKey().orElseThrow(), config.tlsCa().orElseThrow()));
-        ClusterSecurity security = ClusterSecurity.fromTokenFile(config.clusterId(), config.tokenFile().orElseThrow(), tls);
         ShardState shard = new ShardState(config.nodeId(), incarnation,
                 new ShardState.Budgets(SHARD_SOURCES, SHARD_KEYS_PER_SOURCE), registry);
+        AuthFailures authFailures = new AuthFailures(registry);
         ClusterChannels channels = new ClusterChannels(security);
-        GrpcCatalogTransport transport = new GrpcCatalogTransport(channels);
+        GrpcCatalogTransport transport = new GrpcCatalogTransport(channels, authFailures);
+        CredentialProof proof = new CredentialProof(config.nodeId(), security, channels, authFailures);
         Duration lookupTimeout = Duration.ofMillis(config.lookupTimeoutMillis());
         EtcdMembership[] membership = new EtcdMembership[1];
         CatalogLookups lookups = new CatalogLookups(() -> membership[0] == null ? MembershipView.initial() : membership[0].view(),
                 transport, CANDIDATE_TTL, CANDIDATES, registry);
         List<BindableService> services = new ArrayList<>();
-        services.add(new ClusterInfoService(config.nodeId(), incarnation, keys -> lookups.lookup(keys, lookupTimeout)));
+        services.add(new ClusterInfoService(config.nodeId(), incarnation, keys -> lookups.lookup(keys, lookupTimeout), proof));
         services.add(new CatalogService(shard));
         services.addAll(extraServices);
         ClusterRpcServer server;
         try {
-            server = ClusterRpcServer.start(ClusterConfig.listenAddress(config.listen()), security, services);
+            server = ClusterRpcServer.start(ClusterConfig.listenAddress(config.listen()), security, services,
+                    new ClusterAuth(security, authFailures));
         } catch (IOException | RuntimeException e) {
             channels.close();
             throw e;
@@ -123,10 +134,10 @@ public final class ClusterNode implements AutoCloseable {
         String host = ClusterConfig.listenAddress(config.listen()).getHostString();
         Member self = new Member(config.nodeId(), host + ":" + server.address().getPort(), incarnation);
         membership[0] = EtcdMembership.start(new EtcdMembership.Settings(config.etcdEndpoints(), config.clusterId(), self,
-                Duration.ofMillis(config.leaseTtlMillis()), Duration.ofMillis(200), Duration.ofSeconds(2)), registry);
+                Duration.ofMillis(config.leaseTtlMillis()), Duration.ofMillis(200), Duration.ofSeconds(2)), proof, registry);
         CatalogPublisher publisher = new CatalogPublisher(config.nodeId(), incarnation, store.residency(),
                 store::residentKeys, transport, CatalogPublisher.Budgets.defaults(), registry);
-        ClusterNode node = new ClusterNode(self, channels, server, membership[0], shard, publisher, lookups, lookupTimeout);
+        ClusterNode node = new ClusterNode(self, channels, server, membership[0], shard, publisher, lookups, lookupTimeout, registry);
         node.loop.start();
         return node;
     }
@@ -142,9 +153,11 @@ public final class ClusterNode implements AutoCloseable {
                     lookups.invalidateCandidates();
                     lastDigest = v.digest();
                 }
-                idle = publisher.pump(v);
+                idle = publisher.pump(v, System.nanoTime());
             } catch (RuntimeException e) {
-                // counted by the publisher's push-failure metric where it applies; the loop keeps running
+                // a bug or an environment failure outside any push (pushes are values): count, log, keep running
+                loopErrors.increment();
+                loopLog.log(System.Logger.Level.ERROR, "publish-loop", "catalog publish loop failed: " + e);
             }
             if (idle) LockSupport.parkNanos(IDLE_POLL.toNanos());
         }
@@ -184,7 +197,18 @@ public final class ClusterNode implements AutoCloseable {
         return "cluster=" + self.endpoint() + " node=" + self.nodeId() + " incarnation=" + self.incarnation();
     }
 
-    /** Leaves: stops publishing, revokes the lease, stops the server and the channels. */
+    /**
+     * How this node left the cluster (after {@link #close()}): the lease revoked, or left to
+     * expire because etcd was unreachable; see {@link EtcdMembership#close()}.
+     */
+    public EtcdMembership.Leave leave() {
+        return membership.leave();
+    }
+
+    /**
+     * Leaves: stops publishing, revokes the lease when etcd is reachable (bounded, see
+     * {@link EtcdMembership#close()}), stops the server and the channels.
+     */
     @Override
     public void close() {
         closed = true;

@@ -60,8 +60,13 @@ public final class ClusterRpcServer implements AutoCloseable {
      */
     public static ClusterRpcServer start(InetSocketAddress address, ClusterSecurity security,
                                          List<BindableService> services) throws IOException {
+        return start(address, security, services, new ClusterAuth(security));
+    }
+
+    /** As above, counting and logging refused calls in {@code auth}'s {@link AuthFailures}. */
+    public static ClusterRpcServer start(InetSocketAddress address, ClusterSecurity security,
+                                         List<BindableService> services, ClusterAuth auth) throws IOException {
         Objects.requireNonNull(address, "address");
-        ClusterAuth auth = new ClusterAuth(security);
         ExecutorService executor = Executors.newVirtualThreadPerTaskExecutor();
         Set<String> direct = new HashSet<>();
         for (BindableService service : services) {

@@ -25,14 +25,21 @@ import java.util.function.Function;
  * {@link CatalogTransport} over gRPC: each call goes on the shared authenticated channel to the
  * owner's endpoint ({@link ClusterChannels}) with a per-call deadline. Thread-safe, non-blocking;
  * {@code DEADLINE_EXCEEDED} completes the future with a {@link TimeoutException}, so lookups report
- * it as {@link KeyLocation.UnknownReason#TIMED_OUT}.
+ * it as {@link KeyLocation.UnknownReason#TIMED_OUT}; {@code UNAUTHENTICATED} (the owner refused this
+ * node's credentials) is counted and logged, rate-limited, in {@link AuthFailures}.
  */
 public final class GrpcCatalogTransport implements CatalogTransport {
 
     private final ClusterChannels channels;
+    private final AuthFailures failures;
 
     public GrpcCatalogTransport(ClusterChannels channels) {
+        this(channels, new AuthFailures(new io.micrometer.core.instrument.simple.SimpleMeterRegistry()));
+    }
+
+    public GrpcCatalogTransport(ClusterChannels channels, AuthFailures failures) {
         this.channels = channels;
+        this.failures = failures;
     }
 
     private CatalogGrpc.CatalogFutureStub stub(Member owner, long timeoutMillis) {
@@ -41,7 +48,7 @@ public final class GrpcCatalogTransport implements CatalogTransport {
 
     @Override
     public CompletableFuture<PushBatch.Reply> push(Member owner, PushBatch batch, long timeoutMillis) {
-        return adapt(stub(owner, timeoutMillis).push(CatalogCodec.request(batch)), CatalogCodec::reply);
+        return adapt(owner, "catalog push", stub(owner, timeoutMillis).push(CatalogCodec.request(batch)), CatalogCodec::reply);
     }
 
     @Override
@@ -50,14 +57,14 @@ public final class GrpcCatalogTransport implements CatalogTransport {
         LookupRequest.Builder r = LookupRequest.newBuilder().setViewDigest(viewDigest);
         for (StateKey k : keys) r.addKeys(CatalogCodec.key(k));
         for (Member m : live) r.addLive(CatalogCodec.live(m));
-        return adapt(stub(owner, timeoutMillis).lookup(r.build()), (LookupReply reply) -> {
+        return adapt(owner, "catalog lookup", stub(owner, timeoutMillis).lookup(r.build()), (LookupReply reply) -> {
             List<KeyLocation> out = new ArrayList<>(reply.getResultsCount());
             reply.getResultsList().forEach(k -> out.add(CatalogCodec.location(k)));
             return out;
         });
     }
 
-    private static <P, T> CompletableFuture<T> adapt(ListenableFuture<P> call, Function<P, T> convert) {
+    private <P, T> CompletableFuture<T> adapt(Member owner, String what, ListenableFuture<P> call, Function<P, T> convert) {
         CompletableFuture<T> out = new CompletableFuture<>();
         Futures.addCallback(call, new FutureCallback<>() {
             @Override
@@ -71,6 +78,10 @@ public final class GrpcCatalogTransport implements CatalogTransport {
 
             @Override
             public void onFailure(Throwable t) {
+                if (t instanceof StatusRuntimeException s && s.getStatus().getCode() == Status.Code.UNAUTHENTICATED) {
+                    failures.record(AuthFailures.Reason.REFUSED_BY_PEER, what + " refused by " + owner.nodeId() + "#"
+                            + owner.incarnation() + " at " + owner.endpoint() + " (" + s.getStatus().getDescription() + ")");
+                }
                 if (t instanceof StatusRuntimeException s && s.getStatus().getCode() == Status.Code.DEADLINE_EXCEEDED) {
                     out.completeExceptionally(new TimeoutException(s.getMessage()));
                 } else {

@@ -16,6 +16,7 @@ import io.orbitkv.core.storage.NamespaceTable;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.server.channel.ChannelServer;
 import io.orbitkv.server.cluster.ClusterNode;
+import io.orbitkv.server.cluster.ClusterSecurity;
 import io.orbitkv.server.config.ManagerConfig;
 import io.orbitkv.server.http.StatusServer;
 import io.orbitkv.server.peer.ClusterPeers;
@@ -99,8 +100,13 @@ public final class ManagerDaemon implements AutoCloseable {
      * Takes the locks and starts everything; on failure releases what was started and rethrows.
      *
      * @throws IOException if a file, the socket or the HTTP port cannot be set up
+     * @throws io.orbitkv.server.config.ConfigException if the cluster token file is refused
+     *                     (before any lock or store is opened)
      */
     public static Startup start(ManagerConfig config, PrintWriter log) throws IOException {
+        // a refused cluster token is a configuration error found before any file is touched or
+        // the SSD store recovered (ClusterNode reads it again when it joins)
+        if (config.cluster().enabled()) ClusterSecurity.load(config.cluster());
         Optional<StoreLock> acquired = StoreLock.tryAcquire(config.lockFile());
         if (acquired.isEmpty()) {
             return new Startup.Locked(config.lockFile(), StoreLock.holderPid(config.lockFile()));
@@ -216,7 +222,12 @@ public final class ManagerDaemon implements AutoCloseable {
         closed = true;
         long t0 = System.nanoTime();
         int connections = channel.connections();
-        peers.ifPresent(p -> step("left the cluster (lease revoked, cluster endpoint closed, peer tickets freed)", p::close));
+        peers.ifPresent(p -> step(() -> "left the cluster (" + switch (p.node().leave()) {
+            case LEASE_REVOKED -> "lease revoked";
+            case LEASE_LEFT_TO_EXPIRE -> "etcd unreachable: lease left to expire after its TTL";
+            case NO_LEASE -> "held no lease";
+            case NOT_LEFT -> "membership still open";
+        } + ", cluster endpoint closed, peer tickets freed)", p::close));
         step("stopped accepting and closed " + connections + " connection(s) (sessions drained)", channel::close);
         step("stopped HTTP " + http.address(), http::close);
         step("closed the Manager logic", core::close);
@@ -241,11 +252,16 @@ public final class ManagerDaemon implements AutoCloseable {
     }
 
     private void step(String done, Step step) {
+        step(() -> done, step);
+    }
+
+    /** As above, with the line built after the step ran (it reports what the step found). */
+    private void step(java.util.function.Supplier<String> done, Step step) {
         try {
             step.run();
-            log.println("orbitkv manager: " + done);
+            log.println("orbitkv manager: " + done.get());
         } catch (Exception e) {
-            log.println("orbitkv manager: shutdown step failed (" + done + "): " + e);
+            log.println("orbitkv manager: shutdown step failed (" + done.get() + "): " + e);
         }
         log.flush();
     }

@@ -24,12 +24,17 @@ import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.MembershipView;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -47,7 +52,11 @@ import java.util.function.LongSupplier;
  * never on a read path. Invariants: the view is valid only when (1) this incarnation is
  * registered and not superseded, (2) a keep-alive was acknowledged within the lease TTL, and (3)
  * the watch is running from the revision the view was listed at; a lower incarnation than one
- * stored in etcd is never registered (the registration transaction refuses it).
+ * stored in etcd is never registered (the registration transaction refuses it); another member
+ * is in the view only once it proved itself to this node ({@link MemberVerifier}: in a Manager,
+ * the mutual cluster-credential proof), so a member registered with a wrong token never gets a
+ * rendezvous share of the keys. A member whose proof failed is tried again after 0.5 s, doubling
+ * to 10 s; a new record of it (restart: new incarnation) is proven afresh.
  *
  * <p>Design note: the TTL (default 5 s) bounds how long a dead node stays in others' views and
  * how long this node may act on evidence it can no longer renew: after TTL without an acknowledged
@@ -113,12 +122,37 @@ public final class EtcdMembership implements AutoCloseable {
     private volatile boolean leaseBroken = true;
     private volatile long lastKeepAliveAckNanos;
     private volatile String lastError = "";
+    /** Registrations of this process so far (control thread writes; published in each view). */
+    private volatile long registrations;
     private final Counter watchRepairs;
     private final Counter reRegistrations;
     private final Counter staleRefused;
+    private final Counter proofsFailed;
+    private final MemberVerifier verifier;
+    /** node id → proof state of its current record; control thread only. */
+    private final Map<String, Proof> proofs = new HashMap<>();
+    private volatile int unproven;
 
-    private EtcdMembership(Settings settings, LongSupplier nanoClock, MeterRegistry registry) {
+    /** First wait after a failed proof; it doubles up to {@link #PROOF_RETRY_MAX}. */
+    static final Duration PROOF_RETRY_INITIAL = Duration.ofMillis(500);
+    static final Duration PROOF_RETRY_MAX = Duration.ofSeconds(10);
+
+    /** Whether one member record proved itself; confined to the control thread. */
+    private static final class Proof {
+        final Member member;
+        boolean pending;
+        boolean proven;
+        int failures;
+        long retryAtNanos;
+
+        Proof(Member member) {
+            this.member = member;
+        }
+    }
+
+    private EtcdMembership(Settings settings, MemberVerifier verifier, LongSupplier nanoClock, MeterRegistry registry) {
         this.settings = settings;
+        this.verifier = Objects.requireNonNull(verifier, "verifier");
         this.nanoClock = nanoClock;
         this.client = Client.builder().endpoints(settings.endpoints().toArray(String[]::new))
                 .connectTimeout(settings.rpcTimeout()).build();
@@ -131,6 +165,8 @@ public final class EtcdMembership implements AutoCloseable {
         this.watchRepairs = Counter.builder("orbitkv_membership_watch_repairs").description("re-list + re-watch after a broken watch").register(registry);
         this.reRegistrations = Counter.builder("orbitkv_membership_registrations").description("lease grants + registrations").register(registry);
         this.staleRefused = Counter.builder("orbitkv_membership_stale_refused").description("registrations refused: a newer incarnation is stored").register(registry);
+        this.proofsFailed = Counter.builder("orbitkv_membership_proofs_failed").description("members that failed to prove the cluster credential (each attempt)").register(registry);
+        Gauge.builder("orbitkv_membership_unproven", this, m -> m.unproven).description("members registered in etcd but not (yet) proven, so not live").register(registry);
         Gauge.builder("orbitkv_membership_valid", view, v -> v.get().valid() ? 1 : 0).description("1 while the view is valid evidence").register(registry);
         Gauge.builder("orbitkv_membership_live", view, v -> v.get().live().size()).description("members in the view").register(registry);
     }
@@ -140,7 +176,12 @@ public final class EtcdMembership implements AutoCloseable {
      * not prevent the Manager from starting (its view stays invalid: local work only).
      */
     public static EtcdMembership start(Settings settings, MeterRegistry registry) {
-        EtcdMembership m = new EtcdMembership(settings, System::nanoTime, registry);
+        return start(settings, MemberVerifier.TRUST_ALL, registry);
+    }
+
+    /** As above; a member other than this node is live only once {@code verifier} accepted it. */
+    public static EtcdMembership start(Settings settings, MemberVerifier verifier, MeterRegistry registry) {
+        EtcdMembership m = new EtcdMembership(settings, verifier, System::nanoTime, registry);
         m.control.scheduleWithFixedDelay(m::tick, 0, settings.tick().toMillis(), TimeUnit.MILLISECONDS);
         return m;
     }
@@ -172,15 +213,81 @@ public final class EtcdMembership implements AutoCloseable {
     private void publish() {
         Evidence e = new Evidence(registered && !leaseBroken, superseded, lastKeepAliveAckNanos, !watchBroken);
         Optional<String> invalid = invalidReason(e, nanoClock.getAsLong(), settings.leaseTtl());
-        List<Member> live;
+        List<Member> registeredMembers;
         long rev;
         synchronized (members) {
-            live = List.copyOf(members.values());
+            registeredMembers = List.copyOf(members.values());
             rev = revision;
         }
+        List<Member> live = proven(registeredMembers);
         String error = lastError;
-        view.set(invalid.isEmpty() ? MembershipView.valid(live, rev)
-                : new MembershipView(false, live, rev, invalid.get() + (error.isEmpty() ? "" : " (etcd: " + error + ")")));
+        long registered = registrations;
+        view.set(invalid.isEmpty() ? MembershipView.valid(live, rev, registered)
+                : new MembershipView(false, live, rev, invalid.get() + (error.isEmpty() ? "" : " (etcd: " + error + ")"), registered));
+    }
+
+    /**
+     * This node's record and every other record that proved itself; starts the proofs that are
+     * due (new records, failed ones whose retry time came). Control thread.
+     */
+    private List<Member> proven(List<Member> registeredMembers) {
+        long now = nanoClock.getAsLong();
+        Set<String> ids = new HashSet<>();
+        List<Member> live = new ArrayList<>();
+        for (Member m : registeredMembers) {
+            ids.add(m.nodeId());
+            if (m.nodeId().equals(settings.self().nodeId())) {
+                live.add(m);
+                continue;
+            }
+            Proof p = proofs.get(m.nodeId());
+            if (p == null || !p.member.equals(m)) {
+                p = new Proof(m);
+                proofs.put(m.nodeId(), p);
+            }
+            if (!p.proven && !p.pending && (p.failures == 0 || now - p.retryAtNanos >= 0)) startProof(p);
+            if (p.proven) live.add(m);
+        }
+        proofs.keySet().retainAll(ids);
+        unproven = registeredMembers.size() - live.size();
+        return live;
+    }
+
+    private void startProof(Proof p) {
+        p.pending = true;
+        CompletableFuture<Boolean> proof;
+        try {
+            proof = verifier.verify(p.member);
+        } catch (RuntimeException e) {
+            proof = CompletableFuture.completedFuture(false);
+        }
+        if (proof.isDone()) {
+            onProof(p, Boolean.TRUE.equals(proof.getNow(false)));
+            return;
+        }
+        proof.whenComplete((ok, error) -> {
+            try {
+                control.execute(() -> {
+                    onProof(p, error == null && Boolean.TRUE.equals(ok));
+                    publish();
+                });
+            } catch (RejectedExecutionException closing) {
+                // the membership is closing: nothing left to publish
+            }
+        });
+    }
+
+    private void onProof(Proof p, boolean ok) {
+        p.pending = false;
+        if (ok) {
+            p.proven = true;
+            p.failures = 0;
+            return;
+        }
+        p.failures++;
+        proofsFailed.increment();
+        long wait = Math.min(PROOF_RETRY_MAX.toNanos(), PROOF_RETRY_INITIAL.toNanos() << Math.min(p.failures - 1, 20));
+        p.retryAtNanos = nanoClock.getAsLong() + wait;
     }
 
     private void register() throws Exception {
@@ -204,6 +311,7 @@ public final class EtcdMembership implements AutoCloseable {
             return;
         }
         reRegistrations.increment();
+        registrations++;
         leaseId = lease;
         lastKeepAliveAckNanos = nanoClock.getAsLong();
         leaseBroken = false;
@@ -315,22 +423,62 @@ public final class EtcdMembership implements AutoCloseable {
         return ByteSequence.from(s, StandardCharsets.UTF_8);
     }
 
-    /** Stops the loop, revokes the lease (others drop this node at once) and closes the client. */
+    /** How {@link #close()} left the cluster; each is a fact the daemon logs as it is. */
+    public enum Leave {
+        /** Still a member: {@link #close()} has not run. */
+        NOT_LEFT,
+        /** The lease was revoked: others dropped this node at once. */
+        LEASE_REVOKED,
+        /** etcd was not reachable (view invalid) or did not answer within {@link #REVOKE_TIMEOUT}:
+         *  the lease expires by itself after its TTL. */
+        LEASE_LEFT_TO_EXPIRE,
+        /** This process held no lease of its own (never registered, or superseded). */
+        NO_LEASE
+    }
+
+    /** Longest a revoke may delay a stop when etcd answered keep-alives until now (loopback: ~1 ms). */
+    public static final Duration REVOKE_TIMEOUT = Duration.ofMillis(250);
+
+    private volatile Leave leave = Leave.NOT_LEFT;
+
+    /** How this membership was left; {@link Leave#NOT_LEFT} before {@link #close()}. */
+    public Leave leave() {
+        return leave;
+    }
+
+    /**
+     * Stops the loop and closes the client; revokes the lease (others drop this node at once)
+     * only while the view is valid, i.e. etcd acknowledged a keep-alive within the TTL, and then
+     * for at most {@link #REVOKE_TIMEOUT}. With etcd already gone no revoke is attempted: the
+     * lease expires by itself, and the stop is not delayed by a call that cannot succeed.
+     */
     @Override
     public void close() {
+        if (leave != Leave.NOT_LEFT) return;
+        boolean reachable = view.get().valid();
         control.shutdownNow();
         try {
             control.awaitTermination(2, TimeUnit.SECONDS);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+        Leave outcome = Leave.NO_LEASE;
         try {
             if (watcher != null) watcher.close();
             if (keepAlive != null) keepAlive.close();
-            if (registered && !superseded) client.getLeaseClient().revoke(leaseId).get(1, TimeUnit.SECONDS);
+            if (registered && !superseded) {
+                outcome = Leave.LEASE_LEFT_TO_EXPIRE;
+                if (reachable) {
+                    client.getLeaseClient().revoke(leaseId).get(REVOKE_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+                    outcome = Leave.LEASE_REVOKED;
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         } catch (Exception e) {
-            // etcd gone: the lease expires by itself after its TTL
+            // etcd went away since the last keep-alive: the lease expires by itself after its TTL
         } finally {
+            leave = outcome;
             client.close();
         }
     }

@@ -80,7 +80,9 @@ final class ManagerProcess implements AutoCloseable {
 
     /** Writes the cluster token file the members share under {@code dir}; returns its path. */
     static Path clusterToken(Path dir) throws IOException {
-        return Files.writeString(dir.resolve("token"), "test-cluster-token-0123456789\n");
+        Path token = Files.writeString(dir.resolve("token"), "test-cluster-token-0123456789\n");
+        Files.setPosixFilePermissions(token, java.nio.file.attribute.PosixFilePermissions.fromString("rw-------"));
+        return token;
     }
 
     /** Starts cluster member {@code nodeId} of etcd {@code etcd} over {@code parent/nodeId} and waits for it. */

@@ -92,6 +92,42 @@ class EtcdMembershipTest {
     }
 
     @Test
+    void withEtcdGoneAStopIsPromptAndLeavesTheLeaseToExpire() throws Exception {
+        EtcdProcess etcd = EtcdProcess.start(dir);
+        open.add(etcd);
+        EtcdMembership a = join(etcd, "a", 1);
+        EtcdMembership b = join(etcd, "b", 1);
+        Awaitility.await().atMost(Duration.ofSeconds(15)).until(() -> a.view().valid() && b.view().valid());
+        b.close();
+        assertThat(b.leave()).as("etcd up: the lease is revoked").isEqualTo(EtcdMembership.Leave.LEASE_REVOKED);
+        Awaitility.await().atMost(Duration.ofSeconds(5)).until(() -> a.view().live().size() == 1);
+        etcd.stop();
+        Awaitility.await().atMost(Duration.ofSeconds(15)).until(() -> !a.view().valid());
+        long t0 = System.nanoTime();
+        a.close();
+        long stopMillis = (System.nanoTime() - t0) / 1_000_000;
+        assertThat(stopMillis).as("stop with etcd gone, ms").isLessThan(500);
+        assertThat(a.leave()).isEqualTo(EtcdMembership.Leave.LEASE_LEFT_TO_EXPIRE);
+    }
+
+    @Test
+    void aReRegistrationWithTheSameIncarnationIsCountedInTheView() throws Exception {
+        EtcdProcess etcd = EtcdProcess.start(dir);
+        open.add(etcd);
+        EtcdMembership a = join(etcd, "a", 1);
+        Awaitility.await().atMost(Duration.ofSeconds(15)).until(() -> a.view().valid() && a.view().live().size() == 1);
+        assertThat(a.view().registrations()).isEqualTo(1);
+        long digest = a.view().digest();
+        // the record vanishes as when the lease expired while the process lived (paused past the TTL)
+        try (io.etcd.jetcd.Client client = io.etcd.jetcd.Client.builder().endpoints(etcd.endpoint()).build()) {
+            client.getKVClient().delete(io.etcd.jetcd.ByteSequence.from(MembershipRecord.memberKey("test", "a"),
+                    java.nio.charset.StandardCharsets.UTF_8)).get(5, java.util.concurrent.TimeUnit.SECONDS);
+        }
+        Awaitility.await().atMost(Duration.ofSeconds(15)).until(() -> a.view().valid() && a.view().registrations() == 2);
+        assertThat(a.view().digest()).as("same member, same incarnation: only the registration count tells").isEqualTo(digest);
+    }
+
+    @Test
     void aBrokenWatchIsRepairedByReListingAndMissesNoChangeMadeMeanwhile() throws Exception {
         EtcdProcess etcd = EtcdProcess.start(dir);
         open.add(etcd);

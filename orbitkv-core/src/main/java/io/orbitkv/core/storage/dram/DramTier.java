@@ -325,7 +325,7 @@ public final class DramTier implements AutoCloseable {
     // appended atomically with the insertion.
     private ResidentImage publish(StateKey key, ResidentImage fresh) {
         slots.publish(fresh.slot(), fresh.imageId());
-        residency.append(key, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.ADDED, fresh.imageId());
+        residency.append(key, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.ADDED, fresh.imageId(), fresh.lengthBytes());
         return fresh;
     }
 
@@ -336,7 +336,7 @@ public final class DramTier implements AutoCloseable {
         boolean offer = listener != null && cause != DramMetrics.EvictionCause.NAMESPACE
                 && slots.pin(image.slot(), image.imageId());
         slots.retire(image.slot(), image.imageId());
-        residency.append(key, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.REMOVED, image.imageId());
+        residency.append(key, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.REMOVED, image.imageId(), image.lengthBytes());
         metrics.evicted(cause);
         if (offer) listener.onEvicted(newLease(key, image), image.namespaceId());
     }

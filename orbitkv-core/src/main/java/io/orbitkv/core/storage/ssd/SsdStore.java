@@ -197,7 +197,7 @@ public final class SsdStore implements AutoCloseable {
         for (Extent e : scan.live()) {
             index.put(e.key, e);
             usedBytes.addAndGet(e.footprintBytes());
-            residency.append(e.key, ResidencyEvent.Medium.SSD, ResidencyEvent.Kind.ADDED, e.generation);
+            residency.append(e.key, ResidencyEvent.Medium.SSD, ResidencyEvent.Kind.ADDED, e.generation, e.payloadBytes);
         }
         RecoveryReport report = scan.report();
         for (Map.Entry<ExtentDamage, Integer> d : report.dropped().entrySet()) {
@@ -477,10 +477,10 @@ public final class SsdStore implements AutoCloseable {
         });
         if (!won[0]) return;
         usedBytes.addAndGet(placed.footprintBytes());
-        residency.append(placed.key, ResidencyEvent.Medium.SSD, ResidencyEvent.Kind.ADDED, placed.generation);
+        residency.append(placed.key, ResidencyEvent.Medium.SSD, ResidencyEvent.Kind.ADDED, placed.generation, placed.payloadBytes);
         if (replaced[0] != null) {
             usedBytes.addAndGet(-replaced[0].footprintBytes());
-            residency.append(placed.key, ResidencyEvent.Medium.SSD, ResidencyEvent.Kind.REMOVED, replaced[0].generation);
+            residency.append(placed.key, ResidencyEvent.Medium.SSD, ResidencyEvent.Kind.REMOVED, replaced[0].generation, replaced[0].payloadBytes);
         }
     }
 
@@ -529,7 +529,7 @@ public final class SsdStore implements AutoCloseable {
     private boolean removeFromIndex(Extent e) {
         if (!index.remove(e.key, e)) return false;
         usedBytes.addAndGet(-e.footprintBytes());
-        residency.append(e.key, ResidencyEvent.Medium.SSD, ResidencyEvent.Kind.REMOVED, e.generation);
+        residency.append(e.key, ResidencyEvent.Medium.SSD, ResidencyEvent.Kind.REMOVED, e.generation, e.payloadBytes);
         return true;
     }
 

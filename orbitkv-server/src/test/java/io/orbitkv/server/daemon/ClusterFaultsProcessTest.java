@@ -1,0 +1,161 @@
+package io.orbitkv.server.daemon;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import com.google.protobuf.ByteString;
+import io.orbitkv.client.OrbitKvClient;
+import io.orbitkv.client.PageToPublish;
+import io.orbitkv.client.PublishOutcome;
+import io.orbitkv.server.cluster.ClusterChannels;
+import io.orbitkv.server.cluster.ClusterSecurity;
+import io.orbitkv.server.membership.EtcdProcess;
+import io.orbitkv.server.peer.proto.AuthorizeCall;
+import io.orbitkv.server.peer.proto.AuthorizeReply;
+import io.orbitkv.server.peer.proto.PageMedium;
+import io.orbitkv.server.peer.proto.PeerReadGrpc;
+import io.orbitkv.server.peer.proto.ReleaseCall;
+import io.orbitkv.server.peer.proto.Requester;
+import io.orbitkv.state.Namespace;
+import io.orbitkv.state.RecoveryContract;
+import io.orbitkv.state.StateGroup;
+import io.orbitkv.state.StateKey;
+import io.orbitkv.state.StateKeys;
+import io.orbitkv.state.TokenChain;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Three Managers and one real etcd through the faults that used to degrade a cluster silently: a
+ * fourth member with a wrong token (never live, every key still found, refusals counted); the
+ * source of the pages paused past its lease TTL (its earlier keys are found again within
+ * seconds, not Unknown for a minute); the source restarted (it serves its recovered SSD pages to
+ * a peer before any engine registers their namespace); etcd gone before the stop (no revoke is
+ * attempted, and the log says the lease is left to expire).
+ */
+class ClusterFaultsProcessTest {
+
+    static final int PAGE_TOKENS = 16;
+    static final int PAGES = 24;
+
+    @TempDir
+    Path dir;
+
+    @Test
+    void aWrongTokenMemberAPausedSourceAndARestartedSource() throws Exception {
+        Path token = ManagerProcess.clusterToken(dir);
+        Path wrongToken = Files.writeString(dir.resolve("wrong-token"), "another-cluster-token-9876543210\n");
+        Files.setPosixFilePermissions(wrongToken, PosixFilePermissions.fromString("rw-------"));
+        ClusterSecurity security = ClusterSecurity.fromTokenFile("test", token, Optional.empty());
+        try (EtcdProcess etcd = EtcdProcess.start(dir);
+             ClusterChannels channels = new ClusterChannels(security)) {
+            ManagerProcess a = ManagerProcess.startMember(dir, etcd.endpoint(), "a", token);
+            ManagerProcess b = ManagerProcess.startMember(dir, etcd.endpoint(), "b", token);
+            ManagerProcess c = ManagerProcess.startMember(dir, etcd.endpoint(), "c", token);
+            List<ManagerProcess> all = new ArrayList<>(List.of(a, b, c));
+            try {
+                ManagerProcess.awaitMembers(all, 3);
+                Namespace ns = new Namespace("faults-test", "r1", "sha256:w", "sha256:t", "", "bf16", "nhd", PAGE_TOKENS, 1, 0, 1, 0, 1);
+                int[] tokens = new int[PAGES * PAGE_TOKENS + 1];
+                for (int i = 0; i < tokens.length; i++) tokens[i] = 9_000 + i;
+                List<byte[]> hashes = List.of(TokenChain.pageHashes(ns.digest(), tokens, PAGE_TOKENS, new byte[0]));
+                List<PageToPublish> pages = new ArrayList<>();
+                List<StateKey> keys = new ArrayList<>();
+                for (int p = 0; p < PAGES; p++) {
+                    byte[] image = new byte[4096];
+                    java.util.Arrays.fill(image, (byte) p);
+                    pages.add(PageToPublish.ofBlockHash(0, hashes.get(p), MemorySegment.ofArray(image)));
+                    keys.add(StateKeys.forBlockHash(ns.digest(), 0, hashes.get(p)));
+                }
+                try (OrbitKvClient client = OrbitKvClient.connect(ManagerProcess.socket(a.dir), Duration.ofSeconds(20))) {
+                    client.register("engine-a", 1, ns, new RecoveryContract(PAGE_TOKENS, List.of(new StateGroup.Full(0))));
+                    assertThat(client.publish(pages)).containsOnly(PublishOutcome.SEALED).hasSize(PAGES);
+                }
+                await("C finds A's pages").atMost(Duration.ofSeconds(20)).until(() ->
+                        ClusterProcessTest.locate(channels, c, keys).stream().allMatch(l -> ClusterProcessTest.heldBy(l, "a")));
+
+                // a member with a wrong token registers: it is never live, every key is still found
+                ManagerProcess w = ManagerProcess.startMember(dir, etcd.endpoint(), "w", wrongToken);
+                all.add(w);
+                for (ManagerProcess m : List.of(a, b, c)) {
+                    await("w unproven on " + m.dir).atMost(Duration.ofSeconds(20)).until(() ->
+                            m.metric("orbitkv_membership_unproven") == 1
+                                    && m.metric("orbitkv_cluster_auth_failures_total{reason=\"bad_token\"") >= 1);
+                }
+                await("w refused on its side too").atMost(Duration.ofSeconds(20)).until(() ->
+                        w.metric("orbitkv_cluster_auth_failures_total{reason=\"refused_by_peer\"") >= 1);
+                assertThat(w.metric("orbitkv_membership_live")).as("w sees only itself").isEqualTo(1);
+                for (ManagerProcess m : List.of(a, b, c)) assertThat(m.metric("orbitkv_membership_live")).isEqualTo(3);
+                assertThat(ClusterProcessTest.locate(channels, c, keys)).as("no key handed to w")
+                        .allMatch(l -> ClusterProcessTest.heldBy(l, "a"));
+                assertThat(a.metric("orbitkv_catalog_push_failures_total")).as("no push toward w").isZero();
+                assertThat(w.stderrText()).contains("cluster authentication failure");
+                assertThat(a.stderrText()).contains("cluster authentication failure (bad_token)");
+                assertThat(w.terminate()).isZero();
+                all.remove(w);
+
+                // A paused past its lease: owners drop it; after SIGCONT its earlier keys are found again at once
+                signal(a, "STOP");
+                try {
+                    await("A's lease expired").atMost(Duration.ofSeconds(20)).until(() -> b.metric("orbitkv_membership_live") == 2);
+                } finally {
+                    signal(a, "CONT");
+                }
+                ManagerProcess.awaitMembers(all, 3);
+                assertThat(a.metric("orbitkv_membership_registrations_total")).as("A registered again").isGreaterThanOrEqualTo(2);
+                await("C finds A's earlier pages after A's pause").atMost(Duration.ofSeconds(10)).pollInterval(Duration.ofMillis(200))
+                        .until(() -> ClusterProcessTest.locate(channels, c, keys).stream().allMatch(l -> ClusterProcessTest.heldBy(l, "a")));
+
+                // A restarts: before any engine registers the namespace, it serves its SSD pages to B
+                assertThat(a.terminate()).isZero();
+                all.remove(a);
+                a = ManagerProcess.startMember(dir, etcd.endpoint(), "a", token);
+                all.add(a);
+                ManagerProcess.awaitMembers(all, 3);
+                ManagerProcess restarted = a;
+                await("C finds the restarted A's recovered pages").atMost(Duration.ofSeconds(20)).until(() ->
+                        ClusterProcessTest.locate(channels, c, keys).stream().allMatch(l -> ClusterProcessTest.heldBy(l, "a")));
+                PeerReadGrpc.PeerReadBlockingStub toA = PeerReadGrpc.newBlockingStub(channels.channel(restarted.clusterEndpoint));
+                AuthorizeReply reply = toA.withDeadlineAfter(5, TimeUnit.SECONDS).authorize(AuthorizeCall.newBuilder()
+                        .setRequester(Requester.newBuilder().setNodeId("b").setIncarnation(b.incarnation))
+                        .setSourceIncarnation(restarted.incarnation).setKey(ByteString.copyFrom(keys.getFirst().toBytes()))
+                        .setNamespaceDigest(ByteString.copyFrom(ns.digest())).setMedium(PageMedium.PAGE_SSD)
+                        .setGeneration(0).setResidencySequence(1).build());
+                assertThat(reply.hasGrant()).as("granted, not " + reply.getRejection()).isTrue();
+                assertThat(toA.withDeadlineAfter(5, TimeUnit.SECONDS).release(ReleaseCall.newBuilder()
+                        .setRequester(Requester.newBuilder().setNodeId("b").setIncarnation(b.incarnation))
+                        .setTicketId(reply.getGrant().getTicketId()).build()).getOutcome()).isEqualTo("FREED");
+
+                // etcd gone: a stop attempts no revoke and says so
+                etcd.stop();
+                for (ManagerProcess m : all) {
+                    await("view invalid on " + m.dir).atMost(Duration.ofSeconds(20)).until(() -> m.metric("orbitkv_membership_valid") == 0);
+                }
+                for (ManagerProcess m : all) {
+                    assertThat(m.terminate()).as("exit status of " + m.dir).isZero();
+                    assertThat(m.stderrText()).contains("left the cluster (etcd unreachable: lease left to expire")
+                            .doesNotContain("lease revoked");
+                }
+            } finally {
+                for (ManagerProcess m : all) {
+                    signal(m, "CONT");
+                    m.close();
+                }
+            }
+        }
+    }
+
+    static void signal(ManagerProcess m, String name) throws Exception {
+        if (!m.process.isAlive()) return;
+        new ProcessBuilder("kill", "-" + name, Long.toString(m.process.pid())).inheritIO().start().waitFor();
+    }
+}
