@@ -5,6 +5,7 @@ import io.grpc.StatusRuntimeException;
 import io.orbitkv.server.cluster.CatalogService;
 import io.orbitkv.server.cluster.ClusterChannels;
 import io.orbitkv.server.cluster.ClusterSecurity;
+import io.orbitkv.server.config.ConfigException;
 import io.orbitkv.server.cluster.proto.ClusterInfoGrpc;
 import io.orbitkv.server.cluster.proto.Holder;
 import io.orbitkv.server.cluster.proto.KeyResult;
@@ -143,10 +144,8 @@ final class ClusterLocateCommand implements Callable<Integer> {
         CliFiles.read(tokenFile, "--token-file"); // existence and size, with the CLI's messages
         try {
             return ClusterSecurity.fromTokenFile(clusterId, tokenFile, tls);
-        } catch (IOException e) {
-            throw new InputException("--token-file: cannot read " + tokenFile + ": " + e.getMessage());
-        } catch (IllegalArgumentException e) {
-            throw new InputException(e.getMessage());
+        } catch (ConfigException | IllegalArgumentException e) {
+            throw new InputException("--token-file: " + e.getMessage());
         }
     }
 

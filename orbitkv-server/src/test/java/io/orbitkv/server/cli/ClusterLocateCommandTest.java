@@ -67,7 +67,7 @@ class ClusterLocateCommandTest {
                     return CompletableFuture.completedFuture(found);
                 })));
         endpoint = "127.0.0.1:" + server.address().getPort();
-        tokenFile = Files.writeString(dir.resolve("token"), TOKEN + "\n");
+        tokenFile = ownerOnly(Files.writeString(dir.resolve("token"), TOKEN + "\n"));
     }
 
     @AfterEach
@@ -114,7 +114,7 @@ class ClusterLocateCommandTest {
 
     @Test
     void aWrongTokenOrClusterIsRefusedWithOneLine() throws Exception {
-        tokenFile = Files.writeString(dir.resolve("wrong"), "another-token-0123456789\n");
+        tokenFile = ownerOnly(Files.writeString(dir.resolve("wrong"), "another-token-0123456789\n"));
         OrbitKvCliTest.Result wrongToken = locate(HELD.toHex());
         assertThat(wrongToken.code()).isEqualTo(OrbitKvCli.EXIT_BAD_INPUT);
         assertThat(wrongToken.err().strip()).isEqualTo("orbitkv: error: --endpoint " + endpoint + ": UNAUTHENTICATED: bad cluster token");
@@ -132,7 +132,7 @@ class ClusterLocateCommandTest {
         assertThat(badKey.code()).isEqualTo(OrbitKvCli.EXIT_BAD_INPUT);
         assertThat(badKey.err().strip()).isEqualTo("orbitkv: error: KEY \"abc\": a StateKey is 64 hex digits, got 3");
 
-        tokenFile = Files.writeString(dir.resolve("short"), "short\n");
+        tokenFile = ownerOnly(Files.writeString(dir.resolve("short"), "short\n"));
         OrbitKvCliTest.Result shortToken = locate(HELD.toHex());
         assertThat(shortToken.code()).isEqualTo(OrbitKvCli.EXIT_BAD_INPUT);
         assertThat(shortToken.err()).contains("at least 16 bytes");
@@ -150,5 +150,10 @@ class ClusterLocateCommandTest {
         OrbitKvCliTest.Result r = locate("--deadline-millis", "300", HELD.toHex());
         assertThat(r.code()).isEqualTo(OrbitKvCli.EXIT_BAD_INPUT);
         assertThat(r.err()).startsWith("orbitkv: error: --endpoint " + endpoint + ": DEADLINE_EXCEEDED");
+    }
+
+    /** Token files must be readable by their owner only (the CLI refuses others, as members do). */
+    static Path ownerOnly(Path file) throws java.io.IOException {
+        return Files.setPosixFilePermissions(file, java.nio.file.attribute.PosixFilePermissions.fromString("rw-------"));
     }
 }
