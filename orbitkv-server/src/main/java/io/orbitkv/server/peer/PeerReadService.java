@@ -10,6 +10,8 @@ import io.orbitkv.core.peer.TicketTable;
 import io.orbitkv.server.cluster.NonBlockingService;
 import io.orbitkv.server.peer.proto.AuthorizeCall;
 import io.orbitkv.server.peer.proto.AuthorizeReply;
+import io.orbitkv.server.peer.proto.DataEndpointCall;
+import io.orbitkv.server.peer.proto.DataEndpointReply;
 import io.orbitkv.server.peer.proto.Data;
 import io.orbitkv.server.peer.proto.FetchReply;
 import io.orbitkv.server.peer.proto.Grant;
@@ -67,9 +69,35 @@ public final class PeerReadService extends PeerReadGrpc.PeerReadImplBase impleme
     public static final int CHUNK_BYTES = 1024 * 1024;
 
     private final PeerSource source;
+    private final Optional<DataEndpoint> dataEndpoint;
 
     public PeerReadService(PeerSource source) {
+        this(source, Optional.empty());
+    }
+
+    /**
+     * A service that also answers {@code DataEndpoint} with {@code dataEndpoint}: a host (empty
+     * for "the cluster endpoint's host") and port of this Manager's bulk data plane.
+     */
+    public PeerReadService(PeerSource source, Optional<DataEndpoint> dataEndpoint) {
         this.source = Objects.requireNonNull(source, "source");
+        this.dataEndpoint = Objects.requireNonNull(dataEndpoint, "dataEndpoint");
+    }
+
+    /** Where this Manager's bulk data plane listens; {@code host} empty = the cluster endpoint's host. */
+    public record DataEndpoint(String host, int port, int wireVersion) {
+        public DataEndpoint {
+            Objects.requireNonNull(host, "host");
+            if (port < 1 || port > 65_535) throw new IllegalArgumentException("port: " + port);
+        }
+    }
+
+    @Override
+    public void dataEndpoint(DataEndpointCall request, StreamObserver<DataEndpointReply> out) {
+        DataEndpointReply.Builder reply = DataEndpointReply.newBuilder().setIncarnation(source.self().incarnation());
+        dataEndpoint.ifPresent(d -> reply.setHost(d.host()).setPort(d.port()).setWireVersion(d.wireVersion()));
+        out.onNext(reply.build());
+        out.onCompleted();
     }
 
     @Override

@@ -96,8 +96,9 @@ final class BulkPeerPool implements AutoCloseable {
     private void spawn() {
         Connection c = new Connection();
         connections.add(c);
-        Thread.ofPlatform().name("orbitkv-bulk-fetch-" + node.nodeId() + "-" + owner.threadIds.incrementAndGet()).daemon()
-                .start(c::run);
+        c.thread = Thread.ofPlatform().name("orbitkv-bulk-fetch-" + node.nodeId() + "-" + owner.threadIds.incrementAndGet())
+                .daemon().unstarted(c::run);
+        c.thread.start();
     }
 
     int connections() {
@@ -128,16 +129,19 @@ final class BulkPeerPool implements AutoCloseable {
     private final class Connection {
         private volatile BulkSocket socket;
         private volatile boolean closed;
+        private volatile Thread thread;
         private final ByteBuffer header = ByteBuffer.allocate(BulkLayout.HEADER_BYTES);
         private final ByteBuffer pageHeader = ByteBuffer.allocate(BulkLayout.PAGE_HEADER_BYTES);
         private final ByteBuffer control = ByteBuffer.allocate(BulkLayout.AUTH_BODY_BYTES);
         private final ByteBuffer trailer = ByteBuffer.allocate(BulkLayout.TRAILER_BYTES);
         private ByteBuffer scratch;
 
+        /** Closes the socket (a blocked read fails at once) and wakes the thread if it waits for a batch. */
         void close() {
             closed = true;
             BulkSocket s = socket;
             if (s != null) s.close();
+            if (thread != Thread.currentThread()) thread.interrupt();
         }
 
         void run() {

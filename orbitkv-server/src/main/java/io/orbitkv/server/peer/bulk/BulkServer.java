@@ -196,7 +196,7 @@ public final class BulkServer implements AutoCloseable {
             BulkSocketHolder holder = new BulkSocketHolder(ch);
             connections.add(holder);
             if (closed) holder.close();
-            Thread.ofPlatform().name("orbitkv-bulk-serve-" + threadIds.incrementAndGet()).daemon()
+            holder.thread = Thread.ofPlatform().name("orbitkv-bulk-serve-" + threadIds.incrementAndGet()).daemon()
                     .start(() -> serve(holder));
         }
     }
@@ -445,6 +445,17 @@ public final class BulkServer implements AutoCloseable {
             // closing
         }
         for (BulkSocketHolder c : connections) c.close();
+        // let the connection threads release their tickets before the owner drains the ticket table
+        for (BulkSocketHolder c : connections) {
+            Thread t = c.thread;
+            if (t == null || t == Thread.currentThread()) continue;
+            try {
+                t.join(TimeUnit.SECONDS.toMillis(1));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            }
+        }
         timer.shutdownNow();
         if (Thread.currentThread() != acceptor) {
             try {
@@ -459,6 +470,7 @@ public final class BulkServer implements AutoCloseable {
     /** An accepted channel and, once wrapped, its {@link BulkSocket}; closable from any thread. */
     private static final class BulkSocketHolder {
         final SocketChannel channel;
+        volatile Thread thread;
         private volatile BulkSocket socket;
         private volatile boolean closed;
 

@@ -44,7 +44,10 @@ sealed interface BulkSocket extends AutoCloseable permits BulkSocket.Plain, Bulk
         SocketChannel ch = SocketChannel.open();
         try {
             tune(ch);
-            ch.socket().connect(address, timeoutMillis);
+            // an endpoint learnt from a peer is unresolved: resolve here, on the connection's own thread
+            InetSocketAddress resolved = address.isUnresolved() ? new InetSocketAddress(address.getHostString(), address.getPort())
+                    : address;
+            ch.socket().connect(resolved, timeoutMillis);
             if (tls.isEmpty()) return new Plain(ch);
             SSLSocket s = (SSLSocket) tls.get().getSocketFactory().createSocket(ch.socket(), address.getHostString(),
                     address.getPort(), true);
