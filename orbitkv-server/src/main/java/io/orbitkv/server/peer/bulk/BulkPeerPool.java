@@ -147,8 +147,15 @@ final class BulkPeerPool implements AutoCloseable {
         void run() {
             try {
                 if (!open()) {
-                    // the source is unreachable now: every batch waiting for it is a miss
-                    for (BulkBatch b; (b = queue.poll()) != null; ) b.refuseRest(Rejection.UNREACHABLE);
+                    // the source is unreachable now: unless another connection to it is up, every
+                    // batch waiting for it is a miss (the next submit tries to connect again)
+                    boolean alone;
+                    synchronized (BulkPeerPool.this) {
+                        alone = connections.size() == 1;
+                    }
+                    if (alone) {
+                        for (BulkBatch b; (b = queue.poll()) != null; ) b.refuseRest(Rejection.UNREACHABLE);
+                    }
                     return;
                 }
                 while (!closed) {

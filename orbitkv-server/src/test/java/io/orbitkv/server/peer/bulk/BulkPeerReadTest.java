@@ -128,11 +128,15 @@ class BulkPeerReadTest {
         final PeerEndpoint endpoint;
 
         Source(Path dir, NodeIncarnation self, BulkLimits limits) throws Exception {
+            this(dir, self, limits, SECURITY);
+        }
+
+        Source(Path dir, NodeIncarnation self, BulkLimits limits, ClusterSecurity security) throws Exception {
             store = store(dir, self.nodeId());
             NamespaceTable ns = new NamespaceTable(4);
             ns.register(NS, DIGEST);
             PeerSource source = new PeerSource(self, store, ns, MEMBERS, tickets, System::nanoTime);
-            server = BulkServer.start(new InetSocketAddress("127.0.0.1", 0), source, SECURITY, limits, new SimpleMeterRegistry());
+            server = BulkServer.start(new InetSocketAddress("127.0.0.1", 0), source, security, limits, new SimpleMeterRegistry());
             // the cluster (gRPC) address is never dialled here: the control transport refuses everything
             endpoint = new PeerEndpoint(self, "127.0.0.1:1");
         }
