@@ -31,7 +31,9 @@ import java.util.zip.CRC32C;
 /**
  * The source side of peer reads as a gRPC service (hosted by the {@code ClusterRpcServer}, so
  * callers are authenticated before any method here runs). Maps the three RPCs onto the core
- * {@link PeerSource}; owns nothing but the streams in flight.
+ * {@link PeerSource}; owns nothing but the streams in flight. {@code DataEndpoint} tells a
+ * requester where this Manager's bulk data plane listens (docs/peer-data-plane.md); page bytes
+ * then move there, and {@code Fetch} stays the path for requesters or sources without one.
  *
  * <p>Thread model: a {@link NonBlockingService}, so handlers run on the Netty event loop
  * ({@code directExecutor()}): nothing here blocks ({@link PeerSource#authorize} leases DRAM with a
