@@ -24,8 +24,6 @@ import java.util.Optional;
  */
 sealed interface BulkSocket extends AutoCloseable permits BulkSocket.Plain, BulkSocket.Tls {
 
-    /** Socket buffers asked of the kernel: two 2 MiB pages in flight per direction. */
-    int SOCKET_BUFFER_BYTES = 4 << 20;
     /** Staging array of the TLS path. */
     int TLS_STAGING_BYTES = 256 << 10;
 
@@ -85,11 +83,15 @@ sealed interface BulkSocket extends AutoCloseable permits BulkSocket.Plain, Bulk
         }
     }
 
+    /**
+     * Blocking, no Nagle. Socket buffer sizes are left to the kernel on purpose: setting
+     * SO_RCVBUF/SO_SNDBUF turns TCP autotuning off and is capped by {@code net.core.rmem_max}
+     * (208 KiB on a stock kernel, under one 2 MiB page), while autotuning grows to
+     * {@code tcp_rmem}'s maximum (6–32 MiB) on a fast path.
+     */
     private static void tune(SocketChannel ch) throws IOException {
         ch.configureBlocking(true);
         ch.setOption(StandardSocketOptions.TCP_NODELAY, true);
-        ch.setOption(StandardSocketOptions.SO_RCVBUF, SOCKET_BUFFER_BYTES);
-        ch.setOption(StandardSocketOptions.SO_SNDBUF, SOCKET_BUFFER_BYTES);
     }
 
     /** Plain TCP: the kernel copies straight between the socket and the caller's buffers. */
