@@ -317,6 +317,7 @@ class BulkPeerReadTest {
         assertThat(mostReceiving.get()).as("pages being received at once, all sources").isEqualTo(1);
         assertThat(transport.inflightPeak()).isEqualTo(PAGE);
         assertThat(transport.inflightBytes()).isZero();
+        assertThat(a.server.sendQueuePeak()).as("the source's send queue").isBetween(1L, BulkLimits.defaults().sendQueueBytes());
         a.awaitIdle();
         c.awaitIdle();
     }
@@ -475,5 +476,34 @@ class BulkPeerReadTest {
         List<PeerCandidate> candidates = put(a, 700, 2);
         assertThat(releaseFetched(join(reader.readBatch(candidates, NS)))).isEqualTo(2);
         a.awaitIdle();
+    }
+
+    @Test
+    void aPageOverTheRequestersInflightBoundIsRefusedBeforeAnySlotIsReserved() throws Exception {
+        stop();
+        open(BulkLimits.defaults().withInflight(PAGE - 1, PAGE - 1));
+        List<PeerCandidate> candidates = put(a, 800, 2);
+        List<PeerReadResult> results = join(reader.readBatch(candidates, NS));
+        for (int i = 0; i < 2; i++) {
+            assertThat(results.get(i)).isEqualTo(new PeerReadResult.Refused(candidates.get(i), AuthorizeResult.Rejection.SOURCE_BUSY));
+        }
+        assertThat(transport.inflightPeak()).isZero();
+        a.awaitIdle();
+        assertRequesterIdle();
+    }
+
+    @Test
+    void aPageOverTheSourcesSendQueueIsRefusedAndItsTicketReleased() throws Exception {
+        stop();
+        open(BulkLimits.defaults().withSendQueueBytes(PAGE - 1));
+        List<PeerCandidate> candidates = put(a, 850, 2);
+        List<PeerReadResult> results = join(reader.readBatch(candidates, NS));
+        for (int i = 0; i < 2; i++) {
+            assertThat(results.get(i)).isEqualTo(new PeerReadResult.Refused(candidates.get(i), AuthorizeResult.Rejection.SOURCE_BUSY));
+        }
+        assertThat(a.server.sendQueuePeak()).isZero();
+        a.awaitIdle();
+        assertThat(a.tickets.expiredTotal()).isZero();
+        assertRequesterIdle();
     }
 }
