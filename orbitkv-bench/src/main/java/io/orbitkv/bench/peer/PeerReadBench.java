@@ -27,6 +27,9 @@ import io.orbitkv.server.cluster.ClusterRpcServer;
 import io.orbitkv.server.cluster.ClusterSecurity;
 import io.orbitkv.server.peer.GrpcPayloadTransport;
 import io.orbitkv.server.peer.PeerReadService;
+import io.orbitkv.server.peer.bulk.BulkLimits;
+import io.orbitkv.server.peer.bulk.BulkPayloadTransport;
+import io.orbitkv.server.peer.bulk.BulkServer;
 import io.orbitkv.state.StateKey;
 
 import java.io.IOException;
@@ -47,6 +50,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.Random;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
@@ -59,10 +63,15 @@ import java.util.concurrent.atomic.AtomicLong;
  *   CRC32C trailer; the source frees the ticket at stream end), commit into a reserved DRAM slot — through the
  *   authenticated {@link ClusterRpcServer}; the requester evicts its copy after each read so
  *   every read moves the bytes;</li>
- *   <li><b>redis</b>: {@code GET} of the same bytes from a {@code redis-server} on loopback with
+ *   <li><b>bulk</b>: the same read over the bulk data plane (docs/peer-data-plane.md): one
+ *   BATCH_REQUEST on a pooled authenticated connection, the page written from the pinned slot
+ *   and read straight into the reserved slot, CRC32C checked, committed; the {@code batch 32}
+ *   rows read 32 pages in one {@code readBatch} (one request) per iteration;</li>
+ *   <li><b>redis</b>: {@code GET} of the same bytes (an {@code MGET} of 32 keys in the batch rows) from a {@code redis-server} on loopback with
  *   a minimal RESP client (one connection per thread, reply read into a heap array);</li>
  *   <li><b>nio</b>: a raw Java NIO stream: 4-byte request, payload written from a direct buffer,
- *   read into a direct buffer — the floor any TCP transport pays.</li>
+ *   read into a direct buffer — the floor any TCP transport pays (32 pipelined requests in the
+ *   batch rows).</li>
  * </ul>
  * Prints Markdown rows on standard output. Run: {@code bin/bench-peer} (or
  * {@code java -cp orbitkv-bench.jar io.orbitkv.bench.peer.PeerReadBench [seconds] [redis-server path]}).
@@ -70,9 +79,11 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 public final class PeerReadBench {
 
-    static final int PAGES_PER_SIZE = 8;
+    static final int PAGES_PER_SIZE = 32;
+    static final int BATCH = 32;
+    static final int MAX_THREADS = 16;
     static final int[] SIZES = {256 * 1024, 2 * 1024 * 1024};
-    static final int[] CONCURRENCY = {1, 4};
+    static final int[] CONCURRENCY = {1, 4, 16};
     static final NamespaceDigest DIGEST = new NamespaceDigest(1, 2, 3, 4);
     static final int NS = 1;
     static final NodeIncarnation A = new NodeIncarnation("a", 1);
@@ -107,6 +118,8 @@ public final class PeerReadBench {
             for (int size : SIZES) pages.add(put(source, size));
             try (ClusterRpcServer server = ClusterRpcServer.start(new InetSocketAddress("127.0.0.1", 0), security,
                     List.of(new PeerReadService(peerSource)));
+                 BulkServer bulkServer = BulkServer.start(new InetSocketAddress("127.0.0.1", 0), peerSource, security,
+                         BulkLimits.defaults(), new SimpleMeterRegistry());
                  ClusterChannels channels = new ClusterChannels(security);
                  Redis redis = Redis.start(redisBinary);
                  NioServer nio = new NioServer(pages)) {
@@ -115,6 +128,10 @@ public final class PeerReadBench {
                 ReleaseRetrier releases = new ReleaseRetrier(transport, 1024, 4, TimeUnit.MILLISECONDS.toNanos(50),
                         TimeUnit.SECONDS.toNanos(1));
                 PeerReader reader = new PeerReader(B, requester.dram(), members, transport, releases, System::nanoTime);
+                BulkPayloadTransport bulk = new BulkPayloadTransport(transport,
+                        src -> CompletableFuture.completedFuture(Optional.of(bulkServer.address())), security,
+                        BulkLimits.defaults(), new SimpleMeterRegistry());
+                PeerReader bulkReader = new PeerReader(B, requester.dram(), members, bulk, releases, System::nanoTime);
                 for (int s = 0; s < SIZES.length; s++) redis.load(s, pages.get(s));
                 if (System.getenv("ORBITKV_PEER_PHASES") != null) {
                     Page p = pages.get(0).get(0);
@@ -131,30 +148,27 @@ public final class PeerReadBench {
                     }
                 }
 
-                System.out.println("| page | conc | peer GB/s | redis GB/s | nio GB/s | peer/redis (≥ 1.5) | peer/nio (≥ 0.7) |");
-                System.out.println("|---|---|---|---|---|---|---|");
+                System.out.println("| page | conc | peer GB/s | bulk GB/s | redis GB/s | nio GB/s | peer/redis | bulk/redis (≥ 1.5) | bulk/nio (≥ 0.7) |");
+                System.out.println("|---|---|---|---|---|---|---|---|---|");
                 for (int s = 0; s < SIZES.length; s++) {
                     List<Page> set = pages.get(s);
                     for (int conc : CONCURRENCY) {
                         final int sizeIndex = s;
-                        double peer = run(conc, seconds, (t, i) -> {
-                            Page p = set.get(i % set.size());
-                            PeerCandidate c = new PeerCandidate(endpoint, p.key, DIGEST, PeerMedium.DRAM, p.imageId,
-                                    source.residency().lastSequence());
-                            PeerReadResult r = reader.read(c, NS).join();
-                            if (!(r instanceof PeerReadResult.Fetched f)) {
-                                throw new IllegalStateException("peer read missed: " + r);
-                            }
-                            f.lease().release();
-                            requester.dram().evict(p.key);
-                            return p.bytes.length;
-                        });
+                        double peer = run(conc, seconds, (t, i) -> readOne(reader, requester, endpoint, source, set.get(i % set.size())));
+                        double viaBulk = run(conc, seconds, (t, i) -> readOne(bulkReader, requester, endpoint, source, set.get(i % set.size())));
                         double red = run(conc, seconds, (t, i) -> redis.get(t, sizeIndex, i % set.size()));
                         double raw = run(conc, seconds, (t, i) -> nio.get(t, sizeIndex, i % set.size()));
-                        System.out.printf("| %d KiB | %d | %.2f | %.2f | %.2f | %.2f× | %.2f× |%n", SIZES[s] / 1024, conc,
-                                peer, red, raw, peer / red, peer / raw);
+                        System.out.printf("| %d KiB | %d | %.2f | %.2f | %.2f | %.2f | %.2f× | %.2f× | %.2f× |%n", SIZES[s] / 1024, conc,
+                                peer, viaBulk, red, raw, peer / red, viaBulk / red, viaBulk / raw);
                     }
+                    final int sizeIndex = s;
+                    double viaBulk = run(1, seconds, (t, i) -> readBatch(bulkReader, requester, endpoint, source, set));
+                    double red = run(1, seconds, (t, i) -> redis.mget(t, sizeIndex, BATCH));
+                    double raw = run(1, seconds, (t, i) -> nio.getAll(t, sizeIndex, BATCH));
+                    System.out.printf("| %d KiB | batch %d | – | %.2f | %.2f | %.2f | – | %.2f× | %.2f× |%n", SIZES[s] / 1024, BATCH,
+                            viaBulk, red, raw, viaBulk / red, viaBulk / raw);
                 }
+                bulk.close();
             }
         } finally {
             try (var files = Files.walk(dir)) {
@@ -164,6 +178,36 @@ public final class PeerReadBench {
     }
 
     record Page(StateKey key, long imageId, byte[] bytes) {}
+
+    /** One peer read of {@code p} through {@code reader}; the requester's copy is evicted so the next read moves bytes again. */
+    static long readOne(PeerReader reader, TieredStore requester, PeerEndpoint endpoint, TieredStore source, Page p) {
+        PeerCandidate c = new PeerCandidate(endpoint, p.key, DIGEST, PeerMedium.DRAM, p.imageId, source.residency().lastSequence());
+        PeerReadResult r = reader.read(c, NS).join();
+        if (!(r instanceof PeerReadResult.Fetched f)) throw new IllegalStateException("peer read missed: " + r);
+        f.lease().release();
+        requester.dram().evict(p.key);
+        return p.bytes.length;
+    }
+
+    /** The first {@link #BATCH} pages of {@code set} in one {@code readBatch}; every page must arrive. */
+    static long readBatch(PeerReader reader, TieredStore requester, PeerEndpoint endpoint, TieredStore source, List<Page> set) {
+        long sequence = source.residency().lastSequence();
+        List<PeerCandidate> batch = new ArrayList<>(BATCH);
+        for (int i = 0; i < BATCH; i++) {
+            Page p = set.get(i);
+            batch.add(new PeerCandidate(endpoint, p.key, DIGEST, PeerMedium.DRAM, p.imageId, sequence));
+        }
+        long bytes = 0;
+        List<CompletableFuture<PeerReadResult>> reads = reader.readBatch(batch, NS);
+        for (int i = 0; i < BATCH; i++) {
+            PeerReadResult r = reads.get(i).join();
+            if (!(r instanceof PeerReadResult.Fetched f)) throw new IllegalStateException("batch read missed: " + r);
+            f.lease().release();
+            requester.dram().evict(set.get(i).key);
+            bytes += set.get(i).bytes.length;
+        }
+        return bytes;
+    }
 
     interface Op {
         /** One read by thread {@code thread}, its {@code i}-th; returns the bytes moved. */
@@ -239,8 +283,8 @@ public final class PeerReadBench {
     static final class Redis implements AutoCloseable {
         final Process process;
         final int port;
-        final Socket[] conns = new Socket[8];
-        final byte[][] buffers = new byte[8][];
+        final Socket[] conns = new Socket[MAX_THREADS];
+        final byte[][] buffers = new byte[MAX_THREADS][];
 
         private Redis(Process process, int port) {
             this.process = process;
@@ -316,6 +360,30 @@ public final class PeerReadBench {
             return len;
         }
 
+        /** {@code MGET} of the first {@code n} keys of size class {@code size}: one command, one reply of n bulk strings. */
+        long mget(int thread, int size, int n) throws IOException {
+            Socket s = conn(thread);
+            String[] parts = new String[n + 1];
+            parts[0] = "MGET";
+            for (int i = 0; i < n; i++) parts[i + 1] = "p" + size + ":" + i;
+            s.getOutputStream().write(command(parts));
+            InputStream in = s.getInputStream();
+            if (in.read() != '*') throw new IOException("not an array");
+            while (in.read() != '\n') { /* count */ }
+            long total = 0;
+            for (int i = 0; i < n; i++) {
+                if (in.read() != '$') throw new IOException("not a bulk string");
+                int len = 0;
+                for (int c = in.read(); c != '\r'; c = in.read()) len = len * 10 + (c - '0');
+                in.read();
+                in.readNBytes(buffers[thread], 0, len);
+                in.read();
+                in.read();
+                total += len;
+            }
+            return total;
+        }
+
         @Override
         public void close() {
             for (Socket s : conns) {
@@ -333,8 +401,8 @@ public final class PeerReadBench {
     static final class NioServer implements AutoCloseable {
         final ServerSocketChannel server;
         final List<List<ByteBuffer>> payloads = new ArrayList<>();
-        final SocketChannel[] conns = new SocketChannel[8];
-        final ByteBuffer[] into = new ByteBuffer[8];
+        final SocketChannel[] conns = new SocketChannel[MAX_THREADS];
+        final ByteBuffer[] into = new ByteBuffer[MAX_THREADS];
         final Thread acceptor;
 
         NioServer(List<List<Page>> pages) throws IOException {
@@ -372,18 +440,36 @@ public final class PeerReadBench {
             }
         }
 
-        long get(int thread, int size, int i) throws IOException {
+        SocketChannel conn(int thread) throws IOException {
             if (conns[thread] == null) {
                 conns[thread] = SocketChannel.open(server.getLocalAddress());
                 conns[thread].socket().setTcpNoDelay(true);
                 into[thread] = ByteBuffer.allocateDirect(SIZES[1]);
             }
-            SocketChannel c = conns[thread];
+            return conns[thread];
+        }
+
+        long get(int thread, int size, int i) throws IOException {
+            SocketChannel c = conn(thread);
             ByteBuffer req = ByteBuffer.allocate(4).putInt(size << 16 | i).flip();
             while (req.hasRemaining()) c.write(req);
             ByteBuffer dst = into[thread].clear().limit(SIZES[size]);
             while (dst.hasRemaining()) if (c.read(dst) < 0) throw new IOException("closed");
             return SIZES[size];
+        }
+
+        /** {@code n} pipelined requests (pages 0..n-1), then their {@code n} payloads. */
+        long getAll(int thread, int size, int n) throws IOException {
+            SocketChannel c = conn(thread);
+            ByteBuffer req = ByteBuffer.allocate(4 * n);
+            for (int i = 0; i < n; i++) req.putInt(size << 16 | i);
+            req.flip();
+            while (req.hasRemaining()) c.write(req);
+            for (int i = 0; i < n; i++) {
+                ByteBuffer dst = into[thread].clear().limit(SIZES[size]);
+                while (dst.hasRemaining()) if (c.read(dst) < 0) throw new IOException("closed");
+            }
+            return (long) n * SIZES[size];
         }
 
         @Override

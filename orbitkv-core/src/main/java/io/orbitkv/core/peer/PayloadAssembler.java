@@ -9,6 +9,7 @@ import io.orbitkv.state.StateKey;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.zip.CRC32C;
 
 /**
@@ -27,7 +28,8 @@ import java.util.zip.CRC32C;
  * trailer) aborts the slot: a miss, never a wrong hit.
  *
  * <p>Design note: the checksum is computed incrementally on each chunk while it is hot in cache
- * (the copy into the slot just touched it), rather than over the whole slot after the last chunk,
+ * (the copy into the slot, or the socket read straight into it ({@link #onWritten}), just
+ * touched it), rather than over the whole slot after the last chunk,
  * which would read 2 MiB again from memory (~0.1 ms at 20 GB/s).
  */
 public final class PayloadAssembler implements PayloadSink {
@@ -84,6 +86,24 @@ public final class PayloadAssembler implements PayloadSink {
         MemorySegment.copy(MemorySegment.ofBuffer(chunk), 0, target, receivedBytes, n);
         crc.update(chunk);
         receivedBytes += n;
+        return true;
+    }
+
+    /** The reserved slot while it is open and nothing is wrong; the transport may read into it. */
+    @Override
+    public Optional<MemorySegment> target() {
+        return malformed || trailerSeen || !reservation.isOpen() ? Optional.empty() : Optional.of(target);
+    }
+
+    @Override
+    public boolean onWritten(long offsetBytes, long lengthBytes) {
+        if (malformed || trailerSeen || !reservation.isOpen() || offsetBytes != receivedBytes || lengthBytes < 0
+                || lengthBytes > target.byteSize() - receivedBytes) {
+            malformed = true;
+            return false;
+        }
+        crc.update(target.asSlice(offsetBytes, lengthBytes).asByteBuffer());
+        receivedBytes += lengthBytes;
         return true;
     }
 

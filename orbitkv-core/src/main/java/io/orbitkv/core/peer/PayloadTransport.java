@@ -1,5 +1,7 @@
 package io.orbitkv.core.peer;
 
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 
@@ -17,6 +19,11 @@ import java.util.concurrent.CompletableFuture;
  * three calls in sequence and leaves the release to the caller ({@link FetchOutcome#releaseOwed()});
  * a transport that can do better (gRPC: one server-streaming call whose source frees the ticket
  * when the stream ends) overrides it and owes no release.
+ *
+ * <p>{@link #fetchBatch} reads several pages of one source: a bulk transport sends one request
+ * for all of them (docs/peer-data-plane.md); the default is one {@link #fetch} per page.
+ * {@link #onMemberLeft} lets a transport end at once what it has in flight to a member that left
+ * the view, instead of waiting for its deadline.
  */
 public interface PayloadTransport {
 
@@ -78,6 +85,32 @@ public interface PayloadTransport {
                                     .<FetchOutcome>thenApply(end -> new FetchOutcome.Streamed(g, end, true)))
                             .orElseGet(() -> CompletableFuture.completedFuture(new FetchOutcome.Declined(g, true)));
                 });
+    }
+
+    /**
+     * Fetches every page of {@code requests} from {@code source} (all requests name the same
+     * source incarnation), each into the sink its receiver returns: one future per page, in the
+     * order of {@code requests}, each completed as {@link #fetch} would complete it. A page may
+     * complete before the others (its future does not wait for the batch). Default: one
+     * {@link #fetch} per page.
+     */
+    default List<CompletableFuture<FetchOutcome>> fetchBatch(PeerEndpoint source, List<AuthorizeRequest> requests,
+                                                             List<? extends FetchSink> receivers) {
+        if (requests.size() != receivers.size()) {
+            throw new IllegalArgumentException(requests.size() + " requests, " + receivers.size() + " receivers");
+        }
+        List<CompletableFuture<FetchOutcome>> out = new ArrayList<>(requests.size());
+        for (int i = 0; i < requests.size(); i++) out.add(fetch(source, requests.get(i), receivers.get(i)));
+        return out;
+    }
+
+    /**
+     * {@code member} left the membership view (or was replaced by a new incarnation): a transport
+     * that keeps connections to it closes them, so every fetch in flight to it ends now as a
+     * refusal or a broken stream (a miss), never at its deadline. Called on the Manager's tick
+     * thread; must not block. Default: nothing to close.
+     */
+    default void onMemberLeft(NodeIncarnation member) {
     }
 
     CompletableFuture<AuthorizeResult> authorize(PeerEndpoint source, AuthorizeRequest request);

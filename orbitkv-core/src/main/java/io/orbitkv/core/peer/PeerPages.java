@@ -21,7 +21,10 @@ import io.orbitkv.core.storage.StageResult;
 import io.orbitkv.core.storage.ssd.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
@@ -40,6 +43,10 @@ import java.util.function.LongSupplier;
  * after payload moved is IO_ERROR or CORRUPT, never NOT_FOUND (the query's
  * {@link SourceSelector} must not try another medium then). Each fetch that moved payload is
  * one {@code PEER_FETCH} route sample of its serving owner (failures censored).
+ *
+ * <p>{@link #fetchAll} groups the pages of one query batch by their first candidate's source and
+ * reads each group in one {@link PeerReader#readBatch} (one request per source over the bulk data
+ * plane); a page its first source refused falls back to its next candidate on the one-page path.
  *
  * <p>Design note: a peer page is admitted against the staging budget at its length from the
  * catalog evidence, padded to 4 KiB as an SSD staging is; evidence without a length (0) is
@@ -159,6 +166,72 @@ public final class PeerPages implements RemotePages {
                         })
                         .orElse(miss))
                 .exceptionally(t -> miss);
+    }
+
+    /**
+     * Fetches {@code keys}: pages whose first candidate is the same source go in one
+     * {@link PeerReader#readBatch}; a page refused there ({@link PeerReadResult.Refused}, before
+     * any payload byte) is retried on its next candidates one page at a time (an owner-wide
+     * refusal drops every candidate of that owner from that page's plan). One future per key, in
+     * order; never completes exceptionally.
+     */
+    @Override
+    public List<CompletableFuture<StageResult>> fetchAll(List<StateKey> keys, SessionScope scope) {
+        List<CompletableFuture<StageResult>> out = new ArrayList<>(keys.size());
+        if (keys.isEmpty()) return out;
+        boolean valid = members.validForRemoteWork();
+        Map<PeerEndpoint, List<Integer>> bySource = new LinkedHashMap<>();
+        List<ReadPlan> plans = new ArrayList<>(keys.size());
+        for (int i = 0; i < keys.size(); i++) {
+            StateKey key = keys.get(i);
+            ReadPlan plan = new ReadPlan(key, false, false, valid ? candidates.known(key, scope.digest()) : List.of());
+            plans.add(plan);
+            out.add(null);
+            Optional<PeerCandidate> first = plan.nextPeer();
+            if (first.isEmpty()) {
+                out.set(i, CompletableFuture.completedFuture(new StageResult.Miss(key, StageResult.MissReason.NOT_FOUND)));
+            } else {
+                bySource.computeIfAbsent(first.get().source(), s -> new ArrayList<>()).add(i);
+            }
+        }
+        long startedNanos = observer.enabled() ? nanoClock.getAsLong() : 0;
+        for (List<Integer> group : bySource.values()) {
+            List<PeerCandidate> batch = new ArrayList<>(group.size());
+            for (int i : group) batch.add(plans.get(i).nextPeer().orElseThrow());
+            List<CompletableFuture<PeerReadResult>> read;
+            try {
+                read = reader.readBatch(batch, scope.namespaceId());
+            } catch (RuntimeException e) {
+                read = null; // the reader could not start: every page of the group is a miss, like any failure
+            }
+            for (int j = 0; j < group.size(); j++) {
+                int i = group.get(j);
+                StateKey key = keys.get(i);
+                StageResult.Miss miss = new StageResult.Miss(key, StageResult.MissReason.NOT_FOUND);
+                if (read == null) {
+                    out.set(i, CompletableFuture.completedFuture(miss));
+                    continue;
+                }
+                ReadPlan plan = plans.get(i);
+                out.set(i, read.get(j)
+                        .thenCompose(r -> r instanceof PeerReadResult.Refused refused
+                                ? fallBack(plan, refused, scope) : CompletableFuture.completedFuture(r))
+                        .thenApply(r -> {
+                            observe(r, startedNanos);
+                            return stageResult(key, r);
+                        })
+                        .exceptionally(t -> miss));
+            }
+        }
+        return out;
+    }
+
+    /** Retries {@code plan} past {@code refused} on its next candidates; the refusal stands if none is left. */
+    private CompletableFuture<PeerReadResult> fallBack(ReadPlan plan, PeerReadResult.Refused refused, SessionScope scope) {
+        ReadPlan rest = refused.ownerWide() ? plan.withoutOwner(refused.from().ownerId()) : plan.without(refused.from());
+        if (rest.nextPeer().isEmpty() || !members.validForRemoteWork()) return CompletableFuture.completedFuture(refused);
+        return reader.readAll(List.of(rest), scope.namespaceId())
+                .thenApply(b -> b.entries().getFirst().result().orElse(refused));
     }
 
     /**

@@ -34,7 +34,9 @@ import java.util.function.LongSupplier;
  * over gRPC, so one round trip instead of three: Authorize 3–9 ms and Release 0.6–2.3 ms per read
  * were measured before). When the transport says a release is owed (the three-call default), the
  * ticket is released after commit, through the {@link ReleaseRetrier}; over gRPC the source frees
- * it itself when the stream ends (docs/manager-core.md, "Peer read tickets").
+ * it itself when the stream ends (docs/manager-core.md, "Peer read tickets"). {@link #readBatch}
+ * puts the pages of one source in one {@link PayloadTransport#fetchBatch}: over the bulk data plane
+ * one request per query batch per source instead of one call per page (docs/peer-data-plane.md).
  */
 public final class PeerReader {
 
@@ -61,10 +63,57 @@ public final class PeerReader {
         if (!members.validForRemoteWork()) {
             return CompletableFuture.completedFuture(new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.MEMBERSHIP_INVALID));
         }
-        AuthorizeRequest request = new AuthorizeRequest(self, candidate.source().node().incarnation(), candidate.key(),
-                candidate.namespace(), candidate.medium(), candidate.generation(), candidate.residencySequence());
         Receiver receiver = new Receiver(candidate, localNamespaceId);
-        return transport.fetch(candidate.source(), request, receiver)
+        return finish(candidate, receiver, transport.fetch(candidate.source(), request(candidate), receiver));
+    }
+
+    /**
+     * Reads the pages of {@code candidates}, which all name the same source endpoint, in one
+     * {@link PayloadTransport#fetchBatch}: one future per candidate, in order, each completed as
+     * {@link #read} would complete it (as soon as that page ended, not when the batch did). No
+     * replanning here: a {@link PeerReadResult.Refused} page is the caller's to retry elsewhere.
+     */
+    public List<CompletableFuture<PeerReadResult>> readBatch(List<PeerCandidate> candidates, int localNamespaceId) {
+        if (candidates.isEmpty()) return List.of();
+        PeerEndpoint source = candidates.getFirst().source();
+        for (PeerCandidate c : candidates) {
+            if (!c.source().equals(source)) throw new IllegalArgumentException("one source per batch: " + c.source() + " vs " + source);
+        }
+        List<CompletableFuture<PeerReadResult>> out = new ArrayList<>(candidates.size());
+        if (!members.validForRemoteWork()) {
+            for (PeerCandidate c : candidates) {
+                out.add(CompletableFuture.completedFuture(new PeerReadResult.Miss(c, PeerReadResult.MissReason.MEMBERSHIP_INVALID)));
+            }
+            return out;
+        }
+        List<AuthorizeRequest> requests = new ArrayList<>(candidates.size());
+        List<Receiver> receivers = new ArrayList<>(candidates.size());
+        for (PeerCandidate c : candidates) {
+            requests.add(request(c));
+            receivers.add(new Receiver(c, localNamespaceId));
+        }
+        List<CompletableFuture<PayloadTransport.FetchOutcome>> fetched;
+        try {
+            fetched = transport.fetchBatch(source, requests, receivers);
+        } catch (RuntimeException e) {
+            // a transport that cannot even start (closed at shutdown): unreachable, nothing was reserved
+            fetched = new ArrayList<>();
+            for (int i = 0; i < candidates.size(); i++) {
+                fetched.add(CompletableFuture.completedFuture(new PayloadTransport.FetchOutcome.Rejected(AuthorizeResult.Rejection.UNREACHABLE)));
+            }
+        }
+        for (int i = 0; i < candidates.size(); i++) out.add(finish(candidates.get(i), receivers.get(i), fetched.get(i)));
+        return out;
+    }
+
+    private AuthorizeRequest request(PeerCandidate candidate) {
+        return new AuthorizeRequest(self, candidate.source().node().incarnation(), candidate.key(),
+                candidate.namespace(), candidate.medium(), candidate.generation(), candidate.residencySequence());
+    }
+
+    private CompletableFuture<PeerReadResult> finish(PeerCandidate candidate, Receiver receiver,
+                                                     CompletableFuture<PayloadTransport.FetchOutcome> fetched) {
+        return fetched
                 .exceptionally(t -> new PayloadTransport.FetchOutcome.Rejected(AuthorizeResult.Rejection.UNREACHABLE))
                 .thenApply(outcome -> {
                     PeerReadResult result = receiver.finish(outcome);

@@ -18,14 +18,17 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
 import java.util.function.Supplier;
 
 /**
  * A clustered Manager's peer routes as the query layer sees them ({@link RemotePages}): the
  * requester's {@link PeerPages} plus the periodic duties of both peer roles, driven by the
  * Manager's tick thread — ticket window expiry at the source ({@link PeerSource#onTick}), release
- * retries at the requester ({@link ReleaseRetrier#onTick}) and ticket revocation when a
- * requester's membership changes ({@link TicketTable#onRequesterChanged}).
+ * retries at the requester ({@link ReleaseRetrier#onTick}), ticket revocation when a
+ * requester's membership changes ({@link TicketTable#onRequesterChanged}) and, for each member
+ * incarnation that left the view, the transport's {@code memberLeft} hook
+ * ({@link PayloadTransport#onMemberLeft}: fetches in flight to it end now as misses).
  *
  * <p>Borrows the pages, the source, the retrier and the view. Owns the fetch counters and the
  * last membership seen by the tick. Thread model: {@link #stagingBytes}/{@link #fetch} on session
@@ -56,9 +59,22 @@ public final class PeerRoutes implements RemotePages {
     // touched by the tick thread only
     private long lastDigest;
     private Set<String> lastNodes = Set.of();
+    // touched by the tick thread only
+    private Set<NodeIncarnation> lastMembers = Set.of();
+    private final Consumer<NodeIncarnation> memberLeft;
 
     public PeerRoutes(PeerPages pages, PeerSource source, ReleaseRetrier releases, Supplier<MembershipView> view,
                       MemberView members) {
+        this(pages, source, releases, view, members, m -> { });
+    }
+
+    /**
+     * As above; {@code memberLeft} is called on the tick thread, once per member incarnation that
+     * was in the last valid view and is not in the new one (left, or replaced by a restart).
+     */
+    public PeerRoutes(PeerPages pages, PeerSource source, ReleaseRetrier releases, Supplier<MembershipView> view,
+                      MemberView members, Consumer<NodeIncarnation> memberLeft) {
+        this.memberLeft = Objects.requireNonNull(memberLeft, "memberLeft");
         this.pages = Objects.requireNonNull(pages, "pages");
         this.source = Objects.requireNonNull(source, "source");
         this.releases = Objects.requireNonNull(releases, "releases");
@@ -116,7 +132,15 @@ public final class PeerRoutes implements RemotePages {
         MembershipView v = view.get();
         if (v.valid() && v.digest() != lastDigest) {
             Set<String> nodes = new HashSet<>();
-            for (Member m : v.live()) nodes.add(m.nodeId());
+            Set<NodeIncarnation> incarnations = new HashSet<>();
+            for (Member m : v.live()) {
+                nodes.add(m.nodeId());
+                incarnations.add(new NodeIncarnation(m.nodeId(), m.incarnation()));
+            }
+            for (NodeIncarnation gone : lastMembers) {
+                if (!incarnations.contains(gone)) memberLeft.accept(gone);
+            }
+            lastMembers = Set.copyOf(incarnations);
             Set<String> changed = new HashSet<>(lastNodes);
             changed.addAll(nodes);
             for (String nodeId : changed) done += source.tickets().onRequesterChanged(nodeId, members.live(nodeId));

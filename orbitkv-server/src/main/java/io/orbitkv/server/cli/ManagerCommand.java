@@ -84,6 +84,10 @@ final class ManagerCommand implements Callable<Integer> {
     @Option(names = "--cluster-listen", paramLabel = "HOST:PORT", description = "cluster gRPC address (default 127.0.0.1:0)")
     String clusterListen;
 
+    @Option(names = "--cluster-data-listen", paramLabel = "HOST:PORT",
+            description = "bulk data plane address for peer page reads (default: the cluster host, any free port)")
+    String clusterDataListen;
+
     @Option(names = "--cluster-token-file", paramLabel = "FILE", description = "file holding the cluster token (mode 0600, >= 16 bytes, >= 8 distinct byte values)")
     String clusterTokenFile;
 
@@ -159,6 +163,7 @@ final class ManagerCommand implements Callable<Integer> {
         put(o, "nodeId", nodeId);
         put(o, "clusterId", clusterId);
         put(o, "clusterListen", clusterListen);
+        put(o, "clusterDataListen", clusterDataListen);
         put(o, "clusterTokenFile", clusterTokenFile);
         return o;
     }

@@ -23,10 +23,19 @@ import java.util.Optional;
  * @param tlsCa            CA bundle peers' certificates must chain to
  * @param leaseTtlMillis   etcd lease TTL (also how long the view stays valid without renewal)
  * @param lookupTimeoutMillis deadline of one catalog lookup batch
+ * @param dataListen       bulk data plane address, {@code host:port} (docs/peer-data-plane.md); empty =
+ *                         the cluster listen host with an ephemeral port (peers ask for it by RPC)
  */
 public record ClusterConfig(List<String> etcdEndpoints, String nodeId, String clusterId, String listen,
                             Optional<Path> tokenFile, Optional<Path> tlsCert, Optional<Path> tlsKey,
-                            Optional<Path> tlsCa, long leaseTtlMillis, long lookupTimeoutMillis) {
+                            Optional<Path> tlsCa, long leaseTtlMillis, long lookupTimeoutMillis, String dataListen) {
+
+    /** As the canonical constructor, with the default data plane address. */
+    public ClusterConfig(List<String> etcdEndpoints, String nodeId, String clusterId, String listen,
+                         Optional<Path> tokenFile, Optional<Path> tlsCert, Optional<Path> tlsKey,
+                         Optional<Path> tlsCa, long leaseTtlMillis, long lookupTimeoutMillis) {
+        this(etcdEndpoints, nodeId, clusterId, listen, tokenFile, tlsCert, tlsKey, tlsCa, leaseTtlMillis, lookupTimeoutMillis, "");
+    }
 
     public static final ClusterConfig SINGLE_NODE = new ClusterConfig(List.of(), "", "orbitkv", "127.0.0.1:0",
             Optional.empty(), Optional.empty(), Optional.empty(), Optional.empty(), 5_000, 200);
@@ -36,6 +45,8 @@ public record ClusterConfig(List<String> etcdEndpoints, String nodeId, String cl
         Objects.requireNonNull(nodeId, "nodeId");
         Objects.requireNonNull(clusterId, "clusterId");
         Objects.requireNonNull(listen, "listen");
+        Objects.requireNonNull(dataListen, "dataListen");
+        if (!dataListen.isEmpty()) listenAddress(dataListen);
         if (leaseTtlMillis < 2_000) throw new IllegalArgumentException("clusterLeaseTtlMillis must be >= 2000");
         if (lookupTimeoutMillis < 1) throw new IllegalArgumentException("clusterLookupTimeoutMillis must be >= 1");
         int tls = (tlsCert.isPresent() ? 1 : 0) + (tlsKey.isPresent() ? 1 : 0) + (tlsCa.isPresent() ? 1 : 0);
@@ -50,6 +61,11 @@ public record ClusterConfig(List<String> etcdEndpoints, String nodeId, String cl
     /** True when this Manager joins a cluster. */
     public boolean enabled() {
         return !etcdEndpoints.isEmpty();
+    }
+
+    /** Where the bulk data plane binds: {@link #dataListen}, or the cluster listen host with port 0. */
+    public InetSocketAddress dataListenAddress() {
+        return dataListen.isEmpty() ? new InetSocketAddress(listenAddress(listen).getHostString(), 0) : listenAddress(dataListen);
     }
 
     /** Parses {@code host:port}. */

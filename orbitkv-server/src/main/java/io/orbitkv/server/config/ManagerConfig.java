@@ -340,6 +340,8 @@ public record ManagerConfig(
                 new Key("nodeId", "this node's stable name in the cluster", (b, v) -> b.nodeId = text(v)),
                 new Key("clusterId", "cluster name (etcd prefix, auth header)", (b, v) -> b.clusterId = text(v)),
                 new Key("clusterListen", "cluster gRPC address host:port", (b, v) -> b.clusterListen = text(v)),
+                new Key("clusterDataListen", "bulk data plane address host:port; empty = cluster host, any port",
+                        (b, v) -> b.clusterDataListen = text(v)),
                 new Key("clusterTokenFile", "file holding the cluster token", (b, v) -> b.clusterTokenFile = Optional.of(path(v))),
                 new Key("clusterTlsCert", "certificate chain for mutual TLS (PEM)", (b, v) -> b.clusterTlsCert = Optional.of(path(v))),
                 new Key("clusterTlsKey", "PKCS#8 private key for mutual TLS (PEM)", (b, v) -> b.clusterTlsKey = Optional.of(path(v))),
@@ -430,6 +432,7 @@ public record ManagerConfig(
         String nodeId;
         String clusterId;
         String clusterListen;
+        String clusterDataListen;
         Optional<Path> clusterTokenFile;
         Optional<Path> clusterTlsCert;
         Optional<Path> clusterTlsKey;
@@ -474,6 +477,7 @@ public record ManagerConfig(
             nodeId = k.nodeId();
             clusterId = k.clusterId();
             clusterListen = k.listen();
+            clusterDataListen = k.dataListen();
             clusterTokenFile = k.tokenFile();
             clusterTlsCert = k.tlsCert();
             clusterTlsKey = k.tlsKey();
@@ -491,7 +495,7 @@ public record ManagerConfig(
                     httpPort, readyFile, l,
                     outboundQueueFrames, drainTimeoutMillis, publishQuarantineMillis,
                     new ClusterConfig(etcd, nodeId, clusterId, clusterListen, clusterTokenFile, clusterTlsCert,
-                            clusterTlsKey, clusterTlsCa, clusterLeaseTtlMillis, clusterLookupTimeoutMillis));
+                            clusterTlsKey, clusterTlsCa, clusterLeaseTtlMillis, clusterLookupTimeoutMillis, clusterDataListen));
         }
     }
 }

@@ -14,14 +14,22 @@ import io.orbitkv.core.peer.TicketTable;
 import io.orbitkv.core.storage.NamespaceTable;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.dram.ArenaGeometry;
+import io.orbitkv.server.cluster.ClusterSecurity;
 import io.orbitkv.server.config.ClusterConfig;
 import io.orbitkv.server.cluster.ClusterNode;
+import io.orbitkv.server.peer.bulk.BulkLayout;
+import io.orbitkv.server.peer.bulk.BulkLimits;
+import io.orbitkv.server.peer.bulk.BulkPayloadTransport;
+import io.orbitkv.server.peer.bulk.BulkServer;
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.InetSocketAddress;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.LongSupplier;
@@ -29,13 +37,17 @@ import java.util.function.Supplier;
 
 /**
  * A clustered Manager's peer reads, wired from its real membership and catalog: the source
- * ({@link PeerSource} behind {@link PeerReadService} on the cluster server) and the requester
- * ({@link PeerReader} over {@link GrpcPayloadTransport}, fed by {@link CatalogCandidates}), with
- * their periodic duties in {@link PeerRoutes} — the {@code RemotePages} the daemon hands to
- * {@code ManagerCore}.
+ * ({@link PeerSource} behind {@link PeerReadService} on the cluster server for control, and behind
+ * a {@link BulkServer} on the data plane address for page bytes) and the requester
+ * ({@link PeerReader} over {@link BulkPayloadTransport}, whose control transport and fallback is
+ * {@link GrpcPayloadTransport}, fed by {@link CatalogCandidates}), with their periodic duties in
+ * {@link PeerRoutes} — the {@code RemotePages} the daemon hands to {@code ManagerCore}. A member
+ * that leaves the view has its data connections closed at the next tick
+ * ({@link BulkPayloadTransport#onMemberLeft}), so its fetches in flight end as misses at once.
  *
- * <p>Owns the {@link ClusterNode} it starts and the ticket table; {@link #close()} leaves the
- * cluster and then drains every ticket (pins released). Thread model: built and closed on the
+ * <p>Owns the {@link ClusterNode} it starts, the bulk server and transport, and the ticket table;
+ * {@link #close()} stops fetching, leaves the cluster, stops the data plane and then drains every
+ * ticket (pins released). Thread model: built and closed on the
  * daemon's lifecycle thread; {@link #routes()} is thread-safe (see {@link PeerRoutes}).
  *
  * <p>Invariant: the peer service authorizes against exactly the incarnation this life registers
@@ -59,16 +71,24 @@ public final class ClusterPeers implements AutoCloseable {
     public static final Duration CONTROL_DEADLINE = Duration.ofSeconds(2);
     public static final Duration TRANSFER_DEADLINE = Duration.ofSeconds(10);
 
+    /** Bounds of the data plane (docs/peer-data-plane.md, "Bounds"). */
+    public static final BulkLimits BULK_LIMITS = BulkLimits.defaults();
+
     private final ClusterNode node;
     private final TicketTable tickets;
     private final PeerRoutes routes;
     private final CatalogCandidates candidates;
+    private final BulkServer bulkServer;
+    private final BulkPayloadTransport bulk;
 
-    private ClusterPeers(ClusterNode node, TicketTable tickets, PeerRoutes routes, CatalogCandidates candidates) {
+    private ClusterPeers(ClusterNode node, TicketTable tickets, PeerRoutes routes, CatalogCandidates candidates,
+                         BulkServer bulkServer, BulkPayloadTransport bulk) {
         this.node = node;
         this.tickets = tickets;
         this.routes = routes;
         this.candidates = candidates;
+        this.bulkServer = bulkServer;
+        this.bulk = bulk;
     }
 
     /**
@@ -85,16 +105,43 @@ public final class ClusterPeers implements AutoCloseable {
             return n == null ? MembershipView.initial() : n.view();
         };
         TicketTable tickets = new TicketTable(TICKETS, TICKET_WINDOW.toNanos());
+        ClusterSecurity security = security(config);
         AtomicReference<PeerSource> source = new AtomicReference<>();
-        ClusterNode node = ClusterNode.start(config, stateDir, store, registry, incarnation -> {
-            NodeIncarnation self = new NodeIncarnation(config.nodeId(), incarnation);
-            source.set(new PeerSource(self, store, namespaces, new MembershipMembers(view, self), tickets, nanoClock));
-            return List.of(new PeerReadService(source.get()));
-        });
+        AtomicReference<BulkServer> bulkServer = new AtomicReference<>();
+        ClusterNode node;
+        try {
+            node = ClusterNode.start(config, stateDir, store, registry, incarnation -> {
+                NodeIncarnation self = new NodeIncarnation(config.nodeId(), incarnation);
+                source.set(new PeerSource(self, store, namespaces, new MembershipMembers(view, self), tickets, nanoClock));
+                try {
+                    bulkServer.set(BulkServer.start(config.dataListenAddress(), source.get(), security, BULK_LIMITS, registry));
+                } catch (IOException e) {
+                    throw new UncheckedIOException(e);
+                }
+                InetSocketAddress data = bulkServer.get().address();
+                String host = data.getAddress() != null && data.getAddress().isAnyLocalAddress() ? "" : data.getHostString();
+                return List.of(new PeerReadService(source.get(),
+                        Optional.of(new PeerReadService.DataEndpoint(host, data.getPort(), BulkLayout.VERSION))));
+            });
+        } catch (UncheckedIOException e) {
+            throw e.getCause();
+        } catch (IOException | RuntimeException e) {
+            if (bulkServer.get() != null) bulkServer.get().close();
+            throw e;
+        }
         started.set(node);
         NodeIncarnation self = source.get().self();
         MembershipMembers members = new MembershipMembers(view, self);
-        GrpcPayloadTransport transport = new GrpcPayloadTransport(node.channels(), CONTROL_DEADLINE, TRANSFER_DEADLINE);
+        GrpcPayloadTransport control = new GrpcPayloadTransport(node.channels(), CONTROL_DEADLINE, TRANSFER_DEADLINE);
+        BulkPayloadTransport transport;
+        try {
+            transport = new BulkPayloadTransport(control, new GrpcDataEndpoints(node.channels(), CONTROL_DEADLINE, nanoClock),
+                    security, BULK_LIMITS, registry);
+        } catch (IOException | RuntimeException e) {
+            node.close();
+            bulkServer.get().close();
+            throw e;
+        }
         ReleaseRetrier releases = new ReleaseRetrier(transport, PENDING_RELEASES, 8,
                 TimeUnit.MILLISECONDS.toNanos(50), TimeUnit.SECONDS.toNanos(2));
         PeerReader reader = new PeerReader(self, store.dram(), members, transport, releases, nanoClock);
@@ -102,7 +149,15 @@ public final class ClusterPeers implements AutoCloseable {
                 CatalogCandidates.DEFAULT_LOOKUP_KEYS_IN_FLIGHT);
         PeerPages pages = new PeerPages(candidates, reader, members, largestSlot(store.dram().geometry()),
                 store.costObserver(), nanoClock);
-        return new ClusterPeers(node, tickets, new PeerRoutes(pages, source.get(), releases, view, members), candidates);
+        return new ClusterPeers(node, tickets, new PeerRoutes(pages, source.get(), releases, view, members, transport::onMemberLeft),
+                candidates, bulkServer.get(), transport);
+    }
+
+    /** The credentials of the cluster port, for the data plane too (same token, same TLS files). */
+    private static ClusterSecurity security(ClusterConfig config) throws IOException {
+        Optional<ClusterSecurity.TlsFiles> tls = config.tlsCert().map(cert ->
+                new ClusterSecurity.TlsFiles(cert, config.tlsKey().orElseThrow(), config.tlsCa().orElseThrow()));
+        return ClusterSecurity.fromTokenFile(config.clusterId(), config.tokenFile().orElseThrow(), tls);
     }
 
     private static long largestSlot(ArenaGeometry geometry) {
@@ -124,10 +179,21 @@ public final class ClusterPeers implements AutoCloseable {
         return candidates;
     }
 
-    /** Leaves the cluster (no new transfer can start), then frees every ticket's pin. */
+    /** Where this Manager's bulk data plane listens. */
+    public InetSocketAddress dataAddress() {
+        return bulkServer.address();
+    }
+
+    /**
+     * Stops fetching (fetches in flight end as misses), leaves the cluster (no new transfer can
+     * start), stops the data plane (its connection threads release what they hold), then frees
+     * every ticket's pin.
+     */
     @Override
     public void close() {
+        bulk.close();
         node.close();
+        bulkServer.close();
         tickets.drainAll();
     }
 }

@@ -10,6 +10,8 @@ import io.orbitkv.core.peer.TicketTable;
 import io.orbitkv.server.cluster.NonBlockingService;
 import io.orbitkv.server.peer.proto.AuthorizeCall;
 import io.orbitkv.server.peer.proto.AuthorizeReply;
+import io.orbitkv.server.peer.proto.DataEndpointCall;
+import io.orbitkv.server.peer.proto.DataEndpointReply;
 import io.orbitkv.server.peer.proto.Data;
 import io.orbitkv.server.peer.proto.FetchReply;
 import io.orbitkv.server.peer.proto.Grant;
@@ -29,7 +31,9 @@ import java.util.zip.CRC32C;
 /**
  * The source side of peer reads as a gRPC service (hosted by the {@code ClusterRpcServer}, so
  * callers are authenticated before any method here runs). Maps the three RPCs onto the core
- * {@link PeerSource}; owns nothing but the streams in flight.
+ * {@link PeerSource}; owns nothing but the streams in flight. {@code DataEndpoint} tells a
+ * requester where this Manager's bulk data plane listens (docs/peer-data-plane.md); page bytes
+ * then move there, and {@code Fetch} stays the path for requesters or sources without one.
  *
  * <p>Thread model: a {@link NonBlockingService}, so handlers run on the Netty event loop
  * ({@code directExecutor()}): nothing here blocks ({@link PeerSource#authorize} leases DRAM with a
@@ -67,9 +71,35 @@ public final class PeerReadService extends PeerReadGrpc.PeerReadImplBase impleme
     public static final int CHUNK_BYTES = 1024 * 1024;
 
     private final PeerSource source;
+    private final Optional<DataEndpoint> dataEndpoint;
 
     public PeerReadService(PeerSource source) {
+        this(source, Optional.empty());
+    }
+
+    /**
+     * A service that also answers {@code DataEndpoint} with {@code dataEndpoint}: a host (empty
+     * for "the cluster endpoint's host") and port of this Manager's bulk data plane.
+     */
+    public PeerReadService(PeerSource source, Optional<DataEndpoint> dataEndpoint) {
         this.source = Objects.requireNonNull(source, "source");
+        this.dataEndpoint = Objects.requireNonNull(dataEndpoint, "dataEndpoint");
+    }
+
+    /** Where this Manager's bulk data plane listens; {@code host} empty = the cluster endpoint's host. */
+    public record DataEndpoint(String host, int port, int wireVersion) {
+        public DataEndpoint {
+            Objects.requireNonNull(host, "host");
+            if (port < 1 || port > 65_535) throw new IllegalArgumentException("port: " + port);
+        }
+    }
+
+    @Override
+    public void dataEndpoint(DataEndpointCall request, StreamObserver<DataEndpointReply> out) {
+        DataEndpointReply.Builder reply = DataEndpointReply.newBuilder().setIncarnation(source.self().incarnation());
+        dataEndpoint.ifPresent(d -> reply.setHost(d.host()).setPort(d.port()).setWireVersion(d.wireVersion()));
+        out.onNext(reply.build());
+        out.onCompleted();
     }
 
     @Override

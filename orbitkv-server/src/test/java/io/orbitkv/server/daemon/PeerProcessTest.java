@@ -125,6 +125,8 @@ class PeerProcessTest {
                     assertSameBytes(onB, remote, first);
                     onB.release(remote.operationId());
                     assertThat(status(b).at("/peer/fetchesStaged").asLong()).as("B staged A's pages by peer reads").isGreaterThanOrEqualTo(8);
+                    assertThat(a.metric("orbitkv_peer_bulk_pages_total{outcome=\"sent\"")).as("A sent them on the bulk data plane")
+                            .isGreaterThanOrEqualTo(8);
                     awaitDrained(List.of(a, b));
 
                     // incarnations other than the live ones are refused at the source, nothing pinned

@@ -1,0 +1,235 @@
+package io.orbitkv.server.peer.bulk;
+
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.Meter;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Tags;
+import io.orbitkv.core.peer.AuthorizeRequest;
+import io.orbitkv.core.peer.AuthorizeResult;
+import io.orbitkv.core.peer.NodeIncarnation;
+import io.orbitkv.core.peer.PayloadSink;
+import io.orbitkv.core.peer.PayloadTransport;
+import io.orbitkv.core.peer.PeerEndpoint;
+import io.orbitkv.server.cluster.ClusterSecurity;
+
+import javax.net.ssl.SSLContext;
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * {@link PayloadTransport} over the bulk data plane (docs/peer-data-plane.md): {@link #fetch} and
+ * {@link #fetchBatch} send one BATCH_REQUEST per source (split at {@code maxPagesPerBatch}) on a
+ * pooled, authenticated connection to the source's data endpoint, and the pages come back
+ * straight into the reserved slots. Authorize, transfer and release (the three-call path) and any
+ * source without a data endpoint go to the {@code control} transport (gRPC).
+ *
+ * <p>Owns one {@link BulkPeerPool} per source incarnation and data address, the Manager-wide
+ * in-flight budget and one timer thread. Borrows the control transport and the endpoint
+ * resolver. Thread model: every method is thread-safe and non-blocking (session threads call
+ * {@code fetch}; the tick thread calls {@link #onMemberLeft}); outcomes complete on the pools'
+ * connection threads, or on the control transport's threads for a fallback.
+ *
+ * <p>Invariants: no release is ever owed (the source frees each ticket when its page was written
+ * or its connection failed); each page's future completes exactly once; in-flight payload bytes
+ * stay within {@code inflightBytesPerPeer} per source and {@code inflightBytesPerManager} in all.
+ *
+ * <p>Design note: a source that answers no data endpoint (an older build, or the plane disabled)
+ * is read over gRPC, page by page, as before; the answer is cached per source incarnation
+ * ({@link BulkEndpoints}), so the lookup costs one RPC per peer life, not per batch.
+ */
+public final class BulkPayloadTransport implements PayloadTransport, AutoCloseable {
+
+    /** Where a source's data plane listens, if it has one. */
+    public interface Endpoints {
+        /** The data address of {@code source}, or empty (read it over the control transport). Never completes exceptionally. */
+        CompletableFuture<Optional<InetSocketAddress>> dataAddress(PeerEndpoint source);
+
+        /** Forgets what was learnt about {@code member}. */
+        default void forget(NodeIncarnation member) {
+        }
+    }
+
+    private record PoolKey(NodeIncarnation node, InetSocketAddress address) {}
+
+    final BulkLimits limits;
+    final BulkAuth auth;
+    final Optional<SSLContext> tls;
+    final MeterRegistry registry;
+    final ScheduledExecutorService timer;
+    final ByteBudget inflight;
+    final AtomicInteger threadIds = new AtomicInteger();
+    final AtomicInteger connectionsOpen = new AtomicInteger();
+    final Counter authFailures;
+    final Counter malformed;
+    final Counter batchesRefused;
+    final Counter pagesReceived;
+    final Counter pagesRefused;
+    final Counter pagesBusy;
+    final Counter bytesReceived;
+    private final Counter batchesSent;
+    private final Counter fallbacks;
+    private final PayloadTransport control;
+    private final Endpoints endpoints;
+    private final Map<PoolKey, BulkPeerPool> pools = new ConcurrentHashMap<>();
+    private final AtomicLong batchIds = new AtomicLong();
+    private final List<Meter> meters = new ArrayList<>();
+    private volatile boolean closed;
+
+    /**
+     * @throws IOException if the cluster's TLS files cannot be read
+     */
+    public BulkPayloadTransport(PayloadTransport control, Endpoints endpoints, ClusterSecurity security, BulkLimits limits,
+                                MeterRegistry registry) throws IOException {
+        this.control = Objects.requireNonNull(control, "control");
+        this.endpoints = Objects.requireNonNull(endpoints, "endpoints");
+        this.limits = Objects.requireNonNull(limits, "limits");
+        this.registry = Objects.requireNonNull(registry, "registry");
+        this.auth = new BulkAuth(security);
+        this.tls = BulkTls.context(security);
+        this.timer = BulkTimer.create("orbitkv-bulk-requester-timer");
+        this.inflight = new ByteBudget(limits.inflightBytesPerManager());
+        meters.add(inflight.register(registry, "orbitkv.peer.bulk.inflight", Tags.of("scope", "manager"),
+                "payload bytes being received from all sources"));
+        meters.add(Gauge.builder("orbitkv.peer.bulk.connections", connectionsOpen, AtomicInteger::get).tags("side", "requester")
+                .description("bulk connections this requester holds").register(registry));
+        authFailures = counter("orbitkv.peer.bulk.auth.failures", "side", "requester");
+        malformed = counter("orbitkv.peer.bulk.malformed", "side", "requester");
+        batchesRefused = counter("orbitkv.peer.bulk.batches", "outcome", "queue_full");
+        batchesSent = counter("orbitkv.peer.bulk.batches", "outcome", "queued");
+        fallbacks = counter("orbitkv.peer.bulk.batches", "outcome", "control_fallback");
+        pagesReceived = counter("orbitkv.peer.bulk.requester.pages", "outcome", "received");
+        pagesRefused = counter("orbitkv.peer.bulk.requester.pages", "outcome", "refused");
+        pagesBusy = counter("orbitkv.peer.bulk.requester.pages", "outcome", "inflight_full");
+        bytesReceived = counter("orbitkv.peer.bulk.bytes", "side", "requester");
+    }
+
+    private Counter counter(String name, String tag, String value) {
+        Counter c = Counter.builder(name).tag(tag, value).register(registry);
+        meters.add(c);
+        return c;
+    }
+
+    @Override
+    public CompletableFuture<FetchOutcome> fetch(PeerEndpoint source, AuthorizeRequest request, FetchSink receiver) {
+        return fetchBatch(source, List.of(request), List.of(receiver)).getFirst();
+    }
+
+    @Override
+    public List<CompletableFuture<FetchOutcome>> fetchBatch(PeerEndpoint source, List<AuthorizeRequest> requests,
+                                                            List<? extends FetchSink> receivers) {
+        if (requests.size() != receivers.size()) {
+            throw new IllegalArgumentException(requests.size() + " requests, " + receivers.size() + " receivers");
+        }
+        List<CompletableFuture<FetchOutcome>> out = new ArrayList<>(requests.size());
+        for (int i = 0; i < requests.size(); i++) out.add(new CompletableFuture<>());
+        if (requests.isEmpty()) return out;
+        if (closed) {
+            out.forEach(f -> f.complete(new FetchOutcome.Rejected(AuthorizeResult.Rejection.UNREACHABLE)));
+            return out;
+        }
+        for (AuthorizeRequest r : requests) {
+            if (r.sourceIncarnation() != source.node().incarnation() || !r.requester().equals(requests.getFirst().requester())) {
+                throw new IllegalArgumentException("one source incarnation and one requester per batch");
+            }
+        }
+        endpoints.dataAddress(source).whenComplete((address, failure) -> {
+            if (failure != null || address == null || address.isEmpty()) {
+                fallbacks.increment();
+                List<CompletableFuture<FetchOutcome>> viaControl;
+                try {
+                    viaControl = control.fetchBatch(source, requests, receivers);
+                } catch (RuntimeException e) {
+                    out.forEach(f -> f.complete(new FetchOutcome.Rejected(AuthorizeResult.Rejection.UNREACHABLE)));
+                    return;
+                }
+                for (int i = 0; i < out.size(); i++) {
+                    CompletableFuture<FetchOutcome> target = out.get(i);
+                    viaControl.get(i).whenComplete((o, t) -> target.complete(t == null ? o
+                            : new FetchOutcome.Rejected(AuthorizeResult.Rejection.UNREACHABLE)));
+                }
+                return;
+            }
+            BulkPeerPool pool = pool(source.node(), address.get());
+            for (int from = 0; from < requests.size(); from += limits.maxPagesPerBatch()) {
+                int to = Math.min(requests.size(), from + limits.maxPagesPerBatch());
+                batchesSent.increment();
+                pool.submit(new BulkBatch(batchIds.incrementAndGet(), requests.subList(from, to), receivers.subList(from, to),
+                        out.subList(from, to)));
+            }
+        });
+        return out;
+    }
+
+    private BulkPeerPool pool(NodeIncarnation node, InetSocketAddress address) {
+        BulkPeerPool pool = pools.computeIfAbsent(new PoolKey(node, address), k -> new BulkPeerPool(this, node, address));
+        if (closed) pool.close(); // raced with close(): the batch is refused by the closed pool
+        return pool;
+    }
+
+    /** Closes the pools of {@code member}: its batches in flight end now as misses. */
+    @Override
+    public void onMemberLeft(NodeIncarnation member) {
+        endpoints.forget(member);
+        pools.entrySet().removeIf(e -> {
+            if (!e.getKey().node().equals(member)) return false;
+            e.getValue().close();
+            return true;
+        });
+    }
+
+    @Override
+    public CompletableFuture<AuthorizeResult> authorize(PeerEndpoint source, AuthorizeRequest request) {
+        return control.authorize(source, request);
+    }
+
+    @Override
+    public CompletableFuture<TransferEnd> transfer(PeerEndpoint source, AuthorizeResult.Granted ticket,
+                                                   NodeIncarnation requester, PayloadSink sink) {
+        return control.transfer(source, ticket, requester, sink);
+    }
+
+    @Override
+    public CompletableFuture<ReleaseAck> release(PeerEndpoint source, long ticketId, NodeIncarnation requester) {
+        return control.release(source, ticketId, requester);
+    }
+
+    /** Connections held now, all peers. */
+    public int connections() {
+        return connectionsOpen.get();
+    }
+
+    /** Payload bytes being received now, and the most ever at once. */
+    public long inflightBytes() {
+        return inflight.used();
+    }
+
+    long inflightPeak() {
+        return inflight.peak();
+    }
+
+    /** Connections that failed the source's authentication (the source's MAC did not match). */
+    public long authFailures() {
+        return (long) authFailures.count();
+    }
+
+    /** Closes every pool (batches in flight end as misses) and the timer. */
+    @Override
+    public void close() {
+        closed = true;
+        pools.values().forEach(BulkPeerPool::close);
+        pools.clear();
+        timer.shutdownNow();
+        meters.forEach(registry::remove);
+    }
+}
