@@ -21,8 +21,10 @@ import java.util.concurrent.TimeUnit;
  * the log's path if etcd exits first.
  *
  * <p>Design note: a real etcd rather than an in-JVM fake, so membership, leases and watches are
- * the production code paths; one member with {@code --log-level warn} starts in about a second
- * and uses tens of MiB, small next to the Managers it serves.
+ * the production code paths. One member on loopback is enough: the tests and the bench need
+ * etcd's semantics, not its fault tolerance. Data is kept across {@link #close()} only because
+ * the caller owns {@code dir}; nothing here restarts etcd (the server's outage tests do that with
+ * their own launcher).
  */
 public final class EtcdLauncher implements AutoCloseable {
 

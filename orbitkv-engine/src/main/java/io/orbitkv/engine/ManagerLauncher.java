@@ -34,6 +34,7 @@ import java.util.regex.Pattern;
 public final class ManagerLauncher implements AutoCloseable {
 
     private static final Pattern HTTP = Pattern.compile("http=127\\.0\\.0\\.1:(\\d+)");
+    private static final Pattern CLUSTER = Pattern.compile("cluster=(\\S+) node=");
     private static final Duration START_TIMEOUT = Duration.ofSeconds(60);
     private static final long MIN_SLOT_BYTES = 64 * 1024;
     private static final long DRAM_SLOTS = 256;
@@ -41,11 +42,14 @@ public final class ManagerLauncher implements AutoCloseable {
     private final Path dir;
     private final Process process;
     private final int httpPort;
+    /** {@code host:port} of the cluster endpoint; empty for a single-node Manager. */
+    private final String clusterEndpoint;
 
-    private ManagerLauncher(Path dir, Process process, int httpPort) {
+    private ManagerLauncher(Path dir, Process process, int httpPort, String clusterEndpoint) {
         this.dir = dir;
         this.process = process;
         this.httpPort = httpPort;
+        this.clusterEndpoint = clusterEndpoint;
     }
 
     /**
@@ -65,8 +69,11 @@ public final class ManagerLauncher implements AutoCloseable {
             return Files.writeString(file, "orbitkv-launcher-cluster-token-0123456789\n");
         }
 
+        /** The {@code --cluster-id} every launched member shares. */
+        public static final String CLUSTER_ID = "launcher";
+
         List<String> options() {
-            return List.of("--etcd", etcd, "--node-id", nodeId, "--cluster-id", "launcher",
+            return List.of("--etcd", etcd, "--node-id", nodeId, "--cluster-id", CLUSTER_ID,
                     "--cluster-token-file", tokenFile.toString(), "--cluster-listen", "127.0.0.1:0",
                     "--set", "clusterLeaseTtlMillis=2000", "--set", "clusterLookupTimeoutMillis=1000");
         }
@@ -118,8 +125,10 @@ public final class ManagerLauncher implements AutoCloseable {
             }
             p.waitFor(20, TimeUnit.MILLISECONDS);
         }
-        Matcher m = HTTP.matcher(Files.readString(ready));
-        return new ManagerLauncher(dir, p, m.find() ? Integer.parseInt(m.group(1)) : -1);
+        String line = Files.readString(ready);
+        Matcher m = HTTP.matcher(line);
+        Matcher c = CLUSTER.matcher(line);
+        return new ManagerLauncher(dir, p, m.find() ? Integer.parseInt(m.group(1)) : -1, c.find() ? c.group(1) : "");
     }
 
     /** The engine socket of a Manager over {@code dir}. */
@@ -129,6 +138,11 @@ public final class ManagerLauncher implements AutoCloseable {
 
     public Path socket() {
         return socket(dir);
+    }
+
+    /** {@code host:port} of this member's cluster endpoint (from its ready line); empty when not clustered. */
+    public String clusterEndpoint() {
+        return clusterEndpoint;
     }
 
     /** The SSD store directory (extent files). */
