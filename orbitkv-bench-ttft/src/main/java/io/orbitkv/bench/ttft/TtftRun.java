@@ -80,8 +80,8 @@ final class TtftRun {
                      OrbitKvPageStore.connect(dram.socket(), slug() + "-miss", 1, engine.missNamespace()))) {
             ssdManager = ManagerLauncher.start(dir.resolve(slug() + "-ssd-arm"), engine.pageBytes());
             ssdStore = OrbitKvPageStore.connect(ssdManager.socket(), slug() + "-ssd", ++ssdEpoch, engine.namespace());
-            cross = CrossHostArm.start(engine, dir.resolve(slug() + "-cross-arm"));
             try {
+                cross = CrossHostArm.start(engine, dir.resolve(slug() + "-cross-arm"));
                 TtftEngine.Runner cold = engine.runner(engine.namespace(), KvPageStore.cold());
                 TtftEngine.Runner miss = engine.runner(engine.missNamespace(), missStore);
                 TtftEngine.Runner warm = engine.runner(engine.namespace(), dramStore);
@@ -112,7 +112,7 @@ final class TtftRun {
                         engine.pageTokens(), restarts, missStore.queries(), lookup, lookupPages, missLookup,
                         cross.hostsStarted() - warmupHosts, cross.missedPrimers());
             } finally {
-                cross.close();
+                if (cross != null) cross.close();
                 ssdStore.close();
                 ssdManager.close();
             }
