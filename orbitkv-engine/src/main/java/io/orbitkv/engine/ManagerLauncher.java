@@ -8,6 +8,7 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -64,13 +65,14 @@ public final class ManagerLauncher implements AutoCloseable {
             Objects.requireNonNull(tokenFile, "tokenFile");
         }
 
-        /** Writes a cluster token to {@code file} (mode as created) and returns the file. */
-        public static Path writeToken(Path file) throws IOException {
-            return Files.writeString(file, "orbitkv-launcher-cluster-token-0123456789\n");
-        }
-
         /** The {@code --cluster-id} every launched member shares. */
         public static final String CLUSTER_ID = "launcher";
+
+        /** Writes a cluster token to {@code file}, mode 0600 as docs/operations.md asks, and returns the file. */
+        public static Path writeToken(Path file) throws IOException {
+            Files.writeString(file, "orbitkv-launcher-cluster-token-0123456789\n");
+            return Files.setPosixFilePermissions(file, PosixFilePermissions.fromString("rw-------"));
+        }
 
         List<String> options() {
             return List.of("--etcd", etcd, "--node-id", nodeId, "--cluster-id", CLUSTER_ID,
@@ -91,15 +93,19 @@ public final class ManagerLauncher implements AutoCloseable {
      * for the bench model's 256 KiB pages); SSD = 4 x DRAM.
      */
     public static ManagerLauncher start(Path dir, long pageBytes) throws IOException, InterruptedException {
-        return start(dir, pageBytes, null);
+        return launch(dir, pageBytes, List.of());
     }
 
     /**
-     * As {@link #start(Path, long)}, as a member of {@code cluster} ({@code null}: single-node).
-     * Returns once the Manager is ready; its membership view may still be converging (see
-     * {@link #awaitView}).
+     * As {@link #start(Path, long)}, as a member of {@code cluster}. Returns once the Manager is
+     * ready; its membership view may still be converging (see {@link #awaitView}).
      */
     public static ManagerLauncher start(Path dir, long pageBytes, Cluster cluster) throws IOException, InterruptedException {
+        return launch(dir, pageBytes, cluster.options());
+    }
+
+    private static ManagerLauncher launch(Path dir, long pageBytes, List<String> extraOptions)
+            throws IOException, InterruptedException {
         long slotBytes = Math.max(MIN_SLOT_BYTES, Long.highestOneBit(Math.max(1, pageBytes - 1)) << 1);
         long dramBytes = DRAM_SLOTS * slotBytes;
         Files.createDirectories(dir);
@@ -113,7 +119,7 @@ public final class ManagerLauncher implements AutoCloseable {
                 "--socket", socket(dir).toString(), "--http", "0", "--ready-file", ready.toString(),
                 "--dram-bytes", dramBytes / 1024 + "k", "--ssd-bytes", 4 * dramBytes / 1024 + "k",
                 "--ssd-policy", "write-through", "--set", "dramSlotBytes=" + slotBytes / 1024 + "k"));
-        if (cluster != null) cmd.addAll(cluster.options());
+        cmd.addAll(extraOptions);
         Process p = new ProcessBuilder(cmd).redirectError(dir.resolve("manager.err").toFile())
                 .redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
         long deadline = System.nanoTime() + START_TIMEOUT.toNanos();
