@@ -8,9 +8,11 @@ import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Objects;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -18,7 +20,8 @@ import java.util.regex.Pattern;
 /**
  * A Manager ({@code orbitkv manager}) started as a child JVM on this JVM's class path, with all
  * its files under one directory: {@code ssd/}, {@code dram/}, {@code m.sock}, {@code ready},
- * {@code manager.err}. Used by the demo and the parity gates.
+ * {@code manager.err}. Used by the demo, the parity gates, the handoff tests and the TTFT bench;
+ * started with a {@link Cluster}, it is a member of an etcd cluster (see {@link EtcdLauncher}).
  *
  * <p>Owns the child process. Thread model: confined to its creator. {@link #start} returns once
  * the ready file exists (the Manager writes it after the socket listens); it waits by watching
@@ -32,6 +35,7 @@ import java.util.regex.Pattern;
 public final class ManagerLauncher implements AutoCloseable {
 
     private static final Pattern HTTP = Pattern.compile("http=127\\.0\\.0\\.1:(\\d+)");
+    private static final Pattern CLUSTER = Pattern.compile("cluster=(\\S+) node=");
     private static final Duration START_TIMEOUT = Duration.ofSeconds(60);
     private static final long MIN_SLOT_BYTES = 64 * 1024;
     private static final long DRAM_SLOTS = 256;
@@ -39,11 +43,42 @@ public final class ManagerLauncher implements AutoCloseable {
     private final Path dir;
     private final Process process;
     private final int httpPort;
+    /** {@code host:port} of the cluster endpoint; empty for a single-node Manager. */
+    private final String clusterEndpoint;
 
-    private ManagerLauncher(Path dir, Process process, int httpPort) {
+    private ManagerLauncher(Path dir, Process process, int httpPort, String clusterEndpoint) {
         this.dir = dir;
         this.process = process;
         this.httpPort = httpPort;
+        this.clusterEndpoint = clusterEndpoint;
+    }
+
+    /**
+     * Membership options of a clustered Manager: etcd {@code etcd}, node {@code nodeId}, the
+     * shared token file, a free loopback cluster port, and a 2 s lease (so a stopped member
+     * leaves a view within seconds) with a 1 s catalog lookup deadline.
+     */
+    public record Cluster(String etcd, String nodeId, Path tokenFile) {
+        public Cluster {
+            Objects.requireNonNull(etcd, "etcd");
+            Objects.requireNonNull(nodeId, "nodeId");
+            Objects.requireNonNull(tokenFile, "tokenFile");
+        }
+
+        /** The {@code --cluster-id} every launched member shares. */
+        public static final String CLUSTER_ID = "launcher";
+
+        /** Writes a cluster token to {@code file}, mode 0600 as docs/operations.md asks, and returns the file. */
+        public static Path writeToken(Path file) throws IOException {
+            Files.writeString(file, "orbitkv-launcher-cluster-token-0123456789\n");
+            return Files.setPosixFilePermissions(file, PosixFilePermissions.fromString("rw-------"));
+        }
+
+        List<String> options() {
+            return List.of("--etcd", etcd, "--node-id", nodeId, "--cluster-id", CLUSTER_ID,
+                    "--cluster-token-file", tokenFile.toString(), "--cluster-listen", "127.0.0.1:0",
+                    "--set", "clusterLeaseTtlMillis=2000", "--set", "clusterLookupTimeoutMillis=1000");
+        }
     }
 
     /** Starts a Manager sized for pages of up to 64 KiB; see {@link #start(Path, long)}. */
@@ -58,6 +93,19 @@ public final class ManagerLauncher implements AutoCloseable {
      * for the bench model's 256 KiB pages); SSD = 4 x DRAM.
      */
     public static ManagerLauncher start(Path dir, long pageBytes) throws IOException, InterruptedException {
+        return launch(dir, pageBytes, List.of());
+    }
+
+    /**
+     * As {@link #start(Path, long)}, as a member of {@code cluster}. Returns once the Manager is
+     * ready; its membership view may still be converging (see {@link #awaitView}).
+     */
+    public static ManagerLauncher start(Path dir, long pageBytes, Cluster cluster) throws IOException, InterruptedException {
+        return launch(dir, pageBytes, cluster.options());
+    }
+
+    private static ManagerLauncher launch(Path dir, long pageBytes, List<String> extraOptions)
+            throws IOException, InterruptedException {
         long slotBytes = Math.max(MIN_SLOT_BYTES, Long.highestOneBit(Math.max(1, pageBytes - 1)) << 1);
         long dramBytes = DRAM_SLOTS * slotBytes;
         Files.createDirectories(dir);
@@ -71,6 +119,7 @@ public final class ManagerLauncher implements AutoCloseable {
                 "--socket", socket(dir).toString(), "--http", "0", "--ready-file", ready.toString(),
                 "--dram-bytes", dramBytes / 1024 + "k", "--ssd-bytes", 4 * dramBytes / 1024 + "k",
                 "--ssd-policy", "write-through", "--set", "dramSlotBytes=" + slotBytes / 1024 + "k"));
+        cmd.addAll(extraOptions);
         Process p = new ProcessBuilder(cmd).redirectError(dir.resolve("manager.err").toFile())
                 .redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
         long deadline = System.nanoTime() + START_TIMEOUT.toNanos();
@@ -82,8 +131,10 @@ public final class ManagerLauncher implements AutoCloseable {
             }
             p.waitFor(20, TimeUnit.MILLISECONDS);
         }
-        Matcher m = HTTP.matcher(Files.readString(ready));
-        return new ManagerLauncher(dir, p, m.find() ? Integer.parseInt(m.group(1)) : -1);
+        String line = Files.readString(ready);
+        Matcher m = HTTP.matcher(line);
+        Matcher c = CLUSTER.matcher(line);
+        return new ManagerLauncher(dir, p, m.find() ? Integer.parseInt(m.group(1)) : -1, c.find() ? c.group(1) : "");
     }
 
     /** The engine socket of a Manager over {@code dir}. */
@@ -95,6 +146,11 @@ public final class ManagerLauncher implements AutoCloseable {
         return socket(dir);
     }
 
+    /** {@code host:port} of this member's cluster endpoint (from its ready line); empty when not clustered. */
+    public String clusterEndpoint() {
+        return clusterEndpoint;
+    }
+
     /** The SSD store directory (extent files). */
     public Path ssdDir() {
         return dir.resolve("ssd");
@@ -103,14 +159,39 @@ public final class ManagerLauncher implements AutoCloseable {
     /** The value of the first {@code /metrics} sample starting with {@code prefix}; 0 when absent. */
     public double metric(String prefix) {
         if (httpPort < 0) return 0;
+        for (String line : get("/metrics").split("\n")) {
+            if (line.startsWith(prefix)) return Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
+        }
+        return 0;
+    }
+
+    /** The {@code /status} JSON document (docs/operations.md, "HTTP endpoint"). */
+    public String status() {
+        if (httpPort < 0) throw new IllegalStateException("the Manager's ready line named no HTTP port");
+        return get("/status");
+    }
+
+    /**
+     * Waits until this clustered Manager's membership view is valid with {@code liveMembers}
+     * members, checking every 20 ms for at most {@code timeout}; false when it did not get there
+     * (or the process exited).
+     */
+    public boolean awaitView(int liveMembers, Duration timeout) throws InterruptedException {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (process.isAlive() && System.nanoTime() < deadline) {
+            if (metric("orbitkv_membership_valid") == 1 && metric("orbitkv_membership_live") == liveMembers) return true;
+            process.waitFor(20, TimeUnit.MILLISECONDS);
+        }
+        return false;
+    }
+
+    private String get(String path) {
         try {
             HttpResponse<String> r = HttpClient.newHttpClient().send(HttpRequest.newBuilder(
-                    URI.create("http://127.0.0.1:" + httpPort + "/metrics")).timeout(Duration.ofSeconds(10)).build(),
+                    URI.create("http://127.0.0.1:" + httpPort + path)).timeout(Duration.ofSeconds(10)).build(),
                     HttpResponse.BodyHandlers.ofString());
-            for (String line : r.body().split("\n")) {
-                if (line.startsWith(prefix)) return Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
-            }
-            return 0;
+            if (r.statusCode() != 200) throw new IllegalStateException(path + " answered " + r.statusCode());
+            return r.body();
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         } catch (InterruptedException e) {

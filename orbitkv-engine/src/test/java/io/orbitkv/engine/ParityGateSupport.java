@@ -2,6 +2,10 @@ package io.orbitkv.engine;
 
 import io.orbitkv.state.StateKey;
 
+import java.io.BufferedInputStream;
+import java.io.BufferedOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
@@ -16,8 +20,9 @@ import java.util.stream.Stream;
 
 /**
  * What the engine adapters' parity gates (Jlama, llama.cpp) share, published to them in this
- * module's test-jar: the pseudo-random prompts, the bit-for-bit gate itself, and the negative
- * control that damages one page's payload in the Manager's SSD extent files.
+ * module's test-jar: the pseudo-random prompts, the bit-for-bit gate itself, the negative
+ * control that damages one page's payload in the Manager's SSD extent files, and the file an
+ * engine in another JVM hands its {@link RequestReport} back through.
  *
  * <p>Stateless; safe from any thread (each call touches only its arguments and, for
  * {@link #flipPayloadByte}, files the caller owns while the Manager is down). Uses no assertion
@@ -36,6 +41,8 @@ public final class ParityGateSupport {
     private static final int HEADER_BYTES = 96;
     /** Which payload byte the negative control flips, counted from the payload start. */
     private static final int FLIPPED_PAYLOAD_BYTE = 100;
+    /** First int of a {@link #writeReport} file ("ORRP"). */
+    private static final int REPORT_MAGIC = 0x4F52_5250;
 
     private ParityGateSupport() {
     }
@@ -71,6 +78,53 @@ public final class ParityGateSupport {
                     throw new AssertionError("step " + step + " logit " + v + ": warm " + a[v] + " != cold " + e[v]);
                 }
             }
+        }
+    }
+
+    /**
+     * Writes {@code r} to {@code file} exactly (logits as raw float bits), so a test can gate
+     * the output of an engine that ran in another JVM; {@link #readReport} reads it back.
+     */
+    public static void writeReport(RequestReport r, Path file) throws IOException {
+        try (DataOutputStream out = new DataOutputStream(new BufferedOutputStream(Files.newOutputStream(file)))) {
+            out.writeInt(REPORT_MAGIC);
+            out.writeInt(r.promptTokens());
+            out.writeInt(r.restoredTokens());
+            out.writeInt(r.prefilledTokens());
+            out.writeLong(r.restoredBytes());
+            out.writeUTF(r.source().name());
+            out.writeLong(r.ttftNanos());
+            out.writeInt(r.published().sealed());
+            out.writeInt(r.published().alreadyPresent());
+            out.writeInt(r.published().refused());
+            out.writeInt(r.generated().length);
+            for (int t : r.generated()) out.writeInt(t);
+            for (float[] row : r.logits()) {
+                out.writeInt(row.length);
+                for (float f : row) out.writeInt(Float.floatToRawIntBits(f));
+            }
+        }
+    }
+
+    /** The report {@link #writeReport} wrote to {@code file}. */
+    public static RequestReport readReport(Path file) throws IOException {
+        try (DataInputStream in = new DataInputStream(new BufferedInputStream(Files.newInputStream(file)))) {
+            if (in.readInt() != REPORT_MAGIC) throw new IOException("not a report file: " + file);
+            int prompt = in.readInt();
+            int restored = in.readInt();
+            int prefilled = in.readInt();
+            long restoredBytes = in.readLong();
+            HitSource source = HitSource.valueOf(in.readUTF());
+            long ttft = in.readLong();
+            KvPageStore.PublishReport published = new KvPageStore.PublishReport(in.readInt(), in.readInt(), in.readInt());
+            int[] generated = new int[in.readInt()];
+            for (int i = 0; i < generated.length; i++) generated[i] = in.readInt();
+            float[][] logits = new float[generated.length][];
+            for (int step = 0; step < logits.length; step++) {
+                logits[step] = new float[in.readInt()];
+                for (int v = 0; v < logits[step].length; v++) logits[step][v] = Float.intBitsToFloat(in.readInt());
+            }
+            return new RequestReport(generated, logits, prompt, restored, prefilled, restoredBytes, source, ttft, published);
         }
     }
 

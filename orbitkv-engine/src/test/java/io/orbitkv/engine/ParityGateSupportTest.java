@@ -47,6 +47,17 @@ class ParityGateSupportTest {
     }
 
     @Test
+    void aReportWrittenByAnotherJvmReadsBackBitForBit(@TempDir Path dir) throws Exception {
+        RequestReport r = new RequestReport(new int[]{9, 4}, new float[][]{{-0f, Float.intBitsToFloat(0x7FC0_0001)}, {1e-40f, 3f}},
+                58, 48, 10, 12_288, HitSource.STAGED, 1_234_567, new KvPageStore.PublishReport(0, 3, 0));
+        ParityGateSupport.writeReport(r, dir.resolve("r.bin"));
+        RequestReport back = ParityGateSupport.readReport(dir.resolve("r.bin"));
+        assertThatCode(() -> ParityGateSupport.assertBitIdentical(back, r)).doesNotThrowAnyException();
+        assertThat(back).usingRecursiveComparison().ignoringFields("logits").isEqualTo(r);
+        assertThat(Float.floatToRawIntBits(back.logits()[0][1])).isEqualTo(0x7FC0_0001);
+    }
+
+    @Test
     void noExtentFileMeansNothingToFlip(@TempDir Path ssd) throws Exception {
         assertThat(ParityGateSupport.flipPayloadByte(ssd, StateKey.ofBytes(new byte[32]))).isFalse();
     }

@@ -21,7 +21,6 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
@@ -135,12 +134,8 @@ class ParityGateTest {
     void hitAfterTheEngineProcessRestarts() throws Exception {
         int[] p = prompt(4, PROMPT_TOKENS);
         try (ManagerLauncher m = ManagerLauncher.start(tmp.resolve("mgr"))) {
-            List<String> cmd = new ArrayList<>(List.of(ProcessHandle.current().info().command().orElseThrow(),
-                    "--add-modules", "jdk.incubator.vector", "-XX:+UnlockExperimentalVMOptions", "-XX:-EnableVectorSupport",
-                    "--enable-native-access=ALL-UNNAMED", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-                    "-cp", System.getProperty("java.class.path"), EngineProcessMain.class.getName(),
-                    m.socket().toString(), tmp.resolve("child-model").toString(), "engine-r", "1", "4",
-                    Integer.toString(PROMPT_TOKENS)));
+            List<String> cmd = EngineProcessMain.command(m.socket().toString(), tmp.resolve("child-model").toString(),
+                    "engine-r", "1", "4", Integer.toString(PROMPT_TOKENS));
             Process child = new ProcessBuilder(cmd).redirectErrorStream(true).start();
             String out = new String(child.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
             assertThat(child.waitFor(120, TimeUnit.SECONDS)).isTrue();

@@ -163,9 +163,7 @@ class LlamaCppParityGateTest {
     void hitAfterTheEngineProcessRestarts() throws Exception {
         int[] p = prompt(4, PROMPT_TOKENS);
         try (ManagerLauncher m = ManagerLauncher.start(tmp.resolve("mgr"))) {
-            List<String> cmd = List.of(ProcessHandle.current().info().command().orElseThrow(),
-                    "--enable-native-access=ALL-UNNAMED", "-cp", System.getProperty("java.class.path"),
-                    LlamaCppEngineProcessMain.class.getName(), m.socket().toString(), tmp.resolve("child-model").toString(),
+            List<String> cmd = LlamaCppEngineProcessMain.command(m.socket().toString(), tmp.resolve("child-model").toString(),
                     "llamacpp-r", "1", "4", Integer.toString(PROMPT_TOKENS));
             Process child = new ProcessBuilder(cmd).redirectErrorStream(true).start();
             String out = new String(child.getInputStream().readAllBytes(), StandardCharsets.UTF_8);

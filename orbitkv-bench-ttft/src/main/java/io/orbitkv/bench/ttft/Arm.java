@@ -18,9 +18,14 @@ enum Arm {
     /** Connected to a Manager restarted before every request: hits are staged from its SSD store. */
     SSD("SSD hit"),
     /** The DRAM arm's prompt cut to pages + the minimum prefill: a full-prefix DRAM hit. */
-    DRAM_FULL("DRAM full-prefix hit");
+    DRAM_FULL("DRAM full-prefix hit"),
+    /**
+     * Lands on a host whose Manager never saw the prefix; the pages are on another host's Manager
+     * (a cluster of two over a real etcd; see {@link CrossHostArm}).
+     */
+    CROSS("cross-host hit");
 
-    static final java.util.List<Arm> PAIRED = java.util.List.of(COLD, MISS, DRAM, SSD);
+    static final java.util.List<Arm> PAIRED = java.util.List.of(COLD, MISS, DRAM, SSD, CROSS);
 
     final String label;
 

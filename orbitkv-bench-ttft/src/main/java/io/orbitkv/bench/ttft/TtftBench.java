@@ -27,7 +27,8 @@ import java.util.stream.Stream;
  *        [--answer-tokens=16] [--page-tokens=16] [--model=bench|ci] [--llamacpp-threads=1]
  * </pre>
  *
- * <p>Single-threaded (the engines use their own threads). {@code --work} holds the model files
+ * <p>Single-threaded (the engines use their own threads). The cross-host arm starts its own etcd
+ * ({@code /usr/bin/etcd}, required) and stops it at the end. {@code --work} holds the model files
  * and the Managers' stores; it must be on a real disk for the SSD arm to mean SSD, and its
  * contents are deleted at the end. Exits 0 after writing the report whether or not the targets
  * were met (the table says so), 2 on bad arguments.
@@ -112,10 +113,10 @@ public final class TtftBench {
                 w.sessions(), w.turns(), w.systemTokens(), w.userTokens(), w.answerTokens(), w.lastPromptTokens(), seconds));
         for (TtftRun.Result r : results) {
             sb.append(String.format(Locale.ROOT,
-                    "- %s: page image %d KiB; minimum compute step %.2f ms after %d tokens; MemorySegment.copy %.2f GB/s; Manager QUERY + RELEASE of %d resident pages %.2f ms; %d SSD-arm Manager restarts; %d miss-path QUERYs%n",
+                    "- %s: page image %d KiB; minimum compute step %.2f ms after %d tokens; MemorySegment.copy %.2f GB/s; Manager QUERY + RELEASE of %d resident pages %.2f ms; %d SSD-arm Manager restarts; %d miss-path QUERYs; %d cross-host arm host-B Managers started, each new to the prefix, QUERYs with the 2 s peer wait of an unmeasured prefill rate (%d untimed primer requests restored nothing)%n",
                     r.engine(), r.pageBytes() / 1024, r.stepNanos() / 1e6, r.stepContextTokens(),
                     r.copyBytesPerSecond() / 1e9, r.lookupPages(), r.lookupNanos() / 1e6, r.managerRestarts(),
-                    r.missQueries()));
+                    r.missQueries(), r.crossHosts(), r.crossMissedPrimers()));
         }
         sb.append(String.format(Locale.ROOT, "- %s, %d cores; load average at the start %s, at the end %s%n%n",
                 System.getProperty("java.vm.name") + " " + System.getProperty("java.version"),

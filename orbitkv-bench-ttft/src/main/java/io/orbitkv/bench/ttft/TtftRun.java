@@ -22,12 +22,13 @@ import java.util.List;
  * <p>Owns two Manager processes for the duration of {@link #run}: {@code dram-arm} stays up (the
  * DRAM arm publishes and hits there; the miss arm queries it under its own namespace), and
  * {@code ssd-arm} is stopped and started again before every SSD-arm request, so each of those
- * requests finds its pages only in the SSD store (write-through) and has them staged. Thread
- * model: single-threaded.
+ * requests finds its pages only in the SSD store (write-through) and has them staged; and the
+ * {@link CrossHostArm} (an etcd and a two-Manager cluster whose second host is new for every
+ * request). Thread model: single-threaded.
  *
  * <p>Invariants: every arm keeps its own conversation history (its own generated answers), so a
  * hit arm's next prompt contains exactly the tokens it published; all arms' prompts have the same
- * lengths. The four paired arms run back to back for each request in an order that rotates by
+ * lengths. The five paired arms run back to back for each request in an order that rotates by
  * one per request (so no arm always follows a Manager restart or always runs first); the
  * full-prefix DRAM request runs right after the DRAM arm.
  *
@@ -44,13 +45,14 @@ final class TtftRun {
     /** What one engine's run produced. */
     record Result(String engine, List<Sample> samples, long stepNanos, int stepContextTokens,
                   double copyBytesPerSecond, long pageBytes, int pageTokens, int managerRestarts, long missQueries,
-                  long lookupNanos, int lookupPages, long missLookupNanos) {
+                  long lookupNanos, int lookupPages, long missLookupNanos, int crossHosts, long crossMissedPrimers) {
     }
 
     private final TtftEngine engine;
     private final List<Sample> discarded = new ArrayList<>();
     private final Path dir;
     private final PrintStream log;
+    private CrossHostArm cross;
     private ManagerLauncher ssdManager;
     private OrbitKvPageStore ssdStore;
     private long ssdEpoch;
@@ -79,12 +81,14 @@ final class TtftRun {
             ssdManager = ManagerLauncher.start(dir.resolve(slug() + "-ssd-arm"), engine.pageBytes());
             ssdStore = OrbitKvPageStore.connect(ssdManager.socket(), slug() + "-ssd", ++ssdEpoch, engine.namespace());
             try {
+                cross = CrossHostArm.start(engine, dir.resolve(slug() + "-cross-arm"));
                 TtftEngine.Runner cold = engine.runner(engine.namespace(), KvPageStore.cold());
                 TtftEngine.Runner miss = engine.runner(engine.missNamespace(), missStore);
                 TtftEngine.Runner warm = engine.runner(engine.namespace(), dramStore);
                 log.printf("ttft: %s warm-up (%s)%n", engine.name(), workload.warmup());
                 conversation(workload.warmup(), cold, miss, warm, discarded);
                 restarts = 0;
+                int warmupHosts = cross.hostsStarted();
                 List<Sample> samples = new ArrayList<>();
                 log.printf("ttft: %s measured run (%s)%n", engine.name(), workload);
                 conversation(workload, cold, miss, warm, samples);
@@ -105,8 +109,10 @@ final class TtftRun {
                 log.printf("ttft: %s QUERY + lease mapping + RELEASE of %d resident pages: %.2f ms%n", engine.name(),
                         lookupPages, lookup / 1e6);
                 return new Result(engine.name(), List.copyOf(samples), step, stepAt, copy, engine.pageBytes(),
-                        engine.pageTokens(), restarts, missStore.queries(), lookup, lookupPages, missLookup);
+                        engine.pageTokens(), restarts, missStore.queries(), lookup, lookupPages, missLookup,
+                        cross.hostsStarted() - warmupHosts, cross.missedPrimers());
             } finally {
+                if (cross != null) cross.close();
                 ssdStore.close();
                 ssdManager.close();
             }
@@ -122,11 +128,18 @@ final class TtftRun {
                 for (int k = 0; k < Arm.PAIRED.size(); k++) {
                     Arm arm = Arm.PAIRED.get((request + k) % Arm.PAIRED.size());
                     int[] prompt = w.prompt(history[arm.ordinal()][s], s, turn);
+                    if (arm == Arm.CROSS) {
+                        CrossHostArm.Served served = cross.serve(prompt, w.answerTokens());
+                        out.add(Sample.of(engine.name(), arm, s, turn, served.onB()));
+                        history[arm.ordinal()][s] = Workload.concat(prompt, served.answerOnA());
+                        continue;
+                    }
                     TtftEngine.Runner runner = switch (arm) {
                         case COLD -> cold;
                         case MISS -> miss;
                         case DRAM, DRAM_FULL -> warm;
                         case SSD -> restartedSsdRunner(ssdPrimer.length > 0);
+                        case CROSS -> throw new IllegalStateException("served above");
                     };
                     RequestReport r = runner.run(prompt, w.answerTokens(), System.nanoTime());
                     out.add(Sample.of(engine.name(), arm, s, turn, r));

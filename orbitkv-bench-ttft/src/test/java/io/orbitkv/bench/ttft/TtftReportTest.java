@@ -28,9 +28,10 @@ class TtftReportTest {
                 samples.add(new Sample(engine, Arm.DRAM, s, t, 40, 8, 32, 2_000_000, HitSource.DRAM, 10_000_000));
                 samples.add(new Sample(engine, Arm.SSD, s, t, 40, 8, 32, 2_000_000, HitSource.STAGED, 20_000_000));
                 samples.add(new Sample(engine, Arm.DRAM_FULL, s, t, 33, 1, 32, 2_000_000, HitSource.DRAM, 3_000_000));
+                samples.add(new Sample(engine, Arm.CROSS, s, t, 40, 8, 32, 2_000_000, HitSource.STAGED, 15_000_000));
             }
         }
-        return new TtftRun.Result(engine, samples, 500_000, 33, 4e9, 65536, 16, 4, 4, 300_000, 2, 1_000_000);
+        return new TtftRun.Result(engine, samples, 500_000, 33, 4e9, 65536, 16, 4, 4, 300_000, 2, 1_000_000, 4, 0);
     }
 
     @Test
@@ -39,6 +40,7 @@ class TtftReportTest {
         for (Arm arm : Arm.values()) assertThat(md).contains("| A | " + arm.label + " | 4 |").contains("| B | " + arm.label + " |");
         assertThat(md).contains("| A | cold | 4 | 100.0 | 200.0 | 200.0 | 40.0 | 0.0 | 0 | NONE 4 |");
         assertThat(md).contains("| A | SSD hit | 4 | 20.0 | 20.0 | 20.0 | 8.0 | 32.0 | 1953 | STAGED 4 |");
+        assertThat(md).contains("| A | cross-host hit | 4 | 15.0 | 15.0 | 15.0 | 8.0 | 32.0 | 1953 | STAGED 4 |");
         // miss +5 % > 1 %: not met; full hit 3 ms vs 0.5 ms copy + 0.5 ms step: ratio 3.00, not met
         assertThat(md).contains("+5.00 %").contains("| 3.00 (3.00) | <= 1.2 | **no** |");
         // end to end every pair is +5 %: a clear no; the QUERY alone (1 ms) is +1.000 % of the 100 ms cold p50: met
@@ -66,6 +68,6 @@ class TtftReportTest {
             assertThat(head).containsExactly(0x89, 'P', 'N', 'G');
         }
         TtftReport.writeCsv(dir.resolve("r.csv"), results);
-        assertThat(Files.readAllLines(dir.resolve("r.csv"))).hasSize(1 + 40).first().isEqualTo(Sample.CSV_HEADER);
+        assertThat(Files.readAllLines(dir.resolve("r.csv"))).hasSize(1 + 48).first().isEqualTo(Sample.CSV_HEADER);
     }
 }

@@ -1,0 +1,82 @@
+package io.orbitkv.jlama;
+
+import com.github.tjake.jlama.model.AbstractModel;
+import io.orbitkv.engine.HandoffCluster;
+import io.orbitkv.engine.HitSource;
+import io.orbitkv.engine.OrbitKvPageStore;
+import io.orbitkv.engine.ParityGateSupport;
+import io.orbitkv.engine.RequestReport;
+import io.orbitkv.state.Namespace;
+import io.orbitkv.testmodel.TinyLlamaModel;
+import io.orbitkv.testmodel.TinyLlamaSpec;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Prefill/decode handoff across hosts with Jlama: host A (this JVM's engine, Manager A) prefills
+ * a prompt and publishes its pages; host B (an engine in another JVM, Manager B, both Managers
+ * members of one real etcd) restores the whole prefix from A on its first QUERY and decodes.
+ * B's tokens and every logit must equal, bit for bit, those of a cold control on its own model
+ * instance; B's restored token count and Manager B's staged peer fetches prove the pages crossed
+ * hosts (Manager B held nothing and answered no QUERY before); nothing stays held on either
+ * Manager.
+ */
+class HandoffTest {
+
+    @TempDir
+    Path tmp;
+
+    @Test
+    void aPrefixPrefilledOnHostAIsRestoredWholeByHostBsFirstQuery_bitIdenticalToCold() throws Exception {
+        TinyLlamaModel files = TinyLlamaModel.generate(TinyLlamaSpec.ci(), tmp.resolve("model"));
+        Namespace ns = JlamaNamespace.of(files, ParityGateTest.PAGE_TOKENS);
+        long pageBytes = new JlamaKvPageLayout(TinyLlamaSpec.ci().layers(), TinyLlamaSpec.ci().kvWidth(),
+                ParityGateTest.PAGE_TOKENS).pageBytes();
+        int[] p = ParityGateTest.prompt(21, ParityGateTest.PROMPT_TOKENS);
+        AbstractModel prefillModel = JlamaSessionRunner.loadModel(files.dir());
+        AbstractModel controlModel = JlamaSessionRunner.loadModel(files.dir());
+        try (HandoffCluster hosts = HandoffCluster.start(tmp.resolve("hosts"), pageBytes)) {
+            ColdControl control = new ColdControl(controlModel, ns, ParityGateTest.NEW_TOKENS);
+
+            // host A prefills and publishes: the 3 prompt pages and the page the decode completed
+            try (OrbitKvPageStore onA = OrbitKvPageStore.connect(hosts.prefillHost().socket(), "prefill-a", 1, ns)) {
+                RequestReport prefilled = new JlamaSessionRunner(prefillModel, ns, onA)
+                        .run(p, ParityGateTest.NEW_TOKENS, System.nanoTime());
+                assertThat(prefilled.restoredTokens()).isZero();
+                assertThat(prefilled.published().sealed()).isEqualTo(4);
+                control.assertParity(prefilled, p);
+            }
+            hosts.awaitCatalogAcknowledged(4);
+            HandoffCluster.assertUntouched(hosts.decodeHost());
+
+            // host B: another engine JVM, one request, its first QUERY
+            Path report = tmp.resolve("decode-b.report");
+            Process child = new ProcessBuilder(EngineProcessMain.command(hosts.decodeHost().socket().toString(),
+                    tmp.resolve("child-model").toString(), "decode-b", "1", "21",
+                    Integer.toString(ParityGateTest.PROMPT_TOKENS), report.toString()))
+                    .redirectErrorStream(true).start();
+            String out = new String(child.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            assertThat(child.waitFor(120, TimeUnit.SECONDS)).isTrue();
+            assertThat(child.exitValue()).as(out).isZero();
+            RequestReport decoded = ParityGateSupport.readReport(report);
+
+            assertThat(decoded.restoredTokens()).as("the whole prefix, 3 pages, restored on B's first QUERY").isEqualTo(48);
+            assertThat(decoded.prefilledTokens()).isEqualTo(10);
+            assertThat(decoded.restoredBytes()).isEqualTo(3 * pageBytes);
+            assertThat(decoded.source()).as("B's first answer waited for the peer").isEqualTo(HitSource.STAGED);
+            control.assertParity(decoded, p);
+            assertThat(HandoffCluster.status(hosts.decodeHost()).at("/peer/fetchesStaged").asLong())
+                    .as("pages Manager B fetched from A").isEqualTo(3);
+            hosts.awaitDrained();
+        } finally {
+            prefillModel.close();
+            controlModel.close();
+        }
+    }
+}
