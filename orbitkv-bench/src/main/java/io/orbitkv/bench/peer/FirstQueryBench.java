@@ -46,7 +46,7 @@ import java.util.regex.Pattern;
  * resident pages, answer) and as the bytes moved per second of the settled time.
  *
  * <p>Run: {@code bin/bench-peer} (last table), or {@code java -cp orbitkv-bench.jar
- * io.orbitkv.bench.peer.FirstQueryBench ETCD_ENDPOINT WORK_DIR [rounds]}. The Managers and the
+ * io.orbitkv.bench.peer.FirstQueryBench ETCD_ENDPOINT WORK_DIR [rounds [KiB,KiB...]]}. The Managers and the
  * client share the machine's cores; the figures are loopback figures.
  */
 public final class FirstQueryBench {
@@ -54,19 +54,21 @@ public final class FirstQueryBench {
     static final int PAGES = 64;
     static final int PAGE_TOKENS = 16;
     static final int[] PAGE_BYTES = {32 * 1024, 256 * 1024};
-    private static final Pattern READY = Pattern.compile("socket=(\\S+) .*cluster=(\\S+) node=(\\S+)");
+    private static final Pattern READY = Pattern.compile("socket=(\\S+) http=(\\S+) .*cluster=(\\S+) node=(\\S+)");
 
     private FirstQueryBench() {
     }
 
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
-            System.err.println("usage: FirstQueryBench ETCD_ENDPOINT WORK_DIR [rounds]");
+            System.err.println("usage: FirstQueryBench ETCD_ENDPOINT WORK_DIR [rounds [page KiB,...]]");
             System.exit(2);
         }
         String etcd = args[0];
         Path work = Path.of(args[1]);
         int rounds = args.length > 2 ? Integer.parseInt(args[2]) : 20;
+        int[] pageSizes = args.length > 3 ? java.util.Arrays.stream(args[3].split(",")).mapToInt(k -> Integer.parseInt(k) * 1024).toArray()
+                : PAGE_BYTES;
         Files.createDirectories(work);
         Path token = work.resolve("cluster-token");
         Files.writeString(token, "first-query-bench-token-" + System.nanoTime());
@@ -85,13 +87,15 @@ public final class FirstQueryBench {
                 System.out.printf("%n| page | pages | rounds | local DRAM hit on A p50 / p95 (ms) | first-query peer hit on B p50 / p95 (ms) | peer/local p50 | GB/s at p50 |%n");
                 System.out.printf("|------|-------|--------|-------------------------------------|------------------------------------------|---------------|-------------|%n");
                 long seed = 1;
-                for (int pageBytes : PAGE_BYTES) {
+                for (int pageBytes : pageSizes) {
                     Histogram local = new Histogram(3);
                     Histogram peer = new Histogram(3);
                     for (int r = 0; r < rounds + 2; r++) {
                         Prefix prefix = Prefix.of(ns, pageBytes, seed++);
                         List<PublishOutcome> sealed = onA.publish(prefix.toPublish());
-                        if (sealed.stream().anyMatch(o -> o != PublishOutcome.SEALED)) throw new IllegalStateException("publish: " + sealed);
+                        if (sealed.stream().anyMatch(o -> o != PublishOutcome.SEALED)) {
+                            throw new IllegalStateException("publish on A refused pages: " + sealed + "; A's status: " + a.status());
+                        }
                         awaitCatalog(channels, a, prefix.keys);
                         long t0 = System.nanoTime();
                         Reply.QueryResult onLocal = onA.awaitSettled(onA.query(prefix.query(2L * r + 1, 0)));
@@ -200,7 +204,18 @@ public final class FirstQueryBench {
     }
 
     /** A Manager process, cluster member {@code node}, stopped with SIGTERM on close. */
-    private record Manager(Process process, Path socket, String cluster, Path dram) implements AutoCloseable {
+    private record Manager(Process process, Path socket, String http, String cluster, Path dram) implements AutoCloseable {
+        /** The Manager's {@code /status} JSON (for a failure message). */
+        String status() {
+            try {
+                return java.net.http.HttpClient.newHttpClient().send(java.net.http.HttpRequest.newBuilder(
+                        java.net.URI.create("http://" + http + "/status")).build(),
+                        java.net.http.HttpResponse.BodyHandlers.ofString()).body();
+            } catch (IOException | InterruptedException e) {
+                return "(no status: " + e + ")";
+            }
+        }
+
         static Manager start(Path work, String etcd, String node, Path token) throws IOException, InterruptedException {
             Path dir = work.resolve(node);
             Files.createDirectories(dir);
@@ -227,7 +242,7 @@ public final class FirstQueryBench {
             }
             Matcher m = READY.matcher(Files.readString(ready));
             if (!m.find()) throw new IllegalStateException("unexpected ready line: " + Files.readString(ready));
-            return new Manager(p, Path.of(m.group(1)), m.group(2), dram);
+            return new Manager(p, Path.of(m.group(1)), m.group(2), m.group(3), dram);
         }
 
         @Override
