@@ -43,7 +43,9 @@ import java.util.regex.Pattern;
  * each round, and one QUERY on B with a peer wait bound, which B has never seen: B answers
  * PENDING, looks the prefix up in the catalog, fetches every page from A and settles a full hit.
  * Reported next to the same QUERY answered as a local DRAM hit on A (the floor: QUERY, lookup of
- * resident pages, answer) and as the bytes moved per second of the settled time.
+ * resident pages, answer), as the bytes moved per second of the settled time, and as the CPU
+ * seconds each Manager process spent per GB moved during the timed QUERYs (everything the process
+ * did meanwhile: the catalog lookup, the query path, the transfer, its background loops).
  *
  * <p>Run: {@code bin/bench-peer} (last table), or {@code java -cp orbitkv-bench.jar
  * io.orbitkv.bench.peer.FirstQueryBench ETCD_ENDPOINT WORK_DIR [rounds [KiB,KiB...]]}. The Managers and the
@@ -90,12 +92,14 @@ public final class FirstQueryBench {
                 onA.register("bench-a", 1, ns, contract);
                 onB.register("bench-b", 1, ns, contract);
                 awaitMembers(channels, a, ns);
-                System.out.printf("%n| page | pages | rounds | local DRAM hit on A p50 / p95 (ms) | first-query peer hit on B p50 / p95 (ms) | peer/local p50 | GB/s at p50 |%n");
-                System.out.printf("|------|-------|--------|-------------------------------------|------------------------------------------|---------------|-------------|%n");
+                System.out.printf("%n| page | pages | rounds | local DRAM hit on A p50 / p95 (ms) | first-query peer hit on B p50 / p95 (ms) | peer/local p50 | GB/s at p50 | CPU s/GB source A / requester B |%n");
+                System.out.printf("|------|-------|--------|-------------------------------------|------------------------------------------|---------------|-------------|---------------------------------|%n");
                 long seed = 1;
                 for (int pageBytes : pageSizes) {
                     Histogram local = new Histogram(3);
                     Histogram peer = new Histogram(3);
+                    long cpuA = 0;
+                    long cpuB = 0;
                     for (int r = 0; r < rounds + WARM_UP_ROUNDS; r++) {
                         Prefix prefix = Prefix.of(ns, pageBytes, seed++);
                         List<PublishOutcome> sealed = onA.publish(prefix.toPublish());
@@ -108,10 +112,14 @@ public final class FirstQueryBench {
                         long t1 = System.nanoTime();
                         check(onLocal, prefix, "local");
                         onA.release(onLocal.operationId());
+                        long a0 = a.cpuNanos();
+                        long b0 = b.cpuNanos();
                         long t2 = System.nanoTime();
                         Reply.QueryResult first = onB.query(prefix.query(2L * r + 2, 5_000));
                         Reply.QueryResult onPeer = onB.awaitSettled(first);
                         long t3 = System.nanoTime();
+                        long a1 = a.cpuNanos();
+                        long b1 = b.cpuNanos();
                         check(onPeer, prefix, "peer");
                         if (first.status() != QueryStatus.PENDING) throw new IllegalStateException("B answered FINAL at once");
                         verifyBytes(onB, onPeer, prefix);
@@ -119,13 +127,16 @@ public final class FirstQueryBench {
                         if (r < WARM_UP_ROUNDS) continue;
                         local.recordValue(Math.max(1, (t1 - t0) / 1_000));
                         peer.recordValue(Math.max(1, (t3 - t2) / 1_000));
+                        cpuA += a1 - a0;
+                        cpuB += b1 - b0;
                     }
+                    double gbMoved = (double) rounds * PAGES * pageBytes / 1e9;
                     double localP50 = local.getValueAtPercentile(50) / 1e3;
                     double peerP50 = peer.getValueAtPercentile(50) / 1e3;
-                    System.out.printf("| %d KiB | %d | %d | %.2f / %.2f | %.2f / %.2f | %.1f | %.2f |%n", pageBytes / 1024,
+                    System.out.printf("| %d KiB | %d | %d | %.2f / %.2f | %.2f / %.2f | %.1f | %.2f | %.1f / %.1f |%n", pageBytes / 1024,
                             PAGES, rounds, localP50, local.getValueAtPercentile(95) / 1e3, peerP50,
                             peer.getValueAtPercentile(95) / 1e3, peerP50 / localP50,
-                            (double) PAGES * pageBytes / (peerP50 / 1e3) / 1e9);
+                            (double) PAGES * pageBytes / (peerP50 / 1e3) / 1e9, cpuA / 1e9 / gbMoved, cpuB / 1e9 / gbMoved);
                 }
             }
         }
@@ -211,6 +222,14 @@ public final class FirstQueryBench {
 
     /** A Manager process, cluster member {@code node}, stopped with SIGTERM on close. */
     private record Manager(Process process, Path socket, String http, String cluster, Path dram) implements AutoCloseable {
+        /**
+         * CPU time the Manager process has used so far (user + system, from /proc: 10 ms
+         * granularity, so only sums over many rounds mean anything).
+         */
+        long cpuNanos() {
+            return process.info().totalCpuDuration().map(java.time.Duration::toNanos).orElse(0L);
+        }
+
         /** The Manager's {@code /status} JSON (for a failure message). */
         String status() {
             try {
