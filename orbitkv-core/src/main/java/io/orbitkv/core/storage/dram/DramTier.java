@@ -16,6 +16,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
  * The Manager's shared-memory DRAM tier: owns the arena files ({@link DramArenas}), the slot
@@ -56,20 +57,37 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * classes, but slots are per class, so a class can run dry while the total weight is below the
  * bound; then {@link #reserve} evicts that class's coldest unleased image (Caffeine's own
  * coldest-first order, at most {@value #MAX_PRESSURE_EVICTIONS} per call, scanning at most
- * {@code pressureScanEntries}) instead of failing forever. The heap cost per resident block is
+ * {@code pressureScanEntries}) instead of failing forever. That scan alone is not enough: after
+ * the workload changes page size, the old size's pages are the coldest entries, and once more than
+ * {@code pressureScanEntries} of them sit ahead of the dry class's images it finds no victim and
+ * every publish of the new size was refused (measured: 1,408 cold 32 KiB pages blocked the
+ * 1,024-slot 256 KiB class of a 1 GiB tier with 66% of it free). So when the scan finds none,
+ * the class's own CLOCK hand over its slots picks an unleased image not used ({@link #acquire})
+ * since the hand last passed it, scanning at most {@code pressureScanEntries} slots; the
+ * alternative, scanning Caffeine's order until a victim of the class turns up, is unbounded
+ * under Caffeine's eviction lock (1 M entries). The heap cost per resident block is
  * the Caffeine node (~40 B), its map node and table slot (~40 B), the key (48 B), the
- * {@link ResidentImage} (32 B), the frequency sketch (~8 B) and 17 B of slot arrays: measured
- * 196 B at 1 M blocks ({@code DramHeapFootprintTest}), under the 256 B budget.
+ * {@link ResidentImage} (32 B), the frequency sketch (~8 B) and 22 B of slot arrays (the clock's
+ * reverse key map and mark included): measured 201 B at 1 M blocks ({@code DramHeapFootprintTest}),
+ * under the 256 B budget.
  */
 public final class DramTier implements AutoCloseable {
 
     /** Most images one reservation may evict to find a slot in its class. */
     static final int MAX_PRESSURE_EVICTIONS = 8;
 
+    /** Image ids start at 1 ({@link SlotTable}), so 0 names no image: "whatever image is resident". */
+    private static final long ANY_IMAGE = 0;
+
     private final DramTierConfig config;
     private final DramArenas arenas;
     private final SlotTable slots;
     private final Cache<StateKey, ResidentImage> index;
+    /**
+     * The index's reverse map, slot to the key of its RESIDENT image (null otherwise), for the
+     * class-pressure clock: set inside the key's insertion, cleared before its slot is retired.
+     */
+    private final AtomicReferenceArray<StateKey> slotKeys;
     private final Policy.Eviction<StateKey, ResidentImage> eviction;
     private final ResidencyStream residency;
     private final DramMetrics metrics;
@@ -82,6 +100,7 @@ public final class DramTier implements AutoCloseable {
         this.residency = residency;
         this.slots = new SlotTable(config.sizeClasses(), config.reservedBudgetBytes(),
                 config.evictedLeasedBudgetBytes());
+        this.slotKeys = new AtomicReferenceArray<>(slots.slotCount());
         this.metrics = new DramMetrics(registry, config.arenaName(), slots);
         this.index = Caffeine.newBuilder()
                 .maximumWeight(config.indexWeightBytes())
@@ -130,7 +149,7 @@ public final class DramTier implements AutoCloseable {
                 case SlotTable.Allocation.Refused(ReserveResult.FullReason reason) -> {
                     boolean retry = reason == ReserveResult.FullReason.NO_FREE_SLOT
                             && pressureEvictions < MAX_PRESSURE_EVICTIONS
-                            && evictColdestUnleased(sizeClass);
+                            && (evictColdestUnleased(sizeClass) || evictByClock(sizeClass));
                     if (!retry) return refuse(reason);
                 }
             }
@@ -201,7 +220,7 @@ public final class DramTier implements AutoCloseable {
         requireOpen();
         ResidentImage image = index.getIfPresent(key);
         // The image may have been evicted (and its slot reused) since the lookup: pin checks the id.
-        if (image == null || !slots.pin(image.slot(), image.imageId())) {
+        if (image == null || !slots.pinUse(image.slot(), image.imageId())) {
             metrics.miss();
             return new AcquireResult.Miss(key);
         }
@@ -324,6 +343,7 @@ public final class DramTier implements AutoCloseable {
     // Runs inside Caffeine's computeIfAbsent for the key: the slot turns RESIDENT and ADDED is
     // appended atomically with the insertion.
     private ResidentImage publish(StateKey key, ResidentImage fresh) {
+        slotKeys.set(fresh.slot(), key);
         slots.publish(fresh.slot(), fresh.imageId());
         residency.append(key, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.ADDED, fresh.imageId(), fresh.lengthBytes());
         return fresh;
@@ -335,6 +355,7 @@ public final class DramTier implements AutoCloseable {
         EvictionListener listener = evictionListener;
         boolean offer = listener != null && cause != DramMetrics.EvictionCause.NAMESPACE
                 && slots.pin(image.slot(), image.imageId());
+        slotKeys.compareAndSet(image.slot(), key, null);
         slots.retire(image.slot(), image.imageId());
         residency.append(key, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.REMOVED, image.imageId(), image.lengthBytes());
         metrics.evicted(cause);
@@ -348,9 +369,14 @@ public final class DramTier implements AutoCloseable {
 
     /** Removes {@code key} if resident (and, when {@code expected} is given, still that image). */
     private boolean removeImage(StateKey key, ResidentImage expected, DramMetrics.EvictionCause cause) {
+        return removeImage(key, expected == null ? ANY_IMAGE : expected.imageId(), cause);
+    }
+
+    /** Removes {@code key} if resident (and, unless {@code expectedImageId} is {@link #ANY_IMAGE}, as that image). */
+    private boolean removeImage(StateKey key, long expectedImageId, DramMetrics.EvictionCause cause) {
         boolean[] removed = {false};
         index.asMap().computeIfPresent(key, (k, image) -> {
-            if (expected != null && image != expected) return image;
+            if (expectedImageId != ANY_IMAGE && image.imageId() != expectedImageId) return image;
             onLeftIndex(k, image, cause);
             removed[0] = true;
             return null;
@@ -367,6 +393,19 @@ public final class DramTier implements AutoCloseable {
         return victim.isPresent()
                 && removeImage(victim.get().getKey(), victim.get().getValue(),
                         DramMetrics.EvictionCause.CLASS_PRESSURE);
+    }
+
+    /**
+     * The fallback when the class's images are not among the coldest {@code pressureScanEntries}
+     * of the whole index: the class's own clock hand picks an unleased image not used since the
+     * hand last passed it (scanning at most {@code pressureScanEntries} of the class's slots).
+     * False when the window holds no unleased resident image, or it changed meanwhile.
+     */
+    private boolean evictByClock(int sizeClass) {
+        Optional<SlotTable.ClockVictim> victim = slots.clockVictim(sizeClass, config.pressureScanEntries());
+        if (victim.isEmpty()) return false;
+        StateKey key = slotKeys.get(victim.get().slot());
+        return key != null && removeImage(key, victim.get().imageId(), DramMetrics.EvictionCause.CLASS_PRESSURE);
     }
 
     private ReserveResult refuse(ReserveResult.FullReason reason) {

@@ -23,7 +23,8 @@ import java.util.regex.Pattern;
  *                                 they hold more than this, new reservations fail with
  *                                 {@link ReserveResult.FullReason#EVICTED_LEASED_BUDGET}
  * @param pressureScanEntries      when a class has no free slot, how many of Caffeine's coldest
- *                                 entries are scanned for an unleased victim of that class
+ *                                 entries are scanned for an unleased victim of that class, and
+ *                                 then how many of the class's slots its clock hand passes
  */
 public record DramTierConfig(
         Path directory,

@@ -23,7 +23,7 @@ public sealed interface ReserveResult permits Reservation, ReserveResult.Already
     enum FullReason {
         /** The image is larger than the largest size class. */
         NO_SIZE_CLASS,
-        /** The class has no free slot, and no unleased victim of that class could be evicted. */
+        /** The class has no free slot, and neither pressure scan found an unleased victim of that class to evict. */
         NO_FREE_SLOT,
         /** In-flight reservations already hold {@code reservedBudgetBytes}. */
         RESERVED_BUDGET,

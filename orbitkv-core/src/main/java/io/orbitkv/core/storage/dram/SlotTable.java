@@ -1,6 +1,7 @@
 package io.orbitkv.core.storage.dram;
 
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
@@ -9,9 +10,10 @@ import java.util.concurrent.locks.ReentrantLock;
  * accounting over all of them.
  *
  * <p>Slots are numbered globally: class {@code c} owns {@code [base[c], base[c] + count[c])}.
- * Per slot the table keeps one state byte, one lease count and one image id in primitive arrays,
- * and each class keeps its free slots on an {@code int} stack: O(1) allocate and free, about
- * 17 bytes of heap per slot and no object per slot.
+ * Per slot the table keeps one state byte, one lease count, one image id and one "used since the
+ * clock hand passed" byte in primitive arrays, and each class keeps its free slots on an
+ * {@code int} stack and its clock hand: O(1) allocate and free, about 18 bytes of heap per slot
+ * and no object per slot.
  *
  * <p>State machine of one slot (all transitions are methods of this class):
  * <pre>
@@ -54,6 +56,10 @@ final class SlotTable {
         }
     }
 
+    /** A RESIDENT, unleased slot the class's clock hand chose, with the image it held when chosen. */
+    record ClockVictim(int slot, long imageId) {
+    }
+
     private final ReentrantLock lock = new ReentrantLock();
 
     private final int[] classSlotBytes;
@@ -68,6 +74,10 @@ final class SlotTable {
     private final byte[] states;
     private final int[] leases;
     private final long[] imageIds;
+    /** 1 when the slot's image was used ({@link #pinUse}) or published since the hand last passed it. */
+    private final byte[] referenced;
+    /** Per class, the clock hand: the index within the class of the next slot it looks at. */
+    private final int[] hands;
     private long freeBytes;
     private long reservedBytes;
     private long usedBytes;
@@ -101,6 +111,8 @@ final class SlotTable {
         this.states = new byte[slots];
         this.leases = new int[slots];
         this.imageIds = new long[slots];
+        this.referenced = new byte[slots];
+        this.hands = new int[classes];
         this.capacityBytes = capacity;
         this.freeBytes = capacity;
         this.reservedBudgetBytes = reservedBudgetBytes;
@@ -180,6 +192,7 @@ final class SlotTable {
             expect(slot, imageId, RESERVED);
             int bytes = classSlotBytes[classOf(slot)];
             states[slot] = RESIDENT;
+            referenced[slot] = 1;
             reservedBytes -= bytes;
             usedBytes += bytes;
             residentImages++;
@@ -188,14 +201,62 @@ final class SlotTable {
         }
     }
 
-    /** Adds a lease if the slot still holds resident image {@code imageId}; false if it does not. */
+    /**
+     * Adds a lease if the slot still holds resident image {@code imageId}; false if it does not.
+     * Quiet: the clock hand does not see it as a use (internal copiers).
+     */
     boolean pin(int slot, long imageId) {
+        return pin(slot, imageId, false);
+    }
+
+    /** As {@link #pin}, and marks the image used, so the clock hand passes it over once. */
+    boolean pinUse(int slot, long imageId) {
+        return pin(slot, imageId, true);
+    }
+
+    private boolean pin(int slot, long imageId, boolean use) {
         lock.lock();
         try {
             if (states[slot] != RESIDENT || imageIds[slot] != imageId) return false;
             if (leases[slot]++ == 0) leasedBytes += classSlotBytes[classOf(slot)];
             leaseCount++;
+            if (use) referenced[slot] = 1;
             return true;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Second-chance (CLOCK) choice of a victim in class {@code classIndex}: moves the class's hand
+     * over at most {@code maxSlots} of its slots and returns the first RESIDENT, unleased slot
+     * whose image was not used since the hand last passed it, clearing the marks it passes; if
+     * every candidate in that window was marked, the first of them. Empty when the window holds
+     * no RESIDENT, unleased slot. The state is a hint: the slot may be leased or retired right
+     * after, so the caller removes the image only if its index still maps it to this image.
+     */
+    Optional<ClockVictim> clockVictim(int classIndex, int maxSlots) {
+        lock.lock();
+        try {
+            int base = classBase[classIndex];
+            int count = classBase[classIndex + 1] - base;
+            int steps = Math.min(maxSlots, count);
+            int hand = hands[classIndex];
+            int firstMarked = -1;
+            for (int i = 0; i < steps; i++) {
+                int slot = base + hand;
+                hand = hand + 1 == count ? 0 : hand + 1;
+                if (states[slot] != RESIDENT || leases[slot] > 0) continue;
+                if (referenced[slot] == 0) {
+                    hands[classIndex] = hand;
+                    return Optional.of(new ClockVictim(slot, imageIds[slot]));
+                }
+                referenced[slot] = 0;
+                if (firstMarked < 0) firstMarked = slot;
+            }
+            hands[classIndex] = hand;
+            return firstMarked < 0 ? Optional.empty()
+                    : Optional.of(new ClockVictim(firstMarked, imageIds[firstMarked]));
         } finally {
             lock.unlock();
         }

@@ -299,6 +299,36 @@ class DramTierTest {
     }
 
     @Test
+    void aDryClassFindsAVictimBehindMoreColdImagesOfAnotherClassThanTheScanBound() throws IOException {
+        // The workload moves from 4 KiB to 16 KiB images: 100 old 4 KiB images (more than the 64
+        // entries the coldest-first scan looks at) sit colder than every 16 KiB one, and the total
+        // weight (400 + 128 KiB) stays far below Caffeine's bound, so only class pressure can free
+        // a 16 KiB slot. Each 16 KiB publish must still find a victim in its own class.
+        open(List.of(new SizeClass(K4, 128), new SizeClass(K16, 8)), K16, K16);
+        for (int i = 0; i < 100; i++) publish(key(i), K4);
+        for (int i = 1000; i < 1040; i++) {
+            ReserveResult r = tier.reserve(key(i), 7, K16);
+            assertThat(r).as("16 KiB publish %d with %d of %d bytes free", i - 1000, tier.usage().freeBytes(),
+                    tier.usage().capacityBytes()).isInstanceOf(Reservation.class);
+            writeCanary(((Reservation) r).segment(), key(i));
+            assertThat(tier.commit((Reservation) r)).isInstanceOf(CommitResult.Inserted.class);
+        }
+        assertThat(tier.usage().residentImages()).isEqualTo(100 + 8);
+        assertThat(counter("orbitkv.dram.evictions", "cause", "class_pressure")).isEqualTo(40 - 8);
+        for (int i = 0; i < 100; i++) assertThat(tier.contains(key(i))).as("4 KiB image %d kept", i).isTrue();
+        assertThat(tier.contains(key(1039))).as("the image just published").isTrue();
+        int resident16 = 0;
+        for (int i = 1000; i < 1040; i++) {
+            if (tier.acquire(key(i)) instanceof Lease l) {
+                assertThat(hasCanary(l.segment(), key(i))).as("16 KiB image %d", i - 1000).isTrue();
+                l.release();
+                resident16++;
+            }
+        }
+        assertThat(resident16).isEqualTo(8);
+    }
+
+    @Test
     void aDryClassEvictsItsColdestUnleasedImage() throws IOException {
         // Class 0 has 4 slots, class 1 has 16: Caffeine's total weight never binds for class 0 alone.
         open(List.of(new SizeClass(K4, 4), new SizeClass(K16, 16)), K16, K16);

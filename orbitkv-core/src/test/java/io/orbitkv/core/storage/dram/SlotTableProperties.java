@@ -81,6 +81,8 @@ class SlotTableProperties {
                 .withAction(2, new Unpin())
                 .withAction(2, new Retire())
                 .withAction(1, new PinStale())
+                .withAction(1, new PinUse())
+                .withAction(2, new ClockVictim())
                 .withMaxTransformations(60);
     }
 
@@ -222,6 +224,41 @@ class SlotTableProperties {
             boolean freed = m.table.retire(slot, id);
             assertThat(freed).isEqualTo(!m.leases.containsKey(slot));
             if (!freed) m.evictedLeased.put(slot, id);
+        }
+    }
+
+    /** A lookup that counts as a use: the same lease, plus the mark the clock hand passes over once. */
+    static final class PinUse extends OnSlot {
+        Map<Integer, ?> slots(Model m) { return m.resident; }
+
+        String name() { return "pin use"; }
+
+        void apply(Model m, int slot) {
+            assertThat(m.table.pinUse(slot, m.resident.get(slot))).isTrue();
+            m.leases.merge(slot, 1, Integer::sum);
+        }
+    }
+
+    /**
+     * The clock hand over a whole class: it names a RESIDENT, unleased slot of that class with the
+     * image it holds iff the class has one, and changes no accounting.
+     */
+    static final class ClockVictim implements Action.Independent<Model> {
+        @Override
+        public Arbitrary<Transformer<Model>> transformer() {
+            return Arbitraries.integers().between(0, CLASSES.size() - 1).map(c -> Transformer.mutate("clock class " + c, m -> {
+                boolean candidate = m.resident.keySet().stream()
+                        .anyMatch(s -> m.table.classOf(s) == c && !m.leases.containsKey(s));
+                var victim = m.table.clockVictim(c, CLASSES.get(c).slotCount());
+                assertThat(victim.isPresent()).as("a victim iff the class has an unleased resident slot")
+                        .isEqualTo(candidate);
+                victim.ifPresent(v -> {
+                    assertThat(m.table.classOf(v.slot())).isEqualTo(c);
+                    assertThat(m.resident.get(v.slot())).as("victim slot %d holds a resident image", v.slot())
+                            .isEqualTo(v.imageId());
+                    assertThat(m.leases).doesNotContainKey(v.slot());
+                });
+            }));
         }
     }
 
