@@ -249,7 +249,12 @@ public final class FirstQueryBench {
             Path dram = Files.isDirectory(shm) ? Files.createTempDirectory(shm, "orbitkv-bench-" + node + "-") : dir.resolve("dram");
             Files.deleteIfExists(ready);
             List<String> cmd = new ArrayList<>(List.of(ProcessHandle.current().info().command().orElseThrow(),
-                    "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow", "-Xmx1g",
+                    "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow", "-Xmx1g"));
+            // profiling: e.g. -Dbench.managerJvmOptions=-XX:StartFlightRecording=filename=%s.jfr (%s: the node directory)
+            for (String o : System.getProperty("bench.managerJvmOptions", "").split(" ")) {
+                if (!o.isBlank()) cmd.add(o.replace("%s", dir.resolve(node).toString()));
+            }
+            cmd.addAll(List.of(
                     "-cp", System.getProperty("java.class.path"), "io.orbitkv.server.cli.OrbitKvCli", "manager",
                     "--ssd-dir", dir.resolve("ssd").toString(), "--dram-dir", dram.toString(),
                     "--socket", dir.resolve("manager.sock").toString(), "--http", "0", "--ready-file", ready.toString(),
