@@ -60,27 +60,13 @@ class ManagerFirstQueryPeerTest {
 
     static final Namespace NS = ManagerFixture.namespace("model-first-query");
     static final NamespaceDigest DIGEST = NamespaceDigest.ofBytes(NS.digest());
-    static final NodeIncarnation A = new NodeIncarnation("a", 1);
-    static final NodeIncarnation B = new NodeIncarnation("b", 1);
+    static final NodeIncarnation A = TwoMembers.A;
+    static final NodeIncarnation B = TwoMembers.B;
 
     @TempDir
     Path dir;
 
-    final MemberView members = new MemberView() {
-        @Override
-        public boolean validForRemoteWork() {
-            return true;
-        }
-
-        @Override
-        public Optional<NodeIncarnation> live(String nodeId) {
-            return Optional.ofNullable(switch (nodeId) {
-                case "a" -> A;
-                case "b" -> B;
-                default -> null;
-            });
-        }
-    };
+    final MemberView members = TwoMembers.alwaysValid();
 
     final InMemoryTransport transport = new InMemoryTransport();
     /** Keys B's catalog has answered (its candidate cache). */

@@ -47,28 +47,14 @@ class ManagerPeerQueryTest {
 
     static final Namespace NS = ManagerFixture.namespace("model-peer");
     static final NamespaceDigest DIGEST = NamespaceDigest.ofBytes(NS.digest());
-    static final NodeIncarnation A = new NodeIncarnation("a", 1);
-    static final NodeIncarnation B = new NodeIncarnation("b", 1);
+    static final NodeIncarnation A = TwoMembers.A;
+    static final NodeIncarnation B = TwoMembers.B;
 
     @TempDir
     Path dir;
 
     volatile boolean membershipValid = true;
-    final MemberView members = new MemberView() {
-        @Override
-        public boolean validForRemoteWork() {
-            return membershipValid;
-        }
-
-        @Override
-        public Optional<NodeIncarnation> live(String nodeId) {
-            return Optional.ofNullable(switch (nodeId) {
-                case "a" -> A;
-                case "b" -> B;
-                default -> null;
-            });
-        }
-    };
+    final MemberView members = new TwoMembers(() -> membershipValid);
 
     /** B's peer routes, bound once B's DRAM tier exists. */
     volatile RemotePages bRemote = RemotePages.NONE;
