@@ -261,6 +261,9 @@ public final class FirstQueryBench {
                     "--dram-bytes", "1g", "--ssd-bytes", "256m", "--set", "stagingBytes=192m",
                     "--etcd", etcd, "--node-id", node, "--cluster-id", "bench", "--cluster-token-file", token.toString(),
                     "--cluster-listen", "127.0.0.1:0"));
+            for (String o : System.getProperty("bench.managerArgs", "").split(" ")) {
+                if (!o.isBlank()) cmd.add(o); // e.g. -Dbench.managerArgs="--set ssdPolicy=on-evict"
+            }
             Process p = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(dir.resolve("manager.log").toFile()).start();
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
             while (!Files.exists(ready) || Files.readString(ready).isBlank()) {
