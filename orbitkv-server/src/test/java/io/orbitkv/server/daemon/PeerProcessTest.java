@@ -203,8 +203,9 @@ class PeerProcessTest {
     }
 
     /**
-     * Queries until every page is a hit: the first QUERY of a remote page only starts its catalog
-     * lookup (QUERY never waits on the network), a later one finds the peer and reads from it.
+     * Queries (without a peer wait) until every page is a hit: the first QUERY of a remote prefix
+     * only starts the catalog lookup of the whole missing prefix, a later one finds the peer and
+     * reads from it (PeerFirstQueryProcessTest covers the QUERY that waits).
      */
     static Reply.QueryResult awaitFullHit(OrbitKvClient client, Prefix prefix, AtomicLong ops) {
         AtomicReference<Reply.QueryResult> hit = new AtomicReference<>();
