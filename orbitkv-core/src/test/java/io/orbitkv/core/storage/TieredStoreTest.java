@@ -327,4 +327,44 @@ class TieredStoreTest {
         assertThat(store.commit(reservation)).isInstanceOf(io.orbitkv.core.storage.dram.CommitResult.Inserted.class);
         await().atMost(WAIT).until(() -> store.ssd().contains(key(1)));
     }
+
+    /**
+     * on-evict, zero-copy publishes in batches (reserve all, then commit, as the engine channel
+     * does) into a full class: every reservation is granted at once, although the images that
+     * class pressure evicts wait in DRAM for their SSD writes. Refused NO_FREE_SLOT before (a
+     * reservation parked 8 handed-over images and freed none), which the wire reports NO_SPACE.
+     */
+    @Test
+    void onEvictGrantsEveryReservationOfAFullClass() throws IOException {
+        int slots = 64;
+        int batch = 16;
+        NamespaceTable namespaces = new NamespaceTable(4);
+        namespaces.register(NS, DIGEST);
+        DramTierConfig dram = new DramTierConfig(Files.createDirectories(dir.resolve("dram")), "tiered",
+                List.of(new SizeClass(SLOT, slots)), (long) batch * SLOT, slots / 8 * (long) SLOT, 64);
+        SsdConfig ssd = SsdConfig.of(Files.createDirectories(dir.resolve("ssd"))).withMaxPayloadBytes(SLOT)
+                .withFiles(2, 2L << 20).withIo(1, 64).withPinnedWaitNanos(TimeUnit.MILLISECONDS.toNanos(20))
+                .withBuffers(64 * 1024, 64 * 1024);
+        store = TieredStore.open(new TieredStoreConfig(dram, ssd,
+                PublishConfig.defaults(new SsdAdmissionPolicy.OnEvict()), 1 << 16, 64), namespaces, registry);
+        long next = 1000;
+        for (int round = 0; round < 3 * slots / batch; round++) {
+            List<io.orbitkv.core.storage.dram.Reservation> granted = new ArrayList<>();
+            for (int i = 0; i < batch; i++) {
+                StateKey k = key(next++);
+                var r = store.reserve(k, NS, BLOCK);
+                assertThat(r).as("round %d page %d, %s", round, i, store.dram().usage())
+                        .isInstanceOf(io.orbitkv.core.storage.dram.Reservation.class);
+                var reservation = (io.orbitkv.core.storage.dram.Reservation) r;
+                MemorySegment.copy(page(k), 0, reservation.segment(), 0, BLOCK);
+                granted.add(reservation);
+            }
+            for (var reservation : granted) {
+                assertThat(store.commit(reservation))
+                        .isInstanceOf(io.orbitkv.core.storage.dram.CommitResult.Inserted.class);
+            }
+        }
+        // The evicted images did go to SSD: on-evict still writes, it only stops refusing.
+        await().atMost(WAIT).until(() -> !store.ssd().residentKeys().isEmpty());
+    }
 }

@@ -23,6 +23,7 @@ import java.util.function.ToLongFunction;
  * {@code bytes.reserved}, {@code bytes.used}, {@code bytes.evicted.leased}, {@code bytes.leased},
  * {@code leases}, {@code images.resident}; counters {@code hits}, {@code misses},
  * {@code inserts}, {@code commits.duplicate}, {@code evictions} (tag {@code cause}),
+ * {@code handovers.skipped} (evictions not handed to the eviction listener),
  * {@code reservations.failed} (tag {@code reason}).
  *
  * Every meter carries the tag {@code arena} = the configured arena name, so two tiers can share
@@ -57,6 +58,7 @@ final class DramMetrics implements AutoCloseable {
     private final Counter misses;
     private final Counter inserts;
     private final Counter duplicates;
+    private final Counter handOversSkipped;
     private final Map<EvictionCause, Counter> evictions = new EnumMap<>(EvictionCause.class);
     private final Map<ReserveResult.FullReason, Counter> reservationFailures =
             new EnumMap<>(ReserveResult.FullReason.class);
@@ -80,6 +82,9 @@ final class DramMetrics implements AutoCloseable {
         this.misses = counter("orbitkv.dram.misses", "acquires that found no resident image");
         this.inserts = counter("orbitkv.dram.inserts", "commits that made an image resident");
         this.duplicates = counter("orbitkv.dram.commits.duplicate", "commits of an already resident key");
+        this.handOversSkipped = counter("orbitkv.dram.handovers.skipped",
+                "evicted images not handed to the eviction listener: evicted-leased budget full, or the last "
+                        + "eviction a reservation may make");
         for (EvictionCause cause : EvictionCause.values()) {
             Counter c = Counter.builder("orbitkv.dram.evictions").tag("cause", cause.tag())
                     .tags(arenaTag).description("images removed from the index").register(registry);
@@ -124,6 +129,10 @@ final class DramMetrics implements AutoCloseable {
 
     void evicted(EvictionCause cause) {
         evictions.get(cause).increment();
+    }
+
+    void handOverSkipped() {
+        handOversSkipped.increment();
     }
 
     void reservationFailed(ReserveResult.FullReason reason) {

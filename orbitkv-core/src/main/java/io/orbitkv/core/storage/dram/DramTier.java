@@ -65,7 +65,12 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * the class's own CLOCK hand over its slots picks an unleased image not used ({@link #acquire})
  * since the hand last passed it, scanning at most {@code pressureScanEntries} slots; the
  * alternative, scanning Caffeine's order until a victim of the class turns up, is unbounded
- * under Caffeine's eviction lock (1 M entries). The heap cost per resident block is
+ * under Caffeine's eviction lock (1 M entries). A victim handed to the {@link EvictionListener}
+ * (on-evict's SSD write) keeps its slot parked until the write ends, so the last eviction a
+ * reservation may make hands nothing over and its slot is free at once; the first seven free
+ * theirs for the next reservations. Handing every victim over refused a reservation after parking
+ * 8 slots (the first 16 of a batch of 64 256 KiB publishes into a full class). Hand-overs also stop
+ * where a parked slot would pass {@code evictedLeasedBudgetBytes}. The heap cost per resident block is
  * the Caffeine node (~40 B), its map node and table slot (~40 B), the key (48 B), the
  * {@link ResidentImage} (32 B), the frequency sketch (~8 B) and 22 B of slot arrays (the clock's
  * reverse key map and mark included): measured 201 B at 1 M blocks ({@code DramHeapFootprintTest}),
@@ -108,7 +113,7 @@ public final class DramTier implements AutoCloseable {
                 .executor(Runnable::run)
                 .evictionListener((StateKey key, ResidentImage image, RemovalCause cause) ->
                         onLeftIndex(Objects.requireNonNull(key), Objects.requireNonNull(image),
-                                DramMetrics.EvictionCause.POLICY))
+                                DramMetrics.EvictionCause.POLICY, true))
                 .build();
         this.eviction = index.policy().eviction().orElseThrow();
     }
@@ -147,9 +152,13 @@ public final class DramTier implements AutoCloseable {
                             slotRef(slot, lengthBytes));
                 }
                 case SlotTable.Allocation.Refused(ReserveResult.FullReason reason) -> {
+                    // A handed-over victim's slot stays parked until the listener releases it (the
+                    // on-evict SSD write), so the last eviction a reservation may make keeps no copy:
+                    // its slot is free at once and the reservation is not refused.
+                    boolean handOver = pressureEvictions < MAX_PRESSURE_EVICTIONS - 1;
                     boolean retry = reason == ReserveResult.FullReason.NO_FREE_SLOT
                             && pressureEvictions < MAX_PRESSURE_EVICTIONS
-                            && (evictColdestUnleased(sizeClass) || evictByClock(sizeClass));
+                            && (evictColdestUnleased(sizeClass, handOver) || evictByClock(sizeClass, handOver));
                     if (!retry) return refuse(reason);
                 }
             }
@@ -258,8 +267,9 @@ public final class DramTier implements AutoCloseable {
     }
 
     /**
-     * Registers the one listener that is offered every image evicted by the policy, by class
-     * pressure or by {@link #evict} (see {@link EvictionListener}). Call once, before traffic.
+     * Registers the one listener that is offered the images evicted by the policy, by class
+     * pressure or by {@link #evict} (see {@link EvictionListener} for those it is not offered).
+     * Call once, before traffic.
      */
     public void setEvictionListener(EvictionListener listener) {
         Objects.requireNonNull(listener, "listener");
@@ -350,13 +360,20 @@ public final class DramTier implements AutoCloseable {
     }
 
     // Runs under the key's Caffeine bin lock (eviction listener or a compute function). A listener's
-    // lease is taken while the image is still RESIDENT, so retire parks the slot as evicted-but-leased.
-    private void onLeftIndex(StateKey key, ResidentImage image, DramMetrics.EvictionCause cause) {
+    // lease is taken in the same step as the retirement, so the slot parks as evicted-but-leased;
+    // no lease (the image is dropped, not handed over) when handOver is false or the
+    // parked slot would not fit evictedLeasedBudgetBytes.
+    private void onLeftIndex(StateKey key, ResidentImage image, DramMetrics.EvictionCause cause, boolean handOver) {
         EvictionListener listener = evictionListener;
-        boolean offer = listener != null && cause != DramMetrics.EvictionCause.NAMESPACE
-                && slots.pin(image.slot(), image.imageId());
         slotKeys.compareAndSet(image.slot(), key, null);
-        slots.retire(image.slot(), image.imageId());
+        boolean listened = listener != null && cause != DramMetrics.EvictionCause.NAMESPACE;
+        boolean offer = false;
+        if (listened && handOver) {
+            offer = slots.retireHandingOver(image.slot(), image.imageId()); // retires either way
+        } else {
+            slots.retire(image.slot(), image.imageId());
+        }
+        if (listened && !offer) metrics.handOverSkipped();
         residency.append(key, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.REMOVED, image.imageId(), image.lengthBytes());
         metrics.evicted(cause);
         if (offer) listener.onEvicted(newLease(key, image), image.namespaceId());
@@ -369,30 +386,37 @@ public final class DramTier implements AutoCloseable {
 
     /** Removes {@code key} if resident (and, when {@code expected} is given, still that image). */
     private boolean removeImage(StateKey key, ResidentImage expected, DramMetrics.EvictionCause cause) {
-        return removeImage(key, expected == null ? ANY_IMAGE : expected.imageId(), cause);
+        return removeImage(key, expected == null ? ANY_IMAGE : expected.imageId(), cause, true);
     }
 
-    /** Removes {@code key} if resident (and, unless {@code expectedImageId} is {@link #ANY_IMAGE}, as that image). */
-    private boolean removeImage(StateKey key, long expectedImageId, DramMetrics.EvictionCause cause) {
+    /**
+     * Removes {@code key} if resident (and, unless {@code expectedImageId} is {@link #ANY_IMAGE}, as
+     * that image), offering it to the eviction listener only when {@code handOver}.
+     */
+    private boolean removeImage(StateKey key, long expectedImageId, DramMetrics.EvictionCause cause,
+                                boolean handOver) {
         boolean[] removed = {false};
         index.asMap().computeIfPresent(key, (k, image) -> {
             if (expectedImageId != ANY_IMAGE && image.imageId() != expectedImageId) return image;
-            onLeftIndex(k, image, cause);
+            onLeftIndex(k, image, cause, handOver);
             removed[0] = true;
             return null;
         });
         return removed[0];
     }
 
-    /** Evicts the coldest unleased image of {@code sizeClass}; false when none is found in the scan bound. */
-    private boolean evictColdestUnleased(int sizeClass) {
+    /**
+     * Evicts the coldest unleased image of {@code sizeClass}, handing it to the listener only when
+     * {@code handOver}; false when none is found in the scan bound.
+     */
+    private boolean evictColdestUnleased(int sizeClass, boolean handOver) {
         Optional<Policy.CacheEntry<StateKey, ResidentImage>> victim = eviction.coldest(entries -> entries
                 .limit(config.pressureScanEntries())
                 .filter(e -> slots.classOf(e.getValue().slot()) == sizeClass && !slots.isLeased(e.getValue().slot()))
                 .findFirst());
         return victim.isPresent()
-                && removeImage(victim.get().getKey(), victim.get().getValue(),
-                        DramMetrics.EvictionCause.CLASS_PRESSURE);
+                && removeImage(victim.get().getKey(), victim.get().getValue().imageId(),
+                        DramMetrics.EvictionCause.CLASS_PRESSURE, handOver);
     }
 
     /**
@@ -401,11 +425,12 @@ public final class DramTier implements AutoCloseable {
      * hand last passed it (scanning at most {@code pressureScanEntries} of the class's slots).
      * False when the window holds no unleased resident image, or it changed meanwhile.
      */
-    private boolean evictByClock(int sizeClass) {
+    private boolean evictByClock(int sizeClass, boolean handOver) {
         Optional<SlotTable.ClockVictim> victim = slots.clockVictim(sizeClass, config.pressureScanEntries());
         if (victim.isEmpty()) return false;
         StateKey key = slotKeys.get(victim.get().slot());
-        return key != null && removeImage(key, victim.get().imageId(), DramMetrics.EvictionCause.CLASS_PRESSURE);
+        return key != null
+                && removeImage(key, victim.get().imageId(), DramMetrics.EvictionCause.CLASS_PRESSURE, handOver);
     }
 
     private ReserveResult refuse(ReserveResult.FullReason reason) {

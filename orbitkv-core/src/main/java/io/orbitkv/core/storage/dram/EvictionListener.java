@@ -17,7 +17,9 @@ public interface EvictionListener {
 
     /**
      * {@code retained} pins the evicted image of {@code namespaceId}; release it when done.
-     * Images dropped with their namespace ({@link DramTier#evictNamespace}) are not offered.
+     * Images dropped with their namespace ({@link DramTier#evictNamespace}) are not offered, nor
+     * are those whose parked slot would pass {@code evictedLeasedBudgetBytes}, nor the last image a
+     * reservation evicts under class pressure (it needs that slot free now).
      */
     void onEvicted(Lease retained, int namespaceId);
 }

@@ -18,7 +18,7 @@ import java.util.concurrent.locks.ReentrantLock;
  * <p>State machine of one slot (all transitions are methods of this class):
  * <pre>
  *   FREE --reserve--> RESERVED --publish--> RESIDENT --retire, no leases--> FREE
- *                        |                     |  \--retire, leased--> EVICTED_LEASED --last unpin--> FREE
+ *                        |                     |  \--retire, leased (or retireHandingOver)--> EVICTED_LEASED --last unpin--> FREE
  *                        +--abort--> FREE      +-- pin/unpin (lease count) --+
  * </pre>
  * States are byte codes rather than an enum so that a slot's state costs one byte in a
@@ -321,6 +321,31 @@ final class SlotTable {
             states[slot] = EVICTED_LEASED;
             evictedLeasedBytes += bytes;
             return false;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * {@link #retire}, keeping the image for a hand-over (an eviction listener's lease) when its
+     * slot may wait in EVICTED_LEASED: already leased (it waits anyway), or its bytes fit
+     * {@code evictedLeasedBudgetBytes}. Pin and retire are one step under the lock, so concurrent
+     * hand-overs cannot overshoot the budget. Returns true when it took the lease (the caller
+     * owns it and must release it once); false when the image was retired without one.
+     */
+    boolean retireHandingOver(int slot, long imageId) {
+        lock.lock();
+        try {
+            expect(slot, imageId, RESIDENT);
+            int bytes = classSlotBytes[classOf(slot)];
+            if (leases[slot] == 0 && evictedLeasedBytes + bytes > evictedLeasedBudgetBytes) {
+                retire(slot, imageId);
+                return false;
+            }
+            if (leases[slot]++ == 0) leasedBytes += bytes;
+            leaseCount++;
+            retire(slot, imageId);
+            return true;
         } finally {
             lock.unlock();
         }

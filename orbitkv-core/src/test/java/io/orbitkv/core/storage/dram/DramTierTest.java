@@ -494,4 +494,33 @@ class DramTierTest {
         }
         assertThat(mine.isOpen()).isTrue();
     }
+
+    /**
+     * on-evict with every SSD write still pending: the listener keeps each handed-over image, so
+     * its slot stays evicted-but-leased. Class pressure must still free a slot for the
+     * reservation (it was refused NO_FREE_SLOT after parking 8 images), and hand-overs stay
+     * within the evicted-leased budget.
+     */
+    @Test
+    void classPressureFreesASlotWhileTheListenerKeepsEveryHandedOverImage() throws IOException {
+        for (long budget : new long[] {4L * K16, 32L * K16}) {
+            open(List.of(new SizeClass(K4, 256), new SizeClass(K16, 64)), 64 * 1024, budget);
+            List<Lease> handedOver = new ArrayList<>();
+            tier.setEvictionListener((lease, namespaceId) -> handedOver.add(lease));
+            for (int i = 0; i < 64 + 16; i++) {
+                ReserveResult r = tier.reserve(key(i), 7, K16);
+                assertThat(r).as("publish %d, evicted-leased budget %d", i, budget).isInstanceOf(Reservation.class);
+                assertThat(tier.commit((Reservation) r)).isInstanceOf(CommitResult.Inserted.class);
+                assertThat(tier.usage().evictedLeasedBytes()).isLessThanOrEqualTo(budget);
+            }
+            assertThat(handedOver).as("hand-overs under budget %d", budget)
+                    .hasSize((int) Math.min(budget / K16, 16L * (DramTier.MAX_PRESSURE_EVICTIONS - 1)));
+            assertThat(counter("orbitkv.dram.handovers.skipped"))
+                    .isEqualTo(counter("orbitkv.dram.evictions", "cause", "class_pressure") - handedOver.size());
+            handedOver.forEach(Lease::release);
+            assertThat(tier.usage().evictedLeasedBytes()).isZero();
+            tier.close();
+            tier = null;
+        }
+    }
 }

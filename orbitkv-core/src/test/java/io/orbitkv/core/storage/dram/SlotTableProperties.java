@@ -80,6 +80,7 @@ class SlotTableProperties {
                 .withAction(2, new Pin())
                 .withAction(2, new Unpin())
                 .withAction(2, new Retire())
+                .withAction(2, new RetireHandingOver())
                 .withAction(1, new PinStale())
                 .withAction(1, new PinUse())
                 .withAction(2, new ClockVictim())
@@ -224,6 +225,27 @@ class SlotTableProperties {
             boolean freed = m.table.retire(slot, id);
             assertThat(freed).isEqualTo(!m.leases.containsKey(slot));
             if (!freed) m.evictedLeased.put(slot, id);
+        }
+    }
+
+    /**
+     * An eviction handed to the listener: keeps a lease (the slot parks) when the slot is leased
+     * already or its bytes fit the evicted-leased budget, else retires it free without one.
+     */
+    static final class RetireHandingOver extends OnSlot {
+        Map<Integer, ?> slots(Model m) { return m.resident; }
+
+        String name() { return "retire handing over"; }
+
+        void apply(Model m, int slot) {
+            long id = m.resident.remove(slot);
+            boolean fits = m.leases.containsKey(slot)
+                    || m.bytes(m.evictedLeased) + m.table.slotBytes(slot) <= EVICTED_LEASED_BUDGET;
+            assertThat(m.table.retireHandingOver(slot, id)).isEqualTo(fits);
+            if (fits) {
+                m.leases.merge(slot, 1, Integer::sum);
+                m.evictedLeased.put(slot, id);
+            }
         }
     }
 
