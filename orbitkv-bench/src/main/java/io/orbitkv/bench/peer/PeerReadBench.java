@@ -148,7 +148,7 @@ public final class PeerReadBench {
                     }
                 }
 
-                System.out.println("| page | conc | peer GB/s | bulk GB/s | redis GB/s | nio GB/s | peer/redis | bulk/redis (≥ 1.5) | bulk/nio (≥ 0.7) |");
+                System.out.println("| page | conc | peer GB/s | bulk GB/s | redis GB/s | nio GB/s | peer/redis | bulk/redis (≥ 1.5) | bulk/nio (≥ 0.8) |");
                 System.out.println("|---|---|---|---|---|---|---|---|---|");
                 for (int s = 0; s < SIZES.length; s++) {
                     List<Page> set = pages.get(s);
