@@ -18,6 +18,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Supplier;
 
@@ -61,6 +62,8 @@ public final class CatalogCandidates implements PeerPages.Candidates {
     private final AtomicBoolean batchRunning = new AtomicBoolean();
     private final AtomicLong lookupsStarted = new AtomicLong();
     private final AtomicLong lookupsSkipped = new AtomicLong();
+    /** Keys of {@link #discover} batches in flight (they share {@code lookupKeysInFlight}). */
+    private final AtomicInteger discovering = new AtomicInteger();
 
     public CatalogCandidates(CatalogLookups lookups, Supplier<MembershipView> view, String selfNodeId,
                              Duration lookupDeadline, int lookupKeysInFlight) {
@@ -100,17 +103,37 @@ public final class CatalogCandidates implements PeerPages.Candidates {
      * Looks {@code keys} up in one batch now, outside the background queue (a QUERY that may wait
      * for peers asks for its whole missing prefix at once); the answers land in the catalog's
      * candidate cache, read by {@link #known}. Completes when every shard owner answered or at
-     * the lookup deadline, never exceptionally.
+     * the lookup deadline, never exceptionally. These keys count against the same
+     * {@code lookupKeysInFlight} as the background queue: a batch that does not fit is cut to its
+     * first keys (the prefix, in page order), and the keys left out are counted as skipped.
      */
     @Override
     public CompletableFuture<Void> discover(List<StateKey> keys) {
         if (keys.isEmpty() || !view.get().valid()) return CompletableFuture.completedFuture(null);
+        int taken = takeDiscoverySlots(keys.size());
+        if (taken < keys.size()) lookupsSkipped.addAndGet(keys.size() - taken);
+        if (taken == 0) return CompletableFuture.completedFuture(null);
         lookupsStarted.incrementAndGet();
-        return lookups.lookup(keys, lookupDeadline).handle((answers, error) -> null);
+        List<StateKey> batch = keys.subList(0, taken);
+        return lookups.lookup(batch, lookupDeadline)
+                .handle((answers, error) -> {
+                    discovering.addAndGet(-taken);
+                    return null;
+                });
+    }
+
+    /** Reserves up to {@code wanted} of the keys still free under {@code lookupKeysInFlight}. */
+    private int takeDiscoverySlots(int wanted) {
+        for (;;) {
+            int now = discovering.get();
+            int free = lookupKeysInFlight - now - inFlight.size();
+            int taken = Math.max(0, Math.min(wanted, free));
+            if (taken == 0 || discovering.compareAndSet(now, now + taken)) return taken;
+        }
     }
 
     private void startLookup(StateKey key) {
-        if (inFlight.size() >= lookupKeysInFlight) {
+        if (inFlight.size() + discovering.get() >= lookupKeysInFlight) {
             lookupsSkipped.incrementAndGet();
             return;
         }
@@ -146,8 +169,8 @@ public final class CatalogCandidates implements PeerPages.Candidates {
         return lookupsSkipped.get();
     }
 
-    /** Keys being looked up or queued now. */
+    /** Keys being looked up or queued now, background and discovery batches together. */
     public int lookupKeysInFlight() {
-        return inFlight.size();
+        return inFlight.size() + discovering.get();
     }
 }

@@ -122,4 +122,23 @@ class CatalogCandidatesTest {
         assertThat(c.lookupKeysInFlight()).isEqualTo(3);
         assertThat(c.lookupsSkipped()).isEqualTo(7);
     }
+
+    @Test
+    void discoveryBatchesShareTheInFlightBoundAndKeepTheirPrefix() {
+        CatalogCandidates c = candidates(8);
+        c.known(PeerNode.key(200), PeerNode.DIGEST); // one background key in flight
+        List<StateKey> prefix = new ArrayList<>();
+        for (int i = 0; i < 10; i++) prefix.add(PeerNode.key(300 + i));
+        CompletableFuture<Void> first = c.discover(prefix);
+        assertThat(transport.asked.stream().flatMap(List::stream).filter(k -> !k.equals(PeerNode.key(200))).toList())
+                .as("the batch is cut to the first 7 keys of the prefix").containsExactlyInAnyOrderElementsOf(prefix.subList(0, 7));
+        assertThat(c.lookupKeysInFlight()).isEqualTo(8);
+        assertThat(c.lookupsSkipped()).isEqualTo(3);
+        int asked = transport.asked.size();
+        assertThat(c.discover(List.of(PeerNode.key(400)))).as("nothing fits: done at once, no call").isDone();
+        assertThat(transport.asked).hasSize(asked);
+        transport.answerAll(new KeyLocation.Absent());
+        assertThat(first).isDone();
+        assertThat(c.lookupKeysInFlight()).as("every key given back when its lookup ended").isZero();
+    }
 }
