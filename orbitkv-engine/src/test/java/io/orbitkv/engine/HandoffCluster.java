@@ -7,9 +7,12 @@ import org.junit.jupiter.api.Assumptions;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.Callable;
+import java.util.concurrent.TimeUnit;
 
 /**
  * Two hosts for the engine adapters' prefill/decode handoff tests, published to them in this
@@ -112,6 +115,37 @@ public final class HandoffCluster implements AutoCloseable {
             throw new AssertionError("the Manager was not untouched: resident images " + resident + ", SSD bytes " + ssd
                     + ", queries " + queries + ", peer fetches staged " + fetched);
         }
+    }
+
+    /**
+     * Runs host B's engine: a separate JVM started with {@code command}, which serves one request
+     * through the decode host and writes its {@link RequestReport} to {@code report}; returns that
+     * report. Throws, with the child's output, unless it exits 0 within 120 s.
+     */
+    public static RequestReport decodeInAnotherJvm(List<String> command, Path report) throws IOException, InterruptedException {
+        Process child = new ProcessBuilder(command).redirectErrorStream(true).start();
+        String out = new String(child.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        if (!child.waitFor(120, TimeUnit.SECONDS)) {
+            child.destroyForcibly();
+            throw new AssertionError("host B's engine did not finish in 120 s: " + out);
+        }
+        if (child.exitValue() != 0) throw new AssertionError("host B's engine exited " + child.exitValue() + ": " + out);
+        return ParityGateSupport.readReport(report);
+    }
+
+    /**
+     * Throws unless {@code decoded} restored the whole {@code pages}-page prefix of
+     * {@code pageTokens} tokens from host A on its first QUERY: every prefix token restored, the
+     * first answer PENDING (it waited for the peer), and Manager B fetched exactly those pages.
+     */
+    public void assertRestoredFromPrefillHost(RequestReport decoded, int pages, int pageTokens, long pageBytes) {
+        if (decoded.restoredTokens() != (long) pages * pageTokens || decoded.restoredBytes() != pages * pageBytes
+                || decoded.source() != HitSource.STAGED) {
+            throw new AssertionError("host B did not restore the whole " + pages + "-page prefix on its first QUERY: "
+                    + decoded.restoredTokens() + " tokens, " + decoded.restoredBytes() + " bytes, first answer " + decoded.source());
+        }
+        long fetched = status(decodeHost).at("/peer/fetchesStaged").asLong(-1);
+        if (fetched != pages) throw new AssertionError("Manager B fetched " + fetched + " pages from A, not " + pages);
     }
 
     /**

@@ -2,7 +2,6 @@ package io.orbitkv.jlama;
 
 import com.github.tjake.jlama.model.AbstractModel;
 import io.orbitkv.engine.HandoffCluster;
-import io.orbitkv.engine.HitSource;
 import io.orbitkv.engine.OrbitKvPageStore;
 import io.orbitkv.engine.ParityGateSupport;
 import io.orbitkv.engine.RequestReport;
@@ -12,9 +11,7 @@ import io.orbitkv.testmodel.TinyLlamaSpec;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
-import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -57,22 +54,14 @@ class HandoffTest {
 
             // host B: another engine JVM, one request, its first QUERY
             Path report = tmp.resolve("decode-b.report");
-            Process child = new ProcessBuilder(EngineProcessMain.command(hosts.decodeHost().socket().toString(),
+            RequestReport decoded = HandoffCluster.decodeInAnotherJvm(EngineProcessMain.command(
+                    hosts.decodeHost().socket().toString(),
                     tmp.resolve("child-model").toString(), "decode-b", "1", "21",
-                    Integer.toString(ParityGateTest.PROMPT_TOKENS), report.toString()))
-                    .redirectErrorStream(true).start();
-            String out = new String(child.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-            assertThat(child.waitFor(120, TimeUnit.SECONDS)).isTrue();
-            assertThat(child.exitValue()).as(out).isZero();
-            RequestReport decoded = ParityGateSupport.readReport(report);
+                    Integer.toString(ParityGateTest.PROMPT_TOKENS), report.toString()), report);
 
-            assertThat(decoded.restoredTokens()).as("the whole prefix, 3 pages, restored on B's first QUERY").isEqualTo(48);
+            hosts.assertRestoredFromPrefillHost(decoded, 3, ParityGateTest.PAGE_TOKENS, pageBytes);
             assertThat(decoded.prefilledTokens()).isEqualTo(10);
-            assertThat(decoded.restoredBytes()).isEqualTo(3 * pageBytes);
-            assertThat(decoded.source()).as("B's first answer waited for the peer").isEqualTo(HitSource.STAGED);
             control.assertParity(decoded, p);
-            assertThat(HandoffCluster.status(hosts.decodeHost()).at("/peer/fetchesStaged").asLong())
-                    .as("pages Manager B fetched from A").isEqualTo(3);
             hosts.awaitDrained();
         } finally {
             prefillModel.close();

@@ -1,7 +1,6 @@
 package io.orbitkv.llamacpp;
 
 import io.orbitkv.engine.HandoffCluster;
-import io.orbitkv.engine.HitSource;
 import io.orbitkv.engine.KvPageStore;
 import io.orbitkv.engine.OrbitKvPageStore;
 import io.orbitkv.engine.ParityGateSupport;
@@ -12,9 +11,7 @@ import io.orbitkv.testmodel.TinyLlamaSpec;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
-import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -60,22 +57,14 @@ class LlamaCppHandoffTest {
 
             // host B: another engine JVM, one request, its first QUERY
             Path report = tmp.resolve("decode-b.report");
-            Process child = new ProcessBuilder(LlamaCppEngineProcessMain.command(hosts.decodeHost().socket().toString(),
+            RequestReport decoded = HandoffCluster.decodeInAnotherJvm(LlamaCppEngineProcessMain.command(
+                    hosts.decodeHost().socket().toString(),
                     tmp.resolve("child-model").toString(), "decode-b", "1", "21",
-                    Integer.toString(LlamaCppParityGateTest.PROMPT_TOKENS), report.toString()))
-                    .redirectErrorStream(true).start();
-            String out = new String(child.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-            assertThat(child.waitFor(120, TimeUnit.SECONDS)).isTrue();
-            assertThat(child.exitValue()).as(out).isZero();
-            RequestReport decoded = ParityGateSupport.readReport(report);
+                    Integer.toString(LlamaCppParityGateTest.PROMPT_TOKENS), report.toString()), report);
 
-            assertThat(decoded.restoredTokens()).as("the whole prefix, 3 pages, restored on B's first QUERY").isEqualTo(48);
+            hosts.assertRestoredFromPrefillHost(decoded, 3, LlamaCppParityGateTest.PAGE_TOKENS, PAGE_BYTES);
             assertThat(decoded.prefilledTokens()).isEqualTo(10);
-            assertThat(decoded.restoredBytes()).isEqualTo(3 * PAGE_BYTES);
-            assertThat(decoded.source()).as("B's first answer waited for the peer").isEqualTo(HitSource.STAGED);
             ParityGateSupport.assertBitIdentical(decoded, cold);
-            assertThat(HandoffCluster.status(hosts.decodeHost()).at("/peer/fetchesStaged").asLong())
-                    .as("pages Manager B fetched from A").isEqualTo(3);
             hosts.awaitDrained();
         }
     }
