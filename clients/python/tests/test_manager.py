@@ -65,6 +65,12 @@ class ManagerProcess:
             shutil.rmtree(self.dram_dir, ignore_errors=True)
 
 
+# Under ORBITKV_REQUIRE_ENVIRONMENT (set by .ci/run) a missing jar fails the run instead of skipping it.
+REQUIRE_ENVIRONMENT = os.environ.get("ORBITKV_REQUIRE_ENVIRONMENT", "") not in ("", "0")
+if REQUIRE_ENVIRONMENT and not JAR:
+    raise RuntimeError("ORBITKV_JAR is not set and ORBITKV_REQUIRE_ENVIRONMENT is: run through `bin/orbitkv test`")
+
+
 @unittest.skipUnless(JAR, "ORBITKV_JAR is not set: run through `bin/orbitkv test`, which builds the jar and sets it")
 class AgainstManager(unittest.TestCase):
     manager: ManagerProcess

@@ -14,6 +14,8 @@ import java.util.Objects;
  */
 public final class OrbitKvException extends RuntimeException {
 
+    private static final long serialVersionUID = 1L;
+
     private final ErrorCode code;
     private final String detail;
 

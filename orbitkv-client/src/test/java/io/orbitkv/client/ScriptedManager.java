@@ -86,10 +86,14 @@ final class ScriptedManager implements AutoCloseable {
     }
 
     @Override
-    public void close() throws Exception {
+    public void close() throws IOException {
         server.close();
         SocketChannel ch = connection;
         if (ch != null) ch.close();
-        thread.join();
+        try {
+            thread.join();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt(); // close() keeps the interrupt for the caller
+        }
     }
 }

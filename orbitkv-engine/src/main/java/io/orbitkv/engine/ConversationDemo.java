@@ -93,6 +93,7 @@ public final class ConversationDemo {
      * Runs the conversation with a Manager under {@code managerDir}, printing to {@code out};
      * returns how many rows were not bit-identical to cold.
      */
+    @SuppressWarnings("try") // the store closes before the Manager stops; the try's close is then a no-op
     public static int run(Engine engine, Path managerDir, PrintStream out) throws Exception {
         out.println("orbitkv demo: starting a Manager in " + managerDir);
         int differing = 0;

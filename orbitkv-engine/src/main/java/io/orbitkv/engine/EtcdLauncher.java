@@ -94,9 +94,14 @@ public final class EtcdLauncher implements AutoCloseable {
 
     /** SIGTERM, then SIGKILL after 10 s; waits for the exit. */
     @Override
-    public void close() throws InterruptedException {
+    public void close() {
         if (!process.isAlive()) return;
         process.destroy();
-        if (!process.waitFor(10, TimeUnit.SECONDS)) process.destroyForcibly().waitFor();
+        try {
+            if (!process.waitFor(10, TimeUnit.SECONDS)) process.destroyForcibly().waitFor();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt(); // close() keeps the interrupt for the caller
+            process.destroyForcibly();
+        }
     }
 }

@@ -214,16 +214,20 @@ public final class ManagerLauncher implements AutoCloseable {
     }
 
     /** SIGTERM, then wait for the exit; returns the exit status. */
-    public int stop() throws InterruptedException {
+    public int stop() {
         process.destroy();
-        if (!process.waitFor(60, TimeUnit.SECONDS)) {
-            process.destroyForcibly().waitFor();
+        try {
+            if (!process.waitFor(60, TimeUnit.SECONDS)) process.destroyForcibly().waitFor();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt(); // the caller sees the interrupt; the process is killed
+            process.destroyForcibly();
+            return -1;
         }
         return process.exitValue();
     }
 
     @Override
-    public void close() throws InterruptedException {
+    public void close() {
         if (process.isAlive()) stop();
     }
 }

@@ -1,8 +1,9 @@
 package io.orbitkv.engine;
 
+import io.orbitkv.testkit.Environment;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import org.junit.jupiter.api.Assumptions;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -48,7 +49,7 @@ public final class HandoffCluster implements AutoCloseable {
      * {@code dir}; skips the calling test when etcd is not installed.
      */
     public static HandoffCluster start(Path dir, long pageBytes) throws IOException, InterruptedException {
-        Assumptions.assumeTrue(EtcdLauncher.installed(), "etcd is not installed at " + EtcdLauncher.BINARY);
+        Environment.require(EtcdLauncher.installed(), "etcd at " + EtcdLauncher.BINARY + " (apt-get install -y etcd-server)");
         Path token = ManagerLauncher.Cluster.writeToken(Files.createDirectories(dir).resolve("cluster.token"));
         EtcdLauncher etcd = EtcdLauncher.start(dir.resolve("etcd"));
         ManagerLauncher a = null;
@@ -181,7 +182,7 @@ public final class HandoffCluster implements AutoCloseable {
 
     /** Stops both Managers (SIGTERM) and etcd; throws if a Manager exited with a non-zero status. */
     @Override
-    public void close() throws InterruptedException {
+    public void close() {
         int b = decodeHost.stop();
         int a = prefillHost.stop();
         etcd.close();

@@ -42,6 +42,7 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
  * parallel (each is single-threaded by the deterministic settings anyway); run engines in
  * separate processes to use more cores.
  */
+@SuppressWarnings("restricted") // FFM downcalls are this class's job; the launchers grant --enable-native-access
 public final class LlamaCppEngine implements AutoCloseable {
 
     /** Held by every call into the library, by every engine of the process (see the design note). */

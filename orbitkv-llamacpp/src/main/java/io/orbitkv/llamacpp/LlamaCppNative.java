@@ -33,6 +33,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * load to stderr otherwise, which would drown test output) and keeps WARN/ERROR so that a failed
  * {@code llama_state_seq_set_data} (which only returns 0) can say why.
  */
+@SuppressWarnings("restricted") // FFM downcalls are this class's job; the launchers grant --enable-native-access
 public final class LlamaCppNative {
 
     /** Warning and error lines kept for error messages. */

@@ -194,6 +194,7 @@ class LlamaCppParityGateTest {
         }
     }
 
+    @SuppressWarnings("try") // the store closes before the Manager stops; the try's close is then a no-op
     @Test
     void hitAfterTheManagerRestartsIsServedFromSsd_andACorruptedPageOnDiskBecomesAMiss() throws Exception {
         int[] p = prompt(6, PROMPT_TOKENS);

@@ -171,7 +171,7 @@ final class CrossHostArm implements AutoCloseable {
     }
 
     @Override
-    public void close() throws InterruptedException {
+    public void close() {
         channels.close();
         onA.close();
         hostA.close();

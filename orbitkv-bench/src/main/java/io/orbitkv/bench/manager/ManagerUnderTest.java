@@ -68,10 +68,18 @@ final class ManagerUnderTest implements AutoCloseable {
 
     /** SIGTERM, then the exit status (the Manager drains and exits 0). */
     @Override
-    public void close() throws InterruptedException, IOException {
+    public void close() throws IOException {
         process.destroy();
-        if (!process.waitFor(60, TimeUnit.SECONDS)) {
-            process.destroyForcibly().waitFor();
+        boolean stopped;
+        try {
+            stopped = process.waitFor(60, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt(); // close() keeps the interrupt for the caller
+            process.destroyForcibly();
+            return;
+        }
+        if (!stopped) {
+            process.destroyForcibly();
             throw new IOException("the Manager did not stop on SIGTERM: " + Files.readString(log));
         }
     }

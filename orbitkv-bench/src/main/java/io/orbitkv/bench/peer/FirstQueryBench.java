@@ -279,9 +279,15 @@ public final class FirstQueryBench {
         }
 
         @Override
-        public void close() throws InterruptedException, IOException {
+        public void close() throws IOException {
             process.destroy();
-            if (!process.waitFor(20, TimeUnit.SECONDS)) process.destroyForcibly();
+            try {
+                if (!process.waitFor(20, TimeUnit.SECONDS)) process.destroyForcibly();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt(); // close() keeps the interrupt for the caller
+                process.destroyForcibly();
+                return;
+            }
             if (!Files.isDirectory(dram)) return; // the Manager removes its DRAM directory when empty
             try (var files = Files.list(dram)) {
                 for (Path f : files.toList()) Files.deleteIfExists(f);

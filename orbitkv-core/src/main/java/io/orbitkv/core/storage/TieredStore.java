@@ -77,7 +77,6 @@ public final class TieredStore implements AutoCloseable {
     /** Counted staging outcomes ({@code orbitkv.tiered.stage}, tag {@code result}). */
     private enum StageCount { DRAM_HIT, SSD_READ, SHARED_READ, MISS, BUSY }
 
-    /** A staging in flight: its one backing read's outcome, holding an anchor lease when staged. */
     /**
      * One staging in flight. {@code outcome} completes with the shared result (holding the anchor
      * lease) so that each caller takes its own lease from the anchor; {@code settled} completes

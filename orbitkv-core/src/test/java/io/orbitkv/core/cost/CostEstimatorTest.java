@@ -89,11 +89,11 @@ class CostEstimatorTest {
     void aContendedEstimatorDropsTheUpdateInsteadOfBlocking() throws Exception {
         Thread[] other = new Thread[1];
         CostEstimator.Update[] seen = new CostEstimator.Update[1];
-        @SuppressWarnings("unchecked") java.util.Optional<List<Lookup>>[] looked = new java.util.Optional[1];
+        var looked = new java.util.concurrent.atomic.AtomicReference<java.util.Optional<List<Lookup>>>();
         estimator.holdLockWhile(() -> {
             other[0] = Thread.ofPlatform().start(() -> {
                 seen[0] = estimator.train(key, 100, 0);
-                looked[0] = estimator.tryLookup(List.of(key), 0);
+                looked.set(estimator.tryLookup(List.of(key), 0));
             });
             try {
                 other[0].join(); // returns although the lock is held: the update did not wait
@@ -102,7 +102,7 @@ class CostEstimatorTest {
             }
         });
         assertThat(seen[0]).isEqualTo(CostEstimator.Update.DROPPED_CONTENDED);
-        assertThat(looked[0]).isEmpty();
+        assertThat(looked.get()).isEmpty();
         assertThat(estimator.droppedContended()).isEqualTo(2);
         assertThat(estimator.lookup(key, 0)).isInstanceOf(Lookup.Missing.class);
     }

@@ -1,5 +1,7 @@
 package io.orbitkv.core.engine;
 
+import io.orbitkv.testkit.TestSeed;
+
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.protocol.CompletionEvent;
 import io.orbitkv.state.protocol.CompletionTarget;
@@ -47,8 +49,8 @@ class ManagerStressTest {
 
     @Test
     void manySessionsEndWithNothingHeldAndNeverReadWrongBytes() throws Exception {
-        long seed = Long.getLong("stress.seed", System.nanoTime());
-        System.out.println("ManagerStressTest seed " + seed + " (rerun with -Dstress.seed=" + seed + ")");
+        long seed = TestSeed.get();
+        System.out.println("ManagerStressTest " + TestSeed.describe());
         try (ManagerFixture m = new ManagerFixture(dir, 40, ProtocolLimits.DEFAULTS,
                 ManagerConfig.DEFAULTS.withStagesPerOperation(2).withMaxLeases(200))) {
             AtomicLong hits = new AtomicLong();

@@ -1,5 +1,7 @@
 package io.orbitkv.core.storage;
 
+import io.orbitkv.testkit.TestSeed;
+
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.core.storage.dram.DramTierConfig;
 import io.orbitkv.core.storage.dram.Lease;
@@ -43,7 +45,7 @@ import static org.awaitility.Awaitility.await;
  * Checks while running: every lease shows exactly its key's bytes (a reused slot would not).
  * Checks at the end: every lease and pin released, no reservation or evicted-but-leased slot
  * left, nothing queued or in flight, and each key's residency events alternate per medium and
- * end in the state the tiers report. Seed: {@code -Dorbitkv.stress.seed=N}.
+ * end in the state the tiers report. Seed: {@link TestSeed} ({@code -Dorbitkv.seed=N}).
  */
 class TieredStoreStressTest {
 
@@ -64,8 +66,8 @@ class TieredStoreStressTest {
     }
 
     private void run(SsdAdmissionPolicy policy) throws Exception {
-        long seed = Long.getLong("orbitkv.stress.seed", System.nanoTime());
-        System.out.println("TieredStoreStressTest " + policy + " seed=" + seed);
+        long seed = TestSeed.get();
+        System.out.println("TieredStoreStressTest " + policy + " " + TestSeed.describe());
         NamespaceTable namespaces = new NamespaceTable(2);
         namespaces.register(NS, DIGEST);
         String name = policy.getClass().getSimpleName();

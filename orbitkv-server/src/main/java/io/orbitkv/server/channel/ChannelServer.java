@@ -150,6 +150,7 @@ public final class ChannelServer implements AutoCloseable {
      *
      * @throws IOException if a live server answers, or the path is not a socket
      */
+    @SuppressWarnings("try") // the probe connection only tells whether a Manager listens
     public static void removeIfStale(Path path) throws IOException {
         if (!Files.exists(path, LinkOption.NOFOLLOW_LINKS)) return;
         int mode = (Integer) Files.getAttribute(path, "unix:mode", LinkOption.NOFOLLOW_LINKS);

@@ -15,7 +15,6 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
-import sun.misc.Signal;
 
 /**
  * {@code orbitkv manager}: runs a single-node Manager in the foreground until SIGTERM or SIGINT
@@ -120,13 +119,11 @@ final class ManagerCommand implements Callable<Integer> {
             case ManagerDaemon.Startup.Started s -> s.daemon();
         };
         CountDownLatch stop = new CountDownLatch(1);
-        for (String name : List.of("TERM", "INT")) {
-            Signal.handle(new Signal(name), sig -> {
-                err.println("orbitkv manager: SIG" + sig.getName() + " received, draining");
-                err.flush();
-                stop.countDown();
-            });
-        }
+        StopSignals.install(List.of("TERM", "INT"), name -> {
+            err.println("orbitkv manager: SIG" + name + " received, draining");
+            err.flush();
+            stop.countDown();
+        });
         Runtime.getRuntime().addShutdownHook(new Thread(daemon::close, "orbitkv-shutdown"));
         try {
             daemon.announceReady(out);

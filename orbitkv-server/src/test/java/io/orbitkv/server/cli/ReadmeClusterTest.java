@@ -53,7 +53,7 @@ class ReadmeClusterTest {
 
     @Test
     void theReadmeClusterBlocksShowACrossNodeHitAndStopEtcdLast() throws Exception {
-        EtcdProcess.assumeInstalled();
+        EtcdProcess.requireInstalled();
         String script = readmeBlocks(Files.readString(Path.of("..", "README.md")));
         assertThat(script).as("the walk-through still runs the demo and locate").contains("cluster demo", "cluster locate");
         Files.writeString(dir.resolve("readme-cluster.sh"), script);

@@ -1,8 +1,9 @@
 package io.orbitkv.server.cluster;
 
+import io.orbitkv.testkit.Environment;
+
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
-import static org.assertj.core.api.Assumptions.assumeThat;
 
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
@@ -56,7 +57,7 @@ class ClusterMtlsTest {
 
     @Test
     void onlyPeersWithACertificateOfTheClusterCaAndTheTokenAreServed() throws Exception {
-        assumeThat(Files.isExecutable(OPENSSL)).as("openssl is needed to make test certificates").isTrue();
+        Environment.require(Files.isExecutable(OPENSSL), "openssl at " + OPENSSL + ", to make test certificates");
         ClusterSecurity.TlsFiles ours = pki(dir.resolve("ours"));
         ClusterSecurity.TlsFiles foreign = pki(dir.resolve("foreign"));
         ClusterSecurity security = new ClusterSecurity("tls", TOKEN, Optional.of(ours));

@@ -160,10 +160,14 @@ final class ManagerProcess implements AutoCloseable {
     }
 
     @Override
-    public void close() throws InterruptedException {
-        if (process.isAlive()) {
-            process.destroy();
+    public void close() {
+        if (!process.isAlive()) return;
+        process.destroy();
+        try {
             if (!process.waitFor(30, TimeUnit.SECONDS)) process.destroyForcibly().waitFor();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt(); // close() keeps the interrupt for the caller
+            process.destroyForcibly();
         }
     }
 }

@@ -29,6 +29,7 @@ class StoreLockTest {
         }
     }
 
+    @SuppressWarnings("try") // the lock is held for the assertion
     @Test
     void aLeftoverFileFromADeadManagerIsLockedAgain() throws Exception {
         Path file = Files.writeString(dir.resolve("manager.lock"), "999999999\n");

@@ -1,6 +1,7 @@
 package io.orbitkv.server.membership;
 
-import static org.assertj.core.api.Assumptions.assumeThat;
+import io.orbitkv.testkit.Environment;
+
 
 import java.io.IOException;
 import java.net.InetSocketAddress;
@@ -34,14 +35,13 @@ public final class EtcdProcess implements AutoCloseable {
     }
 
     /** Skips the calling test when etcd is not installed. */
-    public static void assumeInstalled() {
-        assumeThat(Files.isExecutable(BINARY))
-                .as("etcd is not installed at " + BINARY + " (apt-get install -y etcd-server; .ci/run does this)")
-                .isTrue();
+    public static void requireInstalled() {
+        Environment.require(Files.isExecutable(BINARY),
+                "etcd at " + BINARY + " (apt-get install -y etcd-server; .ci/run does this)");
     }
 
     public static EtcdProcess start(Path workDir) throws IOException {
-        assumeInstalled();
+        requireInstalled();
         EtcdProcess etcd = new EtcdProcess(Files.createDirectories(workDir.resolve("etcd-data")), freePort(), freePort());
         etcd.start();
         return etcd;
@@ -90,7 +90,12 @@ public final class EtcdProcess implements AutoCloseable {
     }
 
     @Override
-    public void close() throws InterruptedException {
-        stop();
+    public void close() {
+        try {
+            stop();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt(); // close() keeps the interrupt for the caller
+            if (process != null) process.destroyForcibly();
+        }
     }
 }

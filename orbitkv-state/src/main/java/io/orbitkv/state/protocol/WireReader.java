@@ -16,6 +16,7 @@ final class WireReader {
 
     /** A refusal of the frame being read; no stack trace (it is an expected outcome, caught one frame up). */
     static final class BadFrame extends RuntimeException {
+        private static final long serialVersionUID = 1L;
         final ErrorCode code;
 
         BadFrame(ErrorCode code, String message) {

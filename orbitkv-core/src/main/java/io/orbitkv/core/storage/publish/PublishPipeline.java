@@ -75,11 +75,10 @@ import java.util.function.LongSupplier;
  */
 public final class PublishPipeline implements AutoCloseable {
 
-    /** One block waiting to be sealed. */
-    /** {@code enqueuedNanos} is {@link System#nanoTime()} at publish when cost observations are on, else 0. */
     /** Incarnation source for the DRAM copy resource identity: each pipeline is a new resource. */
     private static final java.util.concurrent.atomic.AtomicLong INCARNATIONS = new java.util.concurrent.atomic.AtomicLong();
 
+    /** One block waiting to be sealed; {@code enqueuedNanos} is {@link System#nanoTime()} at publish when cost observations are on, else 0. */
     private record SealRequest(StateKey key, int namespaceId, PageSource source, long enqueuedNanos) {}
 
     /** An image DRAM evicted and handed over, waiting for SSD admission under {@code on-evict}. */

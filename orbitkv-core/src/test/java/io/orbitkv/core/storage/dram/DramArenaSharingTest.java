@@ -1,9 +1,10 @@
 package io.orbitkv.core.storage.dram;
 
+import io.orbitkv.testkit.Environment;
+
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.core.storage.ResidencyStream;
 import io.orbitkv.state.StateKey;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -97,7 +98,7 @@ class DramArenaSharingTest {
      */
     @Test
     void anotherProcessMapsTheArenaWithPythonMmap() throws Exception {
-        Assumptions.assumeTrue(pythonAvailable(), "python3 not on PATH");
+        Environment.require(pythonAvailable(), "python3 on PATH");
         DramTierConfig config = DramTierConfig.of(dir, "py", List.of(new SizeClass(64 * 1024, 8)));
         try (DramTier tier = DramTier.open(config, new ResidencyStream(64), new SimpleMeterRegistry())) {
             ArenaGeometry.ClassArena arena = tier.geometry().arenas().getFirst();

@@ -1,5 +1,7 @@
 package io.orbitkv.core.storage.dram;
 
+import io.orbitkv.testkit.TestSeed;
+
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.core.storage.ResidencyEvent;
 import io.orbitkv.core.storage.ResidencyStream;
@@ -33,7 +35,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * end every lease is released and every byte is accounted for, and each key's residency events
  * alternate ADDED/REMOVED and end in the state the index shows.
  *
- * <p>Seed: printed; rerun with {@code -Dorbitkv.stress.seed=<seed>}.
+ * <p>Seed: {@link TestSeed}, printed and named in any failure; rerun with {@code -Dorbitkv.seed=<seed>}.
  */
 class DramTierStressTest {
 
@@ -56,8 +58,8 @@ class DramTierStressTest {
 
     @Test
     void concurrentPublishLeaseEvictReleaseKeepsBytesAndLeasesBalanced() throws Exception {
-        long seed = Long.getLong("orbitkv.stress.seed", System.nanoTime());
-        System.out.println("DramTierStressTest seed=" + seed);
+        long seed = TestSeed.get();
+        System.out.println("DramTierStressTest " + TestSeed.describe());
         // Each operation commits at most one image, and each removal follows its own insert.
         ResidencyStream stream = new ResidencyStream(2 * THREADS * OPS_PER_THREAD);
         SimpleMeterRegistry registry = new SimpleMeterRegistry();

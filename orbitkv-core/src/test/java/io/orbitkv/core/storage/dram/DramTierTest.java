@@ -471,6 +471,7 @@ class DramTierTest {
                 .as("budgets covering the whole arena").isInstanceOf(IllegalArgumentException.class);
     }
 
+    @SuppressWarnings("try") // the second tier is open only for its gauges
     @Test
     void twoTiersShareARegistryUnderTheirArenaTags() throws IOException {
         openSmall();

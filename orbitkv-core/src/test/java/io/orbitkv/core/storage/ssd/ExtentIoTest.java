@@ -1,5 +1,7 @@
 package io.orbitkv.core.storage.ssd;
 
+import io.orbitkv.testkit.Environment;
+
 import io.orbitkv.core.storage.ssd.uring.Libc;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -12,7 +14,6 @@ import java.nio.file.Path;
 import java.util.Arrays;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * Both routes put the exact extent bytes at the exact place and read them back in one call
@@ -29,7 +30,7 @@ class ExtentIoTest {
 
     @Test
     void aStoreOnLinuxMovesEachExtentWithOneVectoredCall() throws Exception {
-        assumeTrue(Libc.supported(), "pwritev route is Linux x86_64/aarch64 only");
+        Environment.require(Libc.supported(), "libc downcalls (Linux x86_64/aarch64), for the pwritev route");
         try (SsdTestSupport s = SsdTestSupport.openRecovered(SsdTestSupport.smallConfig(dir, 2, 256))) {
             assertThat(s.store.extentIoRoute()).isEqualTo(ExtentIo.Route.VECTORED);
             s.writeCommitted(1, PAYLOAD);
@@ -47,7 +48,7 @@ class ExtentIoTest {
         MemorySegment p2 = SsdTestSupport.payload(2, PAYLOAD);
         try (ExtentFiles files = ExtentFiles.open(config); ExtentIo writer = ExtentIo.open(files, route);
              Arena arena = Arena.ofConfined()) {
-            assumeTrue(route == ExtentIo.Route.TWO_CALLS || writer.route() == route, "pwritev unavailable");
+            Environment.require(route == ExtentIo.Route.TWO_CALLS || writer.route() == route, "pwritev in this libc");
             write(writer, arena, first, p1);
             write(writer, arena, second, p2);
 
@@ -74,7 +75,7 @@ class ExtentIoTest {
         long padded = ExtentLayout.paddedPayloadBytes(PAYLOAD);
         try (ExtentFiles files = ExtentFiles.open(config); ExtentIo io = ExtentIo.open(files, route);
              Arena arena = Arena.ofConfined()) {
-            assumeTrue(route == ExtentIo.Route.TWO_CALLS || io.route() == route, "preadv unavailable");
+            Environment.require(route == ExtentIo.Route.TWO_CALLS || io.route() == route, "preadv in this libc");
             write(io, arena, e, p);
             MemorySegment header = arena.allocate(ExtentLayout.HEADER_BYTES, ExtentLayout.BLOCK_BYTES);
             MemorySegment payload = arena.allocate(padded, ExtentLayout.BLOCK_BYTES);

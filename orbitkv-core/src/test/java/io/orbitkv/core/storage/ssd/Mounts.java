@@ -1,12 +1,13 @@
 package io.orbitkv.core.storage.ssd;
 
+import io.orbitkv.testkit.Environment;
+
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** Mounts a small filesystem for a test (needs root); skips the test with a clear message otherwise. */
 final class Mounts implements AutoCloseable {
@@ -23,8 +24,8 @@ final class Mounts implements AutoCloseable {
         if (!options.isEmpty()) cmd.addAll(List.of("-o", options));
         cmd.addAll(List.of(type, mountPoint.toString()));
         int rc = run(cmd);
-        assumeTrue(rc == 0, "cannot mount " + type + " at " + mountPoint + " (rc=" + rc
-                + "; needs root and mount rights): test skipped");
+        Environment.require(rc == 0, "mount(8) of " + type + " at " + mountPoint + " (rc=" + rc
+                + "; needs root and mount rights)");
         return new Mounts(mountPoint);
     }
 
@@ -42,7 +43,11 @@ final class Mounts implements AutoCloseable {
     }
 
     @Override
-    public void close() throws InterruptedException {
-        run(List.of("umount", mountPoint.toString()));
+    public void close() {
+        try {
+            run(List.of("umount", mountPoint.toString()));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt(); // close() keeps the interrupt for the caller
+        }
     }
 }

@@ -1,6 +1,7 @@
 package io.orbitkv.core.storage.ssd;
 
-import com.sun.nio.file.ExtendedOpenOption;
+import io.orbitkv.testkit.Environment;
+
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -12,7 +13,6 @@ import java.nio.file.StandardOpenOption;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
-import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
  * O_DIRECT versus buffered selection. On this kind of machine /tmp is ext4 (O_DIRECT works),
@@ -37,7 +37,7 @@ class SsdIoModeTest {
     @Test
     void devShmUsesWhatItsKernelOffersAndRefusesSilentFallback() throws Exception {
         Path shm = Path.of("/dev/shm");
-        assumeTrue(Files.isDirectory(shm) && Files.isWritable(shm), "/dev/shm not available: test skipped");
+        Environment.require(Files.isDirectory(shm) && Files.isWritable(shm), "a writable /dev/shm");
         Path storeDir = Files.createTempDirectory(shm, "orbitkv-ssd-");
         try {
             boolean kernelAcceptsDirect = acceptsDirect(storeDir);
@@ -60,11 +60,12 @@ class SsdIoModeTest {
         }
     }
 
+    @SuppressWarnings("try") // the mount is held for the test body
     @Test
     void aFilesystemRefusingDirectIoFailsOpenUnlessFallbackIsAllowed() throws Exception {
         Path mountPoint = Files.createDirectories(dir.resolve("ramfs"));
         try (Mounts ignored = Mounts.mount("ramfs", "", mountPoint)) {
-            assumeTrue(!acceptsDirect(mountPoint), "this kernel's ramfs accepts O_DIRECT: test skipped");
+            Environment.require(!acceptsDirect(mountPoint), "a ramfs that refuses O_DIRECT (this kernel's accepts it)");
             SsdConfig config = SsdTestSupport.smallConfig(mountPoint, 2, 256);
 
             assertThatThrownBy(() -> SsdTestSupport.open(config.withBufferedFallback(false)))
@@ -84,10 +85,11 @@ class SsdIoModeTest {
         }
     }
 
+    @SuppressWarnings("try") // the probe channel is opened only to see O_DIRECT accepted
     private static boolean acceptsDirect(Path dir) throws IOException {
         Path probe = dir.resolve("direct-probe");
         try (FileChannel ignored = FileChannel.open(probe, StandardOpenOption.CREATE, StandardOpenOption.WRITE,
-                ExtendedOpenOption.DIRECT)) {
+                ExtentFiles.DIRECT)) {
             return true;
         } catch (IOException e) {
             return false;

@@ -20,6 +20,7 @@ class SsdNoSpaceTest {
     @TempDir
     Path dir;
 
+    @SuppressWarnings("try") // the mount is held for the test body
     @Test
     void enospcAtPreallocationFailsAdmissionWithNoSpaceAndReadsKeepWorking() throws Exception {
         Path mountPoint = Files.createDirectories(dir.resolve("tiny"));

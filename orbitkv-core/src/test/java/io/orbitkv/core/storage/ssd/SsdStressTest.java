@@ -1,5 +1,7 @@
 package io.orbitkv.core.storage.ssd;
 
+import io.orbitkv.testkit.TestSeed;
+
 import io.orbitkv.core.storage.ResidencyEvent;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -25,7 +27,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * Writers and readers race on a small ring that wraps many times. Every served byte must be the
  * key's payload; at the end pins balance, bytes are accounted and the residency stream agrees
- * with the index. The seed is printed and can be fixed with {@code -Dssd.stress.seed=N}.
+ * with the index. The seed is {@link TestSeed}'s, named in any failure; fix it with {@code -Dorbitkv.seed=N}.
  */
 class SsdStressTest {
 
@@ -43,8 +45,8 @@ class SsdStressTest {
 
     @Test
     void concurrentWritesAndPinnedReadsNeverServeWrongBytes() throws Exception {
-        long seed = Long.getLong("ssd.stress.seed", System.nanoTime());
-        System.out.println("SsdStressTest seed=" + seed);
+        long seed = TestSeed.get();
+        System.out.println("SsdStressTest " + TestSeed.describe());
         SsdConfig config = SsdTestSupport.smallConfig(dir, 2, 512).withIo(3, 32);
         MemorySegment[] payloads = new MemorySegment[KEYS];
         for (int k = 0; k < KEYS; k++) payloads[k] = payload(k, lengthOf(k));

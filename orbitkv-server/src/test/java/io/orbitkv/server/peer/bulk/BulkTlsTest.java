@@ -1,5 +1,7 @@
 package io.orbitkv.server.peer.bulk;
 
+import io.orbitkv.testkit.Environment;
+
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.core.peer.AuthorizeResult;
 import io.orbitkv.core.peer.PeerCandidate;
@@ -21,7 +23,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assumptions.assumeThat;
 
 /**
  * The data plane under the cluster's mutual TLS, with certificates made by the test
@@ -58,7 +59,7 @@ class BulkTlsTest {
 
     @Test
     void onlyRequestersWithACertificateOfTheClusterCaAreServed() throws Exception {
-        assumeThat(Files.isExecutable(OPENSSL)).as("openssl is needed to make test certificates").isTrue();
+        Environment.require(Files.isExecutable(OPENSSL), "openssl at " + OPENSSL + ", to make test certificates");
         ClusterSecurity ours = new ClusterSecurity("orbit-bulk", TOKEN, Optional.of(pki(dir.resolve("ours"))));
         ClusterSecurity foreign = new ClusterSecurity("orbit-bulk", TOKEN, Optional.of(pki(dir.resolve("foreign"))));
         ClusterSecurity plain = new ClusterSecurity("orbit-bulk", TOKEN, Optional.empty());

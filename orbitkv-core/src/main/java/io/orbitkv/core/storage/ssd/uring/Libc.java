@@ -29,6 +29,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * Syscall numbers 425/426 are the asm-generic numbers shared by x86_64 and aarch64; other
  * architectures report the route unavailable instead of guessing.
  */
+@SuppressWarnings("restricted") // FFM downcalls are this class's job; the launchers grant --enable-native-access
 public final class Libc {
 
     private static final Linker LINKER = Linker.nativeLinker();
