@@ -19,6 +19,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import io.orbitkv.testkit.StressTest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -27,6 +28,7 @@ import org.junit.jupiter.api.io.TempDir;
  * the connection carries all of them pipelined, interleaved with COMPLETIONs of every thread's
  * operations. At the end no request is left pending and no operation is left routed.
  */
+@StressTest
 class OrbitKvClientStressTest {
 
     private static final int THREADS = 8;

@@ -1,5 +1,6 @@
 package io.orbitkv.jlama;
 
+import io.orbitkv.testkit.ProcessTest;
 import io.orbitkv.testmodel.TinyLlamaSpec;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -12,6 +13,7 @@ import java.nio.file.Path;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** The demo end to end: every turn after the first restores, the restart turn is staged from SSD, outputs equal cold. */
+@ProcessTest
 class JlamaDemoTest {
 
     @TempDir

@@ -10,6 +10,7 @@ import com.github.tjake.jlama.model.AbstractModel;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.StateKeys;
+import io.orbitkv.testkit.ProcessTest;
 import io.orbitkv.testmodel.TinyLlamaModel;
 import io.orbitkv.testmodel.TinyLlamaSpec;
 import org.junit.jupiter.api.AfterAll;
@@ -35,6 +36,7 @@ import static org.awaitility.Awaitility.await;
  * warm path really restored; the negative controls prove that a damaged page or other weights
  * lose the hit instead of changing an output.
  */
+@ProcessTest
 class ParityGateTest {
 
     static final int PAGE_TOKENS = 16;

@@ -1,5 +1,6 @@
 package io.orbitkv.llamacpp;
 
+import io.orbitkv.testkit.ProcessTest;
 import io.orbitkv.testmodel.TinyLlamaSpec;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -12,6 +13,7 @@ import java.nio.file.Path;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** The llama.cpp demo end to end: later turns restore, the restart turn is staged from SSD, every turn equals cold. */
+@ProcessTest
 class LlamaCppDemoTest {
 
     @Test

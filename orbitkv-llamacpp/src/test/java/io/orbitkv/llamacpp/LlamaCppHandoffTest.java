@@ -6,6 +6,7 @@ import io.orbitkv.engine.OrbitKvPageStore;
 import io.orbitkv.engine.ParityGateSupport;
 import io.orbitkv.engine.RequestReport;
 import io.orbitkv.state.Namespace;
+import io.orbitkv.testkit.ProcessTest;
 import io.orbitkv.testmodel.TinyLlamaModel;
 import io.orbitkv.testmodel.TinyLlamaSpec;
 import org.junit.jupiter.api.Test;
@@ -24,6 +25,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * pages crossed hosts (Manager B held nothing and answered no QUERY before); nothing stays held
  * on either Manager.
  */
+@ProcessTest
 class LlamaCppHandoffTest {
 
     /** llama.cpp's sequence-state page of the CI model, 16 tokens. */

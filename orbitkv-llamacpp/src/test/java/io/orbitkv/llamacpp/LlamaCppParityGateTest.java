@@ -10,6 +10,7 @@ import io.orbitkv.engine.RequestReport;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.StateKeys;
+import io.orbitkv.testkit.ProcessTest;
 import io.orbitkv.testmodel.TinyLlamaModel;
 import io.orbitkv.testmodel.TinyLlamaSpec;
 import org.junit.jupiter.api.AfterAll;
@@ -38,6 +39,7 @@ import static org.awaitility.Awaitility.await;
  * (through {@code llama_state_seq_set_data}); the negative controls prove that a damaged page or
  * other weights lose the hit instead of changing an output.
  */
+@ProcessTest
 class LlamaCppParityGateTest {
 
     static final int PAGE_TOKENS = 16;

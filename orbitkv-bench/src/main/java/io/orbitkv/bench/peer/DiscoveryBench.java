@@ -8,7 +8,7 @@ import io.orbitkv.core.catalog.MembershipView;
 import io.orbitkv.core.catalog.PushBatch;
 import io.orbitkv.core.catalog.Rendezvous;
 import io.orbitkv.core.catalog.ShardState;
-import io.orbitkv.core.storage.ResidencyEvent;
+import io.orbitkv.core.storage.residency.ResidencyEvent;
 import io.orbitkv.server.cluster.CatalogService;
 import io.orbitkv.server.cluster.ClusterChannels;
 import io.orbitkv.server.cluster.ClusterRpcServer;

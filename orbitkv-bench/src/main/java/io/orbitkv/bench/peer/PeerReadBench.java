@@ -1,6 +1,7 @@
 package io.orbitkv.bench.peer;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.peer.MemberView;
 import io.orbitkv.core.peer.NodeIncarnation;
 import io.orbitkv.core.peer.PeerCandidate;
@@ -11,7 +12,6 @@ import io.orbitkv.core.peer.PeerReader;
 import io.orbitkv.core.peer.PeerSource;
 import io.orbitkv.core.peer.ReleaseRetrier;
 import io.orbitkv.core.peer.TicketTable;
-import io.orbitkv.core.storage.NamespaceTable;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.TieredStoreConfig;
 import io.orbitkv.core.storage.dram.CommitResult;
@@ -20,7 +20,6 @@ import io.orbitkv.core.storage.dram.Reservation;
 import io.orbitkv.core.storage.dram.SizeClass;
 import io.orbitkv.core.storage.publish.PublishConfig;
 import io.orbitkv.core.storage.publish.SsdAdmissionPolicy;
-import io.orbitkv.core.storage.ssd.NamespaceDigest;
 import io.orbitkv.core.storage.ssd.SsdConfig;
 import io.orbitkv.server.cluster.ClusterChannels;
 import io.orbitkv.server.cluster.ClusterRpcServer;
@@ -30,6 +29,7 @@ import io.orbitkv.server.peer.PeerReadService;
 import io.orbitkv.server.peer.bulk.BulkLimits;
 import io.orbitkv.server.peer.bulk.BulkPayloadTransport;
 import io.orbitkv.server.peer.bulk.BulkServer;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
 import java.io.IOException;

@@ -1,9 +1,9 @@
 package io.orbitkv.bench.storage;
 
 import io.orbitkv.core.storage.ssd.ExtentLayout;
-import io.orbitkv.core.storage.ssd.NamespaceDigest;
 import io.orbitkv.core.storage.ssd.SsdConfig;
 import io.orbitkv.core.storage.ssd.SsdStore;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
 import java.io.IOException;

@@ -2,7 +2,6 @@ package io.orbitkv.bench.storage;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.bench.Throughput;
-import io.orbitkv.core.storage.ResidencyStream;
 import io.orbitkv.core.storage.dram.AcquireResult;
 import io.orbitkv.core.storage.dram.CommitResult;
 import io.orbitkv.core.storage.dram.DramTier;
@@ -11,6 +10,7 @@ import io.orbitkv.core.storage.dram.Lease;
 import io.orbitkv.core.storage.dram.Reservation;
 import io.orbitkv.core.storage.dram.ReserveResult;
 import io.orbitkv.core.storage.dram.SizeClass;
+import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.state.StateKey;
 
 import java.io.IOException;

@@ -1,16 +1,16 @@
 package io.orbitkv.bench.storage;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
-import io.orbitkv.core.storage.ResidencyStream;
 import io.orbitkv.core.storage.dram.CommitResult;
 import io.orbitkv.core.storage.dram.DramTier;
 import io.orbitkv.core.storage.dram.DramTierConfig;
 import io.orbitkv.core.storage.dram.Reservation;
 import io.orbitkv.core.storage.dram.SizeClass;
+import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.core.storage.ssd.ExtentLayout;
-import io.orbitkv.core.storage.ssd.NamespaceDigest;
 import io.orbitkv.core.storage.ssd.SsdConfig;
 import io.orbitkv.core.storage.ssd.SsdStore;
+import io.orbitkv.state.NamespaceDigest;
 
 import java.io.IOException;
 import java.lang.foreign.Arena;

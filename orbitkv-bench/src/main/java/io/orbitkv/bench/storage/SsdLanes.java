@@ -1,10 +1,10 @@
 package io.orbitkv.bench.storage;
 
-import io.orbitkv.core.storage.ssd.NamespaceDigest;
 import io.orbitkv.core.storage.ssd.Pin;
 import io.orbitkv.core.storage.ssd.ReadResult;
 import io.orbitkv.core.storage.ssd.SsdStore;
 import io.orbitkv.core.storage.ssd.WriteResult;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
 import java.lang.foreign.MemorySegment;

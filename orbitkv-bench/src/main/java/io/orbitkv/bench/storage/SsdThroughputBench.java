@@ -2,13 +2,13 @@ package io.orbitkv.bench.storage;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.bench.Throughput;
-import io.orbitkv.core.storage.ResidencyStream;
+import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.core.storage.ssd.ExtentLayout;
 import io.orbitkv.core.storage.ssd.IoMode;
-import io.orbitkv.core.storage.ssd.NamespaceDigest;
 import io.orbitkv.core.storage.ssd.ReadPath;
 import io.orbitkv.core.storage.ssd.SsdConfig;
 import io.orbitkv.core.storage.ssd.SsdStore;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
 import java.io.IOException;

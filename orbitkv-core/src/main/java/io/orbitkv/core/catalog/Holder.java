@@ -1,6 +1,6 @@
 package io.orbitkv.core.catalog;
 
-import io.orbitkv.core.storage.ResidencyEvent;
+import io.orbitkv.core.storage.residency.ResidencyEvent;
 import java.util.Objects;
 
 /**

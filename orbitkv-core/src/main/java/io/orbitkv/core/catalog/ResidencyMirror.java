@@ -1,6 +1,6 @@
 package io.orbitkv.core.catalog;
 
-import io.orbitkv.core.storage.ResidencyEvent;
+import io.orbitkv.core.storage.residency.ResidencyEvent;
 import io.orbitkv.state.StateKey;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -10,7 +10,7 @@ import java.util.function.Predicate;
 
 /**
  * This node's own residency as the catalog publisher last read it from the
- * {@link io.orbitkv.core.storage.ResidencyStream}: which keys are resident on which medium, as of
+ * {@link io.orbitkv.core.storage.residency.ResidencyStream}: which keys are resident on which medium, as of
  * which sequence, and the page's length when an event carried it. The source of every snapshot
  * sent to shard owners.
  *

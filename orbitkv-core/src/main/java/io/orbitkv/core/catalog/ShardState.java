@@ -3,7 +3,7 @@ package io.orbitkv.core.catalog;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
-import io.orbitkv.core.storage.ResidencyEvent;
+import io.orbitkv.core.storage.residency.ResidencyEvent;
 import io.orbitkv.state.StateKey;
 import java.util.ArrayList;
 import java.util.HashMap;

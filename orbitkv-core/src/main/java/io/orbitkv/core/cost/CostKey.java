@@ -1,5 +1,6 @@
 package io.orbitkv.core.cost;
 
+import io.orbitkv.state.protocol.CompletionTarget;
 import java.util.Objects;
 
 /**

@@ -9,7 +9,7 @@ import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.dram.CommitResult;
 import io.orbitkv.core.storage.dram.Reservation;
 import io.orbitkv.core.storage.dram.ReserveResult;
-import io.orbitkv.core.transfer.Region;
+import io.orbitkv.core.transfer.EngineRegion;
 import io.orbitkv.core.transfer.RestoreCopier;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.StateKeys;
@@ -68,7 +68,7 @@ final class EngineSession implements ChannelSession, OperationHost {
     private final Map<Long, QueryOperation> live = new LinkedHashMap<>();
     private final Set<QueryOperation> replaced = new HashSet<>();
     private final Map<Long, Reservation> reservations = new LinkedHashMap<>();
-    private final Map<Integer, Region> regions = new LinkedHashMap<>();
+    private final Map<Integer, EngineRegion> regions = new LinkedHashMap<>();
     private Phase phase = Phase.CONNECTED;
     private ErrorCode closedCode = ErrorCode.SHUTTING_DOWN;
     private SessionScope scope;
@@ -180,7 +180,7 @@ final class EngineSession implements ChannelSession, OperationHost {
 
     private void finishIfDrained() {
         if (phase != Phase.CLOSED || !live.isEmpty() || !replaced.isEmpty() || drained.isDone()) return;
-        for (Region region : regions.values()) region.close();
+        for (EngineRegion region : regions.values()) region.close();
         core.metrics().regions.addAndGet(-regions.size());
         regions.clear();
         drained.complete(null);
@@ -249,7 +249,7 @@ final class EngineSession implements ChannelSession, OperationHost {
         if (op == null || op.state() == QueryOperation.State.DRAINING) {
             return new Reply.Error(ErrorCode.NOT_FOUND, "operation " + r.operationId() + " is not live");
         }
-        Region region = regions.get(r.regionId());
+        EngineRegion region = regions.get(r.regionId());
         if (region == null) return new Reply.Error(ErrorCode.NOT_FOUND, "region " + r.regionId() + " is not registered");
         Reply reply = op.restore(r, region);
         if (reply instanceof Reply.Error(ErrorCode code, String ignored) && code == ErrorCode.BUSY) {
@@ -263,9 +263,9 @@ final class EngineSession implements ChannelSession, OperationHost {
             return busy(ManagerMetrics.Table.REGIONS, "maxRegionsPerConnection "
                     + core.limits().maxRegionsPerConnection() + " reached");
         }
-        return switch (Region.open(r.path(), r.sizeBytes(), r.pageBytes(), r.pageCount())) {
-            case Region.NotFound(String reason) -> new Reply.Error(ErrorCode.NOT_FOUND, reason);
-            case Region.Opened(Region region) -> {
+        return switch (EngineRegion.open(r.path(), r.sizeBytes(), r.pageBytes(), r.pageCount())) {
+            case EngineRegion.NotFound(String reason) -> new Reply.Error(ErrorCode.NOT_FOUND, reason);
+            case EngineRegion.Opened(EngineRegion region) -> {
                 int id = nextRegionId++;
                 regions.put(id, region);
                 core.metrics().regions.incrementAndGet();

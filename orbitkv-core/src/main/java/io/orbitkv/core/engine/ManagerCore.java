@@ -1,16 +1,16 @@
 package io.orbitkv.core.engine;
 
 import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.query.Budget;
 import io.orbitkv.core.query.OperationHost;
 import io.orbitkv.core.query.QueryPlanner;
 import io.orbitkv.core.query.RemotePages;
 import io.orbitkv.core.query.SessionScope;
-import io.orbitkv.core.storage.NamespaceTable;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.dram.ArenaGeometry;
-import io.orbitkv.core.storage.ssd.NamespaceDigest;
 import io.orbitkv.core.transfer.RestoreCopier;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.ProtocolLimits;
 import io.orbitkv.state.protocol.Reply;
@@ -27,11 +27,7 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.ScheduledFuture;
-import java.util.concurrent.Executors;
+import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
@@ -71,15 +67,14 @@ public final class ManagerCore implements AutoCloseable {
     private final TieredStore store;
     private final NamespaceTable namespaces;
     private final ProtocolLimits limits;
-    private final ManagerConfig config;
+    private final ManagerBounds config;
     private final LongSupplier nanoClock;
     private final QueryPlanner planner;
     private final Budget leaseTable;
     private final Budget stagingBudget;
     private final RestoreCopier copier;
-    private final ExecutorService callbacks = Executors.newVirtualThreadPerTaskExecutor();
     private final PublishQuarantine quarantine;
-    private final ScheduledExecutorService ticker;
+    private final Housekeeper housekeeper;
     private final RemotePages remote;
     private final ManagerMetrics metrics;
     private final List<Reply.ArenaFile> arenaFiles;
@@ -124,13 +119,13 @@ public final class ManagerCore implements AutoCloseable {
      * @param registry   where {@code orbitkv.manager.*} meters go
      * @param nanoClock  monotonic clock for drain deadlines
      */
-    public ManagerCore(TieredStore store, NamespaceTable namespaces, ProtocolLimits limits, ManagerConfig config,
+    public ManagerCore(TieredStore store, NamespaceTable namespaces, ProtocolLimits limits, ManagerBounds config,
                        MeterRegistry registry, LongSupplier nanoClock) {
         this(store, namespaces, limits, config, registry, nanoClock, RemotePages.NONE);
     }
 
     /** As above, with peer routes: pages only peers hold are fetched through {@code remote} (issue 6). */
-    public ManagerCore(TieredStore store, NamespaceTable namespaces, ProtocolLimits limits, ManagerConfig config,
+    public ManagerCore(TieredStore store, NamespaceTable namespaces, ProtocolLimits limits, ManagerBounds config,
                        MeterRegistry registry, LongSupplier nanoClock, RemotePages remote) {
         this.store = Objects.requireNonNull(store, "store");
         this.namespaces = Objects.requireNonNull(namespaces, "namespaces");
@@ -148,10 +143,10 @@ public final class ManagerCore implements AutoCloseable {
         this.quarantine = new PublishQuarantine(config.publishQuarantineNanos(), config.publishQuarantineBytes(),
                 r -> geometry.arenas().get(r.slotRef().classIndex()).slotBytes(), store.dram()::abort);
         this.metrics.quarantine(quarantine::heldBytes, quarantine::heldSlots, quarantine::releasedEarly);
-        this.ticker = Executors.newSingleThreadScheduledExecutor(
-                Thread.ofPlatform().daemon().name("orbitkv-manager-tick").factory());
-        this.ticker.scheduleWithFixedDelay(() -> onTick(this.nanoClock.getAsLong()), TICK_MILLIS, TICK_MILLIS,
-                TimeUnit.MILLISECONDS);
+        this.housekeeper = new Housekeeper(TICK_MILLIS, nanoClock, registry);
+        this.housekeeper.addDuty("publish-quarantine", quarantine::onTick);
+        this.housekeeper.addDuty("peer-routes", remote::onTick);
+        this.housekeeper.start();
     }
 
     /**
@@ -161,13 +156,12 @@ public final class ManagerCore implements AutoCloseable {
      * own clock. Returns how many slots it freed.
      */
     public int onTick(long nowNanos) {
-        int freed = quarantine.onTick(nowNanos);
-        try {
-            remote.onTick(nowNanos);
-        } catch (RuntimeException e) {
-            // a peer duty failing must not stop the tick thread (scheduleWithFixedDelay would cancel it)
-        }
-        return freed;
+        return (int) housekeeper.tick(nowNanos);
+    }
+
+    /** Failures of background duty (or callback kind) {@code duty} so far; see {@link Housekeeper}. */
+    long backgroundErrors(String duty, boolean callback) {
+        return housekeeper.errors(duty, callback);
     }
 
     /** Slot bytes held in the publish quarantine (protocol §9.6). */
@@ -408,8 +402,7 @@ public final class ManagerCore implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
-        callbacks.shutdown();
-        ticker.shutdownNow();
+        housekeeper.close();
         quarantine.releaseAll();
         metrics.close();
     }
@@ -446,24 +439,18 @@ public final class ManagerCore implements AutoCloseable {
      * it over, so it never waits on a session lock); returns what cancels it.
      */
     Runnable schedule(Runnable task, long delayNanos) {
-        ScheduledFuture<?> f;
-        try {
-            f = ticker.schedule(() -> callbacks.execute(task), delayNanos, TimeUnit.NANOSECONDS);
-        } catch (RejectedExecutionException closing) {
-            return () -> { };
-        }
-        return () -> f.cancel(false);
+        return housekeeper.schedule("timer", task, delayNanos);
     }
 
-    ExecutorService callbacks() {
-        return callbacks;
+    Executor callbacks() {
+        return housekeeper.callbacks();
     }
 
     ManagerMetrics metrics() {
         return metrics;
     }
 
-    ManagerConfig config() {
+    ManagerBounds config() {
         return config;
     }
 

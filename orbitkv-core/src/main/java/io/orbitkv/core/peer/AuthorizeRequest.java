@@ -1,6 +1,6 @@
 package io.orbitkv.core.peer;
 
-import io.orbitkv.core.storage.ssd.NamespaceDigest;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
 import java.util.Objects;

@@ -5,7 +5,7 @@ import io.orbitkv.core.catalog.Holder;
 import io.orbitkv.core.catalog.KeyLocation;
 import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.MembershipView;
-import io.orbitkv.core.storage.ssd.NamespaceDigest;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
 import java.time.Duration;

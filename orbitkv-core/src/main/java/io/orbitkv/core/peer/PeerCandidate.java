@@ -1,7 +1,7 @@
 package io.orbitkv.core.peer;
 
 import io.orbitkv.core.storage.ssd.ExtentLayout;
-import io.orbitkv.core.storage.ssd.NamespaceDigest;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
 import java.util.Objects;

@@ -1,7 +1,6 @@
 package io.orbitkv.core.peer;
 
 import io.orbitkv.core.cost.ByteCount;
-import io.orbitkv.core.cost.CompletionTarget;
 import io.orbitkv.core.cost.CostKey;
 import io.orbitkv.core.cost.CostObserver;
 import io.orbitkv.core.cost.CostPath;
@@ -18,8 +17,9 @@ import io.orbitkv.core.query.RemotePages;
 import io.orbitkv.core.query.SessionScope;
 import io.orbitkv.core.query.SourceSelector;
 import io.orbitkv.core.storage.StageResult;
-import io.orbitkv.core.storage.ssd.NamespaceDigest;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
+import io.orbitkv.state.protocol.CompletionTarget;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;

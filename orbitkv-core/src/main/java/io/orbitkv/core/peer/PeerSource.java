@@ -1,6 +1,6 @@
 package io.orbitkv.core.peer;
 
-import io.orbitkv.core.storage.NamespaceTable;
+import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.storage.StageResult;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.dram.AcquireResult;

@@ -5,7 +5,7 @@ import io.orbitkv.core.storage.StageResult;
 import io.orbitkv.core.storage.dram.Lease;
 import io.orbitkv.core.storage.dram.SlotRef;
 import io.orbitkv.core.transfer.RestoreObservations;
-import io.orbitkv.core.transfer.Region;
+import io.orbitkv.core.transfer.EngineRegion;
 import io.orbitkv.state.RecoveryDemand;
 import io.orbitkv.state.Requirement;
 import io.orbitkv.state.StateGroup;
@@ -524,7 +524,7 @@ public final class QueryOperation {
      * Submits the copies of a RESTORE into {@code region}; the reply (RESTORE_ACCEPTED or the
      * ERROR of protocol §5.8). COMPLETION RESTORE_DONE follows once every copy task ended.
      */
-    public Reply restore(Request.Restore request, Region region) {
+    public Reply restore(Request.Restore request, EngineRegion region) {
         if (query.target() != CompletionTarget.ENGINE_RESTORE) {
             return new Reply.Error(ErrorCode.INVALID_DEMAND, "operation " + operationId() + " targets HOST_READY");
         }

@@ -1,7 +1,7 @@
 package io.orbitkv.core.query;
 
-import io.orbitkv.core.storage.ssd.NamespaceDigest;
 import io.orbitkv.state.Namespace;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.RecoveryContract;
 
 import java.util.Objects;

@@ -1,5 +1,6 @@
 package io.orbitkv.core.storage;
 
+import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.storage.dram.Lease;
 import io.orbitkv.state.StateKey;
 

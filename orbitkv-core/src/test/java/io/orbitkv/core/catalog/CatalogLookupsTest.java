@@ -3,7 +3,7 @@ package io.orbitkv.core.catalog;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
-import io.orbitkv.core.storage.ResidencyEvent;
+import io.orbitkv.core.storage.residency.ResidencyEvent;
 import io.orbitkv.state.StateKey;
 import java.time.Duration;
 import java.util.ArrayList;

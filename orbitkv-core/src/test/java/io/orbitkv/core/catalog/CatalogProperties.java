@@ -3,10 +3,10 @@ package io.orbitkv.core.catalog;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
-import io.orbitkv.core.storage.ResidencyEvent;
-import io.orbitkv.core.storage.ResidencyEvent.Kind;
-import io.orbitkv.core.storage.ResidencyEvent.Medium;
-import io.orbitkv.core.storage.ResidencyStream;
+import io.orbitkv.core.storage.residency.ResidencyEvent.Kind;
+import io.orbitkv.core.storage.residency.ResidencyEvent.Medium;
+import io.orbitkv.core.storage.residency.ResidencyEvent;
+import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.state.StateKey;
 import java.time.Duration;
 import java.util.ArrayList;

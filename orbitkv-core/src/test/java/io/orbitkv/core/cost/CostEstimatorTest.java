@@ -1,5 +1,6 @@
 package io.orbitkv.core.cost;
 
+import io.orbitkv.state.protocol.CompletionTarget;
 import org.junit.jupiter.api.Test;
 
 import java.util.List;

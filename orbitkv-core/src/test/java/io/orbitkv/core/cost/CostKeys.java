@@ -1,5 +1,8 @@
 package io.orbitkv.core.cost;
 
+import io.orbitkv.state.protocol.CompletionTarget;
+
+
 /** Keys used by the cost tests. */
 final class CostKeys {
 

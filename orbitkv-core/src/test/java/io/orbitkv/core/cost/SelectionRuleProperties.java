@@ -1,5 +1,6 @@
 package io.orbitkv.core.cost;
 
+import io.orbitkv.state.protocol.CompletionTarget;
 import net.jqwik.api.Arbitraries;
 import net.jqwik.api.Arbitrary;
 import net.jqwik.api.Combinators;

@@ -1,6 +1,7 @@
 package io.orbitkv.core.cost;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.state.protocol.CompletionTarget;
 import org.junit.jupiter.api.Test;
 
 import java.util.List;

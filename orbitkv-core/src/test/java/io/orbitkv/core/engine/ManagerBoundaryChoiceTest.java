@@ -57,7 +57,7 @@ class ManagerBoundaryChoiceTest {
 
     Client open(CostObserver observer) throws IOException {
         cost = observer;
-        m = new ManagerFixture(dir, 64, ProtocolLimits.DEFAULTS, ManagerConfig.DEFAULTS, RemotePages.NONE, observer);
+        m = new ManagerFixture(dir, 64, ProtocolLimits.DEFAULTS, ManagerBounds.DEFAULTS, RemotePages.NONE, observer);
         Client c = m.register("e1", 1, NS, ManagerFixture.FULL);
         c.publish(PROMPT, 0, 0, 1, 2, 3, 4, 5, 6, 7);
         for (long p = 0; p < PAGES; p++) {

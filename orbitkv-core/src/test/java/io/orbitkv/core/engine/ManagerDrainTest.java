@@ -40,7 +40,7 @@ class ManagerDrainTest {
 
     @Test
     void releaseDuringARestoreDropsQueuedCopiesAndDrainsBeforeReleasing() throws Exception {
-        m = new ManagerFixture(dir, 64, ProtocolLimits.DEFAULTS, ManagerConfig.DEFAULTS.withRestore(1, 8));
+        m = new ManagerFixture(dir, 64, ProtocolLimits.DEFAULTS, ManagerBounds.DEFAULTS.withRestore(1, 8));
         Path regionFile = Files.write(dir.resolve("region"), new byte[4 * ManagerFixture.SLOT]);
         try (Client c = m.register("e1", 1, NS, ManagerFixture.FULL)) {
             c.publish(3, 0, 0, 1);
@@ -76,7 +76,7 @@ class ManagerDrainTest {
 
     @Test
     void aRevisionReplacedWhileStagingDrainsAndSaysSo() throws IOException {
-        m = new ManagerFixture(dir, 64, ProtocolLimits.DEFAULTS, ManagerConfig.DEFAULTS);
+        m = new ManagerFixture(dir, 64, ProtocolLimits.DEFAULTS, ManagerBounds.DEFAULTS);
         try (Client c = m.register("e1", 1, NS, ManagerFixture.FULL)) {
             c.publish(4, 0, 0, 1);
             for (long p = 0; p < 2; p++) {
@@ -113,7 +113,7 @@ class ManagerDrainTest {
 
     @Test
     void aRegisterWhosePredecessorDoesNotDrainInTimeIsBusyAndARetryWaitsForTheDrain() throws IOException {
-        ManagerConfig d = ManagerConfig.DEFAULTS;
+        ManagerBounds d = ManagerBounds.DEFAULTS;
         m = new ManagerFixture(dir, 64, ProtocolLimits.DEFAULTS, d.withFenceDrainTimeoutNanos(
                 java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(200)));
         Client old = m.register("e1", 1, NS, ManagerFixture.FULL);

@@ -15,8 +15,8 @@ import io.orbitkv.core.query.RemotePages;
 import io.orbitkv.core.query.SessionScope;
 import io.orbitkv.core.storage.StageResult;
 import io.orbitkv.core.storage.dram.Lease;
-import io.orbitkv.core.storage.ssd.NamespaceDigest;
 import io.orbitkv.state.Namespace;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.protocol.CompletionEvent;
 import io.orbitkv.state.protocol.CompletionTarget;
@@ -85,10 +85,10 @@ class ManagerFirstQueryPeerTest {
 
     @BeforeEach
     void open() throws Exception {
-        openB(ManagerConfig.DEFAULTS);
+        openB(ManagerBounds.DEFAULTS);
     }
 
-    void openB(ManagerConfig config) throws Exception {
+    void openB(ManagerBounds config) throws Exception {
         a = ManagerFixture.open(dir.resolve("a"));
         RemotePages forward = new RemotePages() {
             @Override
@@ -286,7 +286,7 @@ class ManagerFirstQueryPeerTest {
     void aStagingBudgetSmallerThanThePrefixGivesTheLongestBoundaryThatFits() throws Exception {
         close();
         // room for 3 pages of 32 KiB (the largest slot each peer page is charged) of an 8-page prefix
-        openB(ManagerConfig.DEFAULTS.withStagingBudgetBytes(3L * ManagerFixture.SLOT + 100));
+        openB(ManagerBounds.DEFAULTS.withStagingBudgetBytes(3L * ManagerFixture.SLOT + 100));
         publishOnA(15, 8);
         try (Client c = b.register("eb", 1, NS, ManagerFixture.FULL)) {
             c.send(query(1, 15, 8, 5_000));

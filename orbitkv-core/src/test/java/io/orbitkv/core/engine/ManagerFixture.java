@@ -2,8 +2,8 @@ package io.orbitkv.core.engine;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.core.cost.CostObserver;
+import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.query.RemotePages;
-import io.orbitkv.core.storage.NamespaceTable;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.TieredStoreConfig;
 import io.orbitkv.core.storage.dram.DramTierConfig;
@@ -37,7 +37,7 @@ final class ManagerFixture implements AutoCloseable {
     final RemotePages remote;
     final int dramSlots;
     final ProtocolLimits limits;
-    final ManagerConfig config;
+    final ManagerBounds config;
     final CostObserver cost;
     SimpleMeterRegistry registry;
     NamespaceTable namespaces;
@@ -46,17 +46,17 @@ final class ManagerFixture implements AutoCloseable {
     /** Added to System.nanoTime() by the core's clock: tests move time forward with {@link #advance}. */
     final AtomicLong skewNanos = new AtomicLong();
 
-    ManagerFixture(Path dir, int dramSlots, ProtocolLimits limits, ManagerConfig config) throws IOException {
+    ManagerFixture(Path dir, int dramSlots, ProtocolLimits limits, ManagerBounds config) throws IOException {
         this(dir, dramSlots, limits, config, RemotePages.NONE, CostObserver.disabled());
     }
 
     /** {@code remote}: the peer routes of the core's planner. */
-    ManagerFixture(Path dir, int dramSlots, ProtocolLimits limits, ManagerConfig config, RemotePages remote) throws IOException {
+    ManagerFixture(Path dir, int dramSlots, ProtocolLimits limits, ManagerBounds config, RemotePages remote) throws IOException {
         this(dir, dramSlots, limits, config, remote, CostObserver.disabled());
     }
 
     /** {@code cost}: the observer the tiers and the restore copies report to. */
-    ManagerFixture(Path dir, int dramSlots, ProtocolLimits limits, ManagerConfig config, RemotePages remote,
+    ManagerFixture(Path dir, int dramSlots, ProtocolLimits limits, ManagerBounds config, RemotePages remote,
                    CostObserver cost) throws IOException {
         this.remote = remote;
         this.cost = cost;
@@ -68,7 +68,7 @@ final class ManagerFixture implements AutoCloseable {
     }
 
     static ManagerFixture open(Path dir) throws IOException {
-        return new ManagerFixture(dir, 64, ProtocolLimits.DEFAULTS, ManagerConfig.DEFAULTS);
+        return new ManagerFixture(dir, 64, ProtocolLimits.DEFAULTS, ManagerBounds.DEFAULTS);
     }
 
     static Namespace namespace(String model) {

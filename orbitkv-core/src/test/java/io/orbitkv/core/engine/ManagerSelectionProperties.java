@@ -46,7 +46,7 @@ class ManagerSelectionProperties {
     @BeforeContainer
     static void open() throws IOException {
         m = new ManagerFixture(Files.createTempDirectory("orbitkv-selection"), 640, ProtocolLimits.DEFAULTS,
-                ManagerConfig.DEFAULTS);
+                ManagerBounds.DEFAULTS);
     }
 
     @AfterContainer

@@ -45,7 +45,7 @@ class ManagerSessionProperties {
     static void open() throws IOException {
         Path dir = Files.createTempDirectory("orbitkv-session-properties");
         m = new ManagerFixture(dir, 128, new ProtocolLimits(4 << 20, 64, 65_536, 4_096, 4_096, 65_536, 256, 256,
-                4_096, 256, 3, 4, 2), ManagerConfig.DEFAULTS.withMaxLeases(40));
+                4_096, 256, 3, 4, 2), ManagerBounds.DEFAULTS.withMaxLeases(40));
         regionFile = Files.write(dir.resolve("region"), new byte[4 * ManagerFixture.SLOT]);
     }
 

@@ -1,5 +1,6 @@
 package io.orbitkv.core.engine;
 
+import io.orbitkv.core.query.RemotePages;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.protocol.CompletionTarget;
@@ -95,6 +96,42 @@ class ManagerSessionTest {
         try (Client reconnect = m.register("e1", 2, NS, ManagerFixture.FULL)) {
             assertThat(reconnect.registered.epoch()).as("same epoch after the connection closed").isEqualTo(2);
         }
+        m.assertNothingHeld();
+    }
+
+    @Test
+    void aFailingPeerDutyIsCountedAndTheQuarantineStillFreesOnTheSameTick() throws IOException {
+        RemotePages failingDuty = new RemotePages() {
+            @Override
+            public long stagingBytes(StateKey key, io.orbitkv.core.query.SessionScope scope) {
+                return RemotePages.NONE.stagingBytes(key, scope);
+            }
+
+            @Override
+            public java.util.concurrent.CompletableFuture<io.orbitkv.core.storage.StageResult> fetch(
+                    StateKey key, io.orbitkv.core.query.SessionScope scope) {
+                return RemotePages.NONE.fetch(key, scope);
+            }
+
+            @Override
+            public int onTick(long nowNanos) {
+                throw new IllegalStateException("peer duty bug");
+            }
+        };
+        m = new ManagerFixture(dir, 64, ProtocolLimits.DEFAULTS, ManagerBounds.DEFAULTS, failingDuty);
+        Client zombie = m.register("e1", 1, NS, ManagerFixture.FULL);
+        zombie.send(new Request.PublishReserve(List.of(new Request.PublishPage(0, KeyForm.BLOCK_HASH,
+                Hashes.of(List.of(Client.hash(1, 0, 0))), ManagerFixture.PAGE_BYTES))));
+        zombie.session.close();
+        assertThat(m.core.quarantinedBytes()).isEqualTo(ManagerFixture.SLOT);
+
+        m.advance(2 * m.config.publishQuarantineNanos());
+        assertThat(m.core.quarantinedBytes()).as("the quarantine duty ran although the peer duty threw").isZero();
+        assertThat(m.core.backgroundErrors("peer-routes", false)).isGreaterThanOrEqualTo(1);
+        assertThat(m.registry.get("orbitkv.manager.background.errors").tag("duty", "peer-routes").counter().count())
+                .isGreaterThanOrEqualTo(1);
+        assertThat(m.core.backgroundErrors("publish-quarantine", false)).isZero();
+        zombie.close();
         m.assertNothingHeld();
     }
 
@@ -215,7 +252,7 @@ class ManagerSessionTest {
     void everyBoundedTableAnswersBusyAndRecovers() throws IOException {
         ProtocolLimits tight = new ProtocolLimits(4 << 20, 64, 65_536, 4_096, 4_096, 65_536, 256, 256, 4_096,
                 2, 1, 1, 1);
-        m = new ManagerFixture(dir, 64, tight, ManagerConfig.DEFAULTS.withMaxLeases(3));
+        m = new ManagerFixture(dir, 64, tight, ManagerBounds.DEFAULTS.withMaxLeases(3));
         Client c = m.register("e1", 1, NS, ManagerFixture.FULL);
         Client second = m.register("e2", 1, NS, ManagerFixture.FULL);
         // connections

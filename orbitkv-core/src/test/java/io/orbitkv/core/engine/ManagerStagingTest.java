@@ -176,7 +176,7 @@ class ManagerStagingTest {
     @Test
     void cancelWhileStagingDrainsTheSubmittedReadAndLeaksNoLease() throws IOException {
         m = new ManagerFixture(dir, 64, io.orbitkv.state.protocol.ProtocolLimits.DEFAULTS,
-                ManagerConfig.DEFAULTS.withStagesPerOperation(1));
+                ManagerBounds.DEFAULTS.withStagesPerOperation(1));
         try (Client c = m.register("e1", 1, NS, ManagerFixture.FULL)) {
             onSsdOnly(c, 4, 0, 1, 2, 3);
             double readsBefore = ssdReads();
@@ -197,7 +197,7 @@ class ManagerStagingTest {
     @Test
     void overTheStagingBudgetTheBoundaryIsTheLongestThatFitsElseDramOrNoSpace() throws IOException {
         m = new ManagerFixture(dir, 64, io.orbitkv.state.protocol.ProtocolLimits.DEFAULTS,
-                ManagerConfig.DEFAULTS.withStagingBudgetBytes(24 * 1024));
+                ManagerBounds.DEFAULTS.withStagingBudgetBytes(24 * 1024));
         try (Client c = m.register("e1", 1, NS, ManagerFixture.FULL)) {
             onSsdOnly(c, 4, 2, 3);
             c.publish(4, 0, 0, 1);
@@ -213,7 +213,7 @@ class ManagerStagingTest {
     @Test
     void aStagingBudgetBelowOnePageIsNoSpaceWhenOnlySsdPagesCouldHit() throws IOException {
         m = new ManagerFixture(dir, 64, io.orbitkv.state.protocol.ProtocolLimits.DEFAULTS,
-                ManagerConfig.DEFAULTS.withStagingBudgetBytes(8 * 1024));
+                ManagerBounds.DEFAULTS.withStagingBudgetBytes(8 * 1024));
         try (Client c = m.register("e1", 1, NS, ManagerFixture.FULL)) {
             onSsdOnly(c, 9, 0, 1);
             assertThat(Client.error(c.send(Client.query(2, 0, io.orbitkv.state.protocol.CompletionTarget.HOST_READY,

@@ -1,7 +1,5 @@
 package io.orbitkv.core.engine;
 
-import io.orbitkv.testkit.TestSeed;
-
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.protocol.CompletionEvent;
 import io.orbitkv.state.protocol.CompletionTarget;
@@ -9,6 +7,8 @@ import io.orbitkv.state.protocol.ProtocolLimits;
 import io.orbitkv.state.protocol.QueryStatus;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
+import io.orbitkv.testkit.StressTest;
+import io.orbitkv.testkit.TestSeed;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -36,6 +36,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * that keeps writing into granted slots after it was fenced would write into slots the Manager
  * has already given back (protocol §9.6 cannot stop a zombie writer; see the report).
  */
+@StressTest
 class ManagerStressTest {
 
     static final Namespace NS = ManagerFixture.namespace("stress");
@@ -52,7 +53,7 @@ class ManagerStressTest {
         long seed = TestSeed.get();
         System.out.println("ManagerStressTest " + TestSeed.describe());
         try (ManagerFixture m = new ManagerFixture(dir, 40, ProtocolLimits.DEFAULTS,
-                ManagerConfig.DEFAULTS.withStagesPerOperation(2).withMaxLeases(200))) {
+                ManagerBounds.DEFAULTS.withStagesPerOperation(2).withMaxLeases(200))) {
             AtomicLong hits = new AtomicLong();
             AtomicLong pending = new AtomicLong();
             ExecutorService pool = Executors.newFixedThreadPool(THREADS);

@@ -1,11 +1,11 @@
 package io.orbitkv.core.engine;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
-import io.orbitkv.core.storage.ResidencyStream;
 import io.orbitkv.core.storage.dram.DramTier;
 import io.orbitkv.core.storage.dram.DramTierConfig;
 import io.orbitkv.core.storage.dram.Reservation;
 import io.orbitkv.core.storage.dram.SizeClass;
+import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.state.StateKey;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;

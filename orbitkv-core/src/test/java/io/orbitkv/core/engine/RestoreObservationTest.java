@@ -40,7 +40,7 @@ class RestoreObservationTest {
             ch.write(java.nio.ByteBuffer.allocate(1), 8L * pageBytes - 1);
         }
         try (ManagerFixture m = new ManagerFixture(dir.resolve("m"), 64, ProtocolLimits.DEFAULTS,
-                ManagerConfig.DEFAULTS, io.orbitkv.core.query.RemotePages.NONE, cost);
+                ManagerBounds.DEFAULTS, io.orbitkv.core.query.RemotePages.NONE, cost);
              Client c = m.register("e1", 1, ManagerCoreTest.NS, ManagerFixture.FULL)) {
             c.publish(3, 0, 0, 1, 2);
             int region = ((Reply.RegionRegistered) c.send(new Request.RegisterRegion(regionFile.toString(),

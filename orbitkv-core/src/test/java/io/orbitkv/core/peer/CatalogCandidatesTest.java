@@ -10,7 +10,7 @@ import io.orbitkv.core.catalog.KeyLocation;
 import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.MembershipView;
 import io.orbitkv.core.catalog.PushBatch;
-import io.orbitkv.core.storage.ResidencyEvent;
+import io.orbitkv.core.storage.residency.ResidencyEvent;
 import io.orbitkv.state.StateKey;
 import java.time.Duration;
 import java.util.ArrayList;

@@ -1,7 +1,7 @@
 package io.orbitkv.core.peer;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
-import io.orbitkv.core.storage.NamespaceTable;
+import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.TieredStoreConfig;
 import io.orbitkv.core.storage.dram.CommitResult;
@@ -10,8 +10,8 @@ import io.orbitkv.core.storage.dram.Reservation;
 import io.orbitkv.core.storage.dram.SizeClass;
 import io.orbitkv.core.storage.publish.PublishConfig;
 import io.orbitkv.core.storage.publish.SsdAdmissionPolicy;
-import io.orbitkv.core.storage.ssd.NamespaceDigest;
 import io.orbitkv.core.storage.ssd.SsdConfig;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
 import java.io.IOException;

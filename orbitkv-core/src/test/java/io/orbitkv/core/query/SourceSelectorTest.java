@@ -2,7 +2,6 @@ package io.orbitkv.core.query;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.core.cost.ByteCount;
-import io.orbitkv.core.cost.CompletionTarget;
 import io.orbitkv.core.cost.CostConfig;
 import io.orbitkv.core.cost.CostKey;
 import io.orbitkv.core.cost.CostObserver;
@@ -18,6 +17,7 @@ import io.orbitkv.core.cost.Terminal;
 import io.orbitkv.core.cost.Timeline;
 import io.orbitkv.core.storage.StageResult;
 import io.orbitkv.state.StateKey;
+import io.orbitkv.state.protocol.CompletionTarget;
 import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;

@@ -3,6 +3,7 @@ package io.orbitkv.core.storage;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.core.cost.CostConfig;
 import io.orbitkv.core.cost.CostObserver;
+import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.storage.dram.DramTierConfig;
 import io.orbitkv.core.storage.dram.Lease;
 import io.orbitkv.core.storage.dram.SizeClass;

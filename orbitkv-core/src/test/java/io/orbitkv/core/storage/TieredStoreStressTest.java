@@ -1,16 +1,19 @@
 package io.orbitkv.core.storage;
 
-import io.orbitkv.testkit.TestSeed;
-
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.storage.dram.DramTierConfig;
 import io.orbitkv.core.storage.dram.Lease;
 import io.orbitkv.core.storage.dram.SizeClass;
 import io.orbitkv.core.storage.publish.PageSource;
 import io.orbitkv.core.storage.publish.PublishConfig;
 import io.orbitkv.core.storage.publish.SsdAdmissionPolicy;
+import io.orbitkv.core.storage.residency.ResidencyEvent;
+import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.core.storage.ssd.SsdConfig;
 import io.orbitkv.state.StateKey;
+import io.orbitkv.testkit.StressTest;
+import io.orbitkv.testkit.TestSeed;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -47,6 +50,7 @@ import static org.awaitility.Awaitility.await;
  * left, nothing queued or in flight, and each key's residency events alternate per medium and
  * end in the state the tiers report. Seed: {@link TestSeed} ({@code -Dorbitkv.seed=N}).
  */
+@StressTest
 class TieredStoreStressTest {
 
     private static final int KEYS = 48;

@@ -1,6 +1,7 @@
 package io.orbitkv.core.storage;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.storage.dram.DramTierConfig;
 import io.orbitkv.core.storage.dram.Lease;
 import io.orbitkv.core.storage.dram.SizeClass;
@@ -9,8 +10,9 @@ import io.orbitkv.core.storage.publish.PageSource;
 import io.orbitkv.core.storage.publish.PublishConfig;
 import io.orbitkv.core.storage.publish.PublishResult;
 import io.orbitkv.core.storage.publish.SsdAdmissionPolicy;
-import io.orbitkv.core.storage.ssd.NamespaceDigest;
+import io.orbitkv.core.storage.residency.ResidencyEvent;
 import io.orbitkv.core.storage.ssd.SsdConfig;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;

@@ -46,10 +46,10 @@ class RestoreCopierTest {
     @Test
     void aRegionMapsItsFileOrIsNotFound() throws IOException {
         Path file = Files.write(dir.resolve("region"), new byte[3 * 4096]);
-        assertThat(Region.open(file.toString(), 4 * 4096, 4096, 4)).isInstanceOf(Region.NotFound.class);
-        assertThat(Region.open("relative/path", 4096, 4096, 1)).isInstanceOf(Region.NotFound.class);
-        assertThat(Region.open(dir.resolve("absent").toString(), 4096, 4096, 1)).isInstanceOf(Region.NotFound.class);
-        Region region = ((Region.Opened) Region.open(file.toString(), 3 * 4096, 4096, 3)).region();
+        assertThat(EngineRegion.open(file.toString(), 4 * 4096, 4096, 4)).isInstanceOf(EngineRegion.NotFound.class);
+        assertThat(EngineRegion.open("relative/path", 4096, 4096, 1)).isInstanceOf(EngineRegion.NotFound.class);
+        assertThat(EngineRegion.open(dir.resolve("absent").toString(), 4096, 4096, 1)).isInstanceOf(EngineRegion.NotFound.class);
+        EngineRegion region = ((EngineRegion.Opened) EngineRegion.open(file.toString(), 3 * 4096, 4096, 3)).region();
         MemorySegment page = region.page(2, 10);
         page.fill((byte) 7);
         region.close();

@@ -2,7 +2,7 @@ package io.orbitkv.server.cluster;
 
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
-import io.orbitkv.core.catalog.RateLimitedLog;
+import io.orbitkv.core.log.RateLimitedLog;
 import java.util.EnumMap;
 import java.util.Map;
 import java.util.Objects;

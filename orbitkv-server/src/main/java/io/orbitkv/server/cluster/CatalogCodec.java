@@ -5,7 +5,7 @@ import io.orbitkv.core.catalog.Holder;
 import io.orbitkv.core.catalog.KeyLocation;
 import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.PushBatch;
-import io.orbitkv.core.storage.ResidencyEvent;
+import io.orbitkv.core.storage.residency.ResidencyEvent;
 import io.orbitkv.server.cluster.proto.Absent;
 import io.orbitkv.server.cluster.proto.Delta;
 import io.orbitkv.server.cluster.proto.KeyResult;

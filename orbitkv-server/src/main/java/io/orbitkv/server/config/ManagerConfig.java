@@ -133,7 +133,7 @@ public record ManagerConfig(
         storeConfig(dramDir, arenaName, dramBytes, dramSlotBytes, stagingBytes, ssdDir, ssdBytes, ssdFiles,
                 ssdIoThreads, ssdBufferedFallback, ssdReadPath, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
                 ssdWriteQueueBytes, maxInflightStages, drainTimeoutMillis);
-        coreConfig(maxLeases, stagingBytes, restoreCopyThreads, drainTimeoutMillis, publishQuarantineMillis);
+        coreBounds(maxLeases, stagingBytes, restoreCopyThreads, drainTimeoutMillis, publishQuarantineMillis);
     }
 
     /**
@@ -143,14 +143,14 @@ public record ManagerConfig(
      * quarantine ({@code publishQuarantineMillis}); the rest are the
      * core's defaults.
      */
-    public io.orbitkv.core.engine.ManagerConfig coreConfig() {
-        return coreConfig(maxLeases, stagingBytes, restoreCopyThreads, drainTimeoutMillis, publishQuarantineMillis);
+    public io.orbitkv.core.engine.ManagerBounds coreBounds() {
+        return coreBounds(maxLeases, stagingBytes, restoreCopyThreads, drainTimeoutMillis, publishQuarantineMillis);
     }
 
-    private static io.orbitkv.core.engine.ManagerConfig coreConfig(long maxLeases, long stagingBytes,
+    private static io.orbitkv.core.engine.ManagerBounds coreBounds(long maxLeases, long stagingBytes,
             int restoreCopyThreads, long drainTimeoutMillis, long publishQuarantineMillis) {
-        io.orbitkv.core.engine.ManagerConfig d = io.orbitkv.core.engine.ManagerConfig.DEFAULTS;
-        return new io.orbitkv.core.engine.ManagerConfig(maxLeases, stagingBytes, d.stagesPerOperation(),
+        io.orbitkv.core.engine.ManagerBounds d = io.orbitkv.core.engine.ManagerBounds.DEFAULTS;
+        return new io.orbitkv.core.engine.ManagerBounds(maxLeases, stagingBytes, d.stagesPerOperation(),
                 restoreCopyThreads, Math.max(d.restoreQueuedTasks(), restoreCopyThreads), d.maxInstances(),
                 d.maxReplans(), java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(drainTimeoutMillis),
                 java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(publishQuarantineMillis), d.publishQuarantineBytes(),
@@ -169,11 +169,11 @@ public record ManagerConfig(
         return new ManagerConfig(Path.of("/dev/shm", "orbitkv-" + user), "manager", 1L << 30,
                 DramTierConfig.DEFAULT_SLOT_BYTES, (1L << 30) / 8, ssd, 4L << 30, 4, 4, true, ReadPath.AUTO,
                 new SsdAdmissionPolicy.WriteThrough(), 1L << 30, 64L << 20, 256L << 20, 256,
-                io.orbitkv.core.engine.ManagerConfig.DEFAULTS.maxLeases(),
-                io.orbitkv.core.engine.ManagerConfig.DEFAULTS.restoreCopyThreads(), VAR_DIR.resolve("manager.sock"), "0600", "127.0.0.1", DEFAULT_HTTP_PORT,
+                io.orbitkv.core.engine.ManagerBounds.DEFAULTS.maxLeases(),
+                io.orbitkv.core.engine.ManagerBounds.DEFAULTS.restoreCopyThreads(), VAR_DIR.resolve("manager.sock"), "0600", "127.0.0.1", DEFAULT_HTTP_PORT,
                 defaultReadyFile(ssd), ProtocolLimits.DEFAULTS, 1024, 10_000,
                 java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(
-                        io.orbitkv.core.engine.ManagerConfig.DEFAULTS.publishQuarantineNanos()),
+                        io.orbitkv.core.engine.ManagerBounds.DEFAULTS.publishQuarantineNanos()),
                 ClusterConfig.SINGLE_NODE);
     }
 

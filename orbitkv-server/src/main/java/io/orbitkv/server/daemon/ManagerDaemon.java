@@ -11,8 +11,8 @@ import io.orbitkv.core.cost.CostConfig;
 import io.orbitkv.core.cost.CostObserver;
 import io.orbitkv.core.cost.SelectionConfig;
 import io.orbitkv.core.engine.ManagerCore;
+import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.query.RemotePages;
-import io.orbitkv.core.storage.NamespaceTable;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.server.channel.ChannelServer;
 import io.orbitkv.server.cluster.ClusterNode;
@@ -150,7 +150,7 @@ public final class ManagerDaemon implements AutoCloseable {
                 peers.node().describe(log);
             }
             RemotePages remote = peers == null ? RemotePages.NONE : peers.routes();
-            core = new ManagerCore(store, namespaces, config.limits(), config.coreConfig(), registry, System::nanoTime, remote);
+            core = new ManagerCore(store, namespaces, config.limits(), config.coreBounds(), registry, System::nanoTime, remote);
             channel = ChannelServer.start(new ChannelServer.Settings(config.socket(), config.socketMode(),
                     config.limits(), config.outboundQueueFrames(), Duration.ofMillis(config.drainTimeoutMillis())),
                     core::openSession, registry);

@@ -22,6 +22,7 @@ import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.MembershipView;
+import io.orbitkv.core.log.RateLimitedLog;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -128,6 +129,8 @@ public final class EtcdMembership implements AutoCloseable {
     private final Counter reRegistrations;
     private final Counter staleRefused;
     private final Counter proofsFailed;
+    private final Counter tickErrors;
+    private final RateLimitedLog tickLog = RateLimitedLog.tenSeconds(EtcdMembership.class.getName());
     private final MemberVerifier verifier;
     /** node id → proof state of its current record; control thread only. */
     private final Map<String, Proof> proofs = new HashMap<>();
@@ -165,6 +168,7 @@ public final class EtcdMembership implements AutoCloseable {
         this.watchRepairs = Counter.builder("orbitkv_membership_watch_repairs").description("re-list + re-watch after a broken watch").register(registry);
         this.reRegistrations = Counter.builder("orbitkv_membership_registrations").description("lease grants + registrations").register(registry);
         this.staleRefused = Counter.builder("orbitkv_membership_stale_refused").description("registrations refused: a newer incarnation is stored").register(registry);
+        this.tickErrors = Counter.builder("orbitkv_membership_tick_errors").description("membership ticks that failed to reach etcd (each also logged, rate-limited)").register(registry);
         this.proofsFailed = Counter.builder("orbitkv_membership_proofs_failed").description("members that failed to prove the cluster credential (each attempt)").register(registry);
         Gauge.builder("orbitkv_membership_unproven", this, m -> m.unproven).description("members registered in etcd but not (yet) proven, so not live").register(registry);
         Gauge.builder("orbitkv_membership_valid", view, v -> v.get().valid() ? 1 : 0).description("1 while the view is valid evidence").register(registry);
@@ -206,6 +210,9 @@ public final class EtcdMembership implements AutoCloseable {
         } catch (Exception e) {
             // etcd unreachable or slow: evidence ages out below; retried next tick
             lastError = String.valueOf(e);
+            tickErrors.increment();
+            tickLog.log(System.Logger.Level.WARNING, "tick", "etcd at " + settings.endpoints() + " not reached: " + e
+                    + "; membership evidence ages out and new remote work stops until it answers (check that etcd runs)");
         }
         publish();
     }

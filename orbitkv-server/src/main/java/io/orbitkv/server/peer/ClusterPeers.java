@@ -2,6 +2,7 @@ package io.orbitkv.server.peer;
 
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.core.catalog.MembershipView;
+import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.peer.CatalogCandidates;
 import io.orbitkv.core.peer.MembershipMembers;
 import io.orbitkv.core.peer.NodeIncarnation;
@@ -11,7 +12,6 @@ import io.orbitkv.core.peer.PeerRoutes;
 import io.orbitkv.core.peer.PeerSource;
 import io.orbitkv.core.peer.ReleaseRetrier;
 import io.orbitkv.core.peer.TicketTable;
-import io.orbitkv.core.storage.NamespaceTable;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.dram.ArenaGeometry;
 import io.orbitkv.server.cluster.ClusterSecurity;

@@ -4,10 +4,10 @@ import com.google.protobuf.ByteString;
 import io.orbitkv.core.peer.AuthorizeRequest;
 import io.orbitkv.core.peer.NodeIncarnation;
 import io.orbitkv.core.peer.PeerMedium;
-import io.orbitkv.core.storage.ssd.NamespaceDigest;
 import io.orbitkv.server.peer.proto.AuthorizeCall;
 import io.orbitkv.server.peer.proto.PageMedium;
 import io.orbitkv.server.peer.proto.Requester;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
 import java.lang.foreign.MemorySegment;

@@ -22,6 +22,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicInteger;
+import io.orbitkv.testkit.StressTest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -31,6 +32,7 @@ import org.junit.jupiter.api.io.TempDir;
  * came in request order, every COMPLETION followed the reply of the request that caused it, and
  * events delivered + events dropped = events fired; every session was closed exactly once.
  */
+@StressTest
 class ChannelServerStressTest {
 
     private static final int CONNECTIONS = 8;

@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.orbitkv.core.catalog.Holder;
 import io.orbitkv.core.catalog.KeyLocation;
-import io.orbitkv.core.storage.ResidencyEvent;
+import io.orbitkv.core.storage.residency.ResidencyEvent;
 import io.orbitkv.server.cluster.ClusterInfoService;
 import io.orbitkv.server.cluster.ClusterRpcServer;
 import io.orbitkv.server.cluster.ClusterSecurity;

@@ -23,6 +23,7 @@ import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
+import io.orbitkv.testkit.ProcessTest;
 import org.awaitility.Awaitility;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -42,6 +43,7 @@ import org.junit.jupiter.api.io.TempDir;
  * etcd holds the three incarnation records but no member key, so each Manager revoked its lease,
  * which needs a running etcd (had etcd gone first, the leases would outlive the Managers).
  */
+@ProcessTest
 class ReadmeClusterTest {
 
     static final String SECTION = "## Cluster: three Managers and etcd on one machine";

@@ -6,7 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import io.orbitkv.core.catalog.Holder;
 import io.orbitkv.core.catalog.KeyLocation;
 import io.orbitkv.core.catalog.PushBatch;
-import io.orbitkv.core.storage.ResidencyEvent;
+import io.orbitkv.core.storage.residency.ResidencyEvent;
 import io.orbitkv.server.cluster.proto.Delta;
 import io.orbitkv.state.StateKey;
 import java.util.List;

@@ -1,7 +1,5 @@
 package io.orbitkv.server.cluster;
 
-import io.orbitkv.testkit.Environment;
-
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -19,6 +17,8 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import io.orbitkv.testkit.Environment;
+import io.orbitkv.testkit.ProcessTest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -28,6 +28,7 @@ import org.junit.jupiter.api.io.TempDir;
  * cluster's CA and the token is served; a plaintext peer and a peer whose certificate comes from
  * another CA are refused at the handshake.
  */
+@ProcessTest
 class ClusterMtlsTest {
 
     static final Path OPENSSL = Path.of("/usr/bin/openssl");

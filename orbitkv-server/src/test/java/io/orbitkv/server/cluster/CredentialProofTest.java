@@ -18,6 +18,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
+import io.orbitkv.testkit.ProcessTest;
 import org.awaitility.Awaitility;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -29,6 +30,7 @@ import org.junit.jupiter.api.io.TempDir;
  * either, and both sides count and log the refusals; a member that accepts the token but cannot
  * compute the proof is refused too.
  */
+@ProcessTest
 class CredentialProofTest {
 
     static final byte[] TOKEN = "proof-cluster-token-0123456789".getBytes(StandardCharsets.UTF_8);

@@ -31,6 +31,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
+import io.orbitkv.testkit.ProcessTest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -42,6 +43,7 @@ import org.junit.jupiter.api.io.TempDir;
  * a peer before any engine registers their namespace); etcd gone before the stop (no revoke is
  * attempted, and the log says the lease is left to expire).
  */
+@ProcessTest
 class ClusterFaultsProcessTest {
 
     static final int PAGE_TOKENS = 16;

@@ -38,6 +38,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
+import io.orbitkv.testkit.ProcessTest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -48,6 +49,7 @@ import org.junit.jupiter.api.io.TempDir;
  * Absent; a stale incarnation is refused (stream and registration); etcd stopped invalidates every
  * view (lookups Unknown, local hits on A continue); etcd restarted restores the views and lookups.
  */
+@ProcessTest
 class ClusterProcessTest {
 
     static final int PAGE_TOKENS = 16;
@@ -175,8 +177,8 @@ class ClusterProcessTest {
                 case PRESENT -> new KeyLocation.Present(k.getPresent().getHoldersList().stream()
                         .map(h -> new Holder(h.getNodeId(), h.getIncarnation(),
                                 h.getMedium() == io.orbitkv.server.cluster.proto.Medium.DRAM
-                                        ? io.orbitkv.core.storage.ResidencyEvent.Medium.DRAM
-                                        : io.orbitkv.core.storage.ResidencyEvent.Medium.SSD, h.getSequence())).toList());
+                                        ? io.orbitkv.core.storage.residency.ResidencyEvent.Medium.DRAM
+                                        : io.orbitkv.core.storage.residency.ResidencyEvent.Medium.SSD, h.getSequence())).toList());
                 case ABSENT -> new KeyLocation.Absent();
                 case UNKNOWN -> new KeyLocation.Unknown(KeyLocation.UnknownReason.valueOf(k.getUnknown().getReason()));
                 case RESULT_NOT_SET -> throw new AssertionError("no result");

@@ -26,6 +26,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import io.orbitkv.testkit.ProcessTest;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -37,6 +38,7 @@ import org.junit.jupiter.api.io.TempDir;
  * free what an operation held; a restarted engine (higher epoch) hits what the previous one
  * published and fences it; the README's quick start runs as shown and its hit is in /metrics.
  */
+@ProcessTest
 class JavaClientManagerTest {
 
     private static final int PAGE_TOKENS = 16;

@@ -22,6 +22,7 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.concurrent.TimeUnit;
+import io.orbitkv.testkit.ProcessTest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -31,6 +32,7 @@ import org.junit.jupiter.api.io.TempDir;
  * bad input from one client while another keeps working, with nothing leaked; the store lock;
  * SIGTERM; and both restart behaviours (engine reconnect, Manager restart from SSD).
  */
+@ProcessTest
 class ManagerProcessTest {
 
     @TempDir

@@ -19,6 +19,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
+import io.orbitkv.testkit.ProcessTest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -30,6 +31,7 @@ import org.junit.jupiter.api.io.TempDir;
  * first one looked the whole missing prefix up, and the catalog's answer outlives the gap).
  * Nothing stays held on either Manager.
  */
+@ProcessTest
 class PeerFirstQueryProcessTest {
 
     @TempDir

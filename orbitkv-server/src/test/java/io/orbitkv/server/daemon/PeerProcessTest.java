@@ -40,6 +40,7 @@ import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
+import io.orbitkv.testkit.ProcessTest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -51,6 +52,7 @@ import org.junit.jupiter.api.io.TempDir;
  * multi-page fetch and B answers a miss or a shorter boundary, never a wrong byte, and leaks
  * nothing (leases, reservations, staging bytes, fetches, tickets all back to 0).
  */
+@ProcessTest
 class PeerProcessTest {
 
     static final int PAGE_TOKENS = 16;

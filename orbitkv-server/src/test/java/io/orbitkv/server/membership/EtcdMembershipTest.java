@@ -10,12 +10,14 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
+import io.orbitkv.testkit.ProcessTest;
 import org.awaitility.Awaitility;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /** Membership against one real etcd process: convergence, stale incarnations, outage and recovery. */
+@ProcessTest
 class EtcdMembershipTest {
 
     @TempDir

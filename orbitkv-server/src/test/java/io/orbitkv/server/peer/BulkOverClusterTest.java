@@ -1,6 +1,7 @@
 package io.orbitkv.server.peer;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.peer.NodeIncarnation;
 import io.orbitkv.core.peer.PeerCandidate;
 import io.orbitkv.core.peer.PeerEndpoint;
@@ -10,7 +11,6 @@ import io.orbitkv.core.peer.PeerReader;
 import io.orbitkv.core.peer.PeerSource;
 import io.orbitkv.core.peer.ReleaseRetrier;
 import io.orbitkv.core.peer.TicketTable;
-import io.orbitkv.core.storage.NamespaceTable;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.dram.CommitResult;
 import io.orbitkv.core.storage.dram.Reservation;

@@ -1,7 +1,6 @@
 package io.orbitkv.core.storage.publish;
 
 import io.orbitkv.core.cost.ByteCount;
-import io.orbitkv.core.cost.CompletionTarget;
 import io.orbitkv.core.cost.CostKey;
 import io.orbitkv.core.cost.CostObserver;
 import io.orbitkv.core.cost.CostPath;
@@ -12,6 +11,7 @@ import io.orbitkv.core.cost.SampleKind;
 import io.orbitkv.core.cost.Shape;
 import io.orbitkv.core.cost.Terminal;
 import io.orbitkv.core.cost.Timeline;
+import io.orbitkv.state.protocol.CompletionTarget;
 
 import java.util.List;
 

@@ -1,5 +1,6 @@
 package io.orbitkv.core.storage.ssd;
 
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
 import java.util.concurrent.atomic.AtomicBoolean;

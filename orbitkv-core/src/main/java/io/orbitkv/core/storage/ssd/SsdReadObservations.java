@@ -1,7 +1,6 @@
 package io.orbitkv.core.storage.ssd;
 
 import io.orbitkv.core.cost.ByteCount;
-import io.orbitkv.core.cost.CompletionTarget;
 import io.orbitkv.core.cost.CostKey;
 import io.orbitkv.core.cost.CostObserver;
 import io.orbitkv.core.cost.CostPath;
@@ -15,6 +14,7 @@ import io.orbitkv.core.cost.SourceOffer;
 import io.orbitkv.core.cost.Shape;
 import io.orbitkv.core.cost.Terminal;
 import io.orbitkv.core.cost.Timeline;
+import io.orbitkv.state.protocol.CompletionTarget;
 
 import java.util.List;
 

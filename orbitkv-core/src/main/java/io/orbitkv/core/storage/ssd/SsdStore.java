@@ -5,9 +5,10 @@ import io.orbitkv.core.cost.CostKey;
 import io.orbitkv.core.cost.CostObserver;
 import io.orbitkv.core.cost.Lookup;
 import io.orbitkv.core.cost.ResourceId;
-import io.orbitkv.core.storage.ResidencyEvent;
-import io.orbitkv.core.storage.ResidencyStream;
+import io.orbitkv.core.storage.residency.ResidencyEvent;
+import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.core.storage.ssd.uring.UringReader;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
 import java.io.IOException;

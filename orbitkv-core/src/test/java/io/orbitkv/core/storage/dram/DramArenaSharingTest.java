@@ -1,10 +1,10 @@
 package io.orbitkv.core.storage.dram;
 
-import io.orbitkv.testkit.Environment;
-
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
-import io.orbitkv.core.storage.ResidencyStream;
+import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.state.StateKey;
+import io.orbitkv.testkit.Environment;
+import io.orbitkv.testkit.ProcessTest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -30,6 +30,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * engine adapter in another process (or Python {@code mmap}) would, using only the published
  * {@link ArenaGeometry} and {@link SlotRef}s.
  */
+@ProcessTest
 class DramArenaSharingTest {
 
     @TempDir

@@ -1,7 +1,7 @@
 package io.orbitkv.core.storage.dram;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
-import io.orbitkv.core.storage.ResidencyStream;
+import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.state.StateKey;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;

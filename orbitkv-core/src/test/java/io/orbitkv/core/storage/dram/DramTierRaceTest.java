@@ -1,8 +1,8 @@
 package io.orbitkv.core.storage.dram;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
-import io.orbitkv.core.storage.ResidencyEvent;
-import io.orbitkv.core.storage.ResidencyStream;
+import io.orbitkv.core.storage.residency.ResidencyEvent;
+import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.state.StateKey;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;

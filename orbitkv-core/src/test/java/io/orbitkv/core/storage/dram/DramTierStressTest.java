@@ -1,11 +1,11 @@
 package io.orbitkv.core.storage.dram;
 
-import io.orbitkv.testkit.TestSeed;
-
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
-import io.orbitkv.core.storage.ResidencyEvent;
-import io.orbitkv.core.storage.ResidencyStream;
+import io.orbitkv.core.storage.residency.ResidencyEvent;
+import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.state.StateKey;
+import io.orbitkv.testkit.StressTest;
+import io.orbitkv.testkit.TestSeed;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -37,6 +37,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  *
  * <p>Seed: {@link TestSeed}, printed and named in any failure; rerun with {@code -Dorbitkv.seed=<seed>}.
  */
+@StressTest
 class DramTierStressTest {
 
     private static final int THREADS = 6;

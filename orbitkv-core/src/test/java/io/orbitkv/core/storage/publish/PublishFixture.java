@@ -1,16 +1,16 @@
 package io.orbitkv.core.storage.publish;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
-import io.orbitkv.core.storage.NamespaceTable;
-import io.orbitkv.core.storage.ResidencyStream;
+import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.storage.dram.DramTier;
 import io.orbitkv.core.storage.dram.DramTierConfig;
 import io.orbitkv.core.storage.dram.SizeClass;
-import io.orbitkv.core.storage.ssd.NamespaceDigest;
+import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.core.storage.ssd.Pin;
 import io.orbitkv.core.storage.ssd.ReadResult;
 import io.orbitkv.core.storage.ssd.SsdConfig;
 import io.orbitkv.core.storage.ssd.SsdStore;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
 import java.io.IOException;

@@ -1,7 +1,7 @@
 package io.orbitkv.core.storage.ssd;
 
 import io.orbitkv.testkit.Environment;
-
+import io.orbitkv.testkit.ProcessTest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -19,6 +19,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * /dev/shm is tmpfs (O_DIRECT accepted since Linux 6.6, refused before), and ramfs refuses it
  * on every kernel, so ramfs is the filesystem that proves the refusal paths.
  */
+@ProcessTest
 class SsdIoModeTest {
 
     @TempDir

@@ -1,5 +1,6 @@
 package io.orbitkv.core.storage.ssd;
 
+import io.orbitkv.testkit.ProcessTest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -13,6 +14,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * preallocate, the third hits ENOSPC; the write that needed it answers NoSpace, reads go on,
  * and the ring continues inside the files it has.
  */
+@ProcessTest
 class SsdNoSpaceTest {
 
     private static final int PAYLOAD = 60_000; // 64 KiB footprint, 6 per file

@@ -10,7 +10,7 @@ import io.orbitkv.core.cost.Observation;
 import io.orbitkv.core.cost.ShadowOutcome;
 import io.orbitkv.core.cost.Terminal;
 import io.orbitkv.core.cost.Timeline;
-import io.orbitkv.core.storage.ResidencyStream;
+import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.core.storage.ssd.uring.UringReader;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;

@@ -1,6 +1,6 @@
 package io.orbitkv.core.storage.ssd;
 
-import io.orbitkv.core.storage.ResidencyEvent;
+import io.orbitkv.core.storage.residency.ResidencyEvent;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 

@@ -12,7 +12,7 @@ import io.orbitkv.core.cost.SelectionConfig;
 import io.orbitkv.core.cost.ShadowOutcome;
 import io.orbitkv.core.cost.Terminal;
 import io.orbitkv.core.cost.Timeline;
-import io.orbitkv.core.storage.ResidencyStream;
+import io.orbitkv.core.storage.residency.ResidencyStream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 

@@ -1,8 +1,8 @@
 package io.orbitkv.core.storage.ssd;
 
+import io.orbitkv.core.storage.residency.ResidencyEvent;
+import io.orbitkv.testkit.StressTest;
 import io.orbitkv.testkit.TestSeed;
-
-import io.orbitkv.core.storage.ResidencyEvent;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -29,6 +29,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * key's payload; at the end pins balance, bytes are accounted and the residency stream agrees
  * with the index. The seed is {@link TestSeed}'s, named in any failure; fix it with {@code -Dorbitkv.seed=N}.
  */
+@StressTest
 class SsdStressTest {
 
     private static final int KEYS = 48;

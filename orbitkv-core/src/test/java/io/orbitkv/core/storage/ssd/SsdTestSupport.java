@@ -2,8 +2,9 @@ package io.orbitkv.core.storage.ssd;
 
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
-import io.orbitkv.core.storage.ResidencyEvent;
-import io.orbitkv.core.storage.ResidencyStream;
+import io.orbitkv.core.storage.residency.ResidencyEvent;
+import io.orbitkv.core.storage.residency.ResidencyStream;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
 import java.io.IOException;

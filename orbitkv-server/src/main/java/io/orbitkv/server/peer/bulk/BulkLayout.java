@@ -4,7 +4,7 @@ import io.orbitkv.core.peer.AuthorizeRequest;
 import io.orbitkv.core.peer.AuthorizeResult.Rejection;
 import io.orbitkv.core.peer.NodeIncarnation;
 import io.orbitkv.core.peer.PeerMedium;
-import io.orbitkv.core.storage.ssd.NamespaceDigest;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
 import java.lang.foreign.MemorySegment;

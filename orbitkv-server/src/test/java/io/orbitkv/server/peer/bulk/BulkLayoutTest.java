@@ -3,7 +3,7 @@ package io.orbitkv.server.peer.bulk;
 import io.orbitkv.core.peer.AuthorizeResult.Rejection;
 import io.orbitkv.core.peer.NodeIncarnation;
 import io.orbitkv.core.peer.PeerMedium;
-import io.orbitkv.core.storage.ssd.NamespaceDigest;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 import net.jqwik.api.Arbitraries;
 import net.jqwik.api.Arbitrary;

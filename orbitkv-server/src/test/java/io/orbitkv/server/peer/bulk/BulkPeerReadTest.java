@@ -1,6 +1,7 @@
 package io.orbitkv.server.peer.bulk;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.peer.AuthorizeRequest;
 import io.orbitkv.core.peer.AuthorizeResult;
 import io.orbitkv.core.peer.MemberView;
@@ -15,7 +16,6 @@ import io.orbitkv.core.peer.PeerReader;
 import io.orbitkv.core.peer.PeerSource;
 import io.orbitkv.core.peer.ReleaseRetrier;
 import io.orbitkv.core.peer.TicketTable;
-import io.orbitkv.core.storage.NamespaceTable;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.TieredStoreConfig;
 import io.orbitkv.core.storage.dram.CommitResult;
@@ -24,9 +24,9 @@ import io.orbitkv.core.storage.dram.Reservation;
 import io.orbitkv.core.storage.dram.SizeClass;
 import io.orbitkv.core.storage.publish.PublishConfig;
 import io.orbitkv.core.storage.publish.SsdAdmissionPolicy;
-import io.orbitkv.core.storage.ssd.NamespaceDigest;
 import io.orbitkv.core.storage.ssd.SsdConfig;
 import io.orbitkv.server.cluster.ClusterSecurity;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;

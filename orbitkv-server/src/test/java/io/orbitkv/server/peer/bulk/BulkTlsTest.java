@@ -1,7 +1,5 @@
 package io.orbitkv.server.peer.bulk;
 
-import io.orbitkv.testkit.Environment;
-
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.core.peer.AuthorizeResult;
 import io.orbitkv.core.peer.PeerCandidate;
@@ -10,6 +8,8 @@ import io.orbitkv.core.peer.PeerReader;
 import io.orbitkv.core.peer.ReleaseRetrier;
 import io.orbitkv.server.cluster.ClusterSecurity;
 import io.orbitkv.core.storage.TieredStore;
+import io.orbitkv.testkit.Environment;
+import io.orbitkv.testkit.ProcessTest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -30,6 +30,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * cluster's CA and token reads bit-identical pages; a plaintext requester and one whose
  * certificate comes from another CA get nothing, and nothing is pinned at the source.
  */
+@ProcessTest
 class BulkTlsTest {
 
     static final Path OPENSSL = Path.of("/usr/bin/openssl");

@@ -1,7 +1,7 @@
 package io.orbitkv.server.peer.bulk;
 
+import io.orbitkv.testkit.StressTest;
 import io.orbitkv.testkit.TestSeed;
-
 import org.junit.jupiter.api.Test;
 
 import java.util.ArrayList;
@@ -18,6 +18,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * the threads (counted independently) never exceed the capacity, the budget's peak never exceeds
  * it, and everything is back at the end. The seed is {@link TestSeed}'s, named in any failure ({@code -Dorbitkv.seed=N} fixes it).
  */
+@StressTest
 class ByteBudgetStressTest {
 
     @Test

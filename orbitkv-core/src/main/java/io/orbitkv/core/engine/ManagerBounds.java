@@ -26,7 +26,7 @@ import java.util.concurrent.TimeUnit;
  * @param peerWaitMaxNanos        the longest a QUERY may stay PENDING waiting for peers (catalog lookup and
  *                                peer fetches), whatever {@code peer_wait_millis} it asks; 0 never waits
  */
-public record ManagerConfig(long maxLeases, long stagingBudgetBytes, int stagesPerOperation, int restoreCopyThreads,
+public record ManagerBounds(long maxLeases, long stagingBudgetBytes, int stagesPerOperation, int restoreCopyThreads,
                             int restoreQueuedTasks, int maxInstances, int maxReplans, long fenceDrainTimeoutNanos,
                             long publishQuarantineNanos, long publishQuarantineBytes, long peerWaitMaxNanos) {
 
@@ -34,10 +34,10 @@ public record ManagerConfig(long maxLeases, long stagingBudgetBytes, int stagesP
      * Defaults for a single-node daemon: 1 M leases (a 16-token page each: 16 M tokens), 1 GiB
      * staging, a 5 s publish quarantine of at most 256 MiB, peer waits of at most 5 s.
      */
-    public static final ManagerConfig DEFAULTS = new ManagerConfig(1 << 20, 1L << 30, 64, 4, 1024, 4096, 4,
+    public static final ManagerBounds DEFAULTS = new ManagerBounds(1 << 20, 1L << 30, 64, 4, 1024, 4096, 4,
             TimeUnit.SECONDS.toNanos(30), TimeUnit.SECONDS.toNanos(5), 256L << 20, TimeUnit.SECONDS.toNanos(5));
 
-    public ManagerConfig {
+    public ManagerBounds {
         if (maxLeases < 1) throw new IllegalArgumentException("maxLeases must be >= 1: " + maxLeases);
         if (stagingBudgetBytes < 1) throw new IllegalArgumentException("stagingBudgetBytes must be >= 1");
         if (stagesPerOperation < 1) throw new IllegalArgumentException("stagesPerOperation must be >= 1");
@@ -53,43 +53,43 @@ public record ManagerConfig(long maxLeases, long stagingBudgetBytes, int stagesP
         if (peerWaitMaxNanos < 0) throw new IllegalArgumentException("peerWaitMaxNanos must be >= 0");
     }
 
-    public ManagerConfig withMaxLeases(long leases) {
-        return new ManagerConfig(leases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
+    public ManagerBounds withMaxLeases(long leases) {
+        return new ManagerBounds(leases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
                 restoreQueuedTasks, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
                 publishQuarantineBytes, peerWaitMaxNanos);
     }
 
-    public ManagerConfig withStagingBudgetBytes(long bytes) {
-        return new ManagerConfig(maxLeases, bytes, stagesPerOperation, restoreCopyThreads, restoreQueuedTasks,
+    public ManagerBounds withStagingBudgetBytes(long bytes) {
+        return new ManagerBounds(maxLeases, bytes, stagesPerOperation, restoreCopyThreads, restoreQueuedTasks,
                 maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos, publishQuarantineBytes,
                 peerWaitMaxNanos);
     }
 
-    public ManagerConfig withStagesPerOperation(int stages) {
-        return new ManagerConfig(maxLeases, stagingBudgetBytes, stages, restoreCopyThreads, restoreQueuedTasks,
+    public ManagerBounds withStagesPerOperation(int stages) {
+        return new ManagerBounds(maxLeases, stagingBudgetBytes, stages, restoreCopyThreads, restoreQueuedTasks,
                 maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos, publishQuarantineBytes,
                 peerWaitMaxNanos);
     }
 
-    public ManagerConfig withRestore(int threads, int queuedTasks) {
-        return new ManagerConfig(maxLeases, stagingBudgetBytes, stagesPerOperation, threads, queuedTasks,
+    public ManagerBounds withRestore(int threads, int queuedTasks) {
+        return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, threads, queuedTasks,
                 maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos, publishQuarantineBytes,
                 peerWaitMaxNanos);
     }
 
-    public ManagerConfig withFenceDrainTimeoutNanos(long nanos) {
-        return new ManagerConfig(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
+    public ManagerBounds withFenceDrainTimeoutNanos(long nanos) {
+        return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
                 restoreQueuedTasks, maxInstances, maxReplans, nanos, publishQuarantineNanos, publishQuarantineBytes,
                 peerWaitMaxNanos);
     }
 
-    public ManagerConfig withPublishQuarantine(long nanos, long bytes) {
-        return new ManagerConfig(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
+    public ManagerBounds withPublishQuarantine(long nanos, long bytes) {
+        return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
                 restoreQueuedTasks, maxInstances, maxReplans, fenceDrainTimeoutNanos, nanos, bytes, peerWaitMaxNanos);
     }
 
-    public ManagerConfig withPeerWaitMaxNanos(long nanos) {
-        return new ManagerConfig(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
+    public ManagerBounds withPeerWaitMaxNanos(long nanos) {
+        return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
                 restoreQueuedTasks, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
                 publishQuarantineBytes, nanos);
     }

@@ -1,5 +1,7 @@
-package io.orbitkv.core.storage;
+package io.orbitkv.core.storage.residency;
 
+import io.orbitkv.core.storage.residency.ResidencyEvent;
+import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.state.StateKey;
 import org.junit.jupiter.api.Test;
 
@@ -7,8 +9,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 
-import static io.orbitkv.core.storage.ResidencyEvent.Kind.ADDED;
-import static io.orbitkv.core.storage.ResidencyEvent.Medium.DRAM;
+import static io.orbitkv.core.storage.residency.ResidencyEvent.Kind.ADDED;
+import static io.orbitkv.core.storage.residency.ResidencyEvent.Medium.DRAM;
 import static org.assertj.core.api.Assertions.assertThat;
 
 class ResidencyStreamTest {

@@ -23,14 +23,14 @@ import java.util.Objects;
  * so unmapping is deterministic (at {@link #close()}), not left to the garbage collector while
  * the client may already have deleted and reused the file.
  */
-public final class Region implements AutoCloseable {
+public final class EngineRegion implements AutoCloseable {
 
     /** Outcome of {@link #open}. */
     public sealed interface Opening {
     }
 
     /** The region is mapped. */
-    public record Opened(Region region) implements Opening {
+    public record Opened(EngineRegion region) implements Opening {
     }
 
     /** The file cannot be opened or mapped, or is smaller than declared. */
@@ -43,7 +43,7 @@ public final class Region implements AutoCloseable {
     private final Arena arena;
     private final MemorySegment segment;
 
-    private Region(Path path, int pageBytes, int pageCount, Arena arena, MemorySegment segment) {
+    private EngineRegion(Path path, int pageBytes, int pageCount, Arena arena, MemorySegment segment) {
         this.path = path;
         this.pageBytes = pageBytes;
         this.pageCount = pageCount;
@@ -69,7 +69,7 @@ public final class Region implements AutoCloseable {
                 return new NotFound("file " + path + " has " + size + " bytes, less than size_bytes " + sizeBytes);
             }
             MemorySegment segment = channel.map(FileChannel.MapMode.READ_WRITE, 0, sizeBytes, arena);
-            return new Opened(new Region(file, pageBytes, pageCount, arena, segment));
+            return new Opened(new EngineRegion(file, pageBytes, pageCount, arena, segment));
         } catch (IOException | UnsupportedOperationException | SecurityException e) {
             arena.close();
             return new NotFound("cannot map " + path + ": " + e.getMessage());

@@ -1,4 +1,4 @@
-package io.orbitkv.core.storage.ssd;
+package io.orbitkv.state;
 
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;

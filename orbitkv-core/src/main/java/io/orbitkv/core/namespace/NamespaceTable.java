@@ -1,7 +1,6 @@
-package io.orbitkv.core.storage;
+package io.orbitkv.core.namespace;
 
-import io.orbitkv.core.storage.ssd.NamespaceDigest;
-
+import io.orbitkv.state.NamespaceDigest;
 import java.util.Optional;
 import java.util.OptionalInt;
 import java.util.concurrent.ConcurrentHashMap;

@@ -1,5 +1,6 @@
-package io.orbitkv.core.storage;
+package io.orbitkv.core.storage.residency;
 
+import io.orbitkv.core.storage.residency.ResidencyEvent;
 import io.orbitkv.state.StateKey;
 
 import java.util.ArrayList;

@@ -1,4 +1,4 @@
-package io.orbitkv.core.storage;
+package io.orbitkv.core.storage.residency;
 
 import io.orbitkv.state.StateKey;
 

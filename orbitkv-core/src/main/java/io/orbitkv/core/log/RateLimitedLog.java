@@ -1,4 +1,4 @@
-package io.orbitkv.core.catalog;
+package io.orbitkv.core.log;
 
 import java.util.HashMap;
 import java.util.Map;

@@ -1,9 +1,10 @@
-package io.orbitkv.core.storage;
+package io.orbitkv.core.namespace;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import io.orbitkv.core.storage.ssd.NamespaceDigest;
 import java.util.OptionalInt;
+import io.orbitkv.core.namespace.NamespaceTable;
+import io.orbitkv.state.NamespaceDigest;
 import org.junit.jupiter.api.Test;
 
 /** On-demand binding shares REGISTER's id space: lowest free id, never a second id for a digest, bounded. */
