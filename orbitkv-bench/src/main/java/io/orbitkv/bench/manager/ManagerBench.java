@@ -33,7 +33,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 
 /**
- * The Manager benchmarks of issue 4, item 8, against a real Manager process
+ * The Manager benchmarks against a real Manager process
  * ({@link ManagerUnderTest}) driven by the Java client, each paired with its baseline in the same
  * run: QUERY of 1,024 resident hashes vs a raw UDS echo of the same bytes; ENGINE_RESTORE of
  * 2 MiB pages vs {@code MemorySegment.copy} of the same bytes; a missing QUERY's latency; p99

@@ -28,7 +28,7 @@ import java.util.Optional;
 import java.util.SplittableRandom;
 
 /**
- * Discovery latency (issue 6, item 7): one catalog lookup of {@value #KEYS} keys on a 3-member
+ * Discovery latency: one catalog lookup of {@value #KEYS} keys on a 3-member
  * cluster, i.e. three shard owners each behind its own authenticated {@link ClusterRpcServer} on
  * loopback, the requester's {@link CatalogLookups} over {@link GrpcCatalogTransport} asking all
  * owners of the batch in parallel. Every key is held (each owner has complete coverage: all three

@@ -56,7 +56,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * Peer read throughput (issue 6, item 7) against two baselines over the same loopback, same
+ * Peer read throughput against two baselines over the same loopback, same
  * payloads and same concurrency, in one run so the ratios share the machine's state:
  * <ul>
  *   <li><b>peer</b>: the full workflow — one server-streaming Fetch RPC (grant, 1 MiB chunks,

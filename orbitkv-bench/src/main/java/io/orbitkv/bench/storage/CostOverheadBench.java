@@ -28,7 +28,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * The observation overhead gate (issue 7 item 7): the same workload with cost observations on
+ * The observation overhead gate: the same workload with cost observations on
  * and off, in paired rounds whose order alternates; throughput and p50 latency must differ by
  * at most 2 %.
  *

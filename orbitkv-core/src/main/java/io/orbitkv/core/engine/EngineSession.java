@@ -74,6 +74,10 @@ final class EngineSession implements ChannelSession, OperationHost {
     private SessionScope scope;
     private long nextReservationId = 1;
     private int nextRegionId;
+    /** REGISTER_REGIONs between their bound check and their insertion (the file is opened unlocked). */
+    private int regionsOpening;
+    /** Set once the drain has started unmapping regions; {@link #drained} completes after. */
+    private boolean finishing;
 
     EngineSession(ManagerCore core, EventSink sink) {
         this.core = core;
@@ -83,6 +87,7 @@ final class EngineSession implements ChannelSession, OperationHost {
     @Override
     public Reply handle(Request request) {
         if (request instanceof Request.Register register) return register(register);
+        if (request instanceof Request.RegisterRegion region) return registerRegion(region);
         synchronized (lock) {
             if (phase == Phase.CLOSED) return new Reply.Error(closedCode, "the session is closed");
             if (phase == Phase.CONNECTED) {
@@ -90,7 +95,7 @@ final class EngineSession implements ChannelSession, OperationHost {
             }
             return switch (request) {
                 case Request.Register ignored -> throw new IllegalStateException("handled above");
-                case Request.RegisterRegion r -> registerRegion(r);
+                case Request.RegisterRegion ignored -> throw new IllegalStateException("handled above");
                 case Request.Query q -> query(q);
                 case Request.QueryPoll p -> poll(p);
                 case Request.Cancel c -> stop(c.operationId(), false);
@@ -112,8 +117,8 @@ final class EngineSession implements ChannelSession, OperationHost {
             if (phase == Phase.REGISTERED) return new Reply.Error(ErrorCode.OUT_OF_ORDER, "already registered");
         }
         return switch (core.admit(this, r)) {
-            case ManagerCore.Admission.Refused(Reply.Error error) -> error;
-            case ManagerCore.Admission.Admitted(SessionScope admitted, long incarnationId) -> {
+            case InstanceTable.Admission.Refused(Reply.Error error) -> error;
+            case InstanceTable.Admission.Admitted(SessionScope admitted, long incarnationId) -> {
                 synchronized (lock) {
                     if (phase == Phase.CLOSED) yield new Reply.Error(closedCode, "the session closed while registering");
                     scope = admitted;
@@ -178,12 +183,26 @@ final class EngineSession implements ChannelSession, OperationHost {
         }
     }
 
+    /**
+     * Once closed and every operation drained: the regions are unmapped on a callback thread (not
+     * under the session lock, which completions of other operations may be waiting for), then
+     * {@link #drained()} completes. Called under the lock; effective once.
+     */
     private void finishIfDrained() {
-        if (phase != Phase.CLOSED || !live.isEmpty() || !replaced.isEmpty() || drained.isDone()) return;
-        for (EngineRegion region : regions.values()) region.close();
+        if (phase != Phase.CLOSED || !live.isEmpty() || !replaced.isEmpty() || finishing) return;
+        finishing = true;
+        List<EngineRegion> unmap = List.copyOf(regions.values());
         core.metrics().regions.addAndGet(-regions.size());
         regions.clear();
-        drained.complete(null);
+        Runnable finish = () -> {
+            for (EngineRegion region : unmap) region.close();
+            drained.complete(null);
+        };
+        try {
+            core.callbacks().execute(finish);
+        } catch (java.util.concurrent.RejectedExecutionException closing) {
+            finish.run(); // the Manager's threads are gone: nothing else can run it
+        }
     }
 
     // ---- queries ---------------------------------------------------------------------------
@@ -258,18 +277,45 @@ final class EngineSession implements ChannelSession, OperationHost {
         return reply;
     }
 
+    /**
+     * REGISTER_REGION: the file is opened and mapped without the session lock (a slow or hung
+     * filesystem must not stall this connection's completions); the lock is taken before, to
+     * check the phase and hold a place under {@code maxRegionsPerConnection}, and after, to add
+     * the region, or to give it back if the session closed meanwhile.
+     */
     private Reply registerRegion(Request.RegisterRegion r) {
-        if (regions.size() >= core.limits().maxRegionsPerConnection()) {
-            return busy(ManagerMetrics.Table.REGIONS, "maxRegionsPerConnection "
-                    + core.limits().maxRegionsPerConnection() + " reached");
+        synchronized (lock) {
+            if (phase == Phase.CLOSED) return new Reply.Error(closedCode, "the session is closed");
+            if (phase == Phase.CONNECTED) {
+                return new Reply.Error(ErrorCode.OUT_OF_ORDER, r.type() + " before REGISTERED");
+            }
+            if (regions.size() + regionsOpening >= core.limits().maxRegionsPerConnection()) {
+                return busy(ManagerMetrics.Table.REGIONS, "maxRegionsPerConnection "
+                        + core.limits().maxRegionsPerConnection() + " reached");
+            }
+            regionsOpening++;
         }
-        return switch (EngineRegion.open(r.path(), r.sizeBytes(), r.pageBytes(), r.pageCount())) {
+        EngineRegion.Opening opening;
+        try {
+            opening = EngineRegion.open(r.path(), r.sizeBytes(), r.pageBytes(), r.pageCount());
+        } finally {
+            synchronized (lock) {
+                regionsOpening--;
+            }
+        }
+        return switch (opening) {
             case EngineRegion.NotFound(String reason) -> new Reply.Error(ErrorCode.NOT_FOUND, reason);
             case EngineRegion.Opened(EngineRegion region) -> {
-                int id = nextRegionId++;
-                regions.put(id, region);
-                core.metrics().regions.incrementAndGet();
-                yield new Reply.RegionRegistered(id);
+                synchronized (lock) {
+                    if (phase != Phase.CLOSED) {
+                        int id = nextRegionId++;
+                        regions.put(id, region);
+                        core.metrics().regions.incrementAndGet();
+                        yield new Reply.RegionRegistered(id);
+                    }
+                }
+                region.close();
+                yield new Reply.Error(closedCode, "the session closed while the region was opened");
             }
         };
     }

@@ -96,8 +96,9 @@ final class Housekeeper implements AutoCloseable {
     }
 
     /**
-     * Runs {@code task} on a callback thread (failures counted and logged under {@code duty});
-     * after shutdown the task is dropped: everything it would release is released by close.
+     * Runs {@code task} on a callback thread (failures counted and logged under {@code duty}).
+     *
+     * @throws RejectedExecutionException after {@link #close}, as the executor it wraps would
      */
     void execute(String duty, Runnable task) {
         Counter errors = callbackErrors.computeIfAbsent(duty, this::errors);
@@ -115,6 +116,7 @@ final class Housekeeper implements AutoCloseable {
             });
         } catch (RejectedExecutionException closing) {
             callbacksInFlight.decrementAndGet();
+            throw closing;
         }
     }
 
@@ -125,7 +127,13 @@ final class Housekeeper implements AutoCloseable {
     Runnable schedule(String duty, Runnable task, long delayNanos) {
         ScheduledFuture<?> f;
         try {
-            f = ticker.schedule(() -> execute(duty, task), delayNanos, TimeUnit.NANOSECONDS);
+            f = ticker.schedule(() -> {
+                try {
+                    execute(duty, task);
+                } catch (RejectedExecutionException closing) {
+                    // the Manager is closing: its close releases what the timer would have
+                }
+            }, delayNanos, TimeUnit.NANOSECONDS);
         } catch (RejectedExecutionException closing) {
             return () -> { };
         }

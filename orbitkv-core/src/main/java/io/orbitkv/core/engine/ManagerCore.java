@@ -6,63 +6,51 @@ import io.orbitkv.core.query.Budget;
 import io.orbitkv.core.query.OperationHost;
 import io.orbitkv.core.query.QueryPlanner;
 import io.orbitkv.core.query.RemotePages;
-import io.orbitkv.core.query.SessionScope;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.dram.ArenaGeometry;
 import io.orbitkv.core.transfer.RestoreCopier;
-import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.ProtocolLimits;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
 
 import java.util.ArrayList;
-import java.util.Iterator;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Objects;
-import java.util.OptionalInt;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.LongSupplier;
 
 /**
- * The Manager's logic behind the engine channel: opens a {@link ChannelSession} per connection,
- * keeps the engine instances and their epochs, maps namespaces to the DRAM tier's ids, and owns
- * the global lease table, the staging byte budget and the restore copier that every session
- * shares. Built on a {@link TieredStore} that the caller opened and closes (after this).
+ * The Manager's logic behind the engine channel: opens a {@link ChannelSession} per connection
+ * and wires the owners every session shares. Built on a {@link TieredStore} that the caller
+ * opened and closes (after this).
  *
- * <p>Thread model: thread-safe. {@code instancesLock} guards the instance table and namespace
- * allocation; it may be held while taking a session's lock, never the other way round (sessions
- * report closing through a concurrent set). Fencing and drain waits happen without it. I/O
- * completions hop to virtual threads ({@link #callbacks()}) before they take any session lock,
- * so an SSD worker or a copy thread never blocks on a session.
+ * <p>Who owns what (one hop from here):
+ * <ul>
+ *   <li>engine instances, epochs, fencing and namespace ids: {@link InstanceTable};
+ *   <li>the global lease table and the staging byte budget: two {@link Budget}s, created here from
+ *       {@link ManagerBounds} and borrowed by sessions;
+ *   <li>restore copies: {@link RestoreCopier};
+ *   <li>the tick thread, timers and the callback threads completions hop to: {@link Housekeeper};
+ *   <li>unsealed slots of closed sessions: {@link PublishQuarantine};
+ *   <li>meters and the STATS/status counters: {@link ManagerMetrics}.
+ * </ul>
  *
- * <p>Invariants: at most {@code maxConnections} sessions are open; per instance id, the record
- * holds the highest epoch ever admitted and at most one open session; the lease table and the
+ * <p>Thread model: thread-safe. The session set is concurrent and {@code sessions}' monitor
+ * orders opening against the connection bound. I/O completions hop to virtual threads
+ * ({@link #callbacks()}) before they take any session lock, so an SSD worker or a copy thread
+ * never blocks on a session.
+ *
+ * <p>Invariants: at most {@code maxConnections} sessions are open; the lease table and the
  * staging budget return to zero when every session has drained.
- *
- * <p>Design note: REGISTER of a higher epoch fences the old incarnation and answers only after
- * its drain (protocol §9.2), bounded by {@code fenceDrainTimeoutNanos} (30 s default: a drain
- * waits for at most 64 in-flight 2 MiB SSD reads per operation and a few copies, milliseconds in
- * practice); past that the REGISTER is answered BUSY and may be retried with the same epoch.
  */
 public final class ManagerCore implements AutoCloseable {
 
     /** Period of the tick thread that frees quarantined publish slots, in milliseconds. */
     static final long TICK_MILLIS = 100;
-    /**
-     * How long a REGISTER with the epoch of a still-connected incarnation waits for that
-     * connection's close to be processed before it is refused STALE_EPOCH, in nanoseconds.
-     */
-    static final long RECONNECT_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
 
     private final TieredStore store;
     private final NamespaceTable namespaces;
@@ -79,37 +67,8 @@ public final class ManagerCore implements AutoCloseable {
     private final ManagerMetrics metrics;
     private final List<Reply.ArenaFile> arenaFiles;
     private final Set<EngineSession> sessions = ConcurrentHashMap.newKeySet();
-    private final Object instancesLock = new Object();
-    private final Map<String, Instance> instances = new LinkedHashMap<>();
-    private final AtomicLong incarnations = new AtomicLong();
+    private final InstanceTable instances;
     private volatile boolean shuttingDown;
-
-    /** The highest admitted epoch of one instance id and the session that holds it. */
-    private static final class Instance {
-        long epoch;
-        long incarnationId;
-        EngineSession session;
-        /** The drain the admitted session waits for before REGISTERED (kept for a retried REGISTER). */
-        CompletableFuture<Void> predecessorDrain = CompletableFuture.completedFuture(null);
-    }
-
-    /** Outcome of {@link #admit}: the session's scope, or the ERROR answering its REGISTER. */
-    sealed interface Admission {
-        record Admitted(SessionScope scope, long incarnationId) implements Admission {
-        }
-
-        record Refused(Reply.Error error) implements Admission {
-        }
-    }
-
-    /** One pass of {@link #admit}: decided, or wait for the same epoch's previous connection to close. */
-    private sealed interface Decision {
-        record Decided(Admission admission) implements Decision {
-        }
-
-        record WaitForClose(EngineSession previous) implements Decision {
-        }
-    }
 
     /**
      * @param store      the tiers; opened and closed by the caller, which closes it after this
@@ -124,7 +83,7 @@ public final class ManagerCore implements AutoCloseable {
         this(store, namespaces, limits, config, registry, nanoClock, RemotePages.NONE);
     }
 
-    /** As above, with peer routes: pages only peers hold are fetched through {@code remote} (issue 6). */
+    /** As above, with peer routes: pages only peers hold are fetched through {@code remote}. */
     public ManagerCore(TieredStore store, NamespaceTable namespaces, ProtocolLimits limits, ManagerBounds config,
                        MeterRegistry registry, LongSupplier nanoClock, RemotePages remote) {
         this.store = Objects.requireNonNull(store, "store");
@@ -138,6 +97,7 @@ public final class ManagerCore implements AutoCloseable {
         this.stagingBudget = new Budget("staging budget", "bytes", config.stagingBudgetBytes());
         this.copier = new RestoreCopier(config.restoreCopyThreads(), config.restoreQueuedTasks());
         this.metrics = new ManagerMetrics(registry, sessions::size, leaseTable::used, stagingBudget::used);
+        this.instances = new InstanceTable(namespaces, config, metrics, nanoClock, () -> shuttingDown);
         this.arenaFiles = arenaFiles(store.dram().geometry());
         ArenaGeometry geometry = store.dram().geometry();
         this.quarantine = new PublishQuarantine(config.publishQuarantineNanos(), config.publishQuarantineBytes(),
@@ -192,149 +152,9 @@ public final class ManagerCore implements AutoCloseable {
         }
     }
 
-    /**
-     * Admits a REGISTER (protocol §9.2): refuses a lower epoch, or the same epoch while that
-     * incarnation is connected; fences a connected lower epoch and waits for its drain; waits too
-     * for a disconnected predecessor that is still draining. A same-epoch REGISTER whose previous
-     * connection still looks open first waits up to {@link #RECONNECT_GRACE_NANOS} for that
-     * connection's close (a reconnect racing the old reader's EOF), then decides again.
-     */
-    Admission admit(EngineSession session, Request.Register r) {
-        EngineSession previous;
-        switch (decide(session, r, true)) {
-            case Decision.Decided(Admission admission) -> {
-                return admission;
-            }
-            case Decision.WaitForClose(EngineSession p) -> previous = p;
-        }
-        // Same epoch while the previous connection looks open: a client that closed its socket
-        // and reconnected at once usually arrives before its old reader has seen EOF. Wait a
-        // bounded time for that close; a connection that is really still open stays and wins.
-        await(previous.closedSignal(), RECONNECT_GRACE_NANOS);
-        metrics.reconnectWaits.increment();
-        return switch (decide(session, r, false)) {
-            case Decision.Decided(Admission admission) -> admission;
-            case Decision.WaitForClose ignored -> refused(ErrorCode.STALE_EPOCH, "instance " + r.instanceId()
-                    + " is registered with epoch " + r.epoch() + " and connected");
-        };
-    }
-
-    /**
-     * One admission decision under {@code instancesLock}; with {@code mayWait}, a same-epoch
-     * REGISTER while the incarnation is still connected answers {@link Decision.WaitForClose}
-     * instead of STALE_EPOCH.
-     */
-    private Decision decide(EngineSession session, Request.Register r, boolean mayWait) {
-        if (shuttingDown) return refuse(ErrorCode.SHUTTING_DOWN, "the Manager is shutting down");
-        EngineSession toFence = null;
-        CompletableFuture<Void> predecessorDrain = CompletableFuture.completedFuture(null);
-        SessionScope scope;
-        long incarnationId;
-        synchronized (instancesLock) {
-            OptionalInt namespaceId = namespaceId(NamespaceDigest.ofBytes(r.namespace().digest()));
-            if (namespaceId.isEmpty()) {
-                metrics.busy(ManagerMetrics.Table.NAMESPACES);
-                return refuse(ErrorCode.BUSY, "the namespace table is full");
-            }
-            Instance instance = instances.get(r.instanceId());
-            if (instance == null) {
-                if (instances.size() >= config.maxInstances() && !dropDisconnectedInstance()) {
-                    metrics.busy(ManagerMetrics.Table.INSTANCES);
-                    return refuse(ErrorCode.BUSY, "the instance table is full");
-                }
-                instance = new Instance();
-                instances.put(r.instanceId(), instance);
-            } else if (instance.session != session) {
-                boolean connected = instance.session != null && instance.session.isOpen();
-                if (mayWait && connected && r.epoch() == instance.epoch) {
-                    return new Decision.WaitForClose(instance.session);
-                }
-                if (r.epoch() < instance.epoch || (r.epoch() == instance.epoch && connected)) {
-                    return refuse(ErrorCode.STALE_EPOCH, "instance " + r.instanceId()
-                            + " is registered with epoch " + instance.epoch + (connected ? " and connected" : "")
-                            + "; got epoch " + r.epoch());
-                }
-                if (instance.session != null) {
-                    if (connected) toFence = instance.session;
-                    predecessorDrain = instance.session.drained();
-                }
-            } else if (r.epoch() != instance.epoch) {
-                return refuse(ErrorCode.STALE_EPOCH, "a retried REGISTER must repeat epoch " + instance.epoch);
-            } else {
-                predecessorDrain = instance.predecessorDrain;
-            }
-            instance.predecessorDrain = predecessorDrain;
-            instance.epoch = r.epoch();
-            instance.session = session;
-            instance.incarnationId = incarnations.incrementAndGet();
-            incarnationId = instance.incarnationId;
-            scope = new SessionScope(r.namespace(), namespaceId.getAsInt(), r.contract());
-        }
-        if (toFence != null) {
-            toFence.fence(ErrorCode.STALE_EPOCH, "instance " + r.instanceId() + " registered with higher epoch "
-                    + r.epoch());
-        }
-        if (!await(predecessorDrain, config.fenceDrainTimeoutNanos())) {
-            metrics.busy(ManagerMetrics.Table.INSTANCES);
-            return refuse(ErrorCode.BUSY, "the previous incarnation of " + r.instanceId()
-                    + " is still draining; retry REGISTER with the same epoch");
-        }
-        return new Decision.Decided(new Admission.Admitted(scope, incarnationId));
-    }
-
-    private static Decision refuse(ErrorCode code, String message) {
-        return new Decision.Decided(refused(code, message));
-    }
-
-    private static Admission refused(ErrorCode code, String message) {
-        return new Admission.Refused(new Reply.Error(code, message));
-    }
-
-    /** The DRAM id of {@code digest}, registering the next free id; empty when the table is full. */
-    private OptionalInt namespaceId(NamespaceDigest digest) {
-        OptionalInt known = namespaces.id(digest);
-        if (known.isPresent()) return known;
-        for (int id = 0; id < Integer.MAX_VALUE; id++) {
-            switch (namespaces.register(id, digest)) {
-                case REGISTERED, ALREADY_REGISTERED -> {
-                    return OptionalInt.of(id);
-                }
-                case CONFLICT -> {
-                    OptionalInt raced = namespaces.id(digest);
-                    if (raced.isPresent()) return raced;
-                }
-                case FULL -> {
-                    return OptionalInt.empty();
-                }
-            }
-        }
-        return OptionalInt.empty();
-    }
-
-    private boolean dropDisconnectedInstance() {
-        for (Iterator<Instance> it = instances.values().iterator(); it.hasNext(); ) {
-            Instance i = it.next();
-            if (i.session == null || (!i.session.isOpen() && i.session.drained().isDone())) {
-                it.remove();
-                return true;
-            }
-        }
-        return false;
-    }
-
-    private boolean await(CompletableFuture<Void> drain, long timeoutNanos) {
-        long deadline = nanoClock.getAsLong() + timeoutNanos;
-        try {
-            drain.get(Math.max(0, deadline - nanoClock.getAsLong()), TimeUnit.NANOSECONDS);
-            return true;
-        } catch (TimeoutException e) {
-            return false;
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-            return false;
-        } catch (ExecutionException e) {
-            throw new IllegalStateException("a session drain failed", e.getCause());
-        }
+    /** REGISTER's admission; see {@link InstanceTable#admit}. */
+    InstanceTable.Admission admit(EngineSession session, Request.Register r) {
+        return instances.admit(session, r);
     }
 
     void sessionClosed(EngineSession session) {
@@ -363,11 +183,7 @@ public final class ManagerCore implements AutoCloseable {
 
     /** A snapshot for {@code /status}. */
     public ManagerStatus status() {
-        List<ManagerStatus.InstanceStatus> list = new ArrayList<>();
-        synchronized (instancesLock) {
-            instances.forEach((id, i) -> list.add(new ManagerStatus.InstanceStatus(id, i.epoch, i.incarnationId,
-                    i.session != null && i.session.isOpen())));
-        }
+        List<ManagerStatus.InstanceStatus> list = instances.statuses();
         return new ManagerStatus(store.dram().usage(), store.ssd().usedBytes(), store.ssd().capacityBytes(),
                 store.inflightStagings(), list, sessions.size(),
                 limits.maxConnections(), metrics.operations.get(), leaseTable.used(), leaseTable.capacity(),
@@ -392,11 +208,9 @@ public final class ManagerCore implements AutoCloseable {
         for (EngineSession s : List.copyOf(sessions)) {
             drains.add(s.fence(ErrorCode.SHUTTING_DOWN, "the Manager is shutting down"));
         }
-        synchronized (instancesLock) {
-            for (Instance i : instances.values()) if (i.session != null) drains.add(i.session.drained());
-        }
+        drains.addAll(instances.drains());
         long deadline = nanoClock.getAsLong() + config.fenceDrainTimeoutNanos();
-        for (CompletableFuture<Void> d : drains) await(d, Math.max(1, deadline - nanoClock.getAsLong()));
+        for (CompletableFuture<Void> d : drains) instances.await(d, Math.max(1, deadline - nanoClock.getAsLong()));
         try {
             copier.close(Math.max(1, deadline - nanoClock.getAsLong()));
         } catch (InterruptedException e) {

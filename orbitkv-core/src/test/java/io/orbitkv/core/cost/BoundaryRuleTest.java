@@ -8,7 +8,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
- * The boundary scenario of issue 7: a prompt of 4,000 tokens, a longest legal boundary of 3,840
+ * The boundary scenario of the cost model: a prompt of 4,000 tokens, a longest legal boundary of 3,840
  * tokens that needs SSD staging, and a DRAM-only boundary of 3,584 tokens.
  */
 class BoundaryRuleTest {

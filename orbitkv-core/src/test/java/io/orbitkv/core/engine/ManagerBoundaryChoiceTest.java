@@ -33,7 +33,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 /**
- * Boundary choice by first-token estimate at the Manager level (issue 7 item 5): 8 published
+ * Boundary choice by first-token estimate at the Manager level: 8 published
  * pages, pages 0-3 still in DRAM, pages 4-7 on SSD only. The longest legal boundary (128 tokens)
  * needs 4 SSD stagings; the longest DRAM-only one is 64 tokens.
  */

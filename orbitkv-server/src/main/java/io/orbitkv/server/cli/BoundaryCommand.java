@@ -16,10 +16,13 @@ import picocli.CommandLine.Model.CommandSpec;
 
 /**
  * {@code orbitkv boundary}: selects the longest legal recovery boundary for a contract and a
- * coverage, and explains every longer candidate. Stateless; one run per instance. Every
- * candidate is reported (the CLI is for inspection; the Manager's own calls use the bounded
- * {@link RecoveryContract#DEFAULT_REPORTED_REJECTIONS}), so the number of candidates is bounded
- * by {@link #MAX_CANDIDATES}: about 60 MB of JSON at most, where an unchecked
+ * coverage, and explains every longer candidate. Stateless; one run per instance.
+ *
+ * <p>{@link RecoveryContract#select} walks the candidates one page at a time down from the cap, so
+ * its time is linear in {@code (cap - origin) / page_tokens}, a number the caller chooses. The
+ * Manager does not call it that way: its query planner first cuts the cap to the pages the QUERY
+ * names. This command reports every candidate (it is for inspection), so it refuses more than
+ * {@link #MAX_CANDIDATES}: about 60 MB of JSON at most, where an unchecked
  * {@code --prompt-tokens 10^12} would run for hours.
  */
 @Command(name = "boundary", mixinStandardHelpOptions = true,

@@ -172,9 +172,8 @@ public final class DramTier implements AutoCloseable {
     public CommitResult commit(Reservation reservation) {
         requireOwned(reservation);
         requireOpen();
-        if (!reservation.close(Reservation.COMMITTED)) return new CommitResult.NotOpen();
-        ResidentImage fresh = new ResidentImage(reservation.slot(), reservation.lengthBytes(),
-                reservation.namespaceId(), reservation.imageId());
+        if (!reservation.end(Reservation.COMMITTED)) return new CommitResult.NotOpen();
+        ResidentImage fresh = imageOf(reservation);
         ResidentImage winner = index.get(reservation.key(), key -> publish(key, fresh));
         if (winner == fresh) {
             metrics.inserted();
@@ -195,9 +194,8 @@ public final class DramTier implements AutoCloseable {
     public AcquireResult commitAndAcquire(Reservation reservation) {
         requireOwned(reservation);
         requireOpen();
-        if (!reservation.close(Reservation.COMMITTED)) return new AcquireResult.Miss(reservation.key());
-        ResidentImage fresh = new ResidentImage(reservation.slot(), reservation.lengthBytes(),
-                reservation.namespaceId(), reservation.imageId());
+        if (!reservation.end(Reservation.COMMITTED)) return new AcquireResult.Miss(reservation.key());
+        ResidentImage fresh = imageOf(reservation);
         ResidentImage winner = index.get(reservation.key(), key -> {
             ResidentImage published = publish(key, fresh);
             if (!slots.pin(fresh.slot(), fresh.imageId())) {
@@ -218,7 +216,7 @@ public final class DramTier implements AutoCloseable {
     /** Gives the reservation's slot back; false if it was already committed or aborted. */
     public boolean abort(Reservation reservation) {
         requireOwned(reservation);
-        if (!reservation.close(Reservation.ABORTED)) return false;
+        if (!reservation.end(Reservation.ABORTED)) return false;
         slots.abort(reservation.slot(), reservation.imageId());
         return true;
     }
@@ -262,7 +260,7 @@ public final class DramTier implements AutoCloseable {
         Objects.requireNonNull(held, "held");
         if (held.owner() != this) throw new IllegalArgumentException("lease of another DRAM tier: " + held);
         if (!held.isHeld() || !slots.pinHeld(held.slot(), held.imageId())) return new AcquireResult.Miss(held.key());
-        return new Lease(this, held.key(), held.slot(), held.imageId(), held.namespaceId(), held.blockSegment(),
+        return new Lease(this, held.key(), held.namespaceId(), held.slot(), held.imageId(), held.blockSegment(),
                 held.slotRef());
     }
 
@@ -345,6 +343,10 @@ public final class DramTier implements AutoCloseable {
         return slots;
     }
 
+    private static ResidentImage imageOf(Reservation committed) {
+        return new ResidentImage(committed.slot(), committed.lengthBytes(), committed.namespaceId(), committed.imageId());
+    }
+
     /** Called by {@link Lease#release()} exactly once per lease. */
     void unpin(int slot, long imageId) {
         slots.unpin(slot, imageId);
@@ -380,7 +382,7 @@ public final class DramTier implements AutoCloseable {
     }
 
     private Lease newLease(StateKey key, ResidentImage image) {
-        return new Lease(this, key, image.slot(), image.imageId(), image.namespaceId(),
+        return new Lease(this, key, image.namespaceId(), image.slot(), image.imageId(),
                 blockSlice(image.slot(), image.lengthBytes()).asReadOnly(), slotRef(image.slot(), image.lengthBytes()));
     }
 
