@@ -1,5 +1,6 @@
 package io.orbitkv.server.cli;
 
+import io.orbitkv.testkit.Environment;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -154,6 +155,20 @@ public final class QuickStartRun {
             }
         }
         return missing;
+    }
+
+    /** What the quick start's commands run besides the launcher: python3 and curl on the PATH. */
+    public static void requireTools() {
+        for (String tool : List.of("python3", "curl")) {
+            Environment.require(onPath(tool), tool + " on the PATH (the README's quick start runs it)");
+        }
+    }
+
+    static boolean onPath(String tool) {
+        for (String dir : System.getenv().getOrDefault("PATH", "/usr/bin:/bin").split(":")) {
+            if (!dir.isEmpty() && Files.isExecutable(Path.of(dir, tool))) return true;
+        }
+        return false;
     }
 
     private static void requireFree(int port) throws IOException {

@@ -2,6 +2,7 @@ package io.orbitkv.server.cli;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import io.orbitkv.testkit.ProcessTest;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -21,6 +22,7 @@ import org.junit.jupiter.api.io.TempDir;
  * exit 0; every output line the README shows is printed (the Python and the Java restores with equal
  * bytes, the hit counters); the README shows the Java example's code as the file has it.
  */
+@ProcessTest
 class ReadmeQuickStartTest {
 
     /** Both halves took 5-15 s here (two JVM starts, a Python run, a source-launched Java program). */
@@ -32,6 +34,7 @@ class ReadmeQuickStartTest {
 
     @Test
     void theQuickStartRunsAsWrittenAndPrintsWhatTheReadmeShows() throws Exception {
+        QuickStartRun.requireTools();
         ReadmeBlocks.standInLauncher(dir.resolve("bin/orbitkv"));
         Files.createSymbolicLink(dir.resolve("clients"), Path.of("..", "clients").toAbsolutePath().normalize());
         String readme = ReadmeBlocks.readme();
