@@ -47,7 +47,7 @@ import picocli.CommandLine.Spec;
  * <p>Design note: a QUERY of pages only a peer holds may miss today (it starts the catalog
  * lookup; QUERY never blocks on the network) and later QUERYs read them from the peer, so the
  * demo re-queries at an engine's cadence: {@code --pause-millis} (200 ms) apart, at most
- * {@code --max-queries} (150) times, 30 s. Measured on a 2-core machine with the three README
+ * {@code --max-queries} (150) times, 30 s. Measured on a 2-core machine with the three walk-through
  * Managers: 5-6 QUERYs once the cluster had converged (the boundary grew by one page per QUERY),
  * 31 when the demo started while the Managers were still starting. A line is printed only when
  * the answer changes. Each QUERY also asks the Manager to wait up to {@code --peer-wait-millis}

@@ -14,7 +14,7 @@ import picocli.CommandLine.Command;
  * stream and exit status 2; an unexpected exception becomes one line {@code orbitkv: internal
  * error: ...} and status 1. No stack trace reaches a user.
  */
-@Command(name = "orbitkv", mixinStandardHelpOptions = true, version = "OrbitKV 0.1.0",
+@Command(name = "orbitkv", mixinStandardHelpOptions = true, versionProvider = Version.class,
         description = "OrbitKV: a KV-cache manager for LLM inference.",
         subcommands = {CommandLine.HelpCommand.class, KeysCommand.class, BoundaryCommand.class,
             ManagerCommand.class, ClusterCommand.class})

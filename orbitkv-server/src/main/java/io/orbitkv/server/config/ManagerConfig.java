@@ -1,8 +1,10 @@
 package io.orbitkv.server.config;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.core.json.JsonReadFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.json.JsonMapper;
 import com.fasterxml.jackson.databind.node.TextNode;
 import io.orbitkv.core.storage.TieredStoreConfig;
 import io.orbitkv.core.storage.dram.DramTierConfig;
@@ -106,6 +108,13 @@ public record ManagerConfig(
     public static final int DEFAULT_HTTP_PORT = 9464;
     /** Name of the lock file inside {@link #ssdDir}. */
     public static final String LOCK_FILE = "manager.lock";
+    /**
+     * Reads configuration files: JSON plus {@code //} and {@code /* *}{@code /} comments and a
+     * trailing comma, so an example file can explain every key and a user can uncomment any line
+     * of it (plain JSON has neither).
+     */
+    private static final ObjectMapper FILE_MAPPER = JsonMapper.builder()
+            .enable(JsonReadFeature.ALLOW_JAVA_COMMENTS, JsonReadFeature.ALLOW_TRAILING_COMMA).build();
 
     public ManagerConfig {
         Objects.requireNonNull(dramDir, "dramDir");
@@ -233,7 +242,7 @@ public record ManagerConfig(
     public ManagerConfig withJson(Path file) {
         JsonNode root;
         try {
-            root = new ObjectMapper().readTree(Files.readString(file));
+            root = FILE_MAPPER.readTree(Files.readString(file));
         } catch (JsonProcessingException e) {
             throw new ConfigException(file + ": not valid JSON: " + e.getOriginalMessage());
         } catch (IOException e) {

@@ -139,7 +139,7 @@ public final class ManagerDaemon implements AutoCloseable {
         try {
             NamespaceTable namespaces = new NamespaceTable(NAMESPACES);
             // ORBITKV_COST_OBSERVATIONS=1 turns cost observations on; ORBITKV_COST_SELECTION=1 and
-            // ORBITKV_CROSS_MEDIUM_SELECTION=1 layer guarded selection on them (README)
+            // ORBITKV_CROSS_MEDIUM_SELECTION=1 layer guarded selection on them (docs/operations.md)
             Map<String, String> env = System.getenv();
             CostObserver cost = CostObserver.create(CostConfig.fromEnvironment(env), SelectionConfig.fromEnvironment(env),
                     registry, System::nanoTime);

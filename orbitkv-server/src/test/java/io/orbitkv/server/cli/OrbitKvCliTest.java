@@ -46,6 +46,17 @@ class OrbitKvCliTest {
     }
 
     @Test
+    void versionPrintsTheBuildsVersionAndCommitFilledInByTheBuild() {
+        Result r = run("--version");
+
+        assertThat(r.code()).isZero();
+        assertThat(r.out()).as("the build filled in version.properties (no ${...} left)").doesNotContain("${")
+                .containsPattern("(?m)^orbitkv \\S+ \\(commit ([0-9a-f]{7,40}(-dirty)?|unknown)\\)$")
+                .contains("Java " + Runtime.version());
+        assertThat(Version.build().version()).isNotBlank().isNotEqualTo("unknown");
+    }
+
+    @Test
     void keysPrintsOneLinePerFullPage() throws Exception {
         Path ns = write("ns.json", NS);
         StringBuilder csv = new StringBuilder();

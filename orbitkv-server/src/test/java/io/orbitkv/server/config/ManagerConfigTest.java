@@ -109,4 +109,23 @@ class ManagerConfigTest {
     void formatThenParseIsTheIdentity(@ForAll @LongRange(min = 0, max = 1L << 50) long bytes) {
         assertThat(ByteSize.parse(ByteSize.format(bytes))).isEqualTo(bytes);
     }
+
+    @Test
+    void aFileMayHoldCommentsAndATrailingCommaButNotUnknownKeysInsideThem() throws IOException {
+        Path file = Files.writeString(dir.resolve("commented.json"), """
+                // a line comment before the object
+                {
+                  /* a block comment */
+                  "dramBytes": "64m", // after a value
+                  // "ssdBytes": "1t",
+                  "httpPort": 0,
+                }
+                """);
+        ManagerConfig c = ManagerConfig.defaults().withJson(file);
+        assertThat(c.dramBytes()).isEqualTo(64L << 20);
+        assertThat(c.httpPort()).isZero();
+        assertThat(c.ssdBytes()).as("a commented-out key is not applied").isEqualTo(4L << 30);
+        Path typo = Files.writeString(dir.resolve("commented-typo.json"), "{\n  // fine\n  \"ssdByte\": \"4g\",\n}");
+        assertThatThrownBy(() -> ManagerConfig.defaults().withJson(typo)).hasMessageContaining("unknown key 'ssdByte'");
+    }
 }

@@ -36,7 +36,7 @@ import org.junit.jupiter.api.io.TempDir;
  * The Java client ({@code orbitkv-client}) against a real Manager process ({@link ManagerProcess}): publish a prefix and
  * read it back through a HOST_READY lease; ENGINE_RESTORE it into a region; release and cancel
  * free what an operation held; a restarted engine (higher epoch) hits what the previous one
- * published and fences it; the README's quick start runs as shown and its hit is in /metrics.
+ * published and fences it. (The README's Java quick start runs in {@code ReadmeQuickStartTest}.)
  */
 @ProcessTest
 class JavaClientManagerTest {
@@ -205,28 +205,5 @@ class JavaClientManagerTest {
                     e -> assertThat(e.code()).isEqualTo(ErrorCode.STALE_EPOCH));
             assertThat(first.stats()).as("the open incarnation keeps its session").containsKey("leases");
         }
-    }
-
-    @Test
-    void theReadmeQuickStartRunsAsShownAndTheHitIsInMetrics() throws Exception {
-        double hitsBefore = manager.metric("orbitkv_manager_queries_total{outcome=\"hit\"}");
-
-        assertThat(QuickStart.run(ManagerProcess.socket(dir), dir.resolve("quickstart-region"))).isTrue();
-
-        assertThat(manager.metric("orbitkv_manager_queries_total{outcome=\"hit\"}")).isEqualTo(hitsBefore + 1);
-    }
-
-    @Test
-    void theReadmeShowsTheJavaQuickStartThatThisTestRuns() throws Exception {
-        String source = Files.readString(Path.of("src/test/java/io/orbitkv/server/daemon/QuickStart.java"));
-        String snippet = source.substring(source.indexOf("// [quickstart]\n") + "// [quickstart]\n".length(),
-                source.indexOf("// [/quickstart]"));
-        String readme = Files.readString(Path.of("..", "README.md"));
-        assertThat(normalize(readme)).contains(normalize(snippet));
-    }
-
-    /** Indentation-insensitive comparison: the README shows the snippet dedented. */
-    static String normalize(String code) {
-        return code.lines().map(String::strip).filter(l -> !l.isEmpty()).reduce("", (a, b) -> a + b + "\n");
     }
 }

@@ -29,13 +29,13 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * The README's cluster walk-through ("Cluster: three Managers and etcd on one machine") run as
- * written: its {@code sh} blocks are read from {@code README.md} now (not copied, so they cannot
- * drift), joined in order and run by {@code bash -e} in a temporary working directory. Only the
+ * The cluster walk-through of {@code docs/cluster.md} ("Walk-through: three Managers and etcd on
+ * one machine", which the README's "Cluster" section points to) run as written: its {@code sh}
+ * blocks are read from the document now ({@link ReadmeBlocks}: not copied, so they cannot drift),
+ * joined in order and run by {@code bash -e} in a temporary working directory. Only the
  * variables the block reads from the environment are set: free ports, a private DRAM directory
- * prefix, and {@code ORBITKV}, a launcher that runs the same CLI over this test's classpath
- * ({@code bin/orbitkv} would build the jar inside the Maven build that runs this test; its
- * {@code build} step has nothing to do here).
+ * prefix, and {@code ORBITKV}, {@link ReadmeBlocks#standInLauncher a launcher} that runs the same
+ * CLI over this test's classpath.
  *
  * <p>Asserts: the block exits 0; the demo shows a full cross-node hit with equal bytes; locate
  * shows {@code a} holding every demo page; every Manager left the cluster and stopped cleanly; no
@@ -44,9 +44,10 @@ import org.junit.jupiter.api.io.TempDir;
  * which needs a running etcd (had etcd gone first, the leases would outlive the Managers).
  */
 @ProcessTest
-class ReadmeClusterTest {
+class ClusterWalkthroughTest {
 
-    static final String SECTION = "## Cluster: three Managers and etcd on one machine";
+    static final Path DOC = Path.of("..", "docs", "cluster.md");
+    static final String SECTION = "## Walk-through: three Managers and etcd on one machine";
     /** The whole walk-through took 15-25 s on 2 cores shared with other builds; 240 s leaves room for a slow host. */
     static final Duration BLOCK_LIMIT = Duration.ofSeconds(240);
 
@@ -54,12 +55,12 @@ class ReadmeClusterTest {
     Path dir;
 
     @Test
-    void theReadmeClusterBlocksShowACrossNodeHitAndStopEtcdLast() throws Exception {
+    void theWalkthroughBlocksShowACrossNodeHitAndStopEtcdLast() throws Exception {
         EtcdProcess.requireInstalled();
-        String script = readmeBlocks(Files.readString(Path.of("..", "README.md")));
+        String script = ReadmeBlocks.shScript(Files.readString(DOC), SECTION);
         assertThat(script).as("the walk-through still runs the demo and locate").contains("cluster demo", "cluster locate");
         Files.writeString(dir.resolve("readme-cluster.sh"), script);
-        Path launcher = launcher(dir.resolve("orbitkv"));
+        Path launcher = ReadmeBlocks.standInLauncher(dir.resolve("orbitkv"));
 
         List<ServerSocket> held = new ArrayList<>();
         int etcdPort;
@@ -96,7 +97,7 @@ class ReadmeClusterTest {
         }
         String output = Files.readString(log);
         System.out.print(output); // the walk-through as a user sees it, in the test report
-        assertThat(exit).as("exit status of the README's cluster block; its output:%n%s", output).isZero();
+        assertThat(exit).as("exit status of the walk-through blocks; their output:%n%s", output).isZero();
 
         assertThat(output).as("the demo's cross-node hit").containsPattern("cross-node hit: 4 pages .* boundary 64 tokens, bytes equal");
         List<String> keys = Files.readAllLines(dir.resolve("var/demo-keys"));
@@ -116,48 +117,6 @@ class ReadmeClusterTest {
         }
 
         assertLeasesRevoked(dir.resolve("var/etcd"));
-    }
-
-    /** The {@code sh} blocks of the README's cluster section, in order, joined by newlines. */
-    static String readmeBlocks(String readme) {
-        int start = readme.indexOf("\n" + SECTION + "\n");
-        assertThat(start).as("README section '%s'", SECTION).isNotNegative();
-        int end = readme.indexOf("\n## ", start + SECTION.length() + 1);
-        String section = readme.substring(start, end < 0 ? readme.length() : end);
-        StringBuilder script = new StringBuilder();
-        boolean inBlock = false;
-        int blocks = 0;
-        for (String line : section.split("\n", -1)) {
-            if (!inBlock && line.equals("```sh")) {
-                inBlock = true;
-                blocks++;
-            } else if (inBlock && line.equals("```")) {
-                inBlock = false;
-            } else if (inBlock) {
-                script.append(line).append('\n');
-            }
-        }
-        assertThat(inBlock).as("every sh block of the section is closed").isFalse();
-        assertThat(blocks).as("sh blocks in the section").isPositive();
-        return script.toString();
-    }
-
-    /** A stand-in for {@code bin/orbitkv}: the CLI on this JVM's classpath, with the launcher's JVM flags. */
-    static Path launcher(Path file) throws IOException {
-        String java = ProcessHandle.current().info().command().orElseThrow();
-        String script = "#!/usr/bin/env bash\n"
-                + "# bin/orbitkv over the test classpath: the jar is built after the tests, so 'build' has nothing to do\n"
-                + "[ \"${1:-}\" = build ] && exit 0\n"
-                + "exec " + quote(java) + " --enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow"
-                + " -Xmx192m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto"
-                + " -cp " + quote(System.getProperty("java.class.path")) + " io.orbitkv.server.cli.OrbitKvCli \"$@\"\n";
-        Files.writeString(file, script);
-        if (!file.toFile().setExecutable(true)) throw new IOException("cannot make " + file + " executable");
-        return file;
-    }
-
-    private static String quote(String s) {
-        return "'" + s.replace("'", "'\\''") + "'";
     }
 
     /**

@@ -1,4 +1,15 @@
-package io.orbitkv.server.daemon;
+// OrbitKV quick start in Java: publish a prompt prefix's KV pages, then restore them into an engine region.
+//
+// Start a Manager first (bin/orbitkv manager), then run, from the same directory:
+//
+//     bin/orbitkv java clients/java/examples/QuickStart.java [SOCKET]
+//
+// (a single-file program: the launcher runs it with JDK 25 and the OrbitKV jar on the class path).
+// SOCKET defaults to ./var/orbitkv/manager.sock, the Manager's default. The Java twin of
+// clients/python/examples/quickstart.py, on other tokens: registers an engine instance, publishes
+// the four 16-token pages of a 64-token prefix (fake KV bytes), queries a 65-token prompt for
+// ENGINE_RESTORE, has the Manager copy the leased pages into a shared-memory region, checks the
+// bytes and releases. Exit status 0 when the restored bytes are equal, 1 otherwise.
 
 import io.orbitkv.client.OrbitKvClient;
 import io.orbitkv.client.PageToPublish;
@@ -20,17 +31,21 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 
-/**
- * The README's Java quick start, exactly as the README shows it (between the markers; a test
- * checks the README copy): publish the four pages of a 64-token prefix, query it for
- * ENGINE_RESTORE, let the Manager copy it into a shared-memory region, check the bytes.
- */
 final class QuickStart {
 
-    private QuickStart() {
+    public static void main(String[] args) throws Exception {
+        Path socket = Path.of(args.length > 0 ? args[0] : "var/orbitkv/manager.sock");
+        // the region file must outlive the connection (protocol.md 5.2); shared memory where there is one
+        Path shm = Path.of("/dev/shm");
+        Path regionFile = (Files.isDirectory(shm) ? shm : Path.of(System.getProperty("java.io.tmpdir")))
+                .resolve("orbitkv-quickstart-" + ProcessHandle.current().pid() + ".region");
+        try {
+            System.exit(run(socket, regionFile) ? 0 : 1);
+        } finally {
+            Files.deleteIfExists(regionFile);
+        }
     }
 
-    /** Runs the quick start against the Manager at {@code socket}; true if the restored bytes are equal. */
     static boolean run(Path socket, Path regionFile) throws Exception {
         // [quickstart]
         Namespace ns = new Namespace("quickstart/tiny-llama", "r1", "sha256:00", "sha256:01", "", "bf16", "nhd",
@@ -59,7 +74,6 @@ final class QuickStart {
             System.out.println("published " + published + ", hit=" + hit.hit() + " boundary=" + hit.boundaryTokens()
                     + ", restore " + done.outcome() + ", bytes equal: " + equal);
             // [/quickstart]
-            Files.deleteIfExists(regionFile);
             return hit.hit() && done.outcome() == Reply.Settled.OK && equal;
         }
     }
