@@ -113,7 +113,7 @@ public final class ChannelServer implements AutoCloseable {
         this.sessions = sessions;
         this.decoder = new FrameDecoder(settings.limits(), Direction.TO_MANAGER);
         this.metrics = new ChannelMetrics(registry);
-        Gauge.builder("orbitkv.channel.connections", live, Map::size).register(registry);
+        Gauge.builder("orbitkv.channel.connections", live, Map::size).description("open engine connections").register(registry);
         this.acceptor = Thread.ofVirtual().name("orbitkv-channel-accept").unstarted(this::acceptLoop);
     }
 
