@@ -2,6 +2,7 @@ package io.orbitkv.server.channel;
 
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.core.catalog.RateLimitedLog;
 import io.orbitkv.state.protocol.Direction;
 import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.FrameDecoder;
@@ -61,6 +62,8 @@ import java.util.logging.Logger;
 public final class ChannelServer implements AutoCloseable {
 
     private static final Logger LOG = Logger.getLogger(ChannelServer.class.getName());
+    /** accept() failures repeat at the accept loop's rate (e.g. EMFILE): one line per 10 s. */
+    private static final RateLimitedLog ACCEPT_FAILURES = RateLimitedLog.tenSeconds(ChannelServer.class.getName());
 
     /**
      * How a server listens.
@@ -183,7 +186,8 @@ public final class ChannelServer implements AutoCloseable {
                 return;
             } catch (IOException e) {
                 if (closing) return;
-                LOG.log(Level.WARNING, "accept failed", e);
+                ACCEPT_FAILURES.log(System.Logger.Level.WARNING, "accept", "accepting an engine connection failed: " + e
+                        + "; if the process is out of file descriptors, raise its limit (ulimit -n) or lower maxConnections");
                 continue;
             }
             metrics.accepted.increment();
