@@ -73,6 +73,7 @@ class OperatorViewsTest {
     static final ObjectMapper JSON = new ObjectMapper();
     /** The dashboard, read from the docs: the test keeps no second list of its expressions. */
     static final Path DASHBOARD = Path.of("..", "docs", "grafana", "orbitkv.json");
+    static final Path OPERATIONS = Path.of("..", "docs", "operations.md");
     static final Pattern LOG_LINE = Pattern.compile(
             "\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z (ERROR|WARN |INFO |DEBUG|TRACE) [A-Za-z0-9_.-]+: .+");
 
@@ -262,6 +263,11 @@ class OperatorViewsTest {
             assertThat(promtool.waitFor(60, TimeUnit.SECONDS)).isTrue();
             assertThat(promtool.exitValue()).as("promtool check metrics on %s: %s", m.dir, out).isZero();
             assertThat(out).as("promtool lint findings").isBlank();
+            // docs/operations.md lists every series the Manager exports
+            String docs = Files.readString(OPERATIONS);
+            List<String> undocumented = metrics.lines().filter(l -> l.startsWith("# TYPE orbitkv_"))
+                    .map(l -> l.split(" ")[2]).filter(name -> !docs.contains("`" + name + "`")).toList();
+            assertThat(undocumented).as("series missing from %s", OPERATIONS).isEmpty();
         }
     }
 
