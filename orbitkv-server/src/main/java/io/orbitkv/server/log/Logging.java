@@ -20,12 +20,14 @@ import java.util.logging.StreamHandler;
  * Configuring it in code rather than from a {@code logging.properties} file keeps one place
  * that the {@code --log-level} option sets, and needs no file next to the jar.
  *
- * <p>Libraries (gRPC, Netty, etcd's client, Vert.x) log at WARN and above unless the level is
- * TRACE: their INFO lines describe their internals, not the Manager's state.
+ * <p>Libraries (gRPC, Netty, etcd's client, Vert.x, Micrometer) and the JDK's own loggers log at
+ * WARN and above unless the level is TRACE: their INFO and DEBUG lines describe their internals, not the
+ * Manager's state (at DEBUG the JDK would log a stack trace for the exit itself).
  */
 public final class Logging {
 
-    private static final String[] LIBRARIES = {"io.grpc", "io.netty", "io.etcd", "io.vertx", "com.google"};
+    private static final String[] LIBRARIES = {"io.grpc", "io.netty", "io.etcd", "io.vertx", "io.micrometer", "com.google",
+        "com.sun", "java", "javax", "jdk", "sun"};
     /** Strong references: JUL keeps loggers weakly, and a collected logger loses its level. */
     private static final Logger[] PINNED = new Logger[LIBRARIES.length + 1];
     private static final RecentErrors recent = new RecentErrors();
