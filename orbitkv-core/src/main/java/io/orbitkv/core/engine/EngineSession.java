@@ -461,8 +461,18 @@ final class EngineSession implements ChannelSession, OperationHost {
     }
 
     @Override
-    public void countQuery(QueryOutcome outcome, int pagesLeased) {
-        core.metrics().query(outcome, pagesLeased);
+    public long nanoTime() {
+        return core.nanoTime();
+    }
+
+    @Override
+    public void countPending() {
+        core.metrics().pending();
+    }
+
+    @Override
+    public void countSettled(SettledQuery settled) {
+        core.metrics().settled(settled);
     }
 
     @Override
@@ -471,8 +481,8 @@ final class EngineSession implements ChannelSession, OperationHost {
     }
 
     @Override
-    public void countRestoreBytes(long bytes) {
-        core.metrics().restoreBytes(bytes);
+    public void countRestore(RestoreOutcome outcome, TierCounts bytesCopied, long durationNanos) {
+        core.metrics().restore(outcome, bytesCopied, durationNanos);
     }
 
     /** Counts for STATS and /status, read under the lock. */

@@ -96,13 +96,14 @@ public final class ManagerCore implements AutoCloseable {
         this.leaseTable = new Budget("lease table", "leases", config.maxLeases());
         this.stagingBudget = new Budget("staging budget", "bytes", config.stagingBudgetBytes());
         this.copier = new RestoreCopier(config.restoreCopyThreads(), config.restoreQueuedTasks());
-        this.metrics = new ManagerMetrics(registry, sessions::size, leaseTable::used, stagingBudget::used);
+        this.metrics = new ManagerMetrics(registry, sessions::size, leaseTable::used, stagingBudget::used,
+                leaseTable::capacity, stagingBudget::capacity);
         this.instances = new InstanceTable(namespaces, config, metrics, nanoClock, () -> shuttingDown);
         this.arenaFiles = arenaFiles(store.dram().geometry());
         ArenaGeometry geometry = store.dram().geometry();
         this.quarantine = new PublishQuarantine(config.publishQuarantineNanos(), config.publishQuarantineBytes(),
                 r -> geometry.arenas().get(r.slotRef().classIndex()).slotBytes(), store.dram()::abort);
-        this.metrics.quarantine(quarantine::heldBytes, quarantine::heldSlots, quarantine::releasedEarly);
+        this.metrics.quarantine(quarantine::heldBytes, quarantine::heldSlots, quarantine, q -> q.releasedEarly());
         this.housekeeper = new Housekeeper(TICK_MILLIS, nanoClock, registry);
         this.housekeeper.addDuty("publish-quarantine", quarantine::onTick);
         this.housekeeper.addDuty("peer-routes", remote::onTick);
@@ -181,6 +182,11 @@ public final class ManagerCore implements AutoCloseable {
         return new Reply.StatsReply(c);
     }
 
+    /** The Manager's monotonic clock, as given to the constructor (nanoseconds). */
+    long nanoTime() {
+        return nanoClock.getAsLong();
+    }
+
     /** A snapshot for {@code /status}. */
     public ManagerStatus status() {
         List<ManagerStatus.InstanceStatus> list = instances.statuses();
@@ -192,7 +198,7 @@ public final class ManagerCore implements AutoCloseable {
                 new ManagerStatus.QueryCounts(metrics.queries(OperationHost.QueryOutcome.HIT),
                         metrics.queries(OperationHost.QueryOutcome.MISS),
                         metrics.queries(OperationHost.QueryOutcome.PENDING)),
-                metrics.pagesLeased(), metrics.restoreBytes(), metrics.busyTotal(), shuttingDown);
+                metrics.pagesLeased(), metrics.restoreBytes(), metrics.busyTotal(), shuttingDown, metrics.prefixCache());
     }
 
     /**

@@ -1,5 +1,6 @@
 package io.orbitkv.core.engine;
 
+import io.orbitkv.core.query.OperationHost.TierCounts;
 import io.orbitkv.core.storage.dram.DramUsage;
 
 import java.util.List;
@@ -30,15 +31,17 @@ import java.util.Objects;
  * @param restoreBytes       bytes copied into engine regions, total
  * @param busyRejections     BUSY answers of every table, total
  * @param shuttingDown       true once {@link ManagerCore#close()} began
+ * @param prefixCache        prefix-cache tokens and bytes by tier, totals since start
  */
 public record ManagerStatus(DramUsage dram, long ssdUsedBytes, long ssdCapacityBytes, int ssdInflightStages, List<InstanceStatus> instances, int sessions,
                             int maxSessions, long operations, long leases, long maxLeases, long reservations,
                             long regions, long stagingBytes, long stagingBudgetBytes, int restoreTasks,
                             QueryCounts queries, long pagesLeased, long restoreBytes, long busyRejections,
-                            boolean shuttingDown) {
+                            boolean shuttingDown, PrefixCache prefixCache) {
 
     public ManagerStatus {
         Objects.requireNonNull(dram, "dram");
+        Objects.requireNonNull(prefixCache, "prefixCache");
         instances = List.copyOf(instances);
         Objects.requireNonNull(queries, "queries");
     }
@@ -47,6 +50,19 @@ public record ManagerStatus(DramUsage dram, long ssdUsedBytes, long ssdCapacityB
     public record InstanceStatus(String instanceId, long epoch, long incarnationId, boolean connected) {
         public InstanceStatus {
             Objects.requireNonNull(instanceId, "instanceId");
+        }
+    }
+
+    /**
+     * Prefix-cache totals since start, the same figures as the {@code orbitkv_prefix_cache_*} and
+     * {@code orbitkv_restore_bytes_total} series: tokens settled queries asked about, hit tokens,
+     * hit bytes and RESTORE-copied bytes by the tier the pages came from.
+     */
+    public record PrefixCache(long queriedTokens, TierCounts hitTokens, TierCounts hitBytes, TierCounts restoredBytes) {
+        public PrefixCache {
+            Objects.requireNonNull(hitTokens, "hitTokens");
+            Objects.requireNonNull(hitBytes, "hitBytes");
+            Objects.requireNonNull(restoredBytes, "restoredBytes");
         }
     }
 

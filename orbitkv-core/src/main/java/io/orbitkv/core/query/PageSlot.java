@@ -32,6 +32,8 @@ final class PageSlot {
     /** Held only by peers when planned: fetched with the operation's other peer pages in one batch. */
     final boolean remote;
     State state;
+    /** Where the page came from (or is being staged from), for the per-tier hit metrics. */
+    OperationHost.Tier tier;
     /** Given up at the peer wait bound while its fetch was in flight: its result is released on arrival. */
     boolean abandoned;
     Lease lease;
@@ -43,6 +45,7 @@ final class PageSlot {
         this.key = key;
         this.remote = remote;
         this.state = state;
+        this.tier = lease != null ? OperationHost.Tier.DRAM : remote ? OperationHost.Tier.PEER : OperationHost.Tier.SSD;
         this.lease = lease;
         this.stagingBytes = stagingBytes;
     }

@@ -120,12 +120,19 @@ public final class QueryOperation {
     private Runnable cancelWaitTimer = () -> { };
     /** This revision waited (or waits) for peers and its end is not counted yet. */
     private boolean peerWaitOpen;
+    /** When the QUERY arrived ({@link OperationHost#nanoTime()}), for the query latency histogram. */
+    private final long arrivedNanos;
+    /** When the RESTORE in flight was accepted, for the restore latency histogram. */
+    private long restoreStartedNanos;
+    /** Bytes the RESTORE in flight copied so far, by the tier each page came from. */
+    private OperationHost.TierCounts restoreCopied = OperationHost.TierCounts.ZERO;
 
     public QueryOperation(OperationHost host, Request.Query query, SessionScope scope) {
         this.host = Objects.requireNonNull(host, "host");
         this.query = Objects.requireNonNull(query, "query");
         this.scope = Objects.requireNonNull(scope, "scope");
         this.boundaryTokens = query.originTokens();
+        this.arrivedNanos = host.nanoTime();
     }
 
     public long operationId() {
@@ -157,13 +164,13 @@ public final class QueryOperation {
     public Optional<Reply.Error> start() {
         QueryPlan plan = host.planner().plan(query, scope, excluded, QueryPlanner.Sources.ALL, Long.MAX_VALUE);
         if (waitsForPeers(plan)) {
-            host.countQuery(OperationHost.QueryOutcome.PENDING, 0);
+            host.countPending();
             return Optional.empty();
         }
         if (plan instanceof QueryPlan.Hit full) plan = BoundaryChooser.choose(full, query, scope, excluded, host);
         Optional<Reply.Error> refused = adopt(plan);
         if (refused.isEmpty()) {
-            if (state == State.PENDING) host.countQuery(OperationHost.QueryOutcome.PENDING, 0);
+            if (state == State.PENDING) host.countPending();
             else countSettled();
         }
         return refused;
@@ -446,6 +453,7 @@ public final class QueryOperation {
         if (lease != null && lease.namespaceId() == scope.namespaceId()) {
             slot.lease = lease;
             slot.state = PageSlot.State.RESIDENT;
+            slot.tier = tierOf(((StageResult.Staged) result).source());
         } else {
             if (lease != null) lease.release();
             slot.state = PageSlot.State.FAILED;
@@ -511,11 +519,29 @@ public final class QueryOperation {
     }
 
     private void countSettled() {
-        host.countQuery(hit ? OperationHost.QueryOutcome.HIT : OperationHost.QueryOutcome.MISS, hit ? leaseTickets() : 0);
+        OperationHost.TierCounts pages = OperationHost.TierCounts.ZERO;
+        OperationHost.TierCounts bytes = OperationHost.TierCounts.ZERO;
+        if (hit) {
+            for (QueryPlan.SlotSpan s : spans) {
+                for (PageSlot p : s.pages()) {
+                    if (p.lease == null) continue;
+                    pages = pages.plus(p.tier, 1);
+                    bytes = bytes.plus(p.tier, p.lease.lengthBytes());
+                }
+            }
+        }
+        long queried = Math.max(0, query.promptTokens() - query.originTokens());
+        long hitTokens = hit ? Math.min(queried, Math.max(0, boundaryTokens - query.originTokens())) : 0;
+        host.countSettled(new OperationHost.SettledQuery(hit, queried, hitTokens, pages, bytes,
+                Math.max(0, host.nanoTime() - arrivedNanos)));
     }
 
-    private int leaseTickets() {
-        return (int) leaseTickets;
+    private static OperationHost.Tier tierOf(StageResult.Source source) {
+        return switch (source) {
+            case DRAM_HIT -> OperationHost.Tier.DRAM;
+            case SSD_READ, SHARED_READ -> OperationHost.Tier.SSD;
+            case PEER_READ -> OperationHost.Tier.PEER;
+        };
     }
 
     // ---- restore ---------------------------------------------------------------------------
@@ -557,13 +583,15 @@ public final class QueryOperation {
             int from = request.pages().size() * t / taskCount;
             int to = request.pages().size() * (t + 1) / taskCount;
             List<Lease> leases = new ArrayList<>(to - from);
+            List<OperationHost.Tier> tiers = new ArrayList<>(to - from);
             List<MemorySegment> targets = new ArrayList<>(to - from);
             for (int i = from; i < to; i++) {
                 Lease lease = sources.get(i).lease;
                 leases.add(lease);
+                tiers.add(sources.get(i).tier);
                 targets.add(region.page(request.pages().get(i).destinationPage(), lease.lengthBytes()));
             }
-            tasks.add(() -> copy(leases, targets));
+            tasks.add(() -> copy(leases, tiers, targets));
         }
         if (!host.copier().trySubmit(tasks)) {
             return new Reply.Error(ErrorCode.BUSY, "restore copy queue is full");
@@ -571,6 +599,8 @@ public final class QueryOperation {
         copyTasksInFlight = taskCount;
         copyFailed = false;
         copiedBytes = 0;
+        restoreCopied = OperationHost.TierCounts.ZERO;
+        restoreStartedNanos = host.nanoTime();
         restoreAcceptedNanos = restoreObservations().enabled() ? System.nanoTime() : 0;
         restorePages = sources.size();
         restoreLogicalBytes = 0;
@@ -581,8 +611,9 @@ public final class QueryOperation {
     }
 
     /** Runs on a copy thread, without the session lock. */
-    private void copy(List<Lease> leases, List<MemorySegment> targets) {
+    private void copy(List<Lease> leases, List<OperationHost.Tier> tiers, List<MemorySegment> targets) {
         long bytes = 0;
+        OperationHost.TierCounts byTier = OperationHost.TierCounts.ZERO;
         boolean failed = false;
         try {
             for (int i = 0; i < leases.size(); i++) {
@@ -590,6 +621,7 @@ public final class QueryOperation {
                 MemorySegment src = leases.get(i).segment();
                 MemorySegment.copy(src, 0, targets.get(i), 0, src.byteSize());
                 bytes += src.byteSize();
+                byTier = byTier.plus(tiers.get(i), src.byteSize());
             }
             VarHandle.releaseFence();
         } catch (RuntimeException e) {
@@ -597,20 +629,22 @@ public final class QueryOperation {
             failed = true;
         }
         long copied = bytes;
+        OperationHost.TierCounts copiedByTier = byTier;
         boolean copyError = failed;
         host.callbacks().execute(() -> {
             synchronized (host.lock()) {
-                onCopied(copied, copyError);
+                onCopied(copied, copiedByTier, copyError);
             }
         });
     }
 
-    private void onCopied(long bytes, boolean failed) {
+    private void onCopied(long bytes, OperationHost.TierCounts byTier, boolean failed) {
         copyTasksInFlight--;
         copiedBytes += bytes;
+        restoreCopied = new OperationHost.TierCounts(restoreCopied.dram() + byTier.dram(),
+                restoreCopied.ssd() + byTier.ssd(), restoreCopied.peer() + byTier.peer());
         copyFailed |= failed;
         if (copyTasksInFlight > 0) return;
-        host.countRestoreBytes(copiedBytes);
         Reply.Outcome outcome;
         Terminal terminal;
         if (state == State.FINAL && !copyFailed) {
@@ -621,6 +655,11 @@ public final class QueryOperation {
             outcome = state == State.FINAL ? new Reply.Failed(ErrorCode.INTERNAL) : Reply.Settled.CANCELLED;
             terminal = state == State.FINAL ? Terminal.FAILED : Terminal.CANCELLED;
         }
+        host.countRestore(switch (terminal) {
+            case SUCCEEDED -> OperationHost.RestoreOutcome.OK;
+            case CANCELLED -> OperationHost.RestoreOutcome.CANCELLED;
+            case FAILED, TIMED_OUT -> OperationHost.RestoreOutcome.FAILED;
+        }, restoreCopied, Math.max(0, host.nanoTime() - restoreStartedNanos));
         RestoreObservations observations = restoreObservations();
         if (observations.enabled()) {
             observations.restored(terminal, restoreLogicalBytes, restorePages, copiedBytes, restoreAcceptedNanos,

@@ -207,8 +207,9 @@ class ManagerCoreTest {
                 assertThat(file.asSlice((long) p[1] * pageBytes, ManagerFixture.PAGE_BYTES).toArray(ValueLayout.JAVA_BYTE))
                         .isEqualTo(Client.image(3, 0, p[0], ManagerFixture.PAGE_BYTES));
             }
-            assertThat(m.registry.get("orbitkv.manager.restore.bytes").counter().count())
-                    .isEqualTo(3.0 * ManagerFixture.PAGE_BYTES);
+            assertThat(m.registry.get("orbitkv.restore.bytes").tag("tier", "dram").counter().count())
+                    .as("restored pages that were resident in DRAM").isEqualTo(3.0 * ManagerFixture.PAGE_BYTES);
+            assertThat(m.registry.get("orbitkv.restore.duration").tag("outcome", "ok").timer().count()).isEqualTo(1);
             assertThat(Client.error(c.send(new Request.Restore(1, region, List.of(new Request.RestorePage(0, 0, 8))))))
                     .as("destination out of range").isEqualTo(ErrorCode.INVALID_DEMAND);
             assertThat(Client.error(c.send(new Request.Restore(1, region, List.of(new Request.RestorePage(0, 3, 1))))))

@@ -3,7 +3,6 @@ package io.orbitkv.core.namespace;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import java.util.OptionalInt;
-import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.state.NamespaceDigest;
 import org.junit.jupiter.api.Test;
 

@@ -24,16 +24,23 @@ final class ChannelMetrics {
     private final Map<ErrorCode, Counter> refusedFrames = new EnumMap<>(ErrorCode.class);
 
     ChannelMetrics(MeterRegistry registry) {
-        accepted = registry.counter("orbitkv.channel.connections.accepted");
-        refusedBusy = registry.counter("orbitkv.channel.connections.refused", "reason", "max_connections");
-        framesIn = registry.counter("orbitkv.channel.frames.in");
-        framesOut = registry.counter("orbitkv.channel.frames.out");
-        internalErrors = registry.counter("orbitkv.channel.internal.errors");
-        completionsDropped = registry.counter("orbitkv.channel.completions.dropped");
-        truncatedAtClose = registry.counter("orbitkv.channel.truncated.frames");
+        accepted = counter(registry, "orbitkv.channel.connections.accepted", "engine connections accepted");
+        refusedBusy = Counter.builder("orbitkv.channel.connections.refused").tag("reason", "max_connections")
+                .description("engine connections refused (answered BUSY and closed)").register(registry);
+        framesIn = counter(registry, "orbitkv.channel.frames.in", "frames received from engines");
+        framesOut = counter(registry, "orbitkv.channel.frames.out", "frames sent to engines");
+        internalErrors = counter(registry, "orbitkv.channel.internal.errors", "session bugs answered INTERNAL");
+        completionsDropped = counter(registry, "orbitkv.channel.completions.dropped",
+                "COMPLETION events dropped because the connection's outbound queue was full");
+        truncatedAtClose = counter(registry, "orbitkv.channel.truncated.frames", "connections closed inside a frame");
         for (ErrorCode code : ErrorCode.values()) {
-            refusedFrames.put(code, registry.counter("orbitkv.channel.refused.frames", "code", code.name()));
+            refusedFrames.put(code, Counter.builder("orbitkv.channel.refused.frames").tag("code", code.name())
+                    .description("frames the decoder refused, by error code").register(registry));
         }
+    }
+
+    private static Counter counter(MeterRegistry registry, String name, String description) {
+        return Counter.builder(name).description(description).register(registry);
     }
 
     /** A frame the decoder refused with {@code code}. */

@@ -2,6 +2,7 @@ package io.orbitkv.server.channel;
 
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.core.log.RateLimitedLog;
 import io.orbitkv.state.protocol.Direction;
 import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.FrameDecoder;
@@ -61,6 +62,8 @@ import java.util.logging.Logger;
 public final class ChannelServer implements AutoCloseable {
 
     private static final Logger LOG = Logger.getLogger(ChannelServer.class.getName());
+    /** accept() failures repeat at the accept loop's rate (e.g. EMFILE): one line per 10 s. */
+    private static final RateLimitedLog ACCEPT_FAILURES = RateLimitedLog.tenSeconds(ChannelServer.class.getName());
 
     /**
      * How a server listens.
@@ -113,7 +116,7 @@ public final class ChannelServer implements AutoCloseable {
         this.sessions = sessions;
         this.decoder = new FrameDecoder(settings.limits(), Direction.TO_MANAGER);
         this.metrics = new ChannelMetrics(registry);
-        Gauge.builder("orbitkv.channel.connections", live, Map::size).register(registry);
+        Gauge.builder("orbitkv.channel.connections", live, Map::size).description("open engine connections").register(registry);
         this.acceptor = Thread.ofVirtual().name("orbitkv-channel-accept").unstarted(this::acceptLoop);
     }
 
@@ -184,7 +187,8 @@ public final class ChannelServer implements AutoCloseable {
                 return;
             } catch (IOException e) {
                 if (closing) return;
-                LOG.log(Level.WARNING, "accept failed", e);
+                ACCEPT_FAILURES.log(System.Logger.Level.WARNING, "accept", "accepting an engine connection failed: " + e
+                        + "; if the process is out of file descriptors, raise its limit (ulimit -n) or lower maxConnections");
                 continue;
             }
             metrics.accepted.increment();

@@ -3,6 +3,7 @@ package io.orbitkv.server.channel;
 import io.orbitkv.core.engine.ChannelSession;
 import io.orbitkv.core.engine.EventSink;
 import io.orbitkv.core.engine.OpenResult;
+import io.orbitkv.core.log.RateLimitedLog;
 import io.orbitkv.state.protocol.DecodeResult;
 import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.FrameDecoder;
@@ -50,6 +51,11 @@ import java.util.logging.Logger;
 final class Connection implements EventSink {
 
     private static final Logger LOG = Logger.getLogger(Connection.class.getName());
+    /**
+     * Session bugs answered INTERNAL: a client repeating the request that triggers one would
+     * otherwise write a stack trace per frame. One line per kind per 10 s; the stack trace at DEBUG.
+     */
+    private static final RateLimitedLog INTERNAL = RateLimitedLog.tenSeconds(Connection.class.getName());
     /** Initial receive buffer, in bytes. */
     static final int INITIAL_RECEIVE_BYTES = 64 * 1024;
 
@@ -100,7 +106,7 @@ final class Connection implements EventSink {
             if (!closed.get()) LOG.log(Level.FINE, "connection " + id + " ended: " + e);
         } catch (RuntimeException e) {
             metrics.internalErrors.increment();
-            LOG.log(Level.WARNING, "connection " + id + " failed", e);
+            internalError("connection", "connection " + id + " failed", e);
         } finally {
             shutdown();
             if (session != null) {
@@ -108,7 +114,7 @@ final class Connection implements EventSink {
                     session.close();
                 } catch (RuntimeException e) {
                     metrics.internalErrors.increment();
-                    LOG.log(Level.WARNING, "connection " + id + ": session close failed", e);
+                    internalError("close", "connection " + id + ": session close failed", e);
                 }
             }
             onExit.run();
@@ -204,12 +210,20 @@ final class Connection implements EventSink {
         }
     }
 
+    /** A bug seen on this connection: counted by the caller, logged rate-limited (a report with it helps). */
+    private static void internalError(String kind, String message, RuntimeException e) {
+        StackTraceElement[] frames = e.getStackTrace();
+        INTERNAL.log(System.Logger.Level.ERROR, kind, message + ": " + e + (frames.length > 0 ? " (at " + frames[0] + ")" : "")
+                + "; the client got INTERNAL and the Manager keeps serving; please report it with the DEBUG log");
+        LOG.log(Level.FINE, message, e);
+    }
+
     private Reply handleSafely(ChannelSession session, Request request) {
         try {
             return session.handle(request);
         } catch (RuntimeException e) {
             metrics.internalErrors.increment();
-            LOG.log(Level.WARNING, "connection " + id + ": " + request.type() + " failed inside the Manager", e);
+            internalError(request.type().toString(), "connection " + id + ": " + request.type() + " failed inside the Manager", e);
             return new Reply.Error(ErrorCode.INTERNAL, clip("internal error: " + e.getClass().getSimpleName()));
         }
     }
@@ -219,7 +233,7 @@ final class Connection implements EventSink {
             return FrameEncoder.toBytes(requestId, reply);
         } catch (IllegalArgumentException e) {
             metrics.internalErrors.increment();
-            LOG.log(Level.WARNING, "connection " + id + ": unencodable reply " + reply.type(), e);
+            internalError("encode", "connection " + id + ": unencodable reply " + reply.type(), e);
             return FrameEncoder.toBytes(requestId, new Reply.Error(ErrorCode.INTERNAL, "internal error: bad reply"));
         }
     }

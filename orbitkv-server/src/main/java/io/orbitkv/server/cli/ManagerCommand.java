@@ -3,6 +3,8 @@ package io.orbitkv.server.cli;
 import io.orbitkv.server.config.ConfigException;
 import io.orbitkv.server.config.ManagerConfig;
 import io.orbitkv.server.daemon.ManagerDaemon;
+import io.orbitkv.server.log.LogLevel;
+import io.orbitkv.server.log.Logging;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.nio.file.Path;
@@ -11,6 +13,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CountDownLatch;
+import java.util.logging.Logger;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
@@ -90,13 +93,24 @@ final class ManagerCommand implements Callable<Integer> {
     @Option(names = "--cluster-token-file", paramLabel = "FILE", description = "file holding the cluster token (mode 0600, >= 16 bytes, >= 8 distinct byte values)")
     String clusterTokenFile;
 
+    @Option(names = "--log-level", paramLabel = "LEVEL", defaultValue = "info",
+            description = "error, warn, info (default), debug or trace: the lowest level written to stderr")
+    String logLevel;
+
     @Option(names = "--set", paramLabel = "KEY=VALUE", description = "set any configuration key (repeatable)")
     List<String> sets = List.of();
 
     @Override
     public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
-        PrintWriter err = spec.commandLine().getErr();
+        LogLevel level;
+        try {
+            level = LogLevel.parse(logLevel);
+        } catch (IllegalArgumentException e) {
+            throw new InputException(e.getMessage());
+        }
+        Logging.configure(level, System.err);
+        Logger log = Logger.getLogger(ManagerDaemon.class.getName());
         ManagerConfig config;
         try {
             config = ManagerConfig.defaults();
@@ -107,7 +121,7 @@ final class ManagerCommand implements Callable<Integer> {
         }
         ManagerDaemon.Startup startup;
         try {
-            startup = ManagerDaemon.start(config, err);
+            startup = ManagerDaemon.start(config);
         } catch (ConfigException e) {
             throw new InputException(e.getMessage());
         } catch (IOException e) {
@@ -120,8 +134,7 @@ final class ManagerCommand implements Callable<Integer> {
         };
         CountDownLatch stop = new CountDownLatch(1);
         StopSignals.install(List.of("TERM", "INT"), name -> {
-            err.println("orbitkv manager: SIG" + name + " received, draining");
-            err.flush();
+            log.info("SIG" + name + " received, draining");
             stop.countDown();
         });
         Runtime.getRuntime().addShutdownHook(new Thread(daemon::close, "orbitkv-shutdown"));

@@ -26,20 +26,26 @@ public final class AuthFailures {
     /** Why a call failed authentication, and on which side. */
     public enum Reason {
         /** Server side: a caller named no cluster or another cluster. */
-        WRONG_CLUSTER("server", "wrong_cluster"),
+        WRONG_CLUSTER("server", "wrong_cluster", "a caller names another cluster: give every member the same clusterId"),
         /** Server side: a caller of this cluster sent no token or a wrong one. */
-        BAD_TOKEN("server", "bad_token"),
+        BAD_TOKEN("server", "bad_token",
+                "a caller of this cluster holds another token: give every member the same clusterTokenFile contents"),
         /** Client side: a peer refused this node's credentials (UNAUTHENTICATED). */
-        REFUSED_BY_PEER("client", "refused_by_peer"),
+        REFUSED_BY_PEER("client", "refused_by_peer",
+                "that peer refuses this node's token: compare this clusterTokenFile with the other members'"),
         /** Client side: a peer accepted this node's token but could not prove it holds the token itself. */
-        BAD_PROOF("client", "bad_proof");
+        BAD_PROOF("client", "bad_proof",
+                "that peer accepted this node's token but cannot prove it holds it: its clusterTokenFile differs");
 
         final String side;
         final String tag;
+        /** What the operator should do about it, appended to the log line. */
+        final String action;
 
-        Reason(String side, String tag) {
+        Reason(String side, String tag, String action) {
             this.side = side;
             this.tag = tag;
+            this.action = action;
         }
     }
 
@@ -58,7 +64,8 @@ public final class AuthFailures {
     /** Counts and logs (rate-limited) one failure; {@code detail} names the peer and the call. */
     public void record(Reason reason, String detail) {
         counters.get(reason).increment();
-        log.log(System.Logger.Level.WARNING, reason.name(), "cluster authentication failure (" + reason.tag + "): " + detail);
+        log.log(System.Logger.Level.WARNING, reason.name(), "cluster authentication failure (" + reason.tag + "): " + detail
+                + "; " + reason.action);
     }
 
     /** Failures of {@code reason} so far. */

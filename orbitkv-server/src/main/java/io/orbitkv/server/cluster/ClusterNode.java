@@ -14,7 +14,6 @@ import io.orbitkv.server.config.ClusterConfig;
 import io.orbitkv.server.membership.EpochFile;
 import io.orbitkv.server.membership.EtcdMembership;
 import java.io.IOException;
-import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -223,9 +222,9 @@ public final class ClusterNode implements AutoCloseable {
         channels.close();
     }
 
-    /** Writes a one-line cluster summary to {@code log} (startup). */
-    public void describe(PrintWriter log) {
-        log.println("orbitkv manager: cluster member " + self.nodeId() + "#" + self.incarnation() + " on " + self.endpoint());
-        log.flush();
+    /** Logs a one-line cluster summary (startup). */
+    public void describe() {
+        System.getLogger(ClusterNode.class.getName()).log(System.Logger.Level.INFO,
+                "cluster member " + self.nodeId() + "#" + self.incarnation() + " on " + self.endpoint());
     }
 }

@@ -1,16 +1,13 @@
 package io.orbitkv.server.daemon;
 
-import io.micrometer.core.instrument.binder.jvm.ClassLoaderMetrics;
-import io.micrometer.core.instrument.binder.jvm.JvmMemoryMetrics;
-import io.micrometer.core.instrument.binder.jvm.JvmThreadMetrics;
-import io.micrometer.core.instrument.binder.system.ProcessorMetrics;
-import io.micrometer.core.instrument.binder.system.UptimeMetrics;
-import io.micrometer.prometheusmetrics.PrometheusConfig;
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
 import io.orbitkv.core.cost.CostConfig;
 import io.orbitkv.core.cost.CostObserver;
 import io.orbitkv.core.cost.SelectionConfig;
+import io.orbitkv.core.catalog.Member;
+import io.orbitkv.core.catalog.MembershipView;
 import io.orbitkv.core.engine.ManagerCore;
+import io.orbitkv.core.engine.ManagerStatus;
 import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.query.RemotePages;
 import io.orbitkv.core.storage.TieredStore;
@@ -18,10 +15,16 @@ import io.orbitkv.server.channel.ChannelServer;
 import io.orbitkv.server.cluster.ClusterNode;
 import io.orbitkv.server.cluster.ClusterSecurity;
 import io.orbitkv.server.config.ManagerConfig;
+import io.orbitkv.server.http.ManagerRegistry;
+import io.orbitkv.server.http.StatusHistory;
 import io.orbitkv.server.http.StatusServer;
+import io.orbitkv.server.log.Logging;
+import io.orbitkv.server.log.RecentErrors;
 import io.orbitkv.server.peer.ClusterPeers;
 import java.io.IOException;
 import java.io.PrintWriter;
+import java.util.logging.Level;
+import java.util.logging.Logger;
 import java.nio.file.AtomicMoveNotSupportedException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -66,8 +69,9 @@ public final class ManagerDaemon implements AutoCloseable {
         }
     }
 
+    private static final Logger LOG = Logger.getLogger(ManagerDaemon.class.getName());
+
     private final ManagerConfig config;
-    private final PrintWriter log;
     private final StoreLock lock;
     private final StoreLock dramLock;
     private final TieredStore store;
@@ -76,13 +80,14 @@ public final class ManagerDaemon implements AutoCloseable {
     private final StatusServer http;
     private final Optional<ClusterPeers> peers;
     private final Optional<ClusterNode> cluster;
+    private final StatusHistory history;
     private final String readyLine;
     private boolean closed;
 
-    private ManagerDaemon(ManagerConfig config, PrintWriter log, StoreLock lock, StoreLock dramLock, TieredStore store,
-                          ManagerCore core, ChannelServer channel, StatusServer http, Optional<ClusterPeers> peers) {
+    private ManagerDaemon(ManagerConfig config, StoreLock lock, StoreLock dramLock, TieredStore store,
+                          ManagerCore core, ChannelServer channel, StatusServer http, Optional<ClusterPeers> peers,
+                          StatusHistory history) {
         this.config = config;
-        this.log = log;
         this.lock = lock;
         this.dramLock = dramLock;
         this.store = store;
@@ -91,6 +96,7 @@ public final class ManagerDaemon implements AutoCloseable {
         this.http = http;
         this.peers = peers;
         this.cluster = peers.map(ClusterPeers::node);
+        this.history = history;
         this.readyLine = "orbitkv manager ready socket=" + channel.socketPath().toAbsolutePath()
                 + " http=" + http.address() + cluster.map(c -> " " + c.readyFragment()).orElse("")
                 + " pid=" + ProcessHandle.current().pid();
@@ -103,7 +109,7 @@ public final class ManagerDaemon implements AutoCloseable {
      * @throws io.orbitkv.server.config.ConfigException if the cluster token file is refused
      *                     (before any lock or store is opened)
      */
-    public static Startup start(ManagerConfig config, PrintWriter log) throws IOException {
+    public static Startup start(ManagerConfig config) throws IOException {
         // a refused cluster token is a configuration error found before any file is touched or
         // the SSD store recovered (ClusterNode reads it again when it joins)
         if (config.cluster().enabled()) ClusterSecurity.load(config.cluster());
@@ -126,16 +132,12 @@ public final class ManagerDaemon implements AutoCloseable {
             return new Startup.Locked(dramLockFile, StoreLock.holderPid(dramLockFile));
         }
         StoreLock dramLock = dramAcquired.get();
-        PrometheusMeterRegistry registry = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
-        new JvmMemoryMetrics().bindTo(registry);
-        new JvmThreadMetrics().bindTo(registry);
-        new ClassLoaderMetrics().bindTo(registry);
-        new ProcessorMetrics().bindTo(registry);
-        new UptimeMetrics().bindTo(registry);
+        PrometheusMeterRegistry registry = ManagerRegistry.create();
         TieredStore store = null;
         ManagerCore core = null;
         ChannelServer channel = null;
         ClusterPeers peers = null;
+        StatusHistory history = null;
         try {
             NamespaceTable namespaces = new NamespaceTable(NAMESPACES);
             // ORBITKV_COST_OBSERVATIONS=1 turns cost observations on; ORBITKV_COST_SELECTION=1 and
@@ -147,7 +149,7 @@ public final class ManagerDaemon implements AutoCloseable {
             // the cluster (and its peer service) before the Manager logic, which plans peer routes through it
             if (config.cluster().enabled()) {
                 peers = ClusterPeers.start(config.cluster(), config.ssdDir(), store, namespaces, registry, System::nanoTime);
-                peers.node().describe(log);
+                peers.node().describe();
             }
             RemotePages remote = peers == null ? RemotePages.NONE : peers.routes();
             core = new ManagerCore(store, namespaces, config.limits(), config.coreBounds(), registry, System::nanoTime, remote);
@@ -156,11 +158,23 @@ public final class ManagerDaemon implements AutoCloseable {
                     core::openSession, registry);
             ManagerCore statusCore = core;
             Optional<ClusterPeers> statusPeers = Optional.ofNullable(peers);
-            StatusServer http = StatusServer.start(config.httpHost(), config.httpPort(), registry,
-                    () -> StatusWithCost.compose(statusCore.status(), cost.status(), statusPeers.map(p -> p.routes().status())));
-            return new Startup.Started(new ManagerDaemon(config, log, lock, dramLock, store, core, channel, http,
-                    Optional.ofNullable(peers)));
+            history = StatusHistory.start(() -> sample(statusCore.status()));
+            StatusHistory statusHistory = history;
+            RecentErrors errors = Logging.recentErrors();
+            long startedNanos = System.nanoTime();
+            StatusServer http = StatusServer.start(config.httpHost(), config.httpPort(), registry, () -> {
+                Map<String, Object> body = StatusWithCost.compose(statusCore.status(), cost.status(),
+                        statusPeers.map(p -> p.routes().status()));
+                statusPeers.ifPresent(p -> body.put("cluster", ClusterStatus.of(p.node())));
+                body.put("uptimeSeconds", (System.nanoTime() - startedNanos) / 1e9);
+                body.put("history", statusHistory.snapshot());
+                body.put("recentErrors", new ErrorsStatus(errors.total(), errors.snapshot()));
+                return body;
+            });
+            return new Startup.Started(new ManagerDaemon(config, lock, dramLock, store, core, channel, http,
+                    Optional.ofNullable(peers), history));
         } catch (IOException | RuntimeException e) {
+            if (history != null) history.close();
             if (peers != null) peers.close();
             if (channel != null) channel.close();
             if (core != null) core.close();
@@ -168,6 +182,25 @@ public final class ManagerDaemon implements AutoCloseable {
             dramLock.close();
             lock.close();
             throw e;
+        }
+    }
+
+    /** The prefix-cache totals of {@code s} as a history sample taken now. */
+    private static StatusHistory.Sample sample(ManagerStatus s) {
+        ManagerStatus.PrefixCache p = s.prefixCache();
+        return new StatusHistory.Sample(System.currentTimeMillis(), p.queriedTokens(), p.hitTokens().dram(),
+                p.hitTokens().ssd(), p.hitTokens().peer(), p.hitBytes().total(), p.restoredBytes().total());
+    }
+
+    /** {@code /status}'s {@code recentErrors}: WARN/ERROR events since start and the last ones kept. */
+    record ErrorsStatus(long total, List<RecentErrors.Event> events) {
+    }
+
+    /** {@code /status}'s {@code cluster}: this member, whether its view is valid, and the live members. */
+    record ClusterStatus(Member self, boolean valid, String invalidReason, List<Member> live) {
+        static ClusterStatus of(ClusterNode node) {
+            MembershipView view = node.view();
+            return new ClusterStatus(node.self(), view.valid(), view.invalidReason(), view.live());
         }
     }
 
@@ -229,15 +262,17 @@ public final class ManagerDaemon implements AutoCloseable {
             case NOT_LEFT -> "membership still open";
         } + ", cluster endpoint closed, peer tickets freed)", p::close));
         step("stopped accepting and closed " + connections + " connection(s) (sessions drained)", channel::close);
-        step("stopped HTTP " + http.address(), http::close);
+        step("stopped HTTP " + http.address(), () -> {
+            http.close();
+            history.close();
+        });
         step("closed the Manager logic", core::close);
         step("closed the tiers (SSD work drained, arena files removed)", store::close);
         step("removed " + config.readyFile(), () -> Files.deleteIfExists(config.readyFile()));
         step("released " + dramLock.file(), dramLock::close);
         step("removed the DRAM directory if empty", this::removeEmptyDramDir);
         step("released " + lock.file(), lock::close);
-        log.println("orbitkv manager: stopped in " + (System.nanoTime() - t0) / 1_000_000 + " ms");
-        log.flush();
+        LOG.info("stopped in " + (System.nanoTime() - t0) / 1_000_000 + " ms");
     }
 
     private void removeEmptyDramDir() throws IOException {
@@ -259,10 +294,10 @@ public final class ManagerDaemon implements AutoCloseable {
     private void step(java.util.function.Supplier<String> done, Step step) {
         try {
             step.run();
-            log.println("orbitkv manager: " + done.get());
+            LOG.info(done.get());
         } catch (Exception e) {
-            log.println("orbitkv manager: shutdown step failed (" + done.get() + "): " + e);
+            LOG.log(Level.WARNING, "shutdown step failed (" + done.get() + "): " + e
+                    + "; files it would have removed may be left behind, and the next start replaces them");
         }
-        log.flush();
     }
 }

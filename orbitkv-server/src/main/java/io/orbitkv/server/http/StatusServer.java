@@ -18,10 +18,11 @@ import java.util.logging.Level;
 import java.util.logging.Logger;
 
 /**
- * The Manager's HTTP endpoint for people and scrapers: {@code GET /metrics} (Prometheus text
- * format 0.0.4 from the {@link PrometheusMeterRegistry}), {@code GET /status} (JSON of the
- * Manager's status value: tiers, instances, leases, queries) and {@code GET /healthz}
- * ({@code ok}). Anything else is 404; a method other than GET/HEAD is 405; more than
+ * The Manager's HTTP endpoint for people and scrapers: {@code GET /} (the status page, one
+ * self-contained HTML file that renders {@code /status} in the browser and refreshes itself),
+ * {@code GET /metrics} (Prometheus text format 0.0.4 from the {@link PrometheusMeterRegistry}),
+ * {@code GET /status} (JSON of the Manager's status value: tiers, instances, leases, queries) and
+ * {@code GET /healthz} ({@code ok}). Anything else is 404; a method other than GET/HEAD is 405; more than
  * {@value #MAX_IN_FLIGHT} exchanges at once get 503.
  *
  * <p>Owns the {@link HttpServer} and its executor. Thread model: each exchange runs on its own
@@ -59,6 +60,19 @@ public final class StatusServer implements AutoCloseable {
         server.createContext("/status", ex -> serve(ex, () -> new Body("application/json",
                 json.writeValueAsString(status.get()))));
         server.createContext("/healthz", ex -> serve(ex, () -> new Body("text/plain", "ok\n")));
+        server.createContext("/", ex -> serve(ex, () -> new Body("text/html; charset=utf-8", PAGE)));
+    }
+
+    /** The status page, read once from the jar (a few KiB; it has no external assets). */
+    private static final String PAGE = loadPage();
+
+    private static String loadPage() {
+        try (var in = StatusServer.class.getResourceAsStream("status.html")) {
+            if (in == null) throw new IllegalStateException("status.html is missing from the jar");
+            return new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        } catch (IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
     }
 
     /**
@@ -133,6 +147,7 @@ public final class StatusServer implements AutoCloseable {
     private static void send(HttpExchange ex, int code, Body body) throws IOException {
         byte[] bytes = body.text().getBytes(StandardCharsets.UTF_8);
         ex.getResponseHeaders().set("Content-Type", body.contentType());
+        ex.getResponseHeaders().set("Cache-Control", "no-store");
         boolean head = ex.getRequestMethod().equals("HEAD");
         ex.sendResponseHeaders(code, head ? -1 : bytes.length);
         if (!head) {

@@ -1,5 +1,6 @@
 package io.orbitkv.server.peer;
 
+import io.micrometer.core.instrument.Meter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.core.catalog.MembershipView;
 import io.orbitkv.core.namespace.NamespaceTable;
@@ -80,15 +81,19 @@ public final class ClusterPeers implements AutoCloseable {
     private final CatalogCandidates candidates;
     private final BulkServer bulkServer;
     private final BulkPayloadTransport bulk;
+    private final MeterRegistry registry;
+    private final List<Meter> meters;
 
     private ClusterPeers(ClusterNode node, TicketTable tickets, PeerRoutes routes, CatalogCandidates candidates,
-                         BulkServer bulkServer, BulkPayloadTransport bulk) {
+                         BulkServer bulkServer, BulkPayloadTransport bulk, MeterRegistry registry) {
         this.node = node;
         this.tickets = tickets;
         this.routes = routes;
         this.candidates = candidates;
         this.bulkServer = bulkServer;
         this.bulk = bulk;
+        this.registry = registry;
+        this.meters = PeerMeters.register(registry, routes);
     }
 
     /**
@@ -150,7 +155,7 @@ public final class ClusterPeers implements AutoCloseable {
         PeerPages pages = new PeerPages(candidates, reader, members, largestSlot(store.dram().geometry()),
                 store.costObserver(), nanoClock);
         return new ClusterPeers(node, tickets, new PeerRoutes(pages, source.get(), releases, view, members, transport::onMemberLeft),
-                candidates, bulkServer.get(), transport);
+                candidates, bulkServer.get(), transport, registry);
     }
 
     /** The credentials of the cluster port, for the data plane too (same token, same TLS files). */
@@ -191,6 +196,7 @@ public final class ClusterPeers implements AutoCloseable {
      */
     @Override
     public void close() {
+        for (Meter m : meters) registry.remove(m);
         bulk.close();
         node.close();
         bulkServer.close();

@@ -106,8 +106,8 @@ class ClusterWalkthroughTest {
             assertThat(output).as("locate shows a holding %s", key)
                     .containsPattern(Pattern.compile("(?m)^" + key + " present (\\S+ )*a@1:(DRAM|SSD)"));
         }
-        assertThat(count(output, "orbitkv manager: left the cluster")).as("Managers that left the cluster").isEqualTo(3);
-        assertThat(count(output, "orbitkv manager: stopped in ")).as("Managers that stopped").isEqualTo(3);
+        assertThat(count(output, "daemon: left the cluster")).as("Managers that left the cluster").isEqualTo(3);
+        assertThat(count(output, "daemon: stopped in ")).as("Managers that stopped").isEqualTo(3);
         assertThat(output).doesNotContain("shutdown step failed", "SLF4J");
         assertThat(Files.readString(dir.resolve("var/etcd.log"))).as("etcd stopped by its SIGTERM")
                 .contains("received terminated signal");

@@ -47,7 +47,12 @@ class StatusServerTest {
             assertThat(send(s, "GET", "/healthz").body()).isEqualTo("ok\n");
             assertThat(send(s, "HEAD", "/healthz").statusCode()).isEqualTo(200);
             assertThat(send(s, "GET", "/statusx").statusCode()).isEqualTo(404);
-            assertThat(send(s, "GET", "/").statusCode()).isEqualTo(404);
+            HttpResponse<String> page = send(s, "GET", "/");
+            assertThat(page.statusCode()).isEqualTo(200);
+            assertThat(page.headers().firstValue("Content-Type")).hasValue("text/html; charset=utf-8");
+            assertThat(page.body()).contains("<title>OrbitKV Manager</title>").contains("fetch(\"/status\"")
+                    .as("self-contained: no external assets").doesNotContain("src=\"http", "href=\"http", "@import");
+            assertThat(send(s, "GET", "/index.html").statusCode()).isEqualTo(404);
             assertThat(send(s, "POST", "/status").statusCode()).isEqualTo(405);
         }
     }

@@ -66,14 +66,14 @@ final class DramMetrics implements AutoCloseable {
     DramMetrics(MeterRegistry registry, String arenaName, SlotTable slots) {
         this.registry = registry;
         this.arenaTag = Tags.of("arena", arenaName);
-        bytesGauge("orbitkv.dram.bytes.capacity", slots, DramUsage::capacityBytes, "slot bytes of all arenas");
-        bytesGauge("orbitkv.dram.bytes.free", slots, DramUsage::freeBytes, "slot bytes on free lists");
-        bytesGauge("orbitkv.dram.bytes.reserved", slots, DramUsage::reservedBytes,
+        bytesGauge("orbitkv.dram.capacity", slots, DramUsage::capacityBytes, "slot bytes of all arenas");
+        bytesGauge("orbitkv.dram.free", slots, DramUsage::freeBytes, "slot bytes on free lists");
+        bytesGauge("orbitkv.dram.reserved", slots, DramUsage::reservedBytes,
                 "slot bytes reserved, not committed");
-        bytesGauge("orbitkv.dram.bytes.used", slots, DramUsage::usedBytes, "slot bytes of resident images");
-        bytesGauge("orbitkv.dram.bytes.evicted.leased", slots, DramUsage::evictedLeasedBytes,
+        bytesGauge("orbitkv.dram.used", slots, DramUsage::usedBytes, "slot bytes of resident images");
+        bytesGauge("orbitkv.dram.evicted.leased", slots, DramUsage::evictedLeasedBytes,
                 "slot bytes of evicted images still leased");
-        bytesGauge("orbitkv.dram.bytes.leased", slots, DramUsage::leasedBytes, "slot bytes with at least one lease");
+        bytesGauge("orbitkv.dram.leased", slots, DramUsage::leasedBytes, "slot bytes with at least one lease");
         meters.add(Gauge.builder("orbitkv.dram.leases", slots, s -> s.usage().leases())
                 .tags(arenaTag).description("outstanding leases").register(registry));
         meters.add(Gauge.builder("orbitkv.dram.images.resident", slots, s -> s.usage().residentImages())

@@ -42,6 +42,9 @@ final class PublishMetrics implements AutoCloseable {
     private final Map<Skip, Counter> skipped = new EnumMap<>(Skip.class);
     private final Map<WriteDrop, Counter> writeDropped = new EnumMap<>(WriteDrop.class);
     private final Map<Written, Counter> written = new EnumMap<>(Written.class);
+    /** Payload bytes published into DRAM (sealed and inserted) and onto SSD (written and committed). */
+    private final Counter dramBytes;
+    private final Counter ssdBytes;
 
     PublishMetrics(MeterRegistry registry, Tags tags) {
         this.registry = registry;
@@ -53,6 +56,21 @@ final class PublishMetrics implements AutoCloseable {
         perValue(WriteDrop.values(), writeDropped, "orbitkv.publish.ssd.dropped", "reason", tags,
                 "admitted SSD writes dropped");
         perValue(Written.values(), written, "orbitkv.publish.ssd.written", "result", tags, "SSD writes performed");
+        String published = "payload bytes published, by tier: sealed into DRAM, committed to SSD";
+        dramBytes = counter("orbitkv.publish.bytes", tags.and("tier", "dram"), published);
+        ssdBytes = counter("orbitkv.publish.bytes", tags.and("tier", "ssd"), published);
+    }
+
+    /** A block sealed into DRAM as a new image of {@code lengthBytes}. */
+    void inserted(int lengthBytes) {
+        sealed.get(Sealed.INSERTED).increment();
+        dramBytes.increment(lengthBytes);
+    }
+
+    /** An SSD write of {@code lengthBytes} of payload committed. */
+    void committed(int lengthBytes) {
+        written.get(Written.COMMITTED).increment();
+        ssdBytes.increment(lengthBytes);
     }
 
     void sealed(Sealed result) {

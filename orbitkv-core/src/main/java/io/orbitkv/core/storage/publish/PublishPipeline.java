@@ -375,7 +375,7 @@ public final class PublishPipeline implements AutoCloseable {
     private void commit(Reservation reservation, int namespaceId) {
         switch (dram.commit(reservation)) {
             case CommitResult.Inserted(long imageId) -> {
-                metrics.sealed(PublishMetrics.Sealed.INSERTED);
+                metrics.inserted(reservation.lengthBytes());
                 onCommitted(reservation.key(), namespaceId, imageId, reservation.lengthBytes());
             }
             case CommitResult.Duplicate(long ignored) -> metrics.sealed(PublishMetrics.Sealed.DUPLICATE);
@@ -464,7 +464,9 @@ public final class PublishPipeline implements AutoCloseable {
             }
             return write.whenComplete((result, failure) -> {
                 held.release();
-                metrics.written(failure != null ? PublishMetrics.Written.FAILED : outcome(result));
+                PublishMetrics.Written written = failure != null ? PublishMetrics.Written.FAILED : outcome(result);
+                if (written == PublishMetrics.Written.COMMITTED) metrics.committed(lengthBytes);
+                else metrics.written(written);
                 finish();
             });
         }

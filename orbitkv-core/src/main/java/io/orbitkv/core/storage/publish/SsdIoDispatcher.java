@@ -279,7 +279,11 @@ public final class SsdIoDispatcher implements AutoCloseable {
     }
 
     private Counter counter(String name, Tags tags) {
-        Counter c = Counter.builder(name).tags(tags).register(registry);
+        Counter c = Counter.builder(name).tags(tags).description(switch (name) {
+            case "orbitkv.publish.io.started" -> "SSD operations started, by lane";
+            case "orbitkv.publish.io.start.failures" -> "SSD operations whose start threw";
+            default -> "SSD operations dropped before they started, by reason";
+        }).register(registry);
         meters.add(c);
         return c;
     }

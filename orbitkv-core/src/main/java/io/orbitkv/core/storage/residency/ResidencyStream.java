@@ -1,6 +1,5 @@
 package io.orbitkv.core.storage.residency;
 
-import io.orbitkv.core.storage.residency.ResidencyEvent;
 import io.orbitkv.state.StateKey;
 
 import java.util.ArrayList;

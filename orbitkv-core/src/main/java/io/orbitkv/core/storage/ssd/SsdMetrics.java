@@ -6,6 +6,7 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tags;
 
 import java.util.EnumMap;
+import java.util.Locale;
 import java.util.Map;
 import java.util.function.ToDoubleFunction;
 
@@ -36,20 +37,25 @@ final class SsdMetrics {
 
     SsdMetrics(MeterRegistry registry, String store) {
         Tags tags = Tags.of("store", store);
-        reads = registry.counter("orbitkv.ssd.reads", tags);
-        writes = registry.counter("orbitkv.ssd.writes", tags);
-        readBytes = registry.counter("orbitkv.ssd.read.bytes", tags);
-        writeBytes = registry.counter("orbitkv.ssd.write.bytes", tags);
-        pinnedSkips = registry.counter("orbitkv.ssd.pinned.skips", tags);
-        pinnedWaits = registry.counter("orbitkv.ssd.pinned.waits", tags);
-        bounceCopies = registry.counter("orbitkv.ssd.bounce.copies", tags);
+        reads = counter(registry, "orbitkv.ssd.reads", tags, "extent reads completed");
+        writes = counter(registry, "orbitkv.ssd.writes", tags, "extents written");
+        readBytes = counter(registry, "orbitkv.ssd.read.bytes", tags, "bytes read from extent files");
+        writeBytes = counter(registry, "orbitkv.ssd.write.bytes", tags, "bytes written to extent files (headers and padding included)");
+        pinnedSkips = counter(registry, "orbitkv.ssd.pinned.skips", tags, "ring positions skipped because a reader pinned the extent");
+        pinnedWaits = counter(registry, "orbitkv.ssd.pinned.waits", tags, "ring writer waits for a pinned extent");
+        bounceCopies = counter(registry, "orbitkv.ssd.bounce.copies", tags, "reads copied through a bounce buffer (unaligned destination)");
         for (ErrorKind k : ErrorKind.values()) {
-            errors.put(k, registry.counter("orbitkv.ssd.errors", tags.and("kind", k.name().toLowerCase())));
+            errors.put(k, counter(registry, "orbitkv.ssd.errors", tags.and("kind", k.name().toLowerCase(Locale.ROOT)),
+                    "store operations that failed, by kind"));
         }
         for (ExtentDamage d : ExtentDamage.values()) {
-            corruptDropped.put(d, registry.counter("orbitkv.ssd.corrupt.dropped",
-                    tags.and("damage", d.name().toLowerCase())));
+            corruptDropped.put(d, counter(registry, "orbitkv.ssd.corrupt.dropped",
+                    tags.and("damage", d.name().toLowerCase(Locale.ROOT)), "extents dropped as damaged (never served)"));
         }
+    }
+
+    private static Counter counter(MeterRegistry registry, String name, Tags tags, String description) {
+        return Counter.builder(name).tags(tags).description(description).register(registry);
     }
 
     /** Registers the gauges that read the owner's state. */
@@ -60,9 +66,9 @@ final class SsdMetrics {
         Tags tags = Tags.of("store", store);
         Gauge.builder("orbitkv.ssd.queue.depth", owner, queueDepth).tags(tags)
                 .description("I/O operations waiting for a worker").register(registry);
-        Gauge.builder("orbitkv.ssd.bytes.used", owner, usedBytes).tags(tags).baseUnit("bytes")
+        Gauge.builder("orbitkv.ssd.used", owner, usedBytes).tags(tags).baseUnit("bytes")
                 .description("on-disk footprint of indexed extents").register(registry);
-        Gauge.builder("orbitkv.ssd.bytes.capacity", owner, capacityBytes).tags(tags).baseUnit("bytes")
+        Gauge.builder("orbitkv.ssd.capacity", owner, capacityBytes).tags(tags).baseUnit("bytes")
                 .description("bytes the ring may use").register(registry);
         Gauge.builder("orbitkv.ssd.pins", owner, readerPins).tags(tags)
                 .description("reader pins outstanding").register(registry);

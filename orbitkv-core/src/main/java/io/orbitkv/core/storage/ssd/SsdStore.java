@@ -5,6 +5,7 @@ import io.orbitkv.core.cost.CostKey;
 import io.orbitkv.core.cost.CostObserver;
 import io.orbitkv.core.cost.Lookup;
 import io.orbitkv.core.cost.ResourceId;
+import io.orbitkv.core.log.RateLimitedLog;
 import io.orbitkv.core.storage.residency.ResidencyEvent;
 import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.core.storage.ssd.uring.UringReader;
@@ -73,6 +74,8 @@ import java.util.function.Supplier;
 public final class SsdStore implements AutoCloseable {
 
     private static final System.Logger LOG = System.getLogger(SsdStore.class.getName());
+    /** Failures that repeat at the I/O rate (a full disk, a failing device): one line per kind per 10 s. */
+    private static final RateLimitedLog FAILURES = RateLimitedLog.tenSeconds(SsdStore.class.getName());
     private static final long CLOSE_WAIT_SECONDS = 10;
     /** Incarnation source for cost resource identities: each open is a new resource. */
     private static final AtomicLong INCARNATIONS = new AtomicLong();
@@ -206,6 +209,12 @@ public final class SsdStore implements AutoCloseable {
         }
         ring = new ExtentRing(files, config, zeros, metrics, scan);
         LOG.log(System.Logger.Level.INFO, "SSD store {0} recovered: {1}", config.directory(), report);
+        if (!report.dropped().isEmpty()) {
+            LOG.log(System.Logger.Level.WARNING, "SSD store {0}: dropped damaged extents at recovery {1}; they are never "
+                    + "served and their pages are recomputed. A torn last write after a crash is expected; more means a "
+                    + "failing device or another process writing in {0}: check the kernel log and the disk", config.directory(),
+                    report.dropped());
+        }
         return report;
     }
 
@@ -453,10 +462,14 @@ public final class SsdStore implements AutoCloseable {
         } catch (IOException e) {
             if (ExtentFiles.isNoSpace(e)) {
                 metrics.error(SsdMetrics.ErrorKind.NO_SPACE);
+                FAILURES.log(System.Logger.Level.ERROR, "no-space", "SSD store " + config.directory() + ": disk full "
+                        + "writing an extent (" + e.getMessage() + "); new pages stay in DRAM only. Free space on that file "
+                        + "system or lower ssdBytes; the extent files are preallocated, so another process is filling it");
                 return new WriteResult.NoSpace();
             }
             metrics.error(SsdMetrics.ErrorKind.IO);
-            LOG.log(System.Logger.Level.WARNING, "SSD write of " + placed + " failed", e);
+            FAILURES.log(System.Logger.Level.WARNING, "write", "SSD write of " + placed + " failed: " + e
+                    + "; the page stays in DRAM only. Check the device (kernel log) if this repeats");
             return new WriteResult.Failed(e.toString());
         } finally {
             buffers.add(buf);
@@ -520,7 +533,9 @@ public final class SsdStore implements AutoCloseable {
     /** Drops a damaged extent from the index (once) and answers {@link ReadResult.Corrupt}; any route. */
     ReadResult corrupt(Extent e, ExtentDamage damage) {
         if (removeFromIndex(e)) metrics.corruptDropped(damage);
-        LOG.log(System.Logger.Level.WARNING, "SSD extent {0} failed verification: {1}", e, damage);
+        FAILURES.log(System.Logger.Level.WARNING, "corrupt", "SSD extent " + e + " failed verification (" + damage
+                + "): dropped, never served; its page is recomputed. Repeated drops mean a failing device or another "
+                + "process writing in " + config.directory() + ": check the kernel log and the disk");
         return new ReadResult.Corrupt(damage);
     }
 
@@ -574,7 +589,8 @@ public final class SsdStore implements AutoCloseable {
                     result.complete(task.run());
                 } catch (IOException e) {
                     metrics.error(SsdMetrics.ErrorKind.IO);
-                    LOG.log(System.Logger.Level.WARNING, "SSD I/O failed in " + config.directory(), e);
+                    FAILURES.log(System.Logger.Level.WARNING, "io", "SSD I/O failed in " + config.directory() + ": " + e
+                            + "; the operation is answered as failed (a miss). Check the device (kernel log) if this repeats");
                     result.complete(failed.apply(e.toString()));
                 } catch (RuntimeException | Error e) {
                     LOG.log(System.Logger.Level.ERROR, "SSD worker task failed (bug)", e);

@@ -399,19 +399,19 @@ class DramTierTest {
         Lease lease = lease(key(1));
         Reservation pending = reserve(key(2), K16);
 
-        assertThat(gauge("orbitkv.dram.bytes.capacity")).isEqualTo(8 * K4 + 4 * K16);
-        assertThat(gauge("orbitkv.dram.bytes.used")).isEqualTo(K4);
-        assertThat(gauge("orbitkv.dram.bytes.reserved")).isEqualTo(K16);
-        assertThat(gauge("orbitkv.dram.bytes.leased")).isEqualTo(K4);
-        assertThat(gauge("orbitkv.dram.bytes.free")).isEqualTo(7 * K4 + 3 * K16);
+        assertThat(gauge("orbitkv.dram.capacity")).isEqualTo(8 * K4 + 4 * K16);
+        assertThat(gauge("orbitkv.dram.used")).isEqualTo(K4);
+        assertThat(gauge("orbitkv.dram.reserved")).isEqualTo(K16);
+        assertThat(gauge("orbitkv.dram.leased")).isEqualTo(K4);
+        assertThat(gauge("orbitkv.dram.free")).isEqualTo(7 * K4 + 3 * K16);
         assertThat(gauge("orbitkv.dram.leases")).isEqualTo(1);
         assertThat(gauge("orbitkv.dram.images.resident")).isEqualTo(1);
         tier.evict(key(1));
-        assertThat(gauge("orbitkv.dram.bytes.evicted.leased")).isEqualTo(K4);
-        assertThat(gauge("orbitkv.dram.bytes.used")).isZero();
+        assertThat(gauge("orbitkv.dram.evicted.leased")).isEqualTo(K4);
+        assertThat(gauge("orbitkv.dram.used")).isZero();
         lease.release();
         tier.abort(pending);
-        assertThat(gauge("orbitkv.dram.bytes.free")).isEqualTo(8 * K4 + 4 * K16);
+        assertThat(gauge("orbitkv.dram.free")).isEqualTo(8 * K4 + 4 * K16);
     }
 
     @Test
@@ -432,7 +432,7 @@ class DramTierTest {
         assertThatThrownBy(() -> tier.reserve(key(3), 1, 10)).isInstanceOf(IllegalStateException.class);
         assertThat(lease.release()).isEqualTo(ReleaseResult.RELEASED);
         assertThat(tier.abort(pending)).isTrue();
-        assertThat(registry.find("orbitkv.dram.bytes.used").gauge()).isNull();
+        assertThat(registry.find("orbitkv.dram.used").gauge()).isNull();
         tier = null;
     }
 
@@ -478,11 +478,11 @@ class DramTierTest {
         publish(key(1), 100);
         try (DramTier other = DramTier.open(DramTierConfig.of(dir, "other", List.of(new SizeClass(K4, 8))),
                 new ResidencyStream(16), registry)) {
-            assertThat(registry.get("orbitkv.dram.bytes.used").tag("arena", "test").gauge().value()).isEqualTo(K4);
-            assertThat(registry.get("orbitkv.dram.bytes.used").tag("arena", "other").gauge().value()).isZero();
+            assertThat(registry.get("orbitkv.dram.used").tag("arena", "test").gauge().value()).isEqualTo(K4);
+            assertThat(registry.get("orbitkv.dram.used").tag("arena", "other").gauge().value()).isZero();
         }
-        assertThat(registry.find("orbitkv.dram.bytes.used").tag("arena", "other").gauge()).isNull();
-        assertThat(registry.get("orbitkv.dram.bytes.used").tag("arena", "test").gauge().value()).isEqualTo(K4);
+        assertThat(registry.find("orbitkv.dram.used").tag("arena", "other").gauge()).isNull();
+        assertThat(registry.get("orbitkv.dram.used").tag("arena", "test").gauge().value()).isEqualTo(K4);
     }
 
     @Test

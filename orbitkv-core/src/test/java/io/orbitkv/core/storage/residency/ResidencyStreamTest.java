@@ -1,7 +1,5 @@
 package io.orbitkv.core.storage.residency;
 
-import io.orbitkv.core.storage.residency.ResidencyEvent;
-import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.state.StateKey;
 import org.junit.jupiter.api.Test;
 

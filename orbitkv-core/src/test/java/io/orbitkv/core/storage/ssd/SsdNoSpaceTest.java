@@ -34,7 +34,7 @@ class SsdNoSpaceTest {
                 assertThat(s.write(12, PAYLOAD)).isEqualTo(new WriteResult.NoSpace());
                 assertThat(s.counter("orbitkv.ssd.errors", "kind", "no_space")).isEqualTo(1);
                 assertThat(Files.size(SsdTestSupport.file(mountPoint, 2))).as("failed preallocation released").isZero();
-                assertThat(s.gauge("orbitkv.ssd.bytes.capacity")).isEqualTo(2 * 384 * 1024);
+                assertThat(s.gauge("orbitkv.ssd.capacity")).isEqualTo(2 * 384 * 1024);
 
                 for (int k = 0; k < 12; k++) assertThat(s.readAndCheck(k, PAYLOAD)).isInstanceOf(ReadResult.Served.class);
 

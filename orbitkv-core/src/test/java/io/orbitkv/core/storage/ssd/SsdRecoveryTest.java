@@ -49,7 +49,7 @@ class SsdRecoveryTest {
             assertThat(r.resumeOffset()).isEqualTo(6 * EXTENT);
             for (int k = 0; k < 6; k++) assertThat(s.readAndCheck(k, PAYLOAD)).isInstanceOf(ReadResult.Served.class);
             assertThat(s.events(ResidencyEvent.Kind.ADDED)).hasSize(6);
-            assertThat(s.gauge("orbitkv.ssd.bytes.used")).isEqualTo(6 * EXTENT);
+            assertThat(s.gauge("orbitkv.ssd.used")).isEqualTo(6 * EXTENT);
             assertThat(s.writeCommitted(6, PAYLOAD)).isEqualTo(7); // generations continue
         }
         try (SsdTestSupport s = SsdTestSupport.open(config())) {

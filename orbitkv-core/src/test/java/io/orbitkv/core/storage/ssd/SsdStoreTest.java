@@ -44,8 +44,8 @@ class SsdStoreTest {
             assertThat(s.counter("orbitkv.ssd.reads")).isEqualTo(2);
             assertThat(s.counter("orbitkv.ssd.read.bytes")).isEqualTo(120_000);
             assertThat(s.counter("orbitkv.ssd.bounce.copies")).isEqualTo(1);
-            assertThat(s.gauge("orbitkv.ssd.bytes.used")).isEqualTo(64 * 1024);
-            assertThat(s.gauge("orbitkv.ssd.bytes.capacity")).isEqualTo(512 * 1024);
+            assertThat(s.gauge("orbitkv.ssd.used")).isEqualTo(64 * 1024);
+            assertThat(s.gauge("orbitkv.ssd.capacity")).isEqualTo(512 * 1024);
         }
     }
 

@@ -100,9 +100,9 @@ public final class BulkPayloadTransport implements PayloadTransport, AutoCloseab
         this.timer = BulkTimer.create("orbitkv-bulk-requester-timer");
         this.inflight = new ByteBudget(limits.inflightBytesPerManager());
         meters.add(inflight.register(registry, "orbitkv.peer.bulk.inflight", Tags.of("scope", "manager"),
-                "payload bytes being received from all sources"));
+                "payload bytes being received (scope: manager = from all sources, peer = from one)"));
         meters.add(Gauge.builder("orbitkv.peer.bulk.connections", connectionsOpen, AtomicInteger::get).tags("side", "requester")
-                .description("bulk connections this requester holds").register(registry));
+                .description("bulk data plane connections open (side: requester, or source with handshaking ones)").register(registry));
         authFailures = counter("orbitkv.peer.bulk.auth.failures", "side", "requester");
         malformed = counter("orbitkv.peer.bulk.malformed", "side", "requester");
         batchesRefused = counter("orbitkv.peer.bulk.batches", "outcome", "queue_full");
@@ -115,7 +115,7 @@ public final class BulkPayloadTransport implements PayloadTransport, AutoCloseab
     }
 
     private Counter counter(String name, String tag, String value) {
-        Counter c = Counter.builder(name).tag(tag, value).register(registry);
+        Counter c = Counter.builder(name).tag(tag, value).description(BulkMeters.description(name)).register(registry);
         meters.add(c);
         return c;
     }

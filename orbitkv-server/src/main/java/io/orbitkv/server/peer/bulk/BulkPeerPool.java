@@ -72,7 +72,7 @@ final class BulkPeerPool implements AutoCloseable {
         this.inflight = new ByteBudget(owner.limits.inflightBytesPerPeer());
         this.inflightGauge = inflight.register(owner.registry, "orbitkv.peer.bulk.inflight",
                 Tags.of("scope", "peer", "peer", node.nodeId() + "#" + node.incarnation()),
-                "payload bytes being received from one source");
+                "payload bytes being received (scope: manager = from all sources, peer = from one)");
         this.queue = new ArrayBlockingQueue<>(owner.limits.queuedBatchesPerPeer());
     }
 

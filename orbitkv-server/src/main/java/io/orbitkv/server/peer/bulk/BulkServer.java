@@ -118,7 +118,7 @@ public final class BulkServer implements AutoCloseable {
         meters.add(sendQueue.register(registry, "orbitkv.peer.bulk.send.queue", Tags.empty(),
                 "payload bytes the source is writing to bulk connections"));
         meters.add(Gauge.builder("orbitkv.peer.bulk.connections", connections, Set::size).tags("side", "source")
-                .description("authenticated or handshaking bulk connections").register(registry));
+                .description("bulk data plane connections open (side: requester, or source with handshaking ones)").register(registry));
         authFailures = counter("orbitkv.peer.bulk.auth.failures", "side", "source");
         malformed = counter("orbitkv.peer.bulk.malformed", "side", "source");
         refusedConnections = counter("orbitkv.peer.bulk.connections.refused", "side", "source");
@@ -131,7 +131,7 @@ public final class BulkServer implements AutoCloseable {
     }
 
     private Counter counter(String name, String tag, String value) {
-        Counter c = Counter.builder(name).tag(tag, value).register(registry);
+        Counter c = Counter.builder(name).tag(tag, value).description(BulkMeters.description(name)).register(registry);
         meters.add(c);
         return c;
     }
