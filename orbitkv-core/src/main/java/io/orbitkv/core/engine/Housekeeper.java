@@ -1,6 +1,8 @@
 package io.orbitkv.core.engine;
 
 import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.Meter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.core.log.RateLimitedLog;
 
@@ -53,6 +55,7 @@ final class Housekeeper implements AutoCloseable {
     private final MeterRegistry registry;
     private final RateLimitedLog log = RateLimitedLog.tenSeconds(Housekeeper.class.getName());
     private final List<Named> duties = new ArrayList<>();
+    private final List<Meter> meters = new java.util.concurrent.CopyOnWriteArrayList<>();
     private final ConcurrentHashMap<String, Counter> callbackErrors = new ConcurrentHashMap<>();
     private final AtomicLong callbacksInFlight = new AtomicLong();
     private final ExecutorService callbacks;
@@ -67,7 +70,8 @@ final class Housekeeper implements AutoCloseable {
         this.callbacks = Executors.newThreadPerTaskExecutor(Thread.ofVirtual().name("orbitkv-callback-", 0).factory());
         this.ticker = Executors.newSingleThreadScheduledExecutor(
                 Thread.ofPlatform().daemon().name("orbitkv-manager-tick").factory());
-        registry.gauge("orbitkv.manager.callbacks.inflight", callbacksInFlight);
+        meters.add(Gauge.builder("orbitkv.manager.callbacks.inflight", callbacksInFlight, AtomicLong::get)
+                .description("callbacks queued or running on the Manager's callback threads").register(registry));
     }
 
     /** Adds {@code duty} to every tick, in the order added; only before {@link #start}. */
@@ -156,9 +160,11 @@ final class Housekeeper implements AutoCloseable {
     }
 
     private Counter errors(String duty) {
-        return Counter.builder("orbitkv.manager.background.errors").tag("duty", duty)
+        Counter c = Counter.builder("orbitkv.manager.background.errors").tag("duty", duty)
                 .description("failures of the Manager's background duties and callbacks (each also logged, rate-limited)")
                 .register(registry);
+        meters.add(c);
+        return c;
     }
 
     private void failed(String duty, Counter errors, Throwable e) {
@@ -167,10 +173,12 @@ final class Housekeeper implements AutoCloseable {
                 + " and retries it: " + e + (e.getStackTrace().length > 0 ? " at " + e.getStackTrace()[0] : ""));
     }
 
-    /** Stops the tick thread now and the callbacks after their running tasks; idempotent. */
+    /** Stops the tick thread now and the callbacks after their running tasks, removes the meters; idempotent. */
     @Override
     public void close() {
         ticker.shutdownNow();
         callbacks.shutdown();
+        for (Meter m : meters) registry.remove(m);
+        meters.clear();
     }
 }
