@@ -15,7 +15,7 @@ import java.util.TreeMap;
  *
  * <p>Built from the request list it will be fed: the next-use position of every reference is
  * computed up front (one pass backwards), and {@link #access} must then see exactly those
- * requests in that order (checked: a different request fails).
+ * requests in that order (checked: a request that differs fails).
  *
  * <p>Design note: next uses are unique reference positions, so a {@link TreeMap} from next use to
  * block gives the farthest in O(log n); a block never referenced again gets a position past the
@@ -75,7 +75,7 @@ public final class BeladyPolicy implements CachePolicy {
 
     @Override
     public void access(TraceRequest r) {
-        if (nextRequest >= trace.size() || trace.get(nextRequest) != r) {
+        if (nextRequest >= trace.size() || !trace.get(nextRequest).equals(r)) {
             throw new IllegalStateException("Belady was built for another sequence: request " + nextRequest
                     + " is not " + r);
         }

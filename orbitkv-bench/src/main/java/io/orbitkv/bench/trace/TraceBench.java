@@ -7,6 +7,8 @@ import org.knowm.xchart.XYChart;
 import org.knowm.xchart.XYChartBuilder;
 import org.knowm.xchart.style.markers.SeriesMarkers;
 
+import io.orbitkv.core.storage.dram.DramEviction;
+
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -53,13 +55,15 @@ public final class TraceBench {
               --dir=DIR             Manager working directories (SSD files, socket, log); default var/bench-trace
               --shm-dir=DIR         tmpfs directory for DRAM arenas and regions; default /dev/shm/orbitkv-bench-trace
               --out=DIR             results directory (table.md, results.csv, hit-ratio.png, losses.md); default bench-results/trace
-              --manager-set=K=V     extra Manager configuration key for every run (repeatable), e.g. dramPolicy=lru
+              --evictions=E,...     run every capacity once per DRAM eviction policy (w-tinylfu, lru); default w-tinylfu,lru
+              --manager-set=K=V     extra Manager configuration key for every run (repeatable), e.g. ssdIoThreads=2
               --simulate-only       only the offline simulations (no Manager)
               --help                this text
             """;
 
-    /** One Manager run: DRAM capacity, optional SSD capacity (blocks). */
-    record RunSpec(String label, double dramPercent, double ssdPercent, long dramBlocks, long ssdBlocks) {
+    /** One Manager run: DRAM capacity, optional SSD capacity (blocks), the DRAM eviction policy. */
+    record RunSpec(String label, double dramPercent, double ssdPercent, long dramBlocks, long ssdBlocks,
+                   DramEviction eviction) {
         long totalBlocks() {
             return dramBlocks + ssdBlocks;
         }
@@ -121,20 +125,24 @@ public final class TraceBench {
         log(tracePath + ": " + trace.size() + " requests, " + references + " block references, " + unique
                 + " distinct blocks; unbounded prefix-hit ratio " + fmt(unbounded.hitRatio(), 4));
 
+        List<DramEviction> evictions = new ArrayList<>();
+        for (String e : one(opts, "evictions", "w-tinylfu,lru").split(",")) evictions.add(DramEviction.parse(e));
         List<RunSpec> specs = new ArrayList<>();
-        for (String p : one(opts, "capacities", "5,10,25,50").split(",")) {
-            double pct = percent(p);
-            specs.add(new RunSpec("DRAM " + trim(pct) + " %", pct, 0, blocksOf(unique, pct), 0));
-        }
-        String ssdRuns = one(opts, "ssd-runs", "5+20");
-        if (!ssdRuns.equals("none")) {
+        for (DramEviction eviction : evictions) {
+            String policy = " (" + eviction.word() + ")";
+            for (String p : one(opts, "capacities", "5,10,25,50").split(",")) {
+                double pct = percent(p);
+                specs.add(new RunSpec("DRAM " + trim(pct) + " %" + policy, pct, 0, blocksOf(unique, pct), 0, eviction));
+            }
+            String ssdRuns = one(opts, "ssd-runs", "5+20");
+            if (ssdRuns.equals("none")) continue;
             for (String s : ssdRuns.split(",")) {
                 String[] parts = s.split("\\+");
                 if (parts.length != 2) throw new IllegalArgumentException("--ssd-runs entries are D+S: " + s);
                 double d = percent(parts[0]);
                 double ssd = percent(parts[1]);
-                specs.add(new RunSpec("DRAM " + trim(d) + " % + SSD " + trim(ssd) + " %", d, ssd, blocksOf(unique, d),
-                        blocksOf(unique, ssd)));
+                specs.add(new RunSpec("DRAM " + trim(d) + " % + SSD " + trim(ssd) + " %" + policy, d, ssd,
+                        blocksOf(unique, d), blocksOf(unique, ssd), eviction));
             }
         }
 
@@ -157,7 +165,7 @@ public final class TraceBench {
         for (RunSpec spec : specs) {
             PrefixSimulator.Result[] s = sims.get(spec.totalBlocks());
             if (simulateOnly) {
-                rows.add(new Row(spec, null, 0, 0, s[0], s[1], s[2], s[3]));
+                if (spec.eviction() == evictions.getFirst()) rows.add(new Row(spec, null, 0, 0, s[0], s[1], s[2], s[3]));
                 continue;
             }
             Row row = replay(spec, trace, s, blockBytes, blockTokens, speedup, concurrency, stagingBytes, dir, shm,
@@ -198,6 +206,7 @@ public final class TraceBench {
             options.addAll(List.of("--ssd-bytes", String.valueOf(ManagerCapacity.MIN_SSD_BYTES),
                     "--ssd-policy", "reuse-aware:" + Integer.MAX_VALUE));
         }
+        options.addAll(List.of("--set", "dramEviction=" + spec.eviction().word()));
         for (String kv : managerSets) options.addAll(List.of("--set", kv));
         String name = spec.label().toLowerCase(Locale.ROOT).replaceAll("[^a-z0-9]+", "-");
         Path runDir = dir.resolve(name);
@@ -321,19 +330,25 @@ public final class TraceBench {
     static void chart(List<Row> rows, PrefixSimulator.Result unbounded, Path file, boolean simOnly) throws IOException {
         List<Row> dramOnly = rows.stream().filter(r -> r.spec().ssdBlocks() == 0).toList();
         if (dramOnly.isEmpty()) return;
-        double[] x = dramOnly.stream().mapToDouble(r -> r.spec().dramPercent()).toArray();
+        // The simulators' series: one point per capacity (the first policy's rows carry them).
+        List<Row> sims = dramOnly.stream().filter(r -> r.spec().eviction() == dramOnly.getFirst().spec().eviction()).toList();
+        double[] x = sims.stream().mapToDouble(r -> r.spec().dramPercent()).toArray();
         XYChart chart = new XYChartBuilder().width(900).height(560).title("Prefix-hit ratio vs capacity")
                 .xAxisTitle("capacity, % of the trace's distinct blocks").yAxisTitle("prefix-hit ratio (tokens)").build();
         chart.getStyler().setLegendPosition(org.knowm.xchart.style.Styler.LegendPosition.InsideSE);
-        chart.addSeries("Belady (offline)", x, dramOnly.stream().mapToDouble(r -> r.belady().hitRatio()).toArray());
-        chart.addSeries("LRU (offline)", x, dramOnly.stream().mapToDouble(r -> r.lru().hitRatio()).toArray());
+        chart.addSeries("Belady (offline)", x, sims.stream().mapToDouble(r -> r.belady().hitRatio()).toArray());
+        chart.addSeries("LRU (offline)", x, sims.stream().mapToDouble(r -> r.lru().hitRatio()).toArray());
         chart.addSeries("Caffeine W-TinyLFU (offline)", x,
-                dramOnly.stream().mapToDouble(r -> r.caffeine().hitRatio()).toArray());
+                sims.stream().mapToDouble(r -> r.caffeine().hitRatio()).toArray());
         if (!simOnly) {
-            chart.addSeries("OrbitKV Manager (replay)", x,
-                    dramOnly.stream().mapToDouble(r -> r.replay().hitRatio()).toArray());
+            for (DramEviction e : dramOnly.stream().map(r -> r.spec().eviction()).distinct().toList()) {
+                List<Row> mine = dramOnly.stream().filter(r -> r.spec().eviction() == e).toList();
+                chart.addSeries("OrbitKV Manager, " + e.word() + " (replay)",
+                        mine.stream().mapToDouble(r -> r.spec().dramPercent()).toArray(),
+                        mine.stream().mapToDouble(r -> r.replay().hitRatio()).toArray());
+            }
         }
-        chart.addSeries("0.95 × Belady", x, dramOnly.stream().mapToDouble(r -> 0.95 * r.belady().hitRatio()).toArray())
+        chart.addSeries("0.95 × Belady", x, sims.stream().mapToDouble(r -> 0.95 * r.belady().hitRatio()).toArray())
                 .setMarker(SeriesMarkers.NONE);
         double[] flat = new double[x.length];
         Arrays.fill(flat, unbounded.hitRatio());
@@ -349,7 +364,7 @@ public final class TraceBench {
         Map<String, List<String>> out = new LinkedHashMap<>();
         List<String> flags = List.of("simulate-only", "help");
         List<String> known = List.of("trace", "requests", "skip", "capacities", "ssd-runs", "block-bytes", "block-tokens",
-                "speedup", "concurrency", "dir", "shm-dir", "out", "manager-set", "simulate-only", "help");
+                "speedup", "concurrency", "dir", "shm-dir", "out", "manager-set", "evictions", "simulate-only", "help");
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             if (a.equals("-h")) a = "--help";
