@@ -110,6 +110,14 @@ public final class TraceManager implements AutoCloseable {
         return new ObjectMapper().readTree(r.body());
     }
 
+    /** The Manager's {@code /metrics} (Prometheus text). */
+    public String metrics() throws IOException, InterruptedException {
+        HttpResponse<String> r = HTTP_CLIENT.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + httpPort + "/metrics"))
+                .timeout(Duration.ofSeconds(10)).build(), HttpResponse.BodyHandlers.ofString());
+        if (r.statusCode() != 200) throw new IOException("/metrics answered " + r.statusCode());
+        return r.body();
+    }
+
     /** SIGTERM; fails unless the Manager drains and exits 0 within 60 s. */
     @Override
     public void close() throws IOException, InterruptedException {

@@ -83,14 +83,15 @@ public final class TraceReplay {
      * @param hitBlocks       per request (trace order), blocks of its hit prefix
      * @param ssdHitBlocks    hit blocks staged from SSD (the rest of the hit came from DRAM)
      * @param wrongBytes      restored bytes that differed from the published pattern; must be 0
-     * @param publishRefused  blocks whose PUBLISH was not sealed (NO_SPACE, BUSY, DISCARDED, NOT_FOUND)
+     * @param publishDiscarded blocks whose PUBLISH lost to a concurrent publish of the same block (DISCARDED)
+     * @param publishRefused  blocks whose PUBLISH was refused or lost (NO_SPACE, BUSY, NOT_FOUND)
      * @param query           QUERY until FINAL (including any SSD staging), nanoseconds
      * @param restore         RESTORE until RESTORE_DONE, nanoseconds, for requests with a hit
      * @param startLag        how late requests started after their scaled arrival time, nanoseconds
      */
     public record Result(long requests, long promptTokens, long hitTokens, long ssdHitTokens, long hitBlocksTotal,
                          long ssdHitBlocks, long restoredBytes, long publishedBytes, long publishedBlocks,
-                         long publishRefused, long wrongBytes, long wrongPages, Histogram query, Histogram restore,
+                         long publishDiscarded, long publishRefused, long wrongBytes, long wrongPages, Histogram query, Histogram restore,
                          Histogram startLag, long wallNanos, double traceSeconds, double speedup, int[] hitBlocks) {
         public Result {
             hitBlocks = hitBlocks.clone();
@@ -161,7 +162,8 @@ public final class TraceReplay {
             long wall = System.nanoTime() - t0;
             Worker t = java.util.Objects.requireNonNull(total);
             return new Result(trace.size(), t.promptTokens, t.hitTokens, t.ssdHitTokens, t.hitBlocks, t.ssdHitBlocks,
-                    t.restoredBytes, t.publishedBlocks * o.blockBytes(), t.publishedBlocks, t.publishRefused,
+                    t.restoredBytes, t.publishedBlocks * o.blockBytes(), t.publishedBlocks, t.publishDiscarded,
+                    t.publishRefused,
                     t.wrongBytes, t.wrongPages, t.query, t.restore, t.startLag, wall, traceSeconds, o.speedup(),
                     hitBlocks);
         }
@@ -185,6 +187,7 @@ public final class TraceReplay {
         long ssdHitBlocks;
         long restoredBytes;
         long publishedBlocks;
+        long publishDiscarded;
         long publishRefused;
         long wrongBytes;
         long wrongPages;
@@ -303,7 +306,8 @@ public final class TraceReplay {
                 switch (out) {
                     case SEALED -> publishedBlocks++;
                     case ALREADY_RESIDENT -> { }
-                    case NO_SPACE, BUSY, DISCARDED, NOT_FOUND -> publishRefused++;
+                    case DISCARDED -> publishDiscarded++;
+                    case NO_SPACE, BUSY, NOT_FOUND -> publishRefused++;
                 }
             }
         }
@@ -334,6 +338,7 @@ public final class TraceReplay {
             ssdHitBlocks += w.ssdHitBlocks;
             restoredBytes += w.restoredBytes;
             publishedBlocks += w.publishedBlocks;
+            publishDiscarded += w.publishDiscarded;
             publishRefused += w.publishRefused;
             wrongBytes += w.wrongBytes;
             wrongPages += w.wrongPages;
