@@ -162,7 +162,15 @@ public final class DramTier implements AutoCloseable {
         int sizeClass = slots.classFor(lengthBytes);
         if (sizeClass < 0) return refuse(ReserveResult.FullReason.NO_SIZE_CLASS);
         ResidentImage resident = index.policy().getIfPresentQuietly(key);
-        if (resident != null) return new ReserveResult.AlreadyResident(resident.imageId());
+        if (resident != null) {
+            // Under LRU, publishing a resident page is a use (the engine has just computed it): it
+            // moves to the most recent end, so the commits of the same batch cannot evict it from the
+            // tail between this answer and the pages after it. Without this the replay of the
+            // conversation trace lost chains whose middle block was resident but cold (0.1991 of
+            // prompt tokens at 5 % capacity against an offline LRU's 0.1993).
+            if (eviction == null) slots.touch(resident.slot(), resident.imageId());
+            return new ReserveResult.AlreadyResident(resident.imageId());
+        }
         for (int pressureEvictions = 0; ; pressureEvictions++) {
             switch (slots.reserve(sizeClass)) {
                 case SlotTable.Allocation.Allocated(int slot, long imageId) -> {
@@ -243,7 +251,10 @@ public final class DramTier implements AutoCloseable {
         return true;
     }
 
-    /** Leases {@code key}'s resident image, or misses. A hit counts as a use for the policy. */
+    /**
+     * Leases {@code key}'s resident image, or misses. A hit counts as a use for the policy (so does,
+     * under {@link DramEviction#LRU}, a {@link #reserve} answered {@link ReserveResult.AlreadyResident}).
+     */
     public AcquireResult acquire(StateKey key) {
         Objects.requireNonNull(key, "key");
         requireOpen();

@@ -250,6 +250,23 @@ final class SlotTable {
     }
 
     /**
+     * Marks resident image {@code imageId} used without leasing it: to the head of the recency
+     * list, and passed over once by the clock hand. False when the slot no longer holds it.
+     */
+    boolean touch(int slot, long imageId) {
+        lock.lock();
+        try {
+            if (states[slot] != RESIDENT || imageIds[slot] != imageId) return false;
+            referenced[slot] = 1;
+            unlink(slot);
+            linkAtHead(slot);
+            return true;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
      * Second-chance (CLOCK) choice of a victim in class {@code classIndex}: moves the class's hand
      * over at most {@code maxSlots} of its slots and returns the first RESIDENT, unleased slot
      * whose image was not used since the hand last passed it, clearing the marks it passes; if

@@ -95,6 +95,18 @@ class DramLruEvictionTest {
     }
 
     @Test
+    void publishingAResidentPageIsAUse() throws IOException {
+        open(DramEviction.LRU);
+        for (int i = 0; i < INDEX_PAGES; i++) publish(key(i));
+        // An engine publishes a batch [key 0 (resident, least recent), new key]: the answer for key 0
+        // must keep it from being the victim of the new key's commit.
+        assertThat(tier.reserve(key(0), 1, K4)).isInstanceOf(ReserveResult.AlreadyResident.class);
+        publish(key(400));
+        assertThat(tier.contains(key(0))).isTrue();
+        assertThat(tier.contains(key(1))).as("the least recent page after the touch").isFalse();
+    }
+
+    @Test
     void leasedImagesArePassedOverWhileAnUnleasedOneExists() throws IOException {
         open(DramEviction.LRU);
         long first = publish(key(0));
