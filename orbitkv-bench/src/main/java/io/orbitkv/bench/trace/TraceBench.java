@@ -30,9 +30,9 @@ import java.util.Map;
  *
  * <pre>
  *   java -cp orbitkv-bench.jar io.orbitkv.bench.trace.TraceBench --trace=FILE [--requests=N] [--skip=M]
- *        [--capacities=5,10,25,50] [--ssd-runs=5+20] [--block-bytes=8192] [--speedup=100] [--concurrency=2]
+ *        [--capacities=5,10,25,50] [--ssd-runs=5+20] [--block-bytes=8192] [--speedup=100] [--concurrency=1]
  *        [--dir=var/bench-trace] [--shm-dir=/dev/shm/orbitkv-bench-trace] [--out=bench-results/trace]
- *        [--dram-set=KEY=VALUE] [--simulate-only]
+ *        [--evictions=w-tinylfu,lru] [--manager-set=KEY=VALUE] [--simulate-only]
  * </pre>
  *
  * <p>Exit status: 0 when every replay restored only right bytes (whether or not the hit-ratio
@@ -46,7 +46,7 @@ public final class TraceBench {
               --trace=FILE          Mooncake-format JSONL trace (timestamp ms, input_length, output_length, hash_ids)
               --requests=N          replay only the first N requests (after --skip); default: all
               --skip=M              skip the first M requests; default 0
-              --capacities=P,...    DRAM-only runs at these percentages of the trace's distinct blocks; default 5,10,25,50
+              --capacities=P,...    DRAM-only runs at these percentages of the trace's distinct blocks; default 5,10,25,50; 'none' for none
               --ssd-runs=D+S,...    DRAM+SSD runs: D % in DRAM plus S % on SSD (policy on-evict); default 5+20; 'none' for none
               --block-bytes=B       bytes per block page, a multiple of 4096; default 8192
               --block-tokens=T      tokens per trace block; default 512
@@ -74,7 +74,7 @@ public final class TraceBench {
     }
 
     /** A run's Manager result with the simulations at its total capacity. */
-    record Row(RunSpec spec, TraceReplay.Result replay, long measuredDramPages, long measuredSsdPages, long ssdWritesNotMade,
+    record Row(RunSpec spec, TraceReplay.Result replay, long measuredDramPages, long measuredSsdPages, String ssdWritesNotMade,
                PrefixSimulator.Result lru, PrefixSimulator.Result belady, PrefixSimulator.Result caffeine,
                PrefixSimulator.Result oracleLru) {
         /** Compared in whole tokens (the three served the same prompts), so equal hits are not lost to rounding. */
@@ -133,6 +133,7 @@ public final class TraceBench {
         for (DramEviction eviction : evictions) {
             String policy = " (" + eviction.word() + ")";
             for (String p : one(opts, "capacities", "5,10,25,50").split(",")) {
+                if (p.equals("none")) continue;
                 double pct = percent(p);
                 specs.add(new RunSpec("DRAM " + trim(pct) + " %" + policy, pct, 0, blocksOf(unique, pct), 0, eviction));
             }
@@ -167,7 +168,7 @@ public final class TraceBench {
         for (RunSpec spec : specs) {
             PrefixSimulator.Result[] s = sims.get(spec.totalBlocks());
             if (simulateOnly) {
-                if (spec.eviction() == evictions.getFirst()) rows.add(new Row(spec, null, 0, 0, 0, s[0], s[1], s[2], s[3]));
+                if (spec.eviction() == evictions.getFirst()) rows.add(new Row(spec, null, 0, 0, "", s[0], s[1], s[2], s[3]));
                 continue;
             }
             Row row = replay(spec, trace, s, blockBytes, blockTokens, speedup, concurrency, stagingBytes, dir, shm,
@@ -220,7 +221,7 @@ public final class TraceBench {
         TraceReplay.Result r;
         long dramPages;
         long ssdPages;
-        long ssdNotWritten;
+        String ssdNotWritten;
         try (TraceManager m = TraceManager.start(runDir, runShm, "1g", options)) {
             r = TraceReplay.run(m.socket(), trace, new TraceReplay.Options(blockTokens, blockBytes, speedup, concurrency,
                     runShm.resolve("regions"), Duration.ofSeconds(60)));
@@ -228,9 +229,12 @@ public final class TraceBench {
             dramPages = residentPages(status);
             ssdPages = status.path("ssdUsedBytes").asLong(0) / ManagerCapacity.extentBytes(blockBytes);
             String metrics = m.metrics();
-            ssdNotWritten = spec.ssdBlocks() == 0 ? 0 : counterSum(metrics, "orbitkv_publish_ssd_skipped_total")
-                    + counterSum(metrics, "orbitkv_publish_ssd_dropped_total")
-                    + counterSum(metrics, "orbitkv_dram_handovers_skipped_total");
+            // Evicted pages that never reached the SSD: hand-overs DRAM skipped (evicted-but-leased
+            // budget, or a reservation's last eviction), writes the budget skipped, queued writes dropped.
+            ssdNotWritten = spec.ssdBlocks() == 0 ? "" : counterSum(metrics, "orbitkv_dram_handovers_skipped_total")
+                    + " / " + byReason(metrics, "orbitkv_publish_ssd_skipped_total")
+                    + " / " + byReason(metrics, "orbitkv_publish_ssd_dropped_total")
+                    + " of " + counterSum(metrics, "orbitkv_dram_evictions_total");
         } finally {
             deleteTree(runShm);
             deleteTree(runDir.resolve("ssd"));
@@ -252,6 +256,22 @@ public final class TraceBench {
             sum += Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
         }
         return Math.round(sum);
+    }
+
+    /** The non-zero series of counter {@code name} by their {@code reason} label, e.g. {@code 12 already_stored}. */
+    static String byReason(String metrics, String name) {
+        Map<String, Long> out = new java.util.TreeMap<>();
+        java.util.regex.Pattern reason = java.util.regex.Pattern.compile("reason=\"([^\"]*)\"");
+        for (String line : metrics.split("\n")) {
+            if (!line.startsWith(name + "{")) continue;
+            java.util.regex.Matcher m = reason.matcher(line);
+            long v = Math.round(Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1)));
+            if (m.find() && v > 0) out.merge(m.group(1), v, Long::sum);
+        }
+        if (out.isEmpty()) return "0";
+        StringBuilder b = new StringBuilder();
+        out.forEach((k, v) -> b.append(b.isEmpty() ? "" : ", ").append(v).append(' ').append(k));
+        return b.toString();
     }
 
     /** Resident DRAM pages in a /status document (the DRAM tier's residentImages). */
@@ -297,7 +317,8 @@ public final class TraceBench {
         }
         if (!simOnly) {
             b.append("\n| run | restored | published | QUERY p50 / p99 | RESTORE p50 / p99 | offered / achieved req/s "
-                    + "| start lag p99 | publishes discarded / refused | DRAM→SSD copies not made | wrong bytes |\n");
+                    + "| start lag p99 | publishes discarded / refused | evictions not copied to SSD: hand-over skipped / "
+                    + "write skipped / dropped, of evictions | wrong bytes |\n");
             b.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
             for (Row r : rows) {
                 TraceReplay.Result x = r.replay();
@@ -308,7 +329,7 @@ public final class TraceBench {
                         .append(fmt(x.achievedRate(), 1)).append(" | ")
                         .append(fmt(x.startLag().getValueAtPercentile(99) / 1e6, 1)).append(" ms | ")
                         .append(x.publishDiscarded()).append(" / ").append(x.publishRefused()).append(" | ")
-                        .append(r.spec().ssdBlocks() == 0 ? "—" : String.valueOf(r.ssdWritesNotMade())).append(" | ")
+                        .append(r.spec().ssdBlocks() == 0 ? "—" : r.ssdWritesNotMade()).append(" | ")
                         .append(x.wrongBytes()).append(" |\n");
             }
         }
