@@ -18,8 +18,8 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
- * A real Manager process for one replay run: {@code orbitkv manager} started from this JVM's own
- * class path (the shaded bench jar contains the server, and so does a test class path), with its
+ * A real Manager process for one replay run: {@code orbitkv manager} started with this JVM's
+ * {@code java} (so the JDK 25 the bench runs on) and its own class path (the shaded bench jar contains the server, and so does a test class path), with its
  * SSD files, socket, ready file and log under one directory and its DRAM arenas under a tmpfs
  * directory. Owns the process; {@link #close} stops it with SIGTERM and checks that it exits 0.
  *
@@ -57,7 +57,7 @@ public final class TraceManager implements AutoCloseable {
         Path log = dir.resolve("manager.log");
         Files.deleteIfExists(ready);
         List<String> cmd = new ArrayList<>(List.of(
-                ProcessHandle.current().info().command().orElse("java"), "--enable-native-access=ALL-UNNAMED",
+                Path.of(System.getProperty("java.home"), "bin", "java").toString(), "--enable-native-access=ALL-UNNAMED",
                 "-XX:+UseG1GC", "-Xmx" + heap, "-cp", System.getProperty("java.class.path"),
                 "io.orbitkv.server.cli.OrbitKvCli", "manager",
                 "--ssd-dir", dir.resolve("ssd").toString(), "--dram-dir", shmDir.toString(),

@@ -21,8 +21,9 @@ import java.util.List;
  * naming the file and line, so a replay never runs on a silently truncated trace.
  *
  * <p>Bounds: at most {@link #MAX_BLOCKS_PER_REQUEST} blocks per request (a QUERY carries at most
- * 65,536 pages, protocol.md section 8) and {@code maxRequests} requests per read, so a huge file
- * cannot exhaust the heap unnoticed. Stateless and thread-safe.
+ * 65,536 pages, protocol.md section 8) and {@code maxRequests} requests per read; the whole
+ * selection is held in memory (the shipped trace: 12,031 requests, about 3 MB of heap).
+ * Stateless and thread-safe.
  */
 public final class TraceReader {
 

@@ -27,8 +27,9 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * <p>Lifecycle of an image: {@link #reserve} takes a slot of the smallest size class that holds
  * the image; the publisher writes the bytes; {@link #commit} makes the image visible (first
  * commit of a key wins, pages are immutable) or {@link #abort} gives the slot back. Readers
- * {@link #acquire} a {@link Lease} that pins the image. Eviction (Caffeine's W-TinyLFU under a
- * byte weight, {@link #evict}, {@link #evictNamespace}, or class pressure) removes the image from
+ * {@link #acquire} a {@link Lease} that pins the image. Eviction (the configured
+ * {@link DramEviction}: Caffeine's W-TinyLFU under a byte weight or the slot table's LRU;
+ * {@link #evict}, {@link #evictNamespace}, or class pressure) removes the image from
  * the index at once, so no new reader finds it, but its slot returns to the free list only when
  * the last lease is released.
  *
@@ -40,10 +41,10 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * image (not namespace drops) pinned by a lease taken before its slot was retired.
  *
  * <p>Thread model: every public method is thread-safe and non-blocking apart from short locks
- * (Caffeine's per-bin and eviction locks, then the slot table's lock, in that order only).
- * Caffeine's maintenance runs on the calling thread ({@code executor(Runnable::run)}), so an
- * eviction has freed its slot (or parked it as evicted-but-leased) before the commit that caused
- * it returns. {@link #close()} is for when traffic has stopped: afterwards calls fail with
+ * (under LRU first {@code boundLock}, then Caffeine's per-bin and eviction locks, then the slot
+ * table's lock, in that order only). Caffeine's maintenance, and under LRU the bound's evictions,
+ * run on the calling thread ({@code executor(Runnable::run)}), so an eviction has freed its slot
+ * (or parked it as evicted-but-leased) before the commit that caused it returns. {@link #close()} is for when traffic has stopped: afterwards calls fail with
  * {@link IllegalStateException}, and segments handed out earlier fail on access rather than
  * reading unmapped memory. Releasing leases and aborting reservations stays legal after close.
  *
