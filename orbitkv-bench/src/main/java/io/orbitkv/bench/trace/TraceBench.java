@@ -130,8 +130,10 @@ public final class TraceBench {
         List<DramEviction> evictions = new ArrayList<>();
         for (String e : one(opts, "evictions", "w-tinylfu,lru").split(",")) evictions.add(DramEviction.parse(e));
         List<RunSpec> specs = new ArrayList<>();
+        // The simulators do not depend on the Manager's policy: one set of rows without a policy name.
+        if (simulateOnly) evictions = List.of(evictions.getFirst());
         for (DramEviction eviction : evictions) {
-            String policy = " (" + eviction.word() + ")";
+            String policy = simulateOnly ? "" : " (" + eviction.word() + ")";
             for (String p : one(opts, "capacities", "5,10,25,50").split(",")) {
                 if (p.equals("none")) continue;
                 double pct = percent(p);
@@ -168,7 +170,7 @@ public final class TraceBench {
         for (RunSpec spec : specs) {
             PrefixSimulator.Result[] s = sims.get(spec.totalBlocks());
             if (simulateOnly) {
-                if (spec.eviction() == evictions.getFirst()) rows.add(new Row(spec, null, 0, 0, "", s[0], s[1], s[2], s[3]));
+                rows.add(new Row(spec, null, 0, 0, "", s[0], s[1], s[2], s[3]));
                 continue;
             }
             Row row = replay(spec, trace, s, blockBytes, blockTokens, speedup, concurrency, stagingBytes, dir, shm,
