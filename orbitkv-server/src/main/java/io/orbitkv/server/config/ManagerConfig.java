@@ -7,6 +7,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.json.JsonMapper;
 import com.fasterxml.jackson.databind.node.TextNode;
 import io.orbitkv.core.storage.TieredStoreConfig;
+import io.orbitkv.core.storage.dram.DramEviction;
 import io.orbitkv.core.storage.dram.DramTierConfig;
 import io.orbitkv.core.storage.dram.SizeClass;
 import io.orbitkv.core.storage.publish.PublishConfig;
@@ -45,6 +46,7 @@ import java.util.function.BiConsumer;
  * @param arenaName              file name stem of the arena files, {@code [A-Za-z0-9_-]{1,64}}
  * @param dramBytes              bytes of DRAM slots in all size classes together
  * @param dramSlotBytes          slot sizes, strictly increasing multiples of 4 KiB
+ * @param dramEviction           which resident image a full DRAM tier evicts ({@code w-tinylfu} or {@code lru})
  * @param stagingBytes           DRAM bytes that may be reserved and not yet committed (publishes, SSD stagings);
  *                               also the query staging budget; follows {@code dramBytes / 8} unless set
  * @param ssdDir                 directory of the SSD extent files and of {@code manager.lock}
@@ -77,6 +79,7 @@ public record ManagerConfig(
         String arenaName,
         long dramBytes,
         List<Integer> dramSlotBytes,
+        DramEviction dramEviction,
         long stagingBytes,
         Path ssdDir,
         long ssdBytes,
@@ -120,6 +123,7 @@ public record ManagerConfig(
         Objects.requireNonNull(dramDir, "dramDir");
         Objects.requireNonNull(arenaName, "arenaName");
         dramSlotBytes = List.copyOf(dramSlotBytes);
+        Objects.requireNonNull(dramEviction, "dramEviction");
         Objects.requireNonNull(ssdDir, "ssdDir");
         Objects.requireNonNull(ssdPolicy, "ssdPolicy");
         Objects.requireNonNull(ssdReadPath, "ssdReadPath");
@@ -139,7 +143,7 @@ public record ManagerConfig(
         if (socket.toString().getBytes(java.nio.charset.StandardCharsets.UTF_8).length > 107) {
             throw new IllegalArgumentException("socket path is longer than the 107 bytes a Unix socket allows: " + socket);
         }
-        storeConfig(dramDir, arenaName, dramBytes, dramSlotBytes, stagingBytes, ssdDir, ssdBytes, ssdFiles,
+        storeConfig(dramDir, arenaName, dramBytes, dramSlotBytes, dramEviction, stagingBytes, ssdDir, ssdBytes, ssdFiles,
                 ssdIoThreads, ssdBufferedFallback, ssdReadPath, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
                 ssdWriteQueueBytes, maxInflightStages, drainTimeoutMillis);
         coreBounds(maxLeases, stagingBytes, restoreCopyThreads, drainTimeoutMillis, publishQuarantineMillis);
@@ -176,7 +180,7 @@ public record ManagerConfig(
         String user = System.getProperty("user.name", "user").replaceAll("[^A-Za-z0-9_-]", "_");
         Path ssd = VAR_DIR.resolve("ssd");
         return new ManagerConfig(Path.of("/dev/shm", "orbitkv-" + user), "manager", 1L << 30,
-                DramTierConfig.DEFAULT_SLOT_BYTES, (1L << 30) / 8, ssd, 4L << 30, 4, 4, true, ReadPath.AUTO,
+                DramTierConfig.DEFAULT_SLOT_BYTES, DramEviction.W_TINY_LFU, (1L << 30) / 8, ssd, 4L << 30, 4, 4, true, ReadPath.AUTO,
                 new SsdAdmissionPolicy.WriteThrough(), 1L << 30, 64L << 20, 256L << 20, 256,
                 io.orbitkv.core.engine.ManagerBounds.DEFAULTS.maxLeases(),
                 io.orbitkv.core.engine.ManagerBounds.DEFAULTS.restoreCopyThreads(), VAR_DIR.resolve("manager.sock"), "0600", "127.0.0.1", DEFAULT_HTTP_PORT,
@@ -188,7 +192,7 @@ public record ManagerConfig(
 
     /** The tiered store this configuration describes. */
     public TieredStoreConfig storeConfig() {
-        return storeConfig(dramDir, arenaName, dramBytes, dramSlotBytes, stagingBytes, ssdDir, ssdBytes, ssdFiles,
+        return storeConfig(dramDir, arenaName, dramBytes, dramSlotBytes, dramEviction, stagingBytes, ssdDir, ssdBytes, ssdFiles,
                 ssdIoThreads, ssdBufferedFallback, ssdReadPath, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
                 ssdWriteQueueBytes, maxInflightStages, drainTimeoutMillis);
     }
@@ -204,6 +208,7 @@ public record ManagerConfig(
      * and recurrent checkpoints).
      */
     private static TieredStoreConfig storeConfig(Path dramDir, String arenaName, long dramBytes, List<Integer> slotBytes,
+            DramEviction eviction,
             long stagingBytes, Path ssdDir, long ssdBytes, int ssdFiles, int ssdIoThreads, boolean bufferedFallback,
             ReadPath readPath, SsdAdmissionPolicy policy, long writeBytesPerSecond, long writeBurstBytes, long writeQueueBytes,
             int maxInflightStages, long drainTimeoutMillis) {
@@ -221,7 +226,7 @@ public record ManagerConfig(
         }
         long capacity = classes.stream().mapToLong(SizeClass::capacityBytes).sum();
         DramTierConfig dram = new DramTierConfig(dramDir, arenaName, classes, stagingBytes, capacity / 8,
-                DramTierConfig.DEFAULT_PRESSURE_SCAN_ENTRIES);
+                DramTierConfig.DEFAULT_PRESSURE_SCAN_ENTRIES, eviction);
         long fileBytes = ssdBytes / ssdFiles / 4096 * 4096;
         SsdConfig ssd = SsdConfig.of(ssdDir).withFiles(ssdFiles, fileBytes)
                 .withMaxPayloadBytes(slotBytes.getLast()).withIo(ssdIoThreads, 256)
@@ -307,6 +312,8 @@ public record ManagerConfig(
                 new Key("arenaName", "file name stem of the arena files", (b, v) -> b.arenaName = text(v)),
                 new Key("dramBytes", "bytes of DRAM slots (size)", (b, v) -> b.dramBytes = size(v)),
                 new Key("dramSlotBytes", "slot sizes (array of sizes)", (b, v) -> b.dramSlotBytes = sizes(v)),
+                new Key("dramEviction", "DRAM eviction policy: w-tinylfu or lru",
+                        (b, v) -> b.dramEviction = DramEviction.parse(text(v))),
                 new Key("stagingBytes", "DRAM reserved but not yet committed (size)", (b, v) -> b.stagingBytes = size(v)),
                 new Key("ssdDir", "directory of the SSD store and manager.lock", (b, v) -> b.ssdDir = path(v)),
                 new Key("ssdBytes", "bytes of SSD extent files (size)", (b, v) -> b.ssdBytes = size(v)),
@@ -414,6 +421,7 @@ public record ManagerConfig(
         String arenaName;
         long dramBytes;
         List<Integer> dramSlotBytes;
+        DramEviction dramEviction;
         long stagingBytes;
         Path ssdDir;
         long ssdBytes;
@@ -454,6 +462,7 @@ public record ManagerConfig(
             arenaName = c.arenaName;
             dramBytes = c.dramBytes;
             dramSlotBytes = c.dramSlotBytes;
+            dramEviction = c.dramEviction;
             stagingBytes = c.stagingBytes;
             ssdDir = c.ssdDir;
             ssdBytes = c.ssdBytes;
@@ -498,7 +507,7 @@ public record ManagerConfig(
         private ManagerConfig build() {
             ProtocolLimits l = new ProtocolLimits(limits[0], limits[1], limits[2], limits[3], limits[4], limits[5],
                     limits[6], limits[7], limits[8], limits[9], limits[10], limits[11], limits[12]);
-            return new ManagerConfig(dramDir, arenaName, dramBytes, dramSlotBytes, stagingBytes, ssdDir, ssdBytes,
+            return new ManagerConfig(dramDir, arenaName, dramBytes, dramSlotBytes, dramEviction, stagingBytes, ssdDir, ssdBytes,
                     ssdFiles, ssdIoThreads, ssdBufferedFallback, ssdReadPath, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
                     ssdWriteQueueBytes, maxInflightStages, maxLeases, restoreCopyThreads, socket, socketMode, httpHost,
                     httpPort, readyFile, l,

@@ -59,6 +59,17 @@ class ManagerConfigTest {
     }
 
     @Test
+    void dramEvictionDefaultsToWTinyLfuAndReachesTheDramTier() {
+        ManagerConfig c = ManagerConfig.defaults();
+        assertThat(c.dramEviction()).isEqualTo(io.orbitkv.core.storage.dram.DramEviction.W_TINY_LFU);
+        assertThat(c.withOverrides(Map.of("dramEviction", "LRU")).storeConfig().dram().eviction())
+                .isEqualTo(io.orbitkv.core.storage.dram.DramEviction.LRU);
+        assertThatThrownBy(() -> c.withOverrides(Map.of("dramEviction", "arc")))
+                .isInstanceOf(ConfigException.class).hasMessageContaining("dramEviction")
+                .hasMessageContaining("w-tinylfu or lru");
+    }
+
+    @Test
     void unknownKeysAndBadValuesAreRefusedNamingTheKey() throws IOException {
         Path typo = Files.writeString(dir.resolve("typo.json"), "{\"ssdByte\": \"4g\"}");
         assertThatThrownBy(() -> ManagerConfig.defaults().withJson(typo))

@@ -27,8 +27,9 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * <p>Lifecycle of an image: {@link #reserve} takes a slot of the smallest size class that holds
  * the image; the publisher writes the bytes; {@link #commit} makes the image visible (first
  * commit of a key wins, pages are immutable) or {@link #abort} gives the slot back. Readers
- * {@link #acquire} a {@link Lease} that pins the image. Eviction (Caffeine's W-TinyLFU under a
- * byte weight, {@link #evict}, {@link #evictNamespace}, or class pressure) removes the image from
+ * {@link #acquire} a {@link Lease} that pins the image. Eviction (the configured
+ * {@link DramEviction}: Caffeine's W-TinyLFU under a byte weight or the slot table's LRU;
+ * {@link #evict}, {@link #evictNamespace}, or class pressure) removes the image from
  * the index at once, so no new reader finds it, but its slot returns to the free list only when
  * the last lease is released.
  *
@@ -40,10 +41,10 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * image (not namespace drops) pinned by a lease taken before its slot was retired.
  *
  * <p>Thread model: every public method is thread-safe and non-blocking apart from short locks
- * (Caffeine's per-bin and eviction locks, then the slot table's lock, in that order only).
- * Caffeine's maintenance runs on the calling thread ({@code executor(Runnable::run)}), so an
- * eviction has freed its slot (or parked it as evicted-but-leased) before the commit that caused
- * it returns. {@link #close()} is for when traffic has stopped: afterwards calls fail with
+ * (under LRU first {@code boundLock}, then Caffeine's per-bin and eviction locks, then the slot
+ * table's lock, in that order only). Caffeine's maintenance, and under LRU the bound's evictions,
+ * run on the calling thread ({@code executor(Runnable::run)}), so an eviction has freed its slot
+ * (or parked it as evicted-but-leased) before the commit that caused it returns. {@link #close()} is for when traffic has stopped: afterwards calls fail with
  * {@link IllegalStateException}, and segments handed out earlier fail on access rather than
  * reading unmapped memory. Releasing leases and aborting reservations stays legal after close.
  *
@@ -51,9 +52,14 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * residency events alternate ADDED, REMOVED (both are appended under the key's Caffeine bin
  * lock, so they cannot reorder); {@link DramUsage}'s byte sum equals the capacity at all times.
  *
- * <p>Design note: the index and policy are Caffeine's (W-TinyLFU keeps frequently reused prefixes
- * against one-off scans, which an LRU would flush; its hit rate on such traces is published in
- * the Caffeine simulator), not a hand-written LRU. Caffeine's bound is one weight over all
+ * <p>Eviction is {@link DramTierConfig#eviction()}: under {@link DramEviction#W_TINY_LFU} the index
+ * and policy are Caffeine's (W-TinyLFU keeps frequently reused prefixes against one-off scans);
+ * under {@link DramEviction#LRU} Caffeine is an unbounded index and each insertion that takes the
+ * resident bytes past {@code indexWeightBytes} evicts the slot table's least recently used image
+ * (unleased ones first, at most {@value #MAX_BOUND_EVICTIONS} per insertion), because Caffeine's
+ * own access order drops reads under load and measured 0.187 of prompt tokens at 5 % capacity on
+ * the conversation trace where an exact LRU served 0.199 (see {@link DramEviction} for why LRU at
+ * all). Design note on class pressure: Caffeine's bound is one weight over all
  * classes, but slots are per class, so a class can run dry while the total weight is below the
  * bound; then {@link #reserve} evicts that class's coldest unleased image (Caffeine's own
  * coldest-first order, at most {@value #MAX_PRESSURE_EVICTIONS} per call, scanning at most
@@ -81,6 +87,13 @@ public final class DramTier implements AutoCloseable {
     /** Most images one reservation may evict to find a slot in its class. */
     static final int MAX_PRESSURE_EVICTIONS = 8;
 
+    /**
+     * Most eviction attempts one insertion makes under {@link DramEviction#LRU} to bring the index
+     * back under its bound (one insertion needs one eviction; the rest absorb races with
+     * concurrent removals).
+     */
+    static final int MAX_BOUND_EVICTIONS = 64;
+
     /** Image ids start at 1 ({@link SlotTable}), so 0 names no image: "whatever image is resident". */
     private static final long ANY_IMAGE = 0;
 
@@ -93,7 +106,10 @@ public final class DramTier implements AutoCloseable {
      * class-pressure clock: set inside the key's insertion, cleared before its slot is retired.
      */
     private final AtomicReferenceArray<StateKey> slotKeys;
+    /** Caffeine's size policy under {@link DramEviction#W_TINY_LFU}; null under {@link DramEviction#LRU}. */
     private final Policy.Eviction<StateKey, ResidentImage> eviction;
+    /** Serialises bound enforcement under {@link DramEviction#LRU}, so concurrent inserts do not over-evict. */
+    private final java.util.concurrent.locks.ReentrantLock boundLock = new java.util.concurrent.locks.ReentrantLock();
     private final ResidencyStream residency;
     private final DramMetrics metrics;
     private final AtomicBoolean closed = new AtomicBoolean();
@@ -107,15 +123,18 @@ public final class DramTier implements AutoCloseable {
                 config.evictedLeasedBudgetBytes());
         this.slotKeys = new AtomicReferenceArray<>(slots.slotCount());
         this.metrics = new DramMetrics(registry, config.arenaName(), slots);
-        this.index = Caffeine.newBuilder()
-                .maximumWeight(config.indexWeightBytes())
-                .weigher((StateKey key, ResidentImage image) -> slots.slotBytes(image.slot()))
-                .executor(Runnable::run)
-                .evictionListener((StateKey key, ResidentImage image, RemovalCause cause) ->
-                        onLeftIndex(Objects.requireNonNull(key), Objects.requireNonNull(image),
-                                DramMetrics.EvictionCause.POLICY, true))
-                .build();
-        this.eviction = index.policy().eviction().orElseThrow();
+        this.index = switch (config.eviction()) {
+            case W_TINY_LFU -> Caffeine.newBuilder()
+                    .maximumWeight(config.indexWeightBytes())
+                    .weigher((StateKey key, ResidentImage image) -> slots.slotBytes(image.slot()))
+                    .executor(Runnable::run)
+                    .evictionListener((StateKey key, ResidentImage image, RemovalCause cause) ->
+                            onLeftIndex(Objects.requireNonNull(key), Objects.requireNonNull(image),
+                                    DramMetrics.EvictionCause.POLICY, true))
+                    .build();
+            case LRU -> Caffeine.newBuilder().executor(Runnable::run).<StateKey, ResidentImage>build();
+        };
+        this.eviction = index.policy().eviction().orElse(null);
     }
 
     /**
@@ -144,7 +163,15 @@ public final class DramTier implements AutoCloseable {
         int sizeClass = slots.classFor(lengthBytes);
         if (sizeClass < 0) return refuse(ReserveResult.FullReason.NO_SIZE_CLASS);
         ResidentImage resident = index.policy().getIfPresentQuietly(key);
-        if (resident != null) return new ReserveResult.AlreadyResident(resident.imageId());
+        if (resident != null) {
+            // Under LRU, publishing a resident page is a use (the engine has just computed it): it
+            // moves to the most recent end, so the commits of the same batch cannot evict it from the
+            // tail between this answer and the pages after it. Without this the replay of the
+            // conversation trace lost chains whose middle block was resident but cold (0.1991 of
+            // prompt tokens at 5 % capacity against an offline LRU's 0.1993).
+            if (eviction == null) slots.touch(resident.slot(), resident.imageId());
+            return new ReserveResult.AlreadyResident(resident.imageId());
+        }
         for (int pressureEvictions = 0; ; pressureEvictions++) {
             switch (slots.reserve(sizeClass)) {
                 case SlotTable.Allocation.Allocated(int slot, long imageId) -> {
@@ -177,6 +204,7 @@ public final class DramTier implements AutoCloseable {
         ResidentImage winner = index.get(reservation.key(), key -> publish(key, fresh));
         if (winner == fresh) {
             metrics.inserted();
+            enforceLruBound();
             return new CommitResult.Inserted(fresh.imageId());
         }
         slots.abort(reservation.slot(), reservation.imageId());
@@ -205,6 +233,7 @@ public final class DramTier implements AutoCloseable {
         });
         if (winner == fresh) {
             metrics.inserted();
+            enforceLruBound();
             return newLease(reservation.key(), fresh);
         }
         slots.abort(reservation.slot(), reservation.imageId());
@@ -221,7 +250,10 @@ public final class DramTier implements AutoCloseable {
         return true;
     }
 
-    /** Leases {@code key}'s resident image, or misses. A hit counts as a use for the policy. */
+    /**
+     * Leases {@code key}'s resident image, or misses. A hit counts as a use for the policy (so does,
+     * under {@link DramEviction#LRU}, a {@link #reserve} answered {@link ReserveResult.AlreadyResident}).
+     */
     public AcquireResult acquire(StateKey key) {
         Objects.requireNonNull(key, "key");
         requireOpen();
@@ -408,10 +440,40 @@ public final class DramTier implements AutoCloseable {
     }
 
     /**
+     * Under {@link DramEviction#LRU}, evicts least recently used images (unleased ones first, among
+     * the {@code pressureScanEntries} least recent) until the resident bytes are within
+     * {@code indexWeightBytes}, as Caffeine's bound does under W-TinyLFU: evicted images go to the
+     * eviction listener like policy evictions. Runs after the insertion, outside Caffeine's locks.
+     */
+    private void enforceLruBound() {
+        if (config.eviction() != DramEviction.LRU) return;
+        boundLock.lock();
+        try {
+            for (int i = 0; i < MAX_BOUND_EVICTIONS && slots.usedBytes() > config.indexWeightBytes(); i++) {
+                Optional<SlotTable.ClockVictim> victim = slots.leastRecent(-1, true, config.pressureScanEntries())
+                        .or(() -> slots.leastRecent(-1, false, 1));
+                if (victim.isEmpty()) return;
+                StateKey key = slotKeys.get(victim.get().slot());
+                // null: the image is being removed right now (its key is cleared first); the next round sees it gone.
+                if (key != null) removeImage(key, victim.get().imageId(), DramMetrics.EvictionCause.POLICY, true);
+            }
+        } finally {
+            boundLock.unlock();
+        }
+    }
+
+    /**
      * Evicts the coldest unleased image of {@code sizeClass}, handing it to the listener only when
      * {@code handOver}; false when none is found in the scan bound.
      */
     private boolean evictColdestUnleased(int sizeClass, boolean handOver) {
+        if (eviction == null) {
+            Optional<SlotTable.ClockVictim> lru = slots.leastRecent(sizeClass, true, config.pressureScanEntries());
+            if (lru.isEmpty()) return false;
+            StateKey key = slotKeys.get(lru.get().slot());
+            return key != null
+                    && removeImage(key, lru.get().imageId(), DramMetrics.EvictionCause.CLASS_PRESSURE, handOver);
+        }
         Optional<Policy.CacheEntry<StateKey, ResidentImage>> victim = eviction.coldest(entries -> entries
                 .limit(config.pressureScanEntries())
                 .filter(e -> slots.classOf(e.getValue().slot()) == sizeClass && !slots.isLeased(e.getValue().slot()))

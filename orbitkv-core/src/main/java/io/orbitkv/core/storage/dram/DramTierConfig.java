@@ -22,9 +22,10 @@ import java.util.regex.Pattern;
  * @param evictedLeasedBudgetBytes evicted images that are still leased keep their slots; when
  *                                 they hold more than this, new reservations fail with
  *                                 {@link ReserveResult.FullReason#EVICTED_LEASED_BUDGET}
- * @param pressureScanEntries      when a class has no free slot, how many of Caffeine's coldest
+ * @param pressureScanEntries      when a class has no free slot, how many of the coldest
  *                                 entries are scanned for an unleased victim of that class, and
  *                                 then how many of the class's slots its clock hand passes
+ * @param eviction                 which image leaves a full index ({@link DramEviction})
  */
 public record DramTierConfig(
         Path directory,
@@ -32,7 +33,8 @@ public record DramTierConfig(
         List<SizeClass> sizeClasses,
         long reservedBudgetBytes,
         long evictedLeasedBudgetBytes,
-        int pressureScanEntries) {
+        int pressureScanEntries,
+        DramEviction eviction) {
 
     /** Default arena directory: POSIX shared memory, visible to every process on the host. */
     public static final Path DEFAULT_DIRECTORY = Path.of("/dev/shm/orbitkv");
@@ -82,6 +84,14 @@ public record DramTierConfig(
         if (pressureScanEntries <= 0) {
             throw new IllegalArgumentException("pressureScanEntries must be positive: " + pressureScanEntries);
         }
+        Objects.requireNonNull(eviction, "eviction");
+    }
+
+    /** A configuration with {@link DramEviction#W_TINY_LFU} eviction. */
+    public DramTierConfig(Path directory, String arenaName, List<SizeClass> sizeClasses, long reservedBudgetBytes,
+                          long evictedLeasedBudgetBytes, int pressureScanEntries) {
+        this(directory, arenaName, sizeClasses, reservedBudgetBytes, evictedLeasedBudgetBytes, pressureScanEntries,
+                DramEviction.W_TINY_LFU);
     }
 
     /**
@@ -115,7 +125,13 @@ public record DramTierConfig(
     /** Same configuration with other budgets. */
     public DramTierConfig withBudgets(long reservedBudgetBytes, long evictedLeasedBudgetBytes) {
         return new DramTierConfig(directory, arenaName, sizeClasses, reservedBudgetBytes, evictedLeasedBudgetBytes,
-                pressureScanEntries);
+                pressureScanEntries, eviction);
+    }
+
+    /** Same configuration with another eviction policy. */
+    public DramTierConfig withEviction(DramEviction eviction) {
+        return new DramTierConfig(directory, arenaName, sizeClasses, reservedBudgetBytes, evictedLeasedBudgetBytes,
+                pressureScanEntries, eviction);
     }
 
     /** Sum of all slot bytes. */

@@ -12,8 +12,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * <p>Slots are numbered globally: class {@code c} owns {@code [base[c], base[c] + count[c])}.
  * Per slot the table keeps one state byte, one lease count, one image id and one "used since the
  * clock hand passed" byte in primitive arrays, and each class keeps its free slots on an
- * {@code int} stack and its clock hand: O(1) allocate and free, about 18 bytes of heap per slot
- * and no object per slot.
+ * {@code int} stack and its clock hand: O(1) allocate and free. A doubly linked recency list
+ * over the RESIDENT slots (two {@code int} arrays) gives the exact least recently used image for
+ * {@link DramEviction#LRU}. About 26 bytes of heap per slot and no object per slot.
  *
  * <p>State machine of one slot (all transitions are methods of this class):
  * <pre>
@@ -47,6 +48,9 @@ final class SlotTable {
     static final byte RESIDENT = 2;
     static final byte EVICTED_LEASED = 3;
 
+    /** No slot: the end of the recency list. */
+    static final int NONE = -1;
+
     /** Outcome of {@link #reserve}. */
     sealed interface Allocation {
         record Allocated(int slot, long imageId) implements Allocation {
@@ -78,6 +82,15 @@ final class SlotTable {
     private final byte[] referenced;
     /** Per class, the clock hand: the index within the class of the next slot it looks at. */
     private final int[] hands;
+    /**
+     * The recency list over RESIDENT slots (all classes), most recent at {@link #lruHead}: each
+     * slot's neighbours, {@link #NONE} at the ends and for slots not on the list. Publish and
+     * {@link #pinUse} move a slot to the head; retiring unlinks it. Exact, O(1) per operation.
+     */
+    private final int[] lruPrev;
+    private final int[] lruNext;
+    private int lruHead = NONE;
+    private int lruTail = NONE;
     private long freeBytes;
     private long reservedBytes;
     private long usedBytes;
@@ -113,6 +126,10 @@ final class SlotTable {
         this.imageIds = new long[slots];
         this.referenced = new byte[slots];
         this.hands = new int[classes];
+        this.lruPrev = new int[slots];
+        this.lruNext = new int[slots];
+        java.util.Arrays.fill(lruPrev, NONE);
+        java.util.Arrays.fill(lruNext, NONE);
         this.capacityBytes = capacity;
         this.freeBytes = capacity;
         this.reservedBudgetBytes = reservedBudgetBytes;
@@ -193,6 +210,7 @@ final class SlotTable {
             int bytes = classSlotBytes[classOf(slot)];
             states[slot] = RESIDENT;
             referenced[slot] = 1;
+            linkAtHead(slot);
             reservedBytes -= bytes;
             usedBytes += bytes;
             residentImages++;
@@ -220,7 +238,28 @@ final class SlotTable {
             if (states[slot] != RESIDENT || imageIds[slot] != imageId) return false;
             if (leases[slot]++ == 0) leasedBytes += classSlotBytes[classOf(slot)];
             leaseCount++;
-            if (use) referenced[slot] = 1;
+            if (use) {
+                referenced[slot] = 1;
+                unlink(slot);
+                linkAtHead(slot);
+            }
+            return true;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Marks resident image {@code imageId} used without leasing it: to the head of the recency
+     * list, and passed over once by the clock hand. False when the slot no longer holds it.
+     */
+    boolean touch(int slot, long imageId) {
+        lock.lock();
+        try {
+            if (states[slot] != RESIDENT || imageIds[slot] != imageId) return false;
+            referenced[slot] = 1;
+            unlink(slot);
+            linkAtHead(slot);
             return true;
         } finally {
             lock.unlock();
@@ -312,6 +351,7 @@ final class SlotTable {
         try {
             expect(slot, imageId, RESIDENT);
             int bytes = classSlotBytes[classOf(slot)];
+            unlink(slot);
             usedBytes -= bytes;
             residentImages--;
             if (leases[slot] == 0) {
@@ -346,6 +386,49 @@ final class SlotTable {
             leaseCount++;
             retire(slot, imageId);
             return true;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * The least recently used RESIDENT image (published or {@link #pinUse}d longest ago) among the
+     * {@code maxSlots} least recent ones that is of class {@code classIndex} ({@code -1}: any class)
+     * and, when {@code unleasedOnly}, holds no lease. Empty when none of those qualifies. A hint,
+     * as {@link #clockVictim}: the caller removes the image only if its index still maps it.
+     */
+    Optional<ClockVictim> leastRecent(int classIndex, boolean unleasedOnly, int maxSlots) {
+        lock.lock();
+        try {
+            int slot = lruTail;
+            for (int i = 0; i < maxSlots && slot != NONE; i++, slot = lruPrev[slot]) {
+                if (classIndex >= 0 && classOf(slot) != classIndex) continue;
+                if (unleasedOnly && leases[slot] > 0) continue;
+                return Optional.of(new ClockVictim(slot, imageIds[slot]));
+            }
+            return Optional.empty();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Bytes of RESIDENT images (the index's weight). */
+    long usedBytes() {
+        lock.lock();
+        try {
+            return usedBytes;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** The RESIDENT slots from least to most recently used, for tests. */
+    List<Integer> recencyOrder() {
+        lock.lock();
+        try {
+            List<Integer> out = new java.util.ArrayList<>();
+            for (int slot = lruTail; slot != NONE; slot = lruPrev[slot]) out.add(slot);
+            return out;
         } finally {
             lock.unlock();
         }
@@ -389,6 +472,27 @@ final class SlotTable {
         } finally {
             lock.unlock();
         }
+    }
+
+    // @GuardedBy("lock")
+    private void linkAtHead(int slot) {
+        lruPrev[slot] = NONE;
+        lruNext[slot] = lruHead;
+        if (lruHead != NONE) lruPrev[lruHead] = slot;
+        lruHead = slot;
+        if (lruTail == NONE) lruTail = slot;
+    }
+
+    // @GuardedBy("lock")
+    private void unlink(int slot) {
+        int prev = lruPrev[slot];
+        int next = lruNext[slot];
+        if (prev != NONE) lruNext[prev] = next;
+        else if (lruHead == slot) lruHead = next;
+        if (next != NONE) lruPrev[next] = prev;
+        else if (lruTail == slot) lruTail = prev;
+        lruPrev[slot] = NONE;
+        lruNext[slot] = NONE;
     }
 
     // @GuardedBy("lock")

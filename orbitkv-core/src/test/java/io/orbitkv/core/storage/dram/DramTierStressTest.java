@@ -6,7 +6,8 @@ import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.testkit.StressTest;
 import io.orbitkv.testkit.TestSeed;
-import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.nio.file.Path;
@@ -57,15 +58,16 @@ class DramTierStressTest {
     private final AtomicLong commits = new AtomicLong();
     private final AtomicLong fulls = new AtomicLong();
 
-    @Test
-    void concurrentPublishLeaseEvictReleaseKeepsBytesAndLeasesBalanced() throws Exception {
+    @ParameterizedTest
+    @EnumSource(DramEviction.class)
+    void concurrentPublishLeaseEvictReleaseKeepsBytesAndLeasesBalanced(DramEviction eviction) throws Exception {
         long seed = TestSeed.get();
-        System.out.println("DramTierStressTest " + TestSeed.describe());
+        System.out.println("DramTierStressTest " + TestSeed.describe() + " eviction=" + eviction);
         // Each operation commits at most one image, and each removal follows its own insert.
         ResidencyStream stream = new ResidencyStream(2 * THREADS * OPS_PER_THREAD);
         SimpleMeterRegistry registry = new SimpleMeterRegistry();
         DramTierConfig config = new DramTierConfig(dir, "stress",
-                List.of(new SizeClass(K4, 64), new SizeClass(K16, 32)), 128 * 1024, 256 * 1024, 64);
+                List.of(new SizeClass(K4, 64), new SizeClass(K16, 32)), 128 * 1024, 256 * 1024, 64, eviction);
 
         try (DramTier tier = DramTier.open(config, stream, registry);
              ExecutorService pool = Executors.newFixedThreadPool(THREADS)) {

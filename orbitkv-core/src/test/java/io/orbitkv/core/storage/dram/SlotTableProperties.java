@@ -98,6 +98,8 @@ class SlotTableProperties {
         assertThat(u.leases()).isEqualTo(m.leases.values().stream().mapToLong(Integer::longValue).sum());
         assertThat(u.leasedBytes()).isEqualTo(m.leases.keySet().stream().mapToLong(m.table::slotBytes).sum());
         assertThat(u.residentImages()).isEqualTo(m.resident.size());
+        assertThat(m.table.recencyOrder()).as("the recency list holds exactly the resident slots")
+                .doesNotHaveDuplicates().containsExactlyInAnyOrderElementsOf(m.resident.keySet());
     }
 
     static void liveSlotsDoNotOverlap(Model m) {
