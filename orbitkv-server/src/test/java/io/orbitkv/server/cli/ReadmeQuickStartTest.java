@@ -48,7 +48,7 @@ class ReadmeQuickStartTest {
                 .isEmpty();
         assertThat(run.stepsOutput()).contains("restored 4 pages: bytes equal", "bytes equal: true");
         assertThat(run.managerExit()).as("the Manager's exit status after Ctrl-C; output:%n%s", all).isZero();
-        assertThat(run.managerOutput()).contains("orbitkv manager: stopped in ");
+        assertThat(run.managerOutput()).contains("daemon: stopped in ");
     }
 
     @Test
