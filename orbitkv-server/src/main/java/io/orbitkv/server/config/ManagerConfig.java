@@ -228,8 +228,17 @@ public record ManagerConfig(
         DramTierConfig dram = new DramTierConfig(dramDir, arenaName, classes, stagingBytes, capacity / 8,
                 DramTierConfig.DEFAULT_PRESSURE_SCAN_ENTRIES, eviction);
         long fileBytes = ssdBytes / ssdFiles / 4096 * 4096;
-        SsdConfig ssd = SsdConfig.of(ssdDir).withFiles(ssdFiles, fileBytes)
-                .withMaxPayloadBytes(slotBytes.getLast()).withIo(ssdIoThreads, 256)
+        long largestExtent = io.orbitkv.core.storage.ssd.ExtentLayout.footprintBytes(slotBytes.getLast());
+        if (largestExtent > fileBytes) {
+            throw new IllegalArgumentException("ssdBytes " + ByteSize.format(ssdBytes) + " over ssdFiles " + ssdFiles
+                    + " gives ring files of " + ByteSize.format(fileBytes) + ", too small for one page of the largest"
+                    + " dramSlotBytes class (" + ByteSize.format(slotBytes.getLast()) + " + its extent header): raise"
+                    + " ssdBytes, or lower ssdFiles or the largest slot");
+        }
+        // the payload bound first: a ring file is checked against it, and the default (2 MiB) would
+        // refuse a small file that the configured slots fit
+        SsdConfig ssd = SsdConfig.of(ssdDir).withMaxPayloadBytes(slotBytes.getLast()).withFiles(ssdFiles, fileBytes)
+                .withIo(ssdIoThreads, 256)
                 .withBufferedFallback(bufferedFallback).withReadPath(readPath);
         PublishConfig d = PublishConfig.defaults(policy);
         PublishConfig publish = new PublishConfig(d.sealQueueBytes(), d.sealQueueEntries(), policy, writeBytesPerSecond,

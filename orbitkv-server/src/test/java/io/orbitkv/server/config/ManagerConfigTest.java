@@ -59,6 +59,16 @@ class ManagerConfigTest {
     }
 
     @Test
+    void aSmallSsdStoreIsAcceptedWhenTheConfiguredSlotsFitItsFiles() {
+        // 4 files of 512 KiB hold 64 KiB pages; only the default 2 MiB slot would not fit
+        ManagerConfig c = ManagerConfig.defaults().withOverrides(Map.of("dramSlotBytes", "64k", "ssdBytes", "2m"));
+        assertThat(c.storeConfig().ssd().maxPayloadBytes()).isEqualTo(64 * 1024);
+        assertThat(c.storeConfig().ssd().fileSizeBytes()).isEqualTo(512 * 1024);
+        assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("ssdBytes", "2m")))
+                .hasMessageContaining("ssdBytes");
+    }
+
+    @Test
     void dramEvictionDefaultsToWTinyLfuAndReachesTheDramTier() {
         ManagerConfig c = ManagerConfig.defaults();
         assertThat(c.dramEviction()).isEqualTo(io.orbitkv.core.storage.dram.DramEviction.W_TINY_LFU);
