@@ -24,6 +24,14 @@ import org.msgpack.core.MessagePack;
  */
 public final class KvEventCodec {
 
+    static {
+        // msgpack-core's default buffer reads arrays through sun.misc.Unsafe, which JDK 25 warns
+        // about on stderr at first use; its "universal" buffer goes through ByteBuffer instead.
+        // A batch is at most ~40 KiB every 2 ms, so the difference in speed does not matter here.
+        // Set before msgpack's MessageBuffer is first initialised (this class is its only user).
+        System.getProperties().putIfAbsent("msgpack.universal-buffer", "true");
+    }
+
     private KvEventCodec() {
     }
 

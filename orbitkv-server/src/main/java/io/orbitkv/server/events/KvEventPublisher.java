@@ -169,10 +169,18 @@ public final class KvEventPublisher implements PublishObserver, AutoCloseable {
 
     /** Binds the endpoints (failing with the endpoint named) and starts publishing. */
     public static KvEventPublisher start(Settings settings, ResidencyStream stream, MeterRegistry registry) {
-        KvEventPublisher p = new KvEventPublisher(Objects.requireNonNull(settings, "settings"),
-                Objects.requireNonNull(stream, "stream"), Objects.requireNonNull(registry, "registry"));
+        KvEventPublisher p = bind(settings, stream, registry);
         p.thread.start();
         return p;
+    }
+
+    /**
+     * Binds the endpoints without starting the thread: the caller becomes the owning thread and
+     * drives {@link #round} and {@link #serveReplays} itself (tests).
+     */
+    static KvEventPublisher bind(Settings settings, ResidencyStream stream, MeterRegistry registry) {
+        return new KvEventPublisher(Objects.requireNonNull(settings, "settings"),
+                Objects.requireNonNull(stream, "stream"), Objects.requireNonNull(registry, "registry"));
     }
 
     // ---- PublishObserver (session threads) --------------------------------------------------
@@ -209,7 +217,7 @@ public final class KvEventPublisher implements PublishObserver, AutoCloseable {
     }
 
     /** One round: registrations, then at most one read of the residency stream, then one batch per topic. */
-    private void round() {
+    void round() {
         Map<String, List<KvEvent>> pending = new LinkedHashMap<>();
         for (String instance; (instance = registrations.poll()) != null; ) open(instance, pending);
         ResidencyStream.Batch read = stream.readFrom(nextResidency, settings.maxEventsPerRound());
@@ -282,7 +290,7 @@ public final class KvEventPublisher implements PublishObserver, AutoCloseable {
      * the answer is every kept batch of that topic with sequence ≥ start_seq as
      * {@code [identity, "", seq, payload]}, then {@code [identity, "", -1, ""]}.
      */
-    private void serveReplays() {
+    void serveReplays() {
         for (int i = 0; i < REPLAY_REQUESTS_PER_ROUND; i++) {
             ZMsg msg = ZMsg.recvMsg(router, ZMQ.DONTWAIT);
             if (msg == null) return;
@@ -325,7 +333,7 @@ public final class KvEventPublisher implements PublishObserver, AutoCloseable {
     public void close() {
         running = false;
         try {
-            thread.join(TimeUnit.SECONDS.toMillis(5));
+            if (thread.isAlive()) thread.join(TimeUnit.SECONDS.toMillis(5));
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }

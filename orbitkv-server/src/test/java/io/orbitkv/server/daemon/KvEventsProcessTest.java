@@ -180,6 +180,11 @@ class KvEventsProcessTest {
             assertThat(sub.waitFor(30, TimeUnit.SECONDS)).isTrue();
             reader.join(Duration.ofSeconds(10));
             assertThat(sub.exitValue()).as("subscriber exit; stderr: %s", stderr(dir)).isZero();
+            assertThat(manager.metric("orbitkv_kv_events_dropped_total")).isZero();
+            assertThat(manager.metric("orbitkv_kv_events_unnamed_total")).isZero();
+            assertThat(manager.terminate()).as("exit status after SIGTERM").isZero();
+            assertThat(manager.stderrText()).as("Manager stderr")
+                    .contains("closed the KV event endpoints " + pub).doesNotContain("Unsafe", "Exception");
         }
     }
 
