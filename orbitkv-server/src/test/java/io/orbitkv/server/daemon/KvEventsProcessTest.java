@@ -141,12 +141,14 @@ class KvEventsProcessTest {
                 }
 
                 // wait until the subscriber has seen every store, and as many CPU removals as DRAM evicted
+                long publishedNanos = System.nanoTime();
                 await().atMost(Duration.ofSeconds(60)).pollInterval(Duration.ofMillis(20)).untilAsserted(() -> {
                     assertThat(sub.isAlive()).as("subscriber alive; stderr: %s", stderr(dir)).isTrue();
                     View v = View.of(lines);
                     assertThat(v.storedCpu).isEqualTo(published);
                     assertThat((double) v.removedCpuCount()).isEqualTo(metricSum(manager, "orbitkv_dram_evictions_total"));
                 });
+                long seenMillis = (System.nanoTime() - publishedNanos) / 1_000_000;
                 double evictions = metricSum(manager, "orbitkv_dram_evictions_total");
                 assertThat(evictions).as("the DRAM tier evicted").isGreaterThanOrEqualTo(400 - 256);
 
@@ -165,6 +167,15 @@ class KvEventsProcessTest {
                 assertThat(v.firstStored.get("block_size").asInt()).isEqualTo(PAGE_TOKENS);
                 assertThat(v.firstStored.get("parent").isNull()).isTrue();
                 assertThat(v.firstStored.get("tokens").isEmpty()).isTrue();
+                double nowSeconds = System.currentTimeMillis() / 1000.0;
+                for (List<JsonNode> batches : v.batches.values()) {
+                    for (JsonNode b : batches) assertThat(b.get("ts").asDouble()).isBetween(nowSeconds - 120, nowSeconds + 1);
+                }
+                System.out.printf("kv-events: %d batches, %d CPU stores, %d CPU removals (= %.0f DRAM evictions), "
+                        + "%d replayed to repair gaps; all seen %d ms after the last publish returned%n",
+                        v.batches.values().stream().mapToInt(List::size).sum(),
+                        v.storedCpu.values().stream().mapToInt(Set::size).sum(), v.removedCpuCount(), evictions,
+                        lines.stream().filter(l -> l.path("replayed").asBoolean()).count(), seenMillis);
 
                 // an explicit replay from 0 returns every batch of each topic, byte-identical
                 int before = lines.size();
