@@ -42,9 +42,10 @@ import org.zeromq.ZMsg;
  * the bounded {@link ResidencyStream} ring whatever happens here, a registration is
  * {@code offer}ed to a bounded queue, and PUB sends never block (ZeroMQ drops at the high-water
  * mark, per subscriber). Whatever is lost on the Manager's side is counted
- * ({@code orbitkv_kv_events_dropped_total}) and answered with {@code AllBlocksCleared} on every
- * open topic, so a subscriber forgets rather than keeps blocks it can no longer be told about
- * (a router then misses hits; it never routes to a block that is gone). Per topic, sequence
+ * ({@code orbitkv_kv_events_dropped_total}): lost residency changes are answered with
+ * {@code AllBlocksCleared} on every open topic, so a subscriber forgets rather than keeps blocks it
+ * can no longer be told about (a router then misses hits; it never routes to a block that is
+ * gone); a lost registration costs nothing, since a topic is also opened at its first event. Per topic, sequence
  * numbers start at 0 and have no gaps; a subscriber that sees one lost batches between the
  * publisher and itself and can ask for a replay.
  *
