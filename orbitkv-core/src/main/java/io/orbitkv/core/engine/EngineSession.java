@@ -72,6 +72,8 @@ final class EngineSession implements ChannelSession, OperationHost {
     private Phase phase = Phase.CONNECTED;
     private ErrorCode closedCode = ErrorCode.SHUTTING_DOWN;
     private SessionScope scope;
+    /** The instance id of REGISTER; set with {@link #scope}. */
+    private String instanceId;
     private long nextReservationId = 1;
     private int nextRegionId;
     /** REGISTER_REGIONs between their bound check and their insertion (the file is opened unlocked). */
@@ -122,8 +124,10 @@ final class EngineSession implements ChannelSession, OperationHost {
                 synchronized (lock) {
                     if (phase == Phase.CLOSED) yield new Reply.Error(closedCode, "the session closed while registering");
                     scope = admitted;
+                    instanceId = r.instanceId();
                     phase = Phase.REGISTERED;
                 }
+                core.publishObserver().onRegistered(r.instanceId(), r.namespace());
                 yield new Reply.Registered(incarnationId, r.epoch(), core.limits(), core.arenaFiles());
             }
         };
@@ -348,6 +352,8 @@ final class EngineSession implements ChannelSession, OperationHost {
                     long id = nextReservationId++;
                     reservations.put(id, res);
                     core.metrics().reservations.incrementAndGet();
+                    core.publishObserver().onReserved(instanceId, key, p.form(), p.name().get(0),
+                            scope.namespace().pageTokens());
                     yield new Reply.Granted(id, res.slotRef().classIndex(), res.slotRef().offsetBytes());
                 }
                 case ReserveResult.AlreadyResident ignored -> new Reply.Refused(Refusal.ALREADY_RESIDENT);

@@ -70,6 +70,8 @@ public final class ManagerCore implements AutoCloseable {
     private final InstanceTable instances;
     private volatile boolean shuttingDown;
 
+    private volatile PublishObserver publishObserver = PublishObserver.NONE;
+
     /**
      * @param store      the tiers; opened and closed by the caller, which closes it after this
      * @param namespaces the table the store was opened with (DRAM id ↔ SSD digest)
@@ -185,6 +187,18 @@ public final class ManagerCore implements AutoCloseable {
     /** The Manager's monotonic clock, as given to the constructor (nanoseconds). */
     long nanoTime() {
         return nanoClock.getAsLong();
+    }
+
+    /**
+     * Sets who learns the names engines give their pages ({@link PublishObserver}); set once by
+     * the daemon before the channel accepts connections. Volatile: session threads read it.
+     */
+    public void observePublishes(PublishObserver observer) {
+        publishObserver = Objects.requireNonNull(observer, "observer");
+    }
+
+    PublishObserver publishObserver() {
+        return publishObserver;
     }
 
     /** A snapshot for {@code /status}. */

@@ -73,6 +73,7 @@ import java.util.function.BiConsumer;
  * @param publishQuarantineMillis how long a closed or fenced session's unsealed publish slots are held
  *                               before they are freed (protocol §9.6); 0 frees them at once
  * @param cluster                etcd membership, cluster endpoint and catalog; single-node when no etcd is set
+ * @param kvEvents               the KV event publisher ({@code docs/kv-events.md}); off unless an endpoint is set
  */
 public record ManagerConfig(
         Path dramDir,
@@ -103,7 +104,45 @@ public record ManagerConfig(
         int outboundQueueFrames,
         long drainTimeoutMillis,
         long publishQuarantineMillis,
-        ClusterConfig cluster) {
+        ClusterConfig cluster,
+        KvEvents kvEvents) {
+
+    /**
+     * KV placement events in vLLM's format ({@code docs/kv-events.md}).
+     *
+     * @param endpoint       ZeroMQ PUB bind address {@code tcp://host:port}; empty = off (the default)
+     * @param replayEndpoint ZeroMQ ROUTER bind address for replay requests; empty = no replay
+     * @param replayBatches  recent batches kept for replay
+     * @param namedBlocks    engine block names kept to translate keys back into block hashes
+     */
+    public record KvEvents(String endpoint, String replayEndpoint, int replayBatches, int namedBlocks) {
+        /** Off, with vLLM's replay depth (10,000 batches) and 262,144 names (about 40 MiB at most). */
+        public static final KvEvents OFF = new KvEvents("", "", 10_000, 262_144);
+
+        public KvEvents {
+            Objects.requireNonNull(endpoint, "kvEventsEndpoint");
+            Objects.requireNonNull(replayEndpoint, "kvEventsReplayEndpoint");
+            if (endpoint.isEmpty() && !replayEndpoint.isEmpty()) {
+                throw new IllegalArgumentException("kvEventsReplayEndpoint needs kvEventsEndpoint");
+            }
+            // validates the endpoints (fields are not assigned yet in a compact constructor: pass the parameters)
+            if (!endpoint.isEmpty()) {
+                new io.orbitkv.server.events.KvEventPublisher.Settings(endpoint, replayEndpoint, replayBatches, namedBlocks, 1024);
+            } else if (replayBatches < 1 || namedBlocks < 1) {
+                throw new IllegalArgumentException("kvEventsReplayBatches and kvEventsNamedBlocks must be >= 1");
+            }
+        }
+
+        public boolean enabled() {
+            return !endpoint.isEmpty();
+        }
+
+        /** The publisher's settings (validates the endpoints). */
+        public io.orbitkv.server.events.KvEventPublisher.Settings settings() {
+            return new io.orbitkv.server.events.KvEventPublisher.Settings(endpoint, replayEndpoint, replayBatches,
+                    namedBlocks, 1024);
+        }
+    }
 
     /** Default working directory of a Manager, relative to where it starts. */
     public static final Path VAR_DIR = Path.of("var", "orbitkv");
@@ -132,6 +171,7 @@ public record ManagerConfig(
         Objects.requireNonNull(readyFile, "readyFile");
         Objects.requireNonNull(limits, "limits");
         Objects.requireNonNull(cluster, "cluster");
+        Objects.requireNonNull(kvEvents, "kvEvents");
         if (!socketMode.equals("0600") && !socketMode.equals("0660")) {
             throw new IllegalArgumentException("socketMode must be 0600 or 0660: " + socketMode);
         }
@@ -187,7 +227,7 @@ public record ManagerConfig(
                 defaultReadyFile(ssd), ProtocolLimits.DEFAULTS, 1024, 10_000,
                 java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(
                         io.orbitkv.core.engine.ManagerBounds.DEFAULTS.publishQuarantineNanos()),
-                ClusterConfig.SINGLE_NODE);
+                ClusterConfig.SINGLE_NODE, KvEvents.OFF);
     }
 
     /** The tiered store this configuration describes. */
@@ -373,7 +413,15 @@ public record ManagerConfig(
                 new Key("clusterTlsCa", "CA bundle peers must chain to (PEM)", (b, v) -> b.clusterTlsCa = Optional.of(path(v))),
                 new Key("clusterLeaseTtlMillis", "etcd lease TTL, ms (>= 2000)", (b, v) -> b.clusterLeaseTtlMillis = size(v)),
                 new Key("clusterLookupTimeoutMillis", "catalog lookup batch deadline, ms",
-                        (b, v) -> b.clusterLookupTimeoutMillis = size(v)));
+                        (b, v) -> b.clusterLookupTimeoutMillis = size(v)),
+                new Key("kvEventsEndpoint", "KV events PUB address tcp://host:port; empty = off",
+                        (b, v) -> b.kvEventsEndpoint = text(v).strip()),
+                new Key("kvEventsReplayEndpoint", "KV events replay ROUTER address tcp://host:port; empty = none",
+                        (b, v) -> b.kvEventsReplayEndpoint = text(v).strip()),
+                new Key("kvEventsReplayBatches", "KV event batches kept for replay",
+                        (b, v) -> b.kvEventsReplayBatches = integer(v)),
+                new Key("kvEventsNamedBlocks", "engine block names kept for KV events",
+                        (b, v) -> b.kvEventsNamedBlocks = integer(v)));
         Map<String, Key> map = new LinkedHashMap<>();
         for (Key k : list) map.put(k.name(), k);
         return java.util.Collections.unmodifiableMap(map);
@@ -465,6 +513,10 @@ public record ManagerConfig(
         Optional<Path> clusterTlsCa;
         long clusterLeaseTtlMillis;
         long clusterLookupTimeoutMillis;
+        String kvEventsEndpoint;
+        String kvEventsReplayEndpoint;
+        int kvEventsReplayBatches;
+        int kvEventsNamedBlocks;
 
         private Builder(ManagerConfig c) {
             dramDir = c.dramDir;
@@ -511,6 +563,10 @@ public record ManagerConfig(
             clusterTlsCa = k.tlsCa();
             clusterLeaseTtlMillis = k.leaseTtlMillis();
             clusterLookupTimeoutMillis = k.lookupTimeoutMillis();
+            kvEventsEndpoint = c.kvEvents.endpoint();
+            kvEventsReplayEndpoint = c.kvEvents.replayEndpoint();
+            kvEventsReplayBatches = c.kvEvents.replayBatches();
+            kvEventsNamedBlocks = c.kvEvents.namedBlocks();
         }
 
         private ManagerConfig build() {
@@ -522,7 +578,8 @@ public record ManagerConfig(
                     httpPort, readyFile, l,
                     outboundQueueFrames, drainTimeoutMillis, publishQuarantineMillis,
                     new ClusterConfig(etcd, nodeId, clusterId, clusterListen, clusterTokenFile, clusterTlsCert,
-                            clusterTlsKey, clusterTlsCa, clusterLeaseTtlMillis, clusterLookupTimeoutMillis, clusterDataListen));
+                            clusterTlsKey, clusterTlsCa, clusterLeaseTtlMillis, clusterLookupTimeoutMillis, clusterDataListen),
+                    new KvEvents(kvEventsEndpoint, kvEventsReplayEndpoint, kvEventsReplayBatches, kvEventsNamedBlocks));
         }
     }
 }

@@ -15,6 +15,7 @@ import io.orbitkv.server.channel.ChannelServer;
 import io.orbitkv.server.cluster.ClusterNode;
 import io.orbitkv.server.cluster.ClusterSecurity;
 import io.orbitkv.server.config.ManagerConfig;
+import io.orbitkv.server.events.KvEventPublisher;
 import io.orbitkv.server.http.ManagerRegistry;
 import io.orbitkv.server.http.StatusHistory;
 import io.orbitkv.server.http.StatusServer;
@@ -81,12 +82,13 @@ public final class ManagerDaemon implements AutoCloseable {
     private final Optional<ClusterPeers> peers;
     private final Optional<ClusterNode> cluster;
     private final StatusHistory history;
+    private final Optional<KvEventPublisher> kvEvents;
     private final String readyLine;
     private boolean closed;
 
     private ManagerDaemon(ManagerConfig config, StoreLock lock, StoreLock dramLock, TieredStore store,
                           ManagerCore core, ChannelServer channel, StatusServer http, Optional<ClusterPeers> peers,
-                          StatusHistory history) {
+                          StatusHistory history, Optional<KvEventPublisher> kvEvents) {
         this.config = config;
         this.lock = lock;
         this.dramLock = dramLock;
@@ -97,6 +99,7 @@ public final class ManagerDaemon implements AutoCloseable {
         this.peers = peers;
         this.cluster = peers.map(ClusterPeers::node);
         this.history = history;
+        this.kvEvents = kvEvents;
         this.readyLine = "orbitkv manager ready socket=" + channel.socketPath().toAbsolutePath()
                 + " http=" + http.address() + cluster.map(c -> " " + c.readyFragment()).orElse("")
                 + " pid=" + ProcessHandle.current().pid();
@@ -138,6 +141,7 @@ public final class ManagerDaemon implements AutoCloseable {
         ChannelServer channel = null;
         ClusterPeers peers = null;
         StatusHistory history = null;
+        KvEventPublisher kvEvents = null;
         try {
             NamespaceTable namespaces = new NamespaceTable(NAMESPACES);
             // ORBITKV_COST_OBSERVATIONS=1 turns cost observations on; ORBITKV_COST_SELECTION=1 and
@@ -153,6 +157,11 @@ public final class ManagerDaemon implements AutoCloseable {
             }
             RemotePages remote = peers == null ? RemotePages.NONE : peers.routes();
             core = new ManagerCore(store, namespaces, config.limits(), config.coreBounds(), registry, System::nanoTime, remote);
+            // KV events before the channel accepts: every REGISTER and publish of this run is named
+            if (config.kvEvents().enabled()) {
+                kvEvents = KvEventPublisher.start(config.kvEvents().settings(), store.residency(), registry);
+                core.observePublishes(kvEvents);
+            }
             channel = ChannelServer.start(new ChannelServer.Settings(config.socket(), config.socketMode(),
                     config.limits(), config.outboundQueueFrames(), Duration.ofMillis(config.drainTimeoutMillis())),
                     core::openSession, registry);
@@ -172,9 +181,10 @@ public final class ManagerDaemon implements AutoCloseable {
                 return body;
             });
             return new Startup.Started(new ManagerDaemon(config, lock, dramLock, store, core, channel, http,
-                    Optional.ofNullable(peers), history));
+                    Optional.ofNullable(peers), history, Optional.ofNullable(kvEvents)));
         } catch (IOException | RuntimeException e) {
             if (history != null) history.close();
+            if (kvEvents != null) kvEvents.close();
             if (peers != null) peers.close();
             if (channel != null) channel.close();
             if (core != null) core.close();
@@ -266,6 +276,7 @@ public final class ManagerDaemon implements AutoCloseable {
             http.close();
             history.close();
         });
+        kvEvents.ifPresent(k -> step("closed the KV event endpoints " + config.kvEvents().endpoint(), k::close));
         step("closed the Manager logic", core::close);
         step("closed the tiers (SSD work drained, arena files removed)", store::close);
         step("removed " + config.readyFile(), () -> Files.deleteIfExists(config.readyFile()));

@@ -69,6 +69,23 @@ class ManagerConfigTest {
     }
 
     @Test
+    void kvEventsAreOffByDefaultAndTheirEndpointsAreChecked() {
+        ManagerConfig c = ManagerConfig.defaults();
+        assertThat(c.kvEvents().enabled()).isFalse();
+        ManagerConfig on = c.withOverrides(Map.of("kvEventsEndpoint", "tcp://127.0.0.1:5557",
+                "kvEventsReplayEndpoint", "tcp://127.0.0.1:5558", "kvEventsReplayBatches", "50"));
+        assertThat(on.kvEvents().enabled()).isTrue();
+        assertThat(on.kvEvents().settings().replayEndpoint()).isEqualTo("tcp://127.0.0.1:5558");
+        assertThat(on.kvEvents().settings().replayBatches()).isEqualTo(50);
+        assertThatThrownBy(() -> c.withOverrides(Map.of("kvEventsEndpoint", "ipc:///tmp/kv")))
+                .isInstanceOf(ConfigException.class).hasMessageContaining("kvEventsEndpoint must be tcp://host:port");
+        assertThatThrownBy(() -> c.withOverrides(Map.of("kvEventsReplayEndpoint", "tcp://127.0.0.1:5558")))
+                .isInstanceOf(ConfigException.class).hasMessageContaining("kvEventsReplayEndpoint needs kvEventsEndpoint");
+        assertThatThrownBy(() -> c.withOverrides(Map.of("kvEventsEndpoint", "tcp://127.0.0.1:5557",
+                "kvEventsNamedBlocks", "0"))).isInstanceOf(ConfigException.class).hasMessageContaining("kvEventsNamedBlocks");
+    }
+
+    @Test
     void dramEvictionDefaultsToWTinyLfuAndReachesTheDramTier() {
         ManagerConfig c = ManagerConfig.defaults();
         assertThat(c.dramEviction()).isEqualTo(io.orbitkv.core.storage.dram.DramEviction.W_TINY_LFU);
