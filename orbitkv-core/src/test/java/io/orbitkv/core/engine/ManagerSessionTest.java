@@ -2,6 +2,7 @@ package io.orbitkv.core.engine;
 
 import io.orbitkv.core.query.RemotePages;
 import io.orbitkv.state.Namespace;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.protocol.CompletionTarget;
 import io.orbitkv.state.protocol.ErrorCode;
@@ -213,6 +214,61 @@ class ManagerSessionTest {
             assertThat(m.store.dram().contains(keysOfA.getFirst())).as("nothing was staged for b").isFalse();
         }
         m.assertNothingHeld();
+    }
+
+    @Test
+    void anotherNamespaceCanNeitherProbeNorPrePublishAClientsKeys() throws IOException {
+        m = ManagerFixture.open(dir);
+        try (Client a = m.register("a", 1, NS, ManagerFixture.FULL); Client b = m.register("b", 1, OTHER, ManagerFixture.FULL)) {
+            byte[] forged = Client.image(99, 0, 0, ManagerFixture.PAGE_BYTES);
+
+            // Probe: a's page 0 is resident; b naming its key by value is answered as if it were absent.
+            assertThat(a.publish(1, 0, 0)).containsExactly(SettleOutcome.SEALED);
+            StateKey page0 = Client.key(NS, 1, 0, 0);
+            assertThat(publishByKey(b, page0, forged)).as("b's publish of a's resident key").isEqualTo(SettleOutcome.SEALED);
+            assertThat(leasedBytes(b, 1, page0)).as("b reads back its own bytes").isEqualTo(forged);
+            b.send(new Request.Release(1));
+
+            // Pre-publish: b publishes a's future page 1 first; a's own publish and query still work.
+            assertThat(publishByKey(b, Client.key(NS, 1, 0, 1), forged)).isEqualTo(SettleOutcome.SEALED);
+            assertThat(a.publish(1, 0, 0, 1)).containsExactly(SettleOutcome.SEALED, SettleOutcome.SEALED);
+            Reply.QueryResult hit = a.queryFull(2, 1, 2);
+            assertThat(hit.hit()).isTrue();
+            assertThat(hit.groups().getFirst().spans().getFirst().pages()).hasSize(2);
+            a.assertBytes(hit, 1);
+            a.send(new Request.Release(2));
+
+            // The SSD copy: b's extent of a's key does not keep a's page off the SSD.
+            StateKey page2 = Client.key(NS, 1, 0, 2);
+            assertThat(publishByKey(b, page2, forged)).isEqualTo(SettleOutcome.SEALED);
+            await().atMost(RecordingSink.WAIT).until(() -> m.store.ssd().contains(page2));
+            m.store.dram().evict(page2);
+            assertThat(a.publish(1, 0, 2)).containsExactly(SettleOutcome.SEALED);
+            NamespaceDigest digestOfA = NamespaceDigest.ofBytes(NS.digest());
+            await().atMost(RecordingSink.WAIT).until(() -> m.store.ssd().contains(page2, digestOfA));
+        }
+        m.assertNothingHeld();
+    }
+
+    /** Publishes {@code key} by value (STATE_KEY form) and returns its commit outcome; the reservation must be granted. */
+    private static SettleOutcome publishByKey(Client c, StateKey key, byte[] bytes) {
+        Reply.Reserved reserved = (Reply.Reserved) c.send(new Request.PublishReserve(List.of(
+                new Request.PublishPage(0, KeyForm.STATE_KEY, Hashes.ofKeys(List.of(key)), bytes.length))));
+        assertThat(reserved.outcomes()).as("reserve of %s", key).singleElement().isInstanceOf(Reply.Granted.class);
+        Reply.Granted granted = (Reply.Granted) reserved.outcomes().getFirst();
+        c.write(granted, bytes);
+        return ((Reply.Committed) c.send(new Request.PublishCommit(List.of(granted.reservationId())))).outcomes().getFirst();
+    }
+
+    /** Queries one page by value (HOST_READY) as operation {@code op} and returns the leased bytes. */
+    private static byte[] leasedBytes(Client c, long op, StateKey key) {
+        Reply.QueryResult r = (Reply.QueryResult) c.send(new Request.Query(op, 0, CompletionTarget.HOST_READY,
+                ManagerFixture.PAGE_TOKENS + 1, 0, List.of(new Request.QueryGroup(0, KeyForm.STATE_KEY,
+                        Hashes.ofKeys(List.of(key))))));
+        assertThat(r.hit()).as("query of %s", key).isTrue();
+        Reply.PageResult page = r.groups().getFirst().spans().getFirst().pages().getFirst();
+        assertThat(page).isInstanceOf(Reply.Resident.class);
+        return c.read(((Reply.Resident) page).lease());
     }
 
     @Test
