@@ -14,10 +14,12 @@ import io.orbitkv.core.storage.publish.PublishConfig;
 import io.orbitkv.core.storage.publish.SsdAdmissionPolicy;
 import io.orbitkv.core.storage.ssd.ReadPath;
 import io.orbitkv.core.storage.ssd.SsdConfig;
+import io.orbitkv.server.channel.ChannelServer;
 import io.orbitkv.state.protocol.ProtocolLimits;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -70,6 +72,8 @@ import java.util.function.BiConsumer;
  * @param limits                 the engine channel's budgets (sent to clients in REGISTERED)
  * @param outboundQueueFrames    COMPLETION frames queued per connection before events are dropped
  * @param drainTimeoutMillis     how long shutdown waits for sessions and SSD work to drain
+ * @param registerTimeoutMillis  how long a connection may stay unregistered before ERROR REGISTER_TIMEOUT (protocol §9.1)
+ * @param maxUnregisteredConnections connections not yet REGISTERED at once; 0 = {@code maxConnections / 8}, at least 1
  * @param publishQuarantineMillis how long a closed or fenced session's unsealed publish slots are held
  *                               before they are freed (protocol §9.6); 0 frees them at once
  * @param cluster                etcd membership, cluster endpoint and catalog; single-node when no etcd is set
@@ -102,6 +106,8 @@ public record ManagerConfig(
         ProtocolLimits limits,
         int outboundQueueFrames,
         long drainTimeoutMillis,
+        long registerTimeoutMillis,
+        int maxUnregisteredConnections,
         long publishQuarantineMillis,
         ClusterConfig cluster) {
 
@@ -138,6 +144,11 @@ public record ManagerConfig(
         if (httpPort < 0 || httpPort > 65_535) throw new IllegalArgumentException("httpPort must be 0..65535: " + httpPort);
         if (outboundQueueFrames < 1) throw new IllegalArgumentException("outboundQueueFrames must be >= 1");
         if (drainTimeoutMillis < 1) throw new IllegalArgumentException("drainTimeoutMillis must be >= 1");
+        if (registerTimeoutMillis < 1) throw new IllegalArgumentException("registerTimeoutMillis must be >= 1");
+        if (maxUnregisteredConnections < 0 || maxUnregisteredConnections > limits.maxConnections()) {
+            throw new IllegalArgumentException("maxUnregisteredConnections must be in [0, maxConnections = "
+                    + limits.maxConnections() + "] (0 = maxConnections / 8): " + maxUnregisteredConnections);
+        }
         if (publishQuarantineMillis < 0) throw new IllegalArgumentException("publishQuarantineMillis must be >= 0");
         if (ssdFiles < 1) throw new IllegalArgumentException("ssdFiles must be >= 1: " + ssdFiles);
         if (socket.toString().getBytes(java.nio.charset.StandardCharsets.UTF_8).length > 107) {
@@ -185,9 +196,19 @@ public record ManagerConfig(
                 io.orbitkv.core.engine.ManagerBounds.DEFAULTS.maxLeases(),
                 io.orbitkv.core.engine.ManagerBounds.DEFAULTS.restoreCopyThreads(), VAR_DIR.resolve("manager.sock"), "0600", "127.0.0.1", DEFAULT_HTTP_PORT,
                 defaultReadyFile(ssd), ProtocolLimits.DEFAULTS, 1024, 10_000,
+                ChannelServer.Settings.DEFAULT_REGISTER_TIMEOUT.toMillis(), 0,
                 java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(
                         io.orbitkv.core.engine.ManagerBounds.DEFAULTS.publishQuarantineNanos()),
                 ClusterConfig.SINGLE_NODE);
+    }
+
+    /** The engine channel's settings: socket, limits, queues and the registration policy (protocol §9.1). */
+    public ChannelServer.Settings channelSettings() {
+        return new ChannelServer.Settings(socket, socketMode, limits, outboundQueueFrames,
+                Duration.ofMillis(drainTimeoutMillis), Duration.ofMillis(registerTimeoutMillis),
+                maxUnregisteredConnections == 0
+                        ? ChannelServer.Settings.defaultMaxUnregistered(limits.maxConnections())
+                        : maxUnregisteredConnections);
     }
 
     /** The tiered store this configuration describes. */
@@ -358,6 +379,10 @@ public record ManagerConfig(
                 new Key("outboundQueueFrames", "COMPLETION frames queued per connection",
                         (b, v) -> b.outboundQueueFrames = integer(v)),
                 new Key("drainTimeoutMillis", "shutdown drain bound, ms", (b, v) -> b.drainTimeoutMillis = size(v)),
+                new Key("registerTimeoutMillis", "how long a connection may stay unregistered, ms",
+                        (b, v) -> b.registerTimeoutMillis = size(v)),
+                new Key("maxUnregisteredConnections", "connections not yet registered at once; 0 = maxConnections / 8",
+                        (b, v) -> b.maxUnregisteredConnections = integer(v)),
                 new Key("publishQuarantineMillis", "how long a closed session's unsealed publish slots are held, ms",
                         (b, v) -> b.publishQuarantineMillis = size(v)),
                 new Key("etcd", "etcd client URLs, comma-separated; empty = single-node",
@@ -453,6 +478,8 @@ public record ManagerConfig(
         final int[] limits;
         int outboundQueueFrames;
         long drainTimeoutMillis;
+        long registerTimeoutMillis;
+        int maxUnregisteredConnections;
         long publishQuarantineMillis;
         List<String> etcd;
         String nodeId;
@@ -498,6 +525,8 @@ public record ManagerConfig(
                 l.maxReservationsPerConnection(), l.maxRegionsPerConnection()};
             outboundQueueFrames = c.outboundQueueFrames;
             drainTimeoutMillis = c.drainTimeoutMillis;
+            registerTimeoutMillis = c.registerTimeoutMillis;
+            maxUnregisteredConnections = c.maxUnregisteredConnections;
             publishQuarantineMillis = c.publishQuarantineMillis;
             ClusterConfig k = c.cluster;
             etcd = k.etcdEndpoints();
@@ -520,7 +549,8 @@ public record ManagerConfig(
                     ssdFiles, ssdIoThreads, ssdBufferedFallback, ssdReadPath, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
                     ssdWriteQueueBytes, maxInflightStages, maxLeases, restoreCopyThreads, socket, socketMode, httpHost,
                     httpPort, readyFile, l,
-                    outboundQueueFrames, drainTimeoutMillis, publishQuarantineMillis,
+                    outboundQueueFrames, drainTimeoutMillis, registerTimeoutMillis, maxUnregisteredConnections,
+                    publishQuarantineMillis,
                     new ClusterConfig(etcd, nodeId, clusterId, clusterListen, clusterTokenFile, clusterTlsCert,
                             clusterTlsKey, clusterTlsCa, clusterLeaseTtlMillis, clusterLookupTimeoutMillis, clusterDataListen));
         }
