@@ -1,6 +1,8 @@
 package io.orbitkv.core.engine;
 
 import io.orbitkv.core.query.RemotePages;
+import io.orbitkv.core.storage.dram.CommitResult;
+import io.orbitkv.core.storage.dram.Reservation;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
@@ -278,14 +280,51 @@ class ManagerSessionTest {
             Request.PublishReserve page0 = new Request.PublishReserve(List.of(new Request.PublishPage(0,
                     KeyForm.BLOCK_HASH, Hashes.of(List.of(Client.hash(1, 0, 0))), ManagerFixture.PAGE_BYTES)));
             Reply.Granted ga = (Reply.Granted) ((Reply.Reserved) a.send(page0)).outcomes().getFirst();
-            Reply.Granted gb = (Reply.Granted) ((Reply.Reserved) b.send(page0)).outcomes().getFirst();
+            assertThat(((Reply.Reserved) b.send(page0)).outcomes()).as("the same key from another connection, while a publishes it")
+                    .containsExactly(new Reply.Refused(Refusal.ALREADY_RESIDENT));
             a.write(ga, Client.image(1, 0, 0, ManagerFixture.PAGE_BYTES));
-            b.write(gb, Client.image(1, 0, 0, ManagerFixture.PAGE_BYTES));
             assertThat(((Reply.Committed) a.send(new Request.PublishCommit(List.of(ga.reservationId())))).outcomes())
                     .containsExactly(SettleOutcome.SEALED);
+            assertThat(((Reply.Reserved) a.send(page0)).outcomes()).containsExactly(new Reply.Refused(Refusal.ALREADY_RESIDENT));
+
+            // DISCARDED: the key became resident by another path (a staging, a peer read; here the tier itself)
+            // while the engine's reservation was open.
+            Request.PublishReserve page3 = new Request.PublishReserve(List.of(new Request.PublishPage(0,
+                    KeyForm.BLOCK_HASH, Hashes.of(List.of(Client.hash(1, 0, 3))), ManagerFixture.PAGE_BYTES)));
+            Reply.Granted gb = (Reply.Granted) ((Reply.Reserved) b.send(page3)).outcomes().getFirst();
+            int namespaceId = m.namespaces.id(NamespaceDigest.ofBytes(NS.digest())).orElseThrow();
+            Reservation direct = (Reservation) m.store.dram().reserve(Client.key(NS, 1, 0, 3), namespaceId,
+                    ManagerFixture.PAGE_BYTES);
+            assertThat(m.store.dram().commit(direct)).isInstanceOf(CommitResult.Inserted.class);
+            b.write(gb, Client.image(1, 0, 3, ManagerFixture.PAGE_BYTES));
             assertThat(((Reply.Committed) b.send(new Request.PublishCommit(List.of(gb.reservationId(), 999L)))).outcomes())
                     .containsExactly(SettleOutcome.DISCARDED, SettleOutcome.NOT_FOUND);
-            assertThat(((Reply.Reserved) a.send(page0)).outcomes()).containsExactly(new Reply.Refused(Refusal.ALREADY_RESIDENT));
+
+            // One RESERVE naming a key twice: one grant; after its abort the key may be reserved again.
+            Request.PublishPage page4 = new Request.PublishPage(0, KeyForm.BLOCK_HASH,
+                    Hashes.of(List.of(Client.hash(1, 0, 4))), ManagerFixture.PAGE_BYTES);
+            List<Reply.ReserveOutcome> twice = ((Reply.Reserved) b.send(new Request.PublishReserve(List.of(page4, page4))))
+                    .outcomes();
+            assertThat(twice).hasSize(2);
+            assertThat(twice.get(0)).isInstanceOf(Reply.Granted.class);
+            assertThat(twice.get(1)).isEqualTo(new Reply.Refused(Refusal.ALREADY_RESIDENT));
+            assertThat(((Reply.Aborted) b.send(new Request.PublishAbort(List.of(((Reply.Granted) twice.get(0)).reservationId()))))
+                    .outcomes()).containsExactly(SettleOutcome.ABORTED);
+            Reply.Granted again = (Reply.Granted) ((Reply.Reserved) a.send(new Request.PublishReserve(List.of(page4))))
+                    .outcomes().getFirst();
+            a.send(new Request.PublishAbort(List.of(again.reservationId())));
+
+            // A connection that closes with the key reserved gives the key up (its slot goes to the quarantine).
+            Request.PublishReserve page5 = new Request.PublishReserve(List.of(new Request.PublishPage(0,
+                    KeyForm.BLOCK_HASH, Hashes.of(List.of(Client.hash(1, 0, 5))), ManagerFixture.PAGE_BYTES)));
+            try (Client c = m.register("c", 1, NS, ManagerFixture.FULL)) {
+                assertThat(((Reply.Reserved) c.send(page5)).outcomes().getFirst()).isInstanceOf(Reply.Granted.class);
+            }
+            await().atMost(RecordingSink.WAIT).until(() -> {
+                if (!(((Reply.Reserved) a.send(page5)).outcomes().getFirst() instanceof Reply.Granted g)) return false;
+                a.send(new Request.PublishAbort(List.of(g.reservationId())));
+                return true;
+            });
 
             Request.PublishReserve page1 = new Request.PublishReserve(List.of(new Request.PublishPage(0,
                     KeyForm.BLOCK_HASH, Hashes.of(List.of(Client.hash(1, 0, 1))), 100)));
