@@ -323,10 +323,15 @@ public record ManagerConfig(
         }
     }
 
-    /** Where the ready line goes unless {@code readyFile} is set: next to the SSD directory. */
+    /**
+     * Where the ready line goes unless {@code readyFile} is set: inside the SSD directory, next to
+     * {@link #LOCK_FILE}. That directory belongs to one Manager at a time (the lock), so two
+     * Managers never share a default ready file; next to the directory, two stores under one
+     * parent ({@code /data/a} and {@code /data/b}) shared {@code /data/manager.ready} and each
+     * Manager's stop removed the other's line.
+     */
     static Path defaultReadyFile(Path ssdDir) {
-        Path parent = ssdDir.normalize().getParent();
-        return parent == null ? Path.of("manager.ready") : parent.resolve("manager.ready");
+        return ssdDir.normalize().resolve("manager.ready");
     }
 
     /** One configuration key: its name, what it means (for errors and docs) and how it is set. */

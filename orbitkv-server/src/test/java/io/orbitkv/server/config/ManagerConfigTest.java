@@ -51,11 +51,23 @@ class ManagerConfigTest {
         assertThat(c.ssdPolicy()).isEqualTo(new SsdAdmissionPolicy.ReuseAware(3));
         assertThat(c.limits().maxConnections()).isEqualTo(8);
         assertThat(c.dramSlotBytes()).containsExactly(64 << 10, 2 << 20);
-        assertThat(c.readyFile()).isEqualTo(dir.resolve("manager.ready").toAbsolutePath());
+        assertThat(c.readyFile()).isEqualTo(dir.resolve("ssd").resolve("manager.ready").toAbsolutePath());
         assertThat(c.storeConfig().dram().sizeClasses()).hasSize(2);
         assertThat(c.storeConfig().ssd().readPath()).isEqualTo(io.orbitkv.core.storage.ssd.ReadPath.AUTO);
         assertThat(c.withOverrides(Map.of("ssdReadPath", "uring")).storeConfig().ssd().readPath())
                 .isEqualTo(io.orbitkv.core.storage.ssd.ReadPath.URING);
+    }
+
+    @Test
+    void twoStoresUnderOneParentHaveDifferentDefaultReadyFiles() {
+        ManagerConfig a = ManagerConfig.defaults().withOverrides(Map.of("ssdDir", dir.resolve("a").toString()));
+        ManagerConfig b = ManagerConfig.defaults().withOverrides(Map.of("ssdDir", dir.resolve("b").toString()));
+        assertThat(a.readyFile()).isNotEqualTo(b.readyFile());
+        assertThat(a.readyFile().getParent()).as("next to the store's lock file").isEqualTo(a.lockFile().getParent());
+        ManagerConfig explicit = a.withOverrides(Map.of("readyFile", dir.resolve("r").toString(),
+                "ssdDir", dir.resolve("c").toString()));
+        assertThat(explicit.readyFile()).as("a configured ready file stays where it was set")
+                .isEqualTo(dir.resolve("r").toAbsolutePath());
     }
 
     @Test
