@@ -246,6 +246,20 @@ public record ManagerConfig(
             classes.add(new SizeClass(slotBytes.get(i), (int) count));
         }
         long capacity = classes.stream().mapToLong(SizeClass::capacityBytes).sum();
+        // stagingBytes is the DRAM tier's reservation budget (reservedBudgetBytes): checked here so
+        // the message names the keys a user sets, not the tier's internal names.
+        long largestSlot = slotBytes.getLast();
+        if (stagingBytes < largestSlot) {
+            throw new IllegalArgumentException("stagingBytes " + ByteSize.format(stagingBytes) + " (default dramBytes / 8)"
+                    + " must hold one page of the largest dramSlotBytes class (" + ByteSize.format(largestSlot)
+                    + "): raise stagingBytes to at least " + ByteSize.format(largestSlot) + ", or dramBytes to at least "
+                    + ByteSize.format(8 * largestSlot) + " with the default stagingBytes, or lower the largest slot");
+        }
+        if (stagingBytes + capacity / 8 >= capacity) {
+            throw new IllegalArgumentException("stagingBytes " + ByteSize.format(stagingBytes) + " must be below 7/8 of"
+                    + " the DRAM slot capacity (" + ByteSize.format(capacity) + " from dramBytes " + ByteSize.format(dramBytes)
+                    + "; the other eighth is kept for evicted pages still being read): lower stagingBytes or raise dramBytes");
+        }
         DramTierConfig dram = new DramTierConfig(dramDir, arenaName, classes, stagingBytes, capacity / 8,
                 DramTierConfig.DEFAULT_PRESSURE_SCAN_ENTRIES, eviction);
         long fileBytes = ssdBytes / ssdFiles / 4096 * 4096;

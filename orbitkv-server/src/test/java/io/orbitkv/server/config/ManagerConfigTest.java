@@ -59,6 +59,24 @@ class ManagerConfigTest {
     }
 
     @Test
+    void theSmallestDramThatStartsIsDocumentedAndARefusalNamesTheKeysToChange() {
+        // Default slot classes (largest 2m) and stagingBytes = dramBytes / 8: 16m is the smallest.
+        ManagerConfig smallest = ManagerConfig.defaults().withOverrides(Map.of("dramBytes", "16m"));
+        assertThat(smallest.stagingBytes()).isEqualTo(2L << 20);
+        assertThat(smallest.storeConfig().dram().reservedBudgetBytes()).isEqualTo(smallest.stagingBytes());
+        assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("dramBytes", "15m")))
+                .isInstanceOf(ConfigException.class).hasMessageContaining("stagingBytes")
+                .hasMessageContaining("16m").hasMessageNotContaining("reservedBudgetBytes");
+        assertThat(ManagerConfig.defaults().withOverrides(Map.of("dramBytes", "4m", "stagingBytes", "2m")).storeConfig()
+                .dram().reservedBudgetBytes()).as("with stagingBytes set, twice the largest slot starts").isEqualTo(2L << 20);
+        assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("dramBytes", "4m", "stagingBytes", "4m")))
+                .isInstanceOf(ConfigException.class).hasMessageContaining("stagingBytes").hasMessageContaining("7/8")
+                .hasMessageNotContaining("evictedLeasedBudgetBytes");
+        Path doc = Path.of("..", "docs", "operations.md");
+        assertThat(doc).content().contains("smallest `dramBytes` that starts").contains("reservedBudgetBytes");
+    }
+
+    @Test
     void twoStoresUnderOneParentHaveDifferentDefaultReadyFiles() {
         ManagerConfig a = ManagerConfig.defaults().withOverrides(Map.of("ssdDir", dir.resolve("a").toString()));
         ManagerConfig b = ManagerConfig.defaults().withOverrides(Map.of("ssdDir", dir.resolve("b").toString()));
