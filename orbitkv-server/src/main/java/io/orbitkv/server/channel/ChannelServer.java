@@ -296,9 +296,11 @@ public final class ChannelServer implements AutoCloseable {
         long millis = settings.registerTimeout().toMillis();
         String message = "not REGISTERED within the registration deadline (" + millis + " ms)";
         try {
+            // The scheduler thread only hands over: the close writes to the client's socket.
             deadlineTasks.put(c.id(), deadlines.schedule(() -> {
                 deadlineTasks.remove(c.id());
-                c.registerDeadlinePassed(message);
+                Thread.ofVirtual().name("orbitkv-conn-" + c.id() + "-deadline")
+                        .start(() -> c.registerDeadlinePassed(message));
             }, settings.registerTimeout().toNanos(), TimeUnit.NANOSECONDS));
         } catch (RejectedExecutionException e) {
             // Only after close(), which closes every connection itself.

@@ -108,7 +108,20 @@ final class Connection implements EventSink {
         deadlinePassed = true;
         // Under writeLock, which serve() takes to mark a request in hand: either that request's
         // reply sees the flag and closes, or this closes first; never both, never mid-request.
-        writeLock.lock();
+        // The lock is held for longer than a moment only by a write blocked on a client that does
+        // not read its replies: then the socket is closed without the ERROR, which ends that write.
+        boolean locked;
+        try {
+            locked = writeLock.tryLock(100, TimeUnit.MILLISECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return;
+        }
+        if (!locked) {
+            metrics.registerTimeouts.increment();
+            shutdown();
+            return;
+        }
         try {
             if (inHandle || !unregistered.get() || closed.get()) return;
             metrics.registerTimeouts.increment();

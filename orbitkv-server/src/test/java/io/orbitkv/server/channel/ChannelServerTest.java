@@ -309,6 +309,29 @@ class ChannelServerTest {
     }
 
     @Test
+    void anUnregisteredClientThatDoesNotReadItsRepliesIsStillClosedAtTheDeadline() throws Exception {
+        start(4, Duration.ofMillis(500), 2);
+        try (RawClient c = new RawClient(server.socketPath())) {
+            // Requests whose replies are never read: once the socket buffers are full, the server's
+            // write of a reply blocks while holding the connection's write lock.
+            Thread flood = Thread.ofVirtual().start(() -> {
+                try {
+                    for (long id = 1; ; id++) c.send(stats(id));
+                } catch (java.io.UncheckedIOException closed) {
+                    // the server closed the connection: what the test waits for
+                }
+            });
+            await().atMost(Duration.ofSeconds(10))
+                    .until(() -> registry.get("orbitkv.channel.register.timeouts").counter().count() == 1);
+            await().atMost(Duration.ofSeconds(10)).until(() -> server.connections() == 0);
+            assertThat(flood.join(Duration.ofSeconds(10))).as("the flooding client sees the close").isTrue();
+        }
+        try (RawClient engine = new RawClient(server.socketPath())) {
+            assertThat(engine.call(register("e"))).isInstanceOf(Reply.Registered.class);
+        }
+    }
+
+    @Test
     void closeSendsShuttingDownClosesEverySessionAndRemovesTheSocket() throws IOException {
         start(8);
         try (RawClient a = new RawClient(server.socketPath()); RawClient b = new RawClient(server.socketPath())) {
