@@ -105,6 +105,7 @@ class ErrorCode(enum.IntEnum):
     INTERNAL = 12
     STALE_REVISION = 13
     SHUTTING_DOWN = 14
+    REGISTER_TIMEOUT = 15
 
 
 class KeyForm(enum.IntEnum):

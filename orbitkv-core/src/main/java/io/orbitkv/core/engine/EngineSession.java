@@ -160,7 +160,10 @@ final class EngineSession implements ChannelSession, OperationHost {
                 phase = Phase.CLOSED;
                 closedSignal.complete(null);
                 core.sessionClosed(this);
-                for (Reservation res : reservations.values()) core.quarantine(res);
+                for (Reservation res : reservations.values()) {
+                    core.endPublishing(res.namespaceId(), res.key());
+                    core.quarantine(res);
+                }
                 core.metrics().reservations.addAndGet(-reservations.size());
                 reservations.clear();
                 for (QueryOperation op : new ArrayList<>(live.values())) op.stop(false);
@@ -347,7 +350,15 @@ final class EngineSession implements ChannelSession, OperationHost {
             StateKey key = p.form() == KeyForm.BLOCK_HASH
                     ? StateKeys.forBlockHash(scope.digestBytes(), p.groupId(), p.name().get(0))
                     : p.name().key(0);
-            outcomes.add(switch (store().reserve(key, scope.namespaceId(), p.lengthBytes())) {
+            // One publisher per key of a namespace, across connections and within one RESERVE: a
+            // second would write the same immutable page for nothing and be DISCARDED at commit.
+            if (!core.startPublishing(scope.namespaceId(), key)) {
+                outcomes.add(new Reply.Refused(Refusal.ALREADY_RESIDENT));
+                continue;
+            }
+            ReserveResult reserved = store().reserve(key, scope.namespaceId(), p.lengthBytes());
+            if (!(reserved instanceof Reservation)) core.endPublishing(scope.namespaceId(), key);
+            outcomes.add(switch (reserved) {
                 case Reservation res -> {
                     long id = nextReservationId++;
                     reservations.put(id, res);
@@ -387,7 +398,10 @@ final class EngineSession implements ChannelSession, OperationHost {
 
     private Reservation takeReservation(long id) {
         Reservation res = reservations.remove(id);
-        if (res != null) core.metrics().reservations.decrementAndGet();
+        if (res != null) {
+            core.metrics().reservations.decrementAndGet();
+            core.endPublishing(res.namespaceId(), res.key());
+        }
         return res;
     }
 

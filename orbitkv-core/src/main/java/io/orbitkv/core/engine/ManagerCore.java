@@ -67,6 +67,15 @@ public final class ManagerCore implements AutoCloseable {
     private final ManagerMetrics metrics;
     private final List<Reply.ArenaFile> arenaFiles;
     private final Set<EngineSession> sessions = ConcurrentHashMap.newKeySet();
+    /**
+     * The (namespace, key) of every open engine reservation, so one key of a namespace has at most
+     * one publisher at a time across all connections (protocol §6.5). One entry per live
+     * reservation: at most {@code maxConnections × maxReservationsPerConnection}.
+     */
+    private final Set<PublishingKey> publishing = ConcurrentHashMap.newKeySet();
+
+    /** A key being published by an engine, in its namespace. */
+    private record PublishingKey(int namespaceId, io.orbitkv.state.StateKey key) { }
     private final InstanceTable instances;
     private volatile boolean shuttingDown;
 
@@ -261,6 +270,16 @@ public final class ManagerCore implements AutoCloseable {
 
     RestoreCopier copier() {
         return copier;
+    }
+
+    /** Claims {@code key} of {@code namespaceId} for one engine reservation; false if another holds it. */
+    boolean startPublishing(int namespaceId, io.orbitkv.state.StateKey key) {
+        return publishing.add(new PublishingKey(namespaceId, key));
+    }
+
+    /** Ends the claim of {@link #startPublishing} (the reservation was committed, aborted, refused or quarantined). */
+    void endPublishing(int namespaceId, io.orbitkv.state.StateKey key) {
+        publishing.remove(new PublishingKey(namespaceId, key));
     }
 
     /** Takes an unsealed reservation of a session that is closing; frees its slot after the grace. */

@@ -575,6 +575,13 @@ public final class QueryOperation {
                 return new Reply.Error(ErrorCode.NAMESPACE_MISMATCH, "page image of " + slot.get().lease.lengthBytes()
                         + " bytes exceeds the region's page_bytes " + region.pageBytes());
             }
+            // A READY page was copied and fenced by an earlier RESTORE of this operation: the protocol
+            // restores each leased page once (its source must be RESIDENT), so a repeat is refused
+            // before any byte of the region is written again.
+            if (slot.get().state == PageSlot.State.READY) {
+                return new Reply.Error(ErrorCode.INVALID_DEMAND, "source page " + rp.sourcePage() + " of group "
+                        + rp.groupId() + " is READY: operation " + operationId() + " restored it already");
+            }
             sources.add(slot.get());
         }
         int taskCount = Math.min(request.pages().size(), Math.max(1, host.copier().parallelism()));

@@ -182,7 +182,9 @@ public final class QueryPlanner {
                 StateKey key = qg.form() == KeyForm.BLOCK_HASH
                         ? keys.key(scope, qg.groupId(), qg.hashes().get(index))
                         : qg.hashes().key(index);
-                if (!store.dram().contains(key) && !store.ssd().contains(key)) out.add(key);
+                if (!store.dram().contains(key, scope.namespaceId()) && !store.ssd().contains(key, scope.digest())) {
+                    out.add(key);
+                }
             }
         }
         return out;

@@ -214,6 +214,13 @@ class ManagerCoreTest {
                     .as("destination out of range").isEqualTo(ErrorCode.INVALID_DEMAND);
             assertThat(Client.error(c.send(new Request.Restore(1, region, List.of(new Request.RestorePage(0, 3, 1))))))
                     .as("source page not leased").isEqualTo(ErrorCode.NOT_FOUND);
+            Reply again = c.send(new Request.Restore(1, region, List.of(new Request.RestorePage(0, 0, 7))));
+            assertThat(again).as("a second RESTORE of a READY page").isInstanceOf(Reply.Error.class);
+            assertThat(((Reply.Error) again).code()).isEqualTo(ErrorCode.INVALID_DEMAND);
+            assertThat(((Reply.Error) again).message()).contains("READY");
+            assertThat(file.asSlice(7L * pageBytes, ManagerFixture.PAGE_BYTES).toArray(ValueLayout.JAVA_BYTE))
+                    .as("nothing was copied").containsOnly((byte) 0);
+            assertThat(m.registry.get("orbitkv.restore.duration").tag("outcome", "ok").timer().count()).isEqualTo(1);
             c.send(new Request.Release(1));
         }
         m.assertNothingHeld();

@@ -1,7 +1,10 @@
 package io.orbitkv.core.engine;
 
 import io.orbitkv.core.query.RemotePages;
+import io.orbitkv.core.storage.dram.CommitResult;
+import io.orbitkv.core.storage.dram.Reservation;
 import io.orbitkv.state.Namespace;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.protocol.CompletionTarget;
 import io.orbitkv.state.protocol.ErrorCode;
@@ -216,20 +219,112 @@ class ManagerSessionTest {
     }
 
     @Test
+    void anotherNamespaceCanNeitherProbeNorPrePublishAClientsKeys() throws IOException {
+        m = ManagerFixture.open(dir);
+        try (Client a = m.register("a", 1, NS, ManagerFixture.FULL); Client b = m.register("b", 1, OTHER, ManagerFixture.FULL)) {
+            byte[] forged = Client.image(99, 0, 0, ManagerFixture.PAGE_BYTES);
+
+            // Probe: a's page 0 is resident; b naming its key by value is answered as if it were absent.
+            assertThat(a.publish(1, 0, 0)).containsExactly(SettleOutcome.SEALED);
+            StateKey page0 = Client.key(NS, 1, 0, 0);
+            assertThat(publishByKey(b, page0, forged)).as("b's publish of a's resident key").isEqualTo(SettleOutcome.SEALED);
+            assertThat(leasedBytes(b, 1, page0)).as("b reads back its own bytes").isEqualTo(forged);
+            b.send(new Request.Release(1));
+
+            // Pre-publish: b publishes a's future page 1 first; a's own publish and query still work.
+            assertThat(publishByKey(b, Client.key(NS, 1, 0, 1), forged)).isEqualTo(SettleOutcome.SEALED);
+            assertThat(a.publish(1, 0, 0, 1)).containsExactly(SettleOutcome.SEALED, SettleOutcome.SEALED);
+            Reply.QueryResult hit = a.queryFull(2, 1, 2);
+            assertThat(hit.hit()).isTrue();
+            assertThat(hit.groups().getFirst().spans().getFirst().pages()).hasSize(2);
+            a.assertBytes(hit, 1);
+            a.send(new Request.Release(2));
+
+            // The SSD copy: b's extent of a's key does not keep a's page off the SSD.
+            StateKey page2 = Client.key(NS, 1, 0, 2);
+            assertThat(publishByKey(b, page2, forged)).isEqualTo(SettleOutcome.SEALED);
+            await().atMost(RecordingSink.WAIT).until(() -> m.store.ssd().contains(page2));
+            m.store.dram().evict(page2);
+            assertThat(a.publish(1, 0, 2)).containsExactly(SettleOutcome.SEALED);
+            NamespaceDigest digestOfA = NamespaceDigest.ofBytes(NS.digest());
+            await().atMost(RecordingSink.WAIT).until(() -> m.store.ssd().contains(page2, digestOfA));
+        }
+        m.assertNothingHeld();
+    }
+
+    /** Publishes {@code key} by value (STATE_KEY form) and returns its commit outcome; the reservation must be granted. */
+    private static SettleOutcome publishByKey(Client c, StateKey key, byte[] bytes) {
+        Reply.Reserved reserved = (Reply.Reserved) c.send(new Request.PublishReserve(List.of(
+                new Request.PublishPage(0, KeyForm.STATE_KEY, Hashes.ofKeys(List.of(key)), bytes.length))));
+        assertThat(reserved.outcomes()).as("reserve of %s", key).singleElement().isInstanceOf(Reply.Granted.class);
+        Reply.Granted granted = (Reply.Granted) reserved.outcomes().getFirst();
+        c.write(granted, bytes);
+        return ((Reply.Committed) c.send(new Request.PublishCommit(List.of(granted.reservationId())))).outcomes().getFirst();
+    }
+
+    /** Queries one page by value (HOST_READY) as operation {@code op} and returns the leased bytes. */
+    private static byte[] leasedBytes(Client c, long op, StateKey key) {
+        Reply.QueryResult r = (Reply.QueryResult) c.send(new Request.Query(op, 0, CompletionTarget.HOST_READY,
+                ManagerFixture.PAGE_TOKENS + 1, 0, List.of(new Request.QueryGroup(0, KeyForm.STATE_KEY,
+                        Hashes.ofKeys(List.of(key))))));
+        assertThat(r.hit()).as("query of %s", key).isTrue();
+        Reply.PageResult page = r.groups().getFirst().spans().getFirst().pages().getFirst();
+        assertThat(page).isInstanceOf(Reply.Resident.class);
+        return c.read(((Reply.Resident) page).lease());
+    }
+
+    @Test
     void publishSettlesSealedAlreadyResidentDiscardedAbortedAndNotFound() throws IOException {
         m = ManagerFixture.open(dir);
         try (Client a = m.register("a", 1, NS, ManagerFixture.FULL); Client b = m.register("b", 1, NS, ManagerFixture.FULL)) {
             Request.PublishReserve page0 = new Request.PublishReserve(List.of(new Request.PublishPage(0,
                     KeyForm.BLOCK_HASH, Hashes.of(List.of(Client.hash(1, 0, 0))), ManagerFixture.PAGE_BYTES)));
             Reply.Granted ga = (Reply.Granted) ((Reply.Reserved) a.send(page0)).outcomes().getFirst();
-            Reply.Granted gb = (Reply.Granted) ((Reply.Reserved) b.send(page0)).outcomes().getFirst();
+            assertThat(((Reply.Reserved) b.send(page0)).outcomes()).as("the same key from another connection, while a publishes it")
+                    .containsExactly(new Reply.Refused(Refusal.ALREADY_RESIDENT));
             a.write(ga, Client.image(1, 0, 0, ManagerFixture.PAGE_BYTES));
-            b.write(gb, Client.image(1, 0, 0, ManagerFixture.PAGE_BYTES));
             assertThat(((Reply.Committed) a.send(new Request.PublishCommit(List.of(ga.reservationId())))).outcomes())
                     .containsExactly(SettleOutcome.SEALED);
+            assertThat(((Reply.Reserved) a.send(page0)).outcomes()).containsExactly(new Reply.Refused(Refusal.ALREADY_RESIDENT));
+
+            // DISCARDED: the key became resident by another path (a staging, a peer read; here the tier itself)
+            // while the engine's reservation was open.
+            Request.PublishReserve page3 = new Request.PublishReserve(List.of(new Request.PublishPage(0,
+                    KeyForm.BLOCK_HASH, Hashes.of(List.of(Client.hash(1, 0, 3))), ManagerFixture.PAGE_BYTES)));
+            Reply.Granted gb = (Reply.Granted) ((Reply.Reserved) b.send(page3)).outcomes().getFirst();
+            int namespaceId = m.namespaces.id(NamespaceDigest.ofBytes(NS.digest())).orElseThrow();
+            Reservation direct = (Reservation) m.store.dram().reserve(Client.key(NS, 1, 0, 3), namespaceId,
+                    ManagerFixture.PAGE_BYTES);
+            assertThat(m.store.dram().commit(direct)).isInstanceOf(CommitResult.Inserted.class);
+            b.write(gb, Client.image(1, 0, 3, ManagerFixture.PAGE_BYTES));
             assertThat(((Reply.Committed) b.send(new Request.PublishCommit(List.of(gb.reservationId(), 999L)))).outcomes())
                     .containsExactly(SettleOutcome.DISCARDED, SettleOutcome.NOT_FOUND);
-            assertThat(((Reply.Reserved) a.send(page0)).outcomes()).containsExactly(new Reply.Refused(Refusal.ALREADY_RESIDENT));
+
+            // One RESERVE naming a key twice: one grant; after its abort the key may be reserved again.
+            Request.PublishPage page4 = new Request.PublishPage(0, KeyForm.BLOCK_HASH,
+                    Hashes.of(List.of(Client.hash(1, 0, 4))), ManagerFixture.PAGE_BYTES);
+            List<Reply.ReserveOutcome> twice = ((Reply.Reserved) b.send(new Request.PublishReserve(List.of(page4, page4))))
+                    .outcomes();
+            assertThat(twice).hasSize(2);
+            assertThat(twice.get(0)).isInstanceOf(Reply.Granted.class);
+            assertThat(twice.get(1)).isEqualTo(new Reply.Refused(Refusal.ALREADY_RESIDENT));
+            assertThat(((Reply.Aborted) b.send(new Request.PublishAbort(List.of(((Reply.Granted) twice.get(0)).reservationId()))))
+                    .outcomes()).containsExactly(SettleOutcome.ABORTED);
+            Reply.Granted again = (Reply.Granted) ((Reply.Reserved) a.send(new Request.PublishReserve(List.of(page4))))
+                    .outcomes().getFirst();
+            a.send(new Request.PublishAbort(List.of(again.reservationId())));
+
+            // A connection that closes with the key reserved gives the key up (its slot goes to the quarantine).
+            Request.PublishReserve page5 = new Request.PublishReserve(List.of(new Request.PublishPage(0,
+                    KeyForm.BLOCK_HASH, Hashes.of(List.of(Client.hash(1, 0, 5))), ManagerFixture.PAGE_BYTES)));
+            try (Client c = m.register("c", 1, NS, ManagerFixture.FULL)) {
+                assertThat(((Reply.Reserved) c.send(page5)).outcomes().getFirst()).isInstanceOf(Reply.Granted.class);
+            }
+            await().atMost(RecordingSink.WAIT).until(() -> {
+                if (!(((Reply.Reserved) a.send(page5)).outcomes().getFirst() instanceof Reply.Granted g)) return false;
+                a.send(new Request.PublishAbort(List.of(g.reservationId())));
+                return true;
+            });
 
             Request.PublishReserve page1 = new Request.PublishReserve(List.of(new Request.PublishPage(0,
                     KeyForm.BLOCK_HASH, Hashes.of(List.of(Client.hash(1, 0, 1))), 100)));

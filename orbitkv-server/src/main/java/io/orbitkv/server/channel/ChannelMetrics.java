@@ -16,6 +16,8 @@ final class ChannelMetrics {
 
     final Counter accepted;
     final Counter refusedBusy;
+    final Counter refusedUnregistered;
+    final Counter registerTimeouts;
     final Counter framesIn;
     final Counter framesOut;
     final Counter internalErrors;
@@ -27,6 +29,10 @@ final class ChannelMetrics {
         accepted = counter(registry, "orbitkv.channel.connections.accepted", "engine connections accepted");
         refusedBusy = Counter.builder("orbitkv.channel.connections.refused").tag("reason", "max_connections")
                 .description("engine connections refused (answered BUSY and closed)").register(registry);
+        refusedUnregistered = Counter.builder("orbitkv.channel.connections.refused").tag("reason", "max_unregistered")
+                .description("engine connections refused (answered BUSY and closed)").register(registry);
+        registerTimeouts = counter(registry, "orbitkv.channel.register.timeouts",
+                "connections closed with REGISTER_TIMEOUT: not REGISTERED within the registration deadline");
         framesIn = counter(registry, "orbitkv.channel.frames.in", "frames received from engines");
         framesOut = counter(registry, "orbitkv.channel.frames.out", "frames sent to engines");
         internalErrors = counter(registry, "orbitkv.channel.internal.errors", "session bugs answered INTERNAL");

@@ -26,6 +26,11 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.logging.Level;
 import java.util.logging.Logger;
@@ -43,7 +48,11 @@ import java.util.logging.Logger;
  * past {@link #REFUSING_CONNECTIONS} such connections waiting, a new one gets ERROR BUSY under
  * request id 0 at accept; the socket file exists exactly while the server is open
  * and has mode {@code 0600} or {@code 0660}; {@link #close()} returns only after every
- * session's {@code close()} ran (or the drain bound passed).
+ * session's {@code close()} ran (or the drain bound passed). At most
+ * {@code maxUnregisteredConnections} of the live connections are not yet REGISTERED (one more is
+ * refused BUSY like an over-limit one), and every connection not REGISTERED within
+ * {@code registerTimeout} gets ERROR REGISTER_TIMEOUT and is closed; a REGISTERED session has no
+ * idle timeout.
  *
  * <p>Socket file rules: an existing file at the path is probed with a connect. If a Manager
  * answers, {@link #start} refuses ({@link IOException}): a live socket is never replaced. If
@@ -58,6 +67,15 @@ import java.util.logging.Logger;
  * must never block. Over-limit connections are answered on their first frame, as the protocol
  * documents, but at most 16 at once (a 64 KiB buffer each); past that a connection flood costs
  * one small write per connection at accept and no memory.
+ *
+ * <p>Design note on silent connections: without a deadline, {@code maxConnections} (256) peers
+ * that connect and send nothing held every place forever and locked every engine out. The
+ * deadline alone would still let them hold every place for 10 s at a time, so unregistered
+ * connections also get only {@code maxUnregisteredConnections} places (32 of 256 by default): the
+ * rest can only be held by sessions that registered. Registered sessions are never closed for
+ * being idle: an engine may go quiet for hours between requests, and what it holds is bounded by
+ * its own tables. One platform thread fires the deadlines; a task per connection lives at most
+ * {@code registerTimeout}, or until the connection ends.
  */
 public final class ChannelServer implements AutoCloseable {
 
@@ -73,17 +91,50 @@ public final class ChannelServer implements AutoCloseable {
      * @param limits              decoder budgets and {@code maxConnections}
      * @param outboundQueueFrames COMPLETION frames queued per connection
      * @param drainTimeout        how long {@link #close()} waits for sessions to close
+     * @param registerTimeout     how long a connection may stay unregistered (no REGISTERED sent yet)
+     *                            before it gets ERROR REGISTER_TIMEOUT and is closed
+     * @param maxUnregisteredConnections connections with a session but not yet REGISTERED, at most;
+     *                            one more is refused BUSY, so at least {@code maxConnections} minus
+     *                            this many places are left for registered engines
      */
     public record Settings(Path socketPath, String socketMode, ProtocolLimits limits, int outboundQueueFrames,
-                           Duration drainTimeout) {
+                           Duration drainTimeout, Duration registerTimeout, int maxUnregisteredConnections) {
+
+        /** Default registration deadline: a client sends REGISTER first, in microseconds; 10 s covers a stalled start. */
+        public static final Duration DEFAULT_REGISTER_TIMEOUT = Duration.ofSeconds(10);
+
         public Settings {
             Objects.requireNonNull(socketPath, "socketPath");
             Objects.requireNonNull(limits, "limits");
             Objects.requireNonNull(drainTimeout, "drainTimeout");
+            Objects.requireNonNull(registerTimeout, "registerTimeout");
+            if (registerTimeout.isNegative() || registerTimeout.isZero()) {
+                throw new IllegalArgumentException("registerTimeout must be positive: " + registerTimeout);
+            }
+            if (maxUnregisteredConnections < 1 || maxUnregisteredConnections > limits.maxConnections()) {
+                throw new IllegalArgumentException("maxUnregisteredConnections must be in [1, maxConnections = "
+                        + limits.maxConnections() + "]: " + maxUnregisteredConnections);
+            }
             if (!socketMode.equals("0600") && !socketMode.equals("0660")) {
                 throw new IllegalArgumentException("socketMode must be 0600 or 0660: " + socketMode);
             }
             if (outboundQueueFrames < 1) throw new IllegalArgumentException("outboundQueueFrames must be >= 1");
+        }
+
+        /** Settings with the default registration deadline and {@link #defaultMaxUnregistered} places. */
+        public Settings(Path socketPath, String socketMode, ProtocolLimits limits, int outboundQueueFrames,
+                        Duration drainTimeout) {
+            this(socketPath, socketMode, limits, outboundQueueFrames, drainTimeout, DEFAULT_REGISTER_TIMEOUT,
+                    defaultMaxUnregistered(limits.maxConnections()));
+        }
+
+        /**
+         * An eighth of {@code maxConnections} (32 of 256), at least 1: engines register right after
+         * connecting, so a handful of places absorbs a restart of every engine of a host at once,
+         * and seven eighths stay for registered sessions however many silent connections arrive.
+         */
+        public static int defaultMaxUnregistered(int maxConnections) {
+            return Math.max(1, maxConnections / 8);
         }
     }
 
@@ -96,6 +147,12 @@ public final class ChannelServer implements AutoCloseable {
     /** Over-limit connections waiting for their first frame to answer it BUSY; at most {@link #REFUSING_CONNECTIONS}. */
     private final Map<Long, Connection> refusing = new ConcurrentHashMap<>();
     private final Map<Long, Thread> readers = new ConcurrentHashMap<>();
+    /** Connections with a session and no REGISTERED yet; at most {@code maxUnregisteredConnections}. */
+    private final AtomicInteger unregistered = new AtomicInteger();
+    /** Fires each connection's registration deadline; one daemon thread, a task per open connection at most. */
+    private final ScheduledThreadPoolExecutor deadlines;
+    /** Pending deadline tasks by connection id, cancelled when the connection ends (or removed when they run). */
+    private final Map<Long, ScheduledFuture<?>> deadlineTasks = new ConcurrentHashMap<>();
     private final AtomicLong nextId = new AtomicLong();
     private final Thread acceptor;
     private volatile boolean closing;
@@ -118,6 +175,9 @@ public final class ChannelServer implements AutoCloseable {
         this.metrics = new ChannelMetrics(registry);
         Gauge.builder("orbitkv.channel.connections", live, Map::size).description("open engine connections").register(registry);
         this.acceptor = Thread.ofVirtual().name("orbitkv-channel-accept").unstarted(this::acceptLoop);
+        this.deadlines = new ScheduledThreadPoolExecutor(1,
+                Thread.ofPlatform().daemon().name("orbitkv-channel-deadlines").factory());
+        this.deadlines.setRemoveOnCancelPolicy(true);
     }
 
     /**
@@ -198,22 +258,52 @@ public final class ChannelServer implements AutoCloseable {
             }
             long id = nextId.incrementAndGet();
             boolean full = live.size() >= settings.limits().maxConnections();
-            if (full && refusing.size() >= REFUSING_CONNECTIONS) {
-                refuse(channel, ErrorCode.BUSY, busyMessage());
+            // Counted here, on the only thread that adds, so the bound holds exactly.
+            boolean waiting = !full && unregistered.get() >= settings.maxUnregisteredConnections();
+            String busy = waiting ? waitingMessage() : busyMessage();
+            if ((full || waiting) && refusing.size() >= REFUSING_CONNECTIONS) {
+                refuse(channel, ErrorCode.BUSY, busy);
                 continue;
             }
-            Map<Long, Connection> table = full ? refusing : live;
-            Connection c = new Connection(id, channel, decoder, settings.outboundQueueFrames(), metrics, () -> {
-                table.remove(id);
-                readers.remove(id);
-            });
-            Thread reader = Thread.ofVirtual().name("orbitkv-conn-" + id).unstarted(full
-                    ? () -> c.runRefused(ErrorCode.BUSY, busyMessage())
+            boolean refused = full || waiting;
+            Map<Long, Connection> table = refused ? refusing : live;
+            if (!refused) unregistered.incrementAndGet();
+            Connection c = new Connection(id, channel, decoder, settings.outboundQueueFrames(), metrics,
+                    refused ? () -> { } : unregistered::decrementAndGet, () -> {
+                        table.remove(id);
+                        readers.remove(id);
+                        ScheduledFuture<?> deadline = deadlineTasks.remove(id);
+                        if (deadline != null) deadline.cancel(false);
+                    });
+            Thread reader = Thread.ofVirtual().name("orbitkv-conn-" + id).unstarted(refused
+                    ? () -> c.runRefused(ErrorCode.BUSY, busy)
                     : () -> c.run(sessions));
             if (full) metrics.refusedBusy.increment();
+            if (waiting) metrics.refusedUnregistered.increment();
             table.put(id, c);
             readers.put(id, reader);
             reader.start();
+            scheduleDeadline(c);
+        }
+    }
+
+    private String waitingMessage() {
+        return "maxUnregisteredConnections (" + settings.maxUnregisteredConnections()
+                + ") connections are waiting to register";
+    }
+
+    private void scheduleDeadline(Connection c) {
+        long millis = settings.registerTimeout().toMillis();
+        String message = "not REGISTERED within the registration deadline (" + millis + " ms)";
+        try {
+            // The scheduler thread only hands over: the close writes to the client's socket.
+            deadlineTasks.put(c.id(), deadlines.schedule(() -> {
+                deadlineTasks.remove(c.id());
+                Thread.ofVirtual().name("orbitkv-conn-" + c.id() + "-deadline")
+                        .start(() -> c.registerDeadlinePassed(message));
+            }, settings.registerTimeout().toNanos(), TimeUnit.NANOSECONDS));
+        } catch (RejectedExecutionException e) {
+            // Only after close(), which closes every connection itself.
         }
     }
 
@@ -243,6 +333,7 @@ public final class ChannelServer implements AutoCloseable {
             LOG.log(Level.WARNING, "closing the listening socket failed", e);
         }
         acceptor.interrupt();
+        deadlines.shutdownNow();
         List<Connection> open = new ArrayList<>(live.values());
         open.addAll(refusing.values());
         for (Connection c : open) c.sendAndClose(ErrorCode.SHUTTING_DOWN, "the Manager is shutting down");

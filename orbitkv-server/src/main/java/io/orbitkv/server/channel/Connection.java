@@ -40,7 +40,9 @@ import java.util.logging.Logger;
  * request's reply (protocol §9.3); the receive buffer never exceeds {@code maxFrameBytes} (the
  * decoder refuses a longer length from its first 4 bytes); the outbound queue holds at most
  * {@code outboundQueueFrames} events, one more is dropped and counted (clients can QUERY_POLL);
- * {@link ChannelSession#close()} runs exactly once, after the last {@code handle} returned.
+ * {@link ChannelSession#close()} runs exactly once, after the last {@code handle} returned; a
+ * connection not REGISTERED when {@link #registerDeadlinePassed} is called is closed with ERROR
+ * REGISTER_TIMEOUT, never in the middle of a request's handling.
  *
  * <p>Design note: the receive buffer starts at 64 KiB and grows to the frame's declared length
  * only when a frame needs it, so 256 idle connections cost 16 MiB of heap instead of the 1 GiB a
@@ -71,18 +73,66 @@ final class Connection implements EventSink {
     /** Guarded by writeLock: a request is being handled and its reply is not written yet. */
     private boolean inHandle;
     private final AtomicBoolean closed = new AtomicBoolean();
+    /** True until the first REGISTERED is written or the connection ends; cleared once, then {@link #onLeftUnregistered} runs. */
+    private final AtomicBoolean unregistered = new AtomicBoolean(true);
+    /** Set by {@link #registerDeadlinePassed}: an unregistered connection closes as soon as no request is in hand. */
+    private volatile boolean deadlinePassed;
+    private final Runnable onLeftUnregistered;
     private final Runnable onExit;
     private volatile Thread writer;
     private ByteBuffer receive = ByteBuffer.allocate(INITIAL_RECEIVE_BYTES);
 
+    /**
+     * @param onLeftUnregistered runs exactly once: when the first REGISTERED reply is written, or
+     *                           when the connection ends without one
+     * @param onExit             runs once when the reader loop ends
+     */
     Connection(long id, SocketChannel channel, FrameDecoder decoder, int outboundQueueFrames, ChannelMetrics metrics,
-               Runnable onExit) {
+               Runnable onLeftUnregistered, Runnable onExit) {
         this.id = id;
         this.channel = channel;
         this.decoder = decoder;
         this.metrics = metrics;
         this.outbound = new ArrayBlockingQueue<>(outboundQueueFrames);
+        this.onLeftUnregistered = onLeftUnregistered;
         this.onExit = onExit;
+    }
+
+    /**
+     * The registration deadline passed (protocol §9.1): a connection still not REGISTERED gets ERROR
+     * REGISTER_TIMEOUT (request id 0) and is closed, at once when no request is being handled, else
+     * right after that request's reply (a REGISTER under way may still be admitted). Any thread.
+     */
+    void registerDeadlinePassed(String message) {
+        if (!unregistered.get() || closed.get()) return;
+        deadlinePassed = true;
+        // Under writeLock, which serve() takes to mark a request in hand: either that request's
+        // reply sees the flag and closes, or this closes first; never both, never mid-request.
+        // The lock is held for longer than a moment only by a write blocked on a client that does
+        // not read its replies: then the socket is closed without the ERROR, which ends that write.
+        boolean locked;
+        try {
+            locked = writeLock.tryLock(100, TimeUnit.MILLISECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return;
+        }
+        if (!locked) {
+            metrics.registerTimeouts.increment();
+            shutdown();
+            return;
+        }
+        try {
+            if (inHandle || !unregistered.get() || closed.get()) return;
+            metrics.registerTimeouts.increment();
+            sendAndClose(ErrorCode.REGISTER_TIMEOUT, message);
+        } finally {
+            writeLock.unlock();
+        }
+    }
+
+    private void leaveUnregistered() {
+        if (unregistered.compareAndSet(true, false)) onLeftUnregistered.run();
     }
 
     long id() {
@@ -109,6 +159,7 @@ final class Connection implements EventSink {
             internalError("connection", "connection " + id + " failed", e);
         } finally {
             shutdown();
+            leaveUnregistered();
             if (session != null) {
                 try {
                     session.close();
@@ -133,6 +184,7 @@ final class Connection implements EventSink {
             LOG.fine(() -> "refused connection " + id + " ended: " + e);
         } finally {
             shutdown();
+            leaveUnregistered();
             onExit.run();
         }
     }
@@ -191,16 +243,25 @@ final class Connection implements EventSink {
                 ? handleSafely(session, request)
                 : new Reply.Error(ErrorCode.UNKNOWN_OPERATION, "not a request: " + d.frame().type());
         byte[] bytes = encodeReply(d.requestId(), reply);
+        boolean timedOut;
         writeLock.lock();
         try {
             writeFrameLocked(bytes);
+            if (reply instanceof Reply.Registered) leaveUnregistered();
             drainCompletionsLocked();
+            // The deadline fired while this request was in hand and it did not register: close now.
+            timedOut = deadlinePassed && unregistered.get();
+            if (timedOut) {
+                metrics.registerTimeouts.increment();
+                writeFrameLocked(FrameEncoder.toBytes(0, new Reply.Error(ErrorCode.REGISTER_TIMEOUT,
+                        "not REGISTERED within the registration deadline")));
+            }
         } finally {
             inHandle = false;
             handleDone.signalAll();
             writeLock.unlock();
         }
-        return !(reply instanceof Reply.Error e && e.code().closesConnection());
+        return !timedOut && !(reply instanceof Reply.Error e && e.code().closesConnection());
     }
 
     /** Writes every queued COMPLETION, oldest first; the caller holds {@link #writeLock}. */

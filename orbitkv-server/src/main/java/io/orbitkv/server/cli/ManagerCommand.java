@@ -71,7 +71,7 @@ final class ManagerCommand implements Callable<Integer> {
     @Option(names = "--http", paramLabel = "PORT", description = "HTTP port on 127.0.0.1; 0 picks a free one (default 9464)")
     String httpPort;
 
-    @Option(names = "--ready-file", paramLabel = "FILE", description = "where the ready line is written (default <ssd-dir>/../manager.ready)")
+    @Option(names = "--ready-file", paramLabel = "FILE", description = "where the ready line is written (default <ssd-dir>/manager.ready)")
     String readyFile;
 
     @Option(names = "--etcd", paramLabel = "URLS", description = "etcd client URLs (comma-separated): join a cluster, e.g. http://127.0.0.1:2379")

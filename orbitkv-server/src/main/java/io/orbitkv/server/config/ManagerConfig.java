@@ -14,10 +14,12 @@ import io.orbitkv.core.storage.publish.PublishConfig;
 import io.orbitkv.core.storage.publish.SsdAdmissionPolicy;
 import io.orbitkv.core.storage.ssd.ReadPath;
 import io.orbitkv.core.storage.ssd.SsdConfig;
+import io.orbitkv.server.channel.ChannelServer;
 import io.orbitkv.state.protocol.ProtocolLimits;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -70,6 +72,8 @@ import java.util.function.BiConsumer;
  * @param limits                 the engine channel's budgets (sent to clients in REGISTERED)
  * @param outboundQueueFrames    COMPLETION frames queued per connection before events are dropped
  * @param drainTimeoutMillis     how long shutdown waits for sessions and SSD work to drain
+ * @param registerTimeoutMillis  how long a connection may stay unregistered before ERROR REGISTER_TIMEOUT (protocol §9.1)
+ * @param maxUnregisteredConnections connections not yet REGISTERED at once; 0 = {@code maxConnections / 8}, at least 1
  * @param publishQuarantineMillis how long a closed or fenced session's unsealed publish slots are held
  *                               before they are freed (protocol §9.6); 0 frees them at once
  * @param cluster                etcd membership, cluster endpoint and catalog; single-node when no etcd is set
@@ -103,6 +107,8 @@ public record ManagerConfig(
         ProtocolLimits limits,
         int outboundQueueFrames,
         long drainTimeoutMillis,
+        long registerTimeoutMillis,
+        int maxUnregisteredConnections,
         long publishQuarantineMillis,
         ClusterConfig cluster,
         KvEvents kvEvents) {
@@ -178,6 +184,11 @@ public record ManagerConfig(
         if (httpPort < 0 || httpPort > 65_535) throw new IllegalArgumentException("httpPort must be 0..65535: " + httpPort);
         if (outboundQueueFrames < 1) throw new IllegalArgumentException("outboundQueueFrames must be >= 1");
         if (drainTimeoutMillis < 1) throw new IllegalArgumentException("drainTimeoutMillis must be >= 1");
+        if (registerTimeoutMillis < 1) throw new IllegalArgumentException("registerTimeoutMillis must be >= 1");
+        if (maxUnregisteredConnections < 0 || maxUnregisteredConnections > limits.maxConnections()) {
+            throw new IllegalArgumentException("maxUnregisteredConnections must be in [0, maxConnections = "
+                    + limits.maxConnections() + "] (0 = maxConnections / 8): " + maxUnregisteredConnections);
+        }
         if (publishQuarantineMillis < 0) throw new IllegalArgumentException("publishQuarantineMillis must be >= 0");
         if (ssdFiles < 1) throw new IllegalArgumentException("ssdFiles must be >= 1: " + ssdFiles);
         if (socket.toString().getBytes(java.nio.charset.StandardCharsets.UTF_8).length > 107) {
@@ -225,9 +236,19 @@ public record ManagerConfig(
                 io.orbitkv.core.engine.ManagerBounds.DEFAULTS.maxLeases(),
                 io.orbitkv.core.engine.ManagerBounds.DEFAULTS.restoreCopyThreads(), VAR_DIR.resolve("manager.sock"), "0600", "127.0.0.1", DEFAULT_HTTP_PORT,
                 defaultReadyFile(ssd), ProtocolLimits.DEFAULTS, 1024, 10_000,
+                ChannelServer.Settings.DEFAULT_REGISTER_TIMEOUT.toMillis(), 0,
                 java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(
                         io.orbitkv.core.engine.ManagerBounds.DEFAULTS.publishQuarantineNanos()),
                 ClusterConfig.SINGLE_NODE, KvEvents.OFF);
+    }
+
+    /** The engine channel's settings: socket, limits, queues and the registration policy (protocol §9.1). */
+    public ChannelServer.Settings channelSettings() {
+        return new ChannelServer.Settings(socket, socketMode, limits, outboundQueueFrames,
+                Duration.ofMillis(drainTimeoutMillis), Duration.ofMillis(registerTimeoutMillis),
+                maxUnregisteredConnections == 0
+                        ? ChannelServer.Settings.defaultMaxUnregistered(limits.maxConnections())
+                        : maxUnregisteredConnections);
     }
 
     /** The tiered store this configuration describes. */
@@ -265,6 +286,20 @@ public record ManagerConfig(
             classes.add(new SizeClass(slotBytes.get(i), (int) count));
         }
         long capacity = classes.stream().mapToLong(SizeClass::capacityBytes).sum();
+        // stagingBytes is the DRAM tier's reservation budget (reservedBudgetBytes): checked here so
+        // the message names the keys a user sets, not the tier's internal names.
+        long largestSlot = slotBytes.getLast();
+        if (stagingBytes < largestSlot) {
+            throw new IllegalArgumentException("stagingBytes " + ByteSize.format(stagingBytes) + " (default dramBytes / 8)"
+                    + " must hold one page of the largest dramSlotBytes class (" + ByteSize.format(largestSlot)
+                    + "): raise stagingBytes to at least " + ByteSize.format(largestSlot) + ", or dramBytes to at least "
+                    + ByteSize.format(8 * largestSlot) + " with the default stagingBytes, or lower the largest slot");
+        }
+        if (stagingBytes + capacity / 8 >= capacity) {
+            throw new IllegalArgumentException("stagingBytes " + ByteSize.format(stagingBytes) + " must be below 7/8 of"
+                    + " the DRAM slot capacity (" + ByteSize.format(capacity) + " from dramBytes " + ByteSize.format(dramBytes)
+                    + "; the other eighth is kept for evicted pages still being read): lower stagingBytes or raise dramBytes");
+        }
         DramTierConfig dram = new DramTierConfig(dramDir, arenaName, classes, stagingBytes, capacity / 8,
                 DramTierConfig.DEFAULT_PRESSURE_SCAN_ENTRIES, eviction);
         long fileBytes = ssdBytes / ssdFiles / 4096 * 4096;
@@ -342,10 +377,15 @@ public record ManagerConfig(
         }
     }
 
-    /** Where the ready line goes unless {@code readyFile} is set: next to the SSD directory. */
+    /**
+     * Where the ready line goes unless {@code readyFile} is set: inside the SSD directory, next to
+     * {@link #LOCK_FILE}. That directory belongs to one Manager at a time (the lock), so two
+     * Managers never share a default ready file; next to the directory, two stores under one
+     * parent ({@code /data/a} and {@code /data/b}) shared {@code /data/manager.ready} and each
+     * Manager's stop removed the other's line.
+     */
     static Path defaultReadyFile(Path ssdDir) {
-        Path parent = ssdDir.normalize().getParent();
-        return parent == null ? Path.of("manager.ready") : parent.resolve("manager.ready");
+        return ssdDir.normalize().resolve("manager.ready");
     }
 
     /** One configuration key: its name, what it means (for errors and docs) and how it is set. */
@@ -398,6 +438,10 @@ public record ManagerConfig(
                 new Key("outboundQueueFrames", "COMPLETION frames queued per connection",
                         (b, v) -> b.outboundQueueFrames = integer(v)),
                 new Key("drainTimeoutMillis", "shutdown drain bound, ms", (b, v) -> b.drainTimeoutMillis = size(v)),
+                new Key("registerTimeoutMillis", "how long a connection may stay unregistered, ms",
+                        (b, v) -> b.registerTimeoutMillis = size(v)),
+                new Key("maxUnregisteredConnections", "connections not yet registered at once; 0 = maxConnections / 8",
+                        (b, v) -> b.maxUnregisteredConnections = integer(v)),
                 new Key("publishQuarantineMillis", "how long a closed session's unsealed publish slots are held, ms",
                         (b, v) -> b.publishQuarantineMillis = size(v)),
                 new Key("etcd", "etcd client URLs, comma-separated; empty = single-node",
@@ -501,6 +545,8 @@ public record ManagerConfig(
         final int[] limits;
         int outboundQueueFrames;
         long drainTimeoutMillis;
+        long registerTimeoutMillis;
+        int maxUnregisteredConnections;
         long publishQuarantineMillis;
         List<String> etcd;
         String nodeId;
@@ -550,6 +596,8 @@ public record ManagerConfig(
                 l.maxReservationsPerConnection(), l.maxRegionsPerConnection()};
             outboundQueueFrames = c.outboundQueueFrames;
             drainTimeoutMillis = c.drainTimeoutMillis;
+            registerTimeoutMillis = c.registerTimeoutMillis;
+            maxUnregisteredConnections = c.maxUnregisteredConnections;
             publishQuarantineMillis = c.publishQuarantineMillis;
             ClusterConfig k = c.cluster;
             etcd = k.etcdEndpoints();
@@ -576,7 +624,8 @@ public record ManagerConfig(
                     ssdFiles, ssdIoThreads, ssdBufferedFallback, ssdReadPath, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
                     ssdWriteQueueBytes, maxInflightStages, maxLeases, restoreCopyThreads, socket, socketMode, httpHost,
                     httpPort, readyFile, l,
-                    outboundQueueFrames, drainTimeoutMillis, publishQuarantineMillis,
+                    outboundQueueFrames, drainTimeoutMillis, registerTimeoutMillis, maxUnregisteredConnections,
+                    publishQuarantineMillis,
                     new ClusterConfig(etcd, nodeId, clusterId, clusterListen, clusterTokenFile, clusterTlsCert,
                             clusterTlsKey, clusterTlsCa, clusterLeaseTtlMillis, clusterLookupTimeoutMillis, clusterDataListen),
                     new KvEvents(kvEventsEndpoint, kvEventsReplayEndpoint, kvEventsReplayBatches, kvEventsNamedBlocks));

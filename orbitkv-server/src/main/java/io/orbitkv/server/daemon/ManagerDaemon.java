@@ -30,7 +30,6 @@ import java.nio.file.AtomicMoveNotSupportedException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
-import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -162,9 +161,7 @@ public final class ManagerDaemon implements AutoCloseable {
                 kvEvents = KvEventPublisher.start(config.kvEvents().settings(), store.residency(), registry);
                 core.observePublishes(kvEvents);
             }
-            channel = ChannelServer.start(new ChannelServer.Settings(config.socket(), config.socketMode(),
-                    config.limits(), config.outboundQueueFrames(), Duration.ofMillis(config.drainTimeoutMillis())),
-                    core::openSession, registry);
+            channel = ChannelServer.start(config.channelSettings(), core::openSession, registry);
             ManagerCore statusCore = core;
             Optional<ClusterPeers> statusPeers = Optional.ofNullable(peers);
             history = StatusHistory.start(() -> sample(statusCore.status()));

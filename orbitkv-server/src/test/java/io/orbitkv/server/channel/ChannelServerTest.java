@@ -8,6 +8,9 @@ import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.core.engine.ChannelSession;
 import io.orbitkv.core.engine.EventSink;
 import io.orbitkv.core.engine.OpenResult;
+import io.orbitkv.state.Namespace;
+import io.orbitkv.state.RecoveryContract;
+import io.orbitkv.state.StateGroup;
 import io.orbitkv.state.protocol.CompletionEvent;
 import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.FrameEncoder;
@@ -60,6 +63,8 @@ class ChannelServerTest {
         public Reply handle(Request request) {
             handled.incrementAndGet();
             return switch (request) {
+                case Request.Register r -> new Reply.Registered(1, r.epoch(), ProtocolLimits.DEFAULTS,
+                        List.of(new Reply.ArenaFile("/dev/shm/scripted", 1 << 20, 1 << 16)));
                 case Request.Stats s -> new Reply.StatsReply(List.of(new Reply.Counter("handled", handled.get())));
                 case Request.Cancel c -> {
                     boolean queued = sink.complete(new Reply.Completion(c.operationId(), 1, CompletionEvent.DRAINED,
@@ -83,13 +88,19 @@ class ChannelServerTest {
     }
 
     private ChannelServer start(int maxConnections) throws IOException {
+        // Scripted sessions mostly never register: every connection may wait, for longer than a test runs.
+        return start(maxConnections, Duration.ofSeconds(60), maxConnections);
+    }
+
+    private ChannelServer start(int maxConnections, Duration registerTimeout, int maxUnregistered) throws IOException {
         ProtocolLimits d = ProtocolLimits.DEFAULTS;
         ProtocolLimits limits = new ProtocolLimits(d.maxFrameBytes(), d.maxGroupsPerQuery(), d.maxPagesPerQuery(),
                 d.maxPagesPerPublish(), d.maxIdsPerSettle(), d.maxPagesPerRestore(), d.maxArenaFiles(),
                 d.maxStatsCounters(), d.maxStringBytes(), maxConnections, d.maxOperationsPerConnection(),
                 d.maxReservationsPerConnection(), d.maxRegionsPerConnection());
         server = ChannelServer.start(new ChannelServer.Settings(dir.resolve("m.sock"), "0600", limits, 4,
-                Duration.ofSeconds(10)), sink -> new OpenResult.Opened(new ScriptedSession(sink)), registry);
+                Duration.ofSeconds(10), registerTimeout, maxUnregistered),
+                sink -> new OpenResult.Opened(new ScriptedSession(sink)), registry);
         return server;
     }
 
@@ -250,6 +261,73 @@ class ChannelServerTest {
         await().atMost(Duration.ofSeconds(10)).until(() -> server.connections() == 0);
         try (RawClient c = new RawClient(server.socketPath())) {
             assertThat(c.call(new Request.Stats())).isInstanceOf(Reply.StatsReply.class);
+        }
+    }
+
+    private static Request.Register register(String instance) {
+        Namespace ns = new Namespace("m", "r1", "w", "t", "", "bf16", "nhd", 16, 1, 0, 1, 0, 1);
+        return new Request.Register(instance, 1, ns, new RecoveryContract(16, List.of(new StateGroup.Full(0))));
+    }
+
+    @Test
+    void silentConnectionsHoldOnlyTheUnregisteredPlacesAndAreClosedAtTheRegistrationDeadline() throws IOException {
+        int maxConnections = 4;
+        int maxUnregistered = 2;
+        // Long enough that the checks before it cannot race it on a loaded machine; the test waits it out once.
+        start(maxConnections, Duration.ofSeconds(2), maxUnregistered);
+        try (RawClient engineA = new RawClient(server.socketPath())) {
+            assertThat(engineA.call(register("a"))).isInstanceOf(Reply.Registered.class);
+            List<RawClient> silent = new java.util.ArrayList<>();
+            try {
+                for (int i = 0; i < maxConnections; i++) silent.add(new RawClient(server.socketPath()));
+                // Two hold the unregistered places (a and at most one more engine could still register), the
+                // others wait to be refused; none takes a place a registered session could use.
+                await().atMost(Duration.ofSeconds(10)).until(() -> registry.get("orbitkv.channel.connections.refused")
+                        .tag("reason", "max_unregistered").counter().count() == maxConnections - maxUnregistered);
+                assertThat(server.connections()).isEqualTo(1 + maxUnregistered);
+                try (RawClient early = new RawClient(server.socketPath())) {
+                    long id = early.send(register("early"));
+                    assertError(early.next(), id, ErrorCode.BUSY);
+                    assertThat(early.next()).isInstanceOf(RawClient.Closed.class);
+                }
+                for (RawClient c : silent) {
+                    assertError(c.next(), 0, ErrorCode.REGISTER_TIMEOUT);
+                    assertThat(c.next()).isInstanceOf(RawClient.Closed.class);
+                }
+            } finally {
+                for (RawClient c : silent) c.close();
+            }
+            assertThat(registry.get("orbitkv.channel.register.timeouts").counter().count()).isEqualTo(maxConnections);
+            await().atMost(Duration.ofSeconds(10)).until(() -> server.connections() == 1);
+            try (RawClient engineB = new RawClient(server.socketPath())) {
+                assertThat(engineB.call(register("b"))).as("an engine registers once the silent ones are gone")
+                        .isInstanceOf(Reply.Registered.class);
+                assertThat(engineA.call(new Request.Stats())).as("a registered session has no idle timeout")
+                        .isInstanceOf(Reply.StatsReply.class);
+            }
+        }
+    }
+
+    @Test
+    void anUnregisteredClientThatDoesNotReadItsRepliesIsStillClosedAtTheDeadline() throws Exception {
+        start(4, Duration.ofMillis(500), 2);
+        try (RawClient c = new RawClient(server.socketPath())) {
+            // Requests whose replies are never read: once the socket buffers are full, the server's
+            // write of a reply blocks while holding the connection's write lock.
+            Thread flood = Thread.ofVirtual().start(() -> {
+                try {
+                    for (long id = 1; ; id++) c.send(stats(id));
+                } catch (java.io.UncheckedIOException closed) {
+                    // the server closed the connection: what the test waits for
+                }
+            });
+            await().atMost(Duration.ofSeconds(10))
+                    .until(() -> registry.get("orbitkv.channel.register.timeouts").counter().count() == 1);
+            await().atMost(Duration.ofSeconds(10)).until(() -> server.connections() == 0);
+            assertThat(flood.join(Duration.ofSeconds(10))).as("the flooding client sees the close").isTrue();
+        }
+        try (RawClient engine = new RawClient(server.socketPath())) {
+            assertThat(engine.call(register("e"))).isInstanceOf(Reply.Registered.class);
         }
     }
 

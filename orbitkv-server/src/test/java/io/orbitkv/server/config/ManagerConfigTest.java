@@ -51,11 +51,41 @@ class ManagerConfigTest {
         assertThat(c.ssdPolicy()).isEqualTo(new SsdAdmissionPolicy.ReuseAware(3));
         assertThat(c.limits().maxConnections()).isEqualTo(8);
         assertThat(c.dramSlotBytes()).containsExactly(64 << 10, 2 << 20);
-        assertThat(c.readyFile()).isEqualTo(dir.resolve("manager.ready").toAbsolutePath());
+        assertThat(c.readyFile()).isEqualTo(dir.resolve("ssd").resolve("manager.ready").toAbsolutePath());
         assertThat(c.storeConfig().dram().sizeClasses()).hasSize(2);
         assertThat(c.storeConfig().ssd().readPath()).isEqualTo(io.orbitkv.core.storage.ssd.ReadPath.AUTO);
         assertThat(c.withOverrides(Map.of("ssdReadPath", "uring")).storeConfig().ssd().readPath())
                 .isEqualTo(io.orbitkv.core.storage.ssd.ReadPath.URING);
+    }
+
+    @Test
+    void theSmallestDramThatStartsIsDocumentedAndARefusalNamesTheKeysToChange() {
+        // Default slot classes (largest 2m) and stagingBytes = dramBytes / 8: 16m is the smallest.
+        ManagerConfig smallest = ManagerConfig.defaults().withOverrides(Map.of("dramBytes", "16m"));
+        assertThat(smallest.stagingBytes()).isEqualTo(2L << 20);
+        assertThat(smallest.storeConfig().dram().reservedBudgetBytes()).isEqualTo(smallest.stagingBytes());
+        assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("dramBytes", "15m")))
+                .isInstanceOf(ConfigException.class).hasMessageContaining("stagingBytes")
+                .hasMessageContaining("16m").hasMessageNotContaining("reservedBudgetBytes");
+        assertThat(ManagerConfig.defaults().withOverrides(Map.of("dramBytes", "4m", "stagingBytes", "2m")).storeConfig()
+                .dram().reservedBudgetBytes()).as("with stagingBytes set, twice the largest slot starts").isEqualTo(2L << 20);
+        assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("dramBytes", "4m", "stagingBytes", "4m")))
+                .isInstanceOf(ConfigException.class).hasMessageContaining("stagingBytes").hasMessageContaining("7/8")
+                .hasMessageNotContaining("evictedLeasedBudgetBytes");
+        Path doc = Path.of("..", "docs", "operations.md");
+        assertThat(doc).content().contains("smallest `dramBytes` that starts").contains("reservedBudgetBytes");
+    }
+
+    @Test
+    void twoStoresUnderOneParentHaveDifferentDefaultReadyFiles() {
+        ManagerConfig a = ManagerConfig.defaults().withOverrides(Map.of("ssdDir", dir.resolve("a").toString()));
+        ManagerConfig b = ManagerConfig.defaults().withOverrides(Map.of("ssdDir", dir.resolve("b").toString()));
+        assertThat(a.readyFile()).isNotEqualTo(b.readyFile());
+        assertThat(a.readyFile().getParent()).as("next to the store's lock file").isEqualTo(a.lockFile().getParent());
+        ManagerConfig explicit = a.withOverrides(Map.of("readyFile", dir.resolve("r").toString(),
+                "ssdDir", dir.resolve("c").toString()));
+        assertThat(explicit.readyFile()).as("a configured ready file stays where it was set")
+                .isEqualTo(dir.resolve("r").toAbsolutePath());
     }
 
     @Test

@@ -40,7 +40,9 @@ public enum ErrorCode implements WireCode {
     /** A QUERY's revision is not higher than the live revision of that operation id. */
     STALE_REVISION(13, false),
     /** The Manager is draining for shutdown and accepts no new work. */
-    SHUTTING_DOWN(14, true);
+    SHUTTING_DOWN(14, true),
+    /** The connection was not REGISTERED within the Manager's registration deadline. */
+    REGISTER_TIMEOUT(15, true);
 
     private final int code;
     private final boolean closesConnection;

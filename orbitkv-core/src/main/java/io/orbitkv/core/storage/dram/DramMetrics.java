@@ -44,7 +44,9 @@ final class DramMetrics implements AutoCloseable {
         /** Its size class had no free slot; it was that class's coldest unleased image. */
         CLASS_PRESSURE,
         /** {@link DramTier#evictNamespace} dropped its namespace. */
-        NAMESPACE;
+        NAMESPACE,
+        /** A commit of the same key in another namespace replaced it (see {@link DramTier}'s note on namespaces). */
+        DISPLACED;
 
         String tag() {
             return name().toLowerCase(Locale.ROOT);

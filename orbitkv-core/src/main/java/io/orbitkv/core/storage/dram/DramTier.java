@@ -52,6 +52,20 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * residency events alternate ADDED, REMOVED (both are appended under the key's Caffeine bin
  * lock, so they cannot reorder); {@link DramUsage}'s byte sum equals the capacity at all times.
  *
+ * <p>Namespaces: the index is keyed by StateKey alone, and every image carries the namespace id it
+ * was published in. A key derived by the Manager ({@code SHA-256(namespace digest ‖ group ‖ hash)})
+ * cannot collide across namespaces (2^-128); two namespaces hold the same key bytes only when a
+ * client sent a precomputed STATE_KEY of another namespace, i.e. guessed or forged it. So an image
+ * of another namespace is invisible to {@link #reserve} (no ALREADY_RESIDENT for it, no refusal),
+ * and a commit replaces it (cause {@code displaced}, not handed to the SSD writer): the newest
+ * commit of a key wins across namespaces, the first within one. Each caller then sees exactly what
+ * it would see alone (its reservation granted, its commit sealed, its own bytes read back), so a
+ * forger learns nothing and cannot pre-publish a victim's future keys; the most it can do is evict
+ * one of the victim's images, which it could also do by filling the tier with its own pages. The
+ * alternative, an index keyed by (namespace id, key) so both images coexist, would also change the
+ * residency stream, the catalog and the peer protocol, which name a page by its key alone; it is
+ * rejected while those stay key-only, because on an honest Manager the keys never collide.
+ *
  * <p>Eviction is {@link DramTierConfig#eviction()}: under {@link DramEviction#W_TINY_LFU} the index
  * and policy are Caffeine's (W-TinyLFU keeps frequently reused prefixes against one-off scans);
  * under {@link DramEviction#LRU} Caffeine is an unbounded index and each insertion that takes the
@@ -152,8 +166,9 @@ public final class DramTier implements AutoCloseable {
     }
 
     /**
-     * Reserves a writable slot for {@code key}'s image of {@code lengthBytes}. Returns
-     * {@link ReserveResult.AlreadyResident} when the key is already resident (nothing to write) and
+     * Reserves a writable slot for {@code key}'s image of {@code lengthBytes} in {@code namespaceId}.
+     * Returns {@link ReserveResult.AlreadyResident} when the key is already resident in that
+     * namespace (nothing to write; another namespace's image of the key does not count) and
      * {@link ReserveResult.Full} when no slot can be had within the budgets.
      */
     public ReserveResult reserve(StateKey key, int namespaceId, int lengthBytes) {
@@ -163,7 +178,9 @@ public final class DramTier implements AutoCloseable {
         int sizeClass = slots.classFor(lengthBytes);
         if (sizeClass < 0) return refuse(ReserveResult.FullReason.NO_SIZE_CLASS);
         ResidentImage resident = index.policy().getIfPresentQuietly(key);
-        if (resident != null) {
+        // Another namespace's image of the same key bytes is invisible here (see the class note on
+        // namespaces): answering ALREADY_RESIDENT for it would tell the caller what another tenant holds.
+        if (resident != null && resident.namespaceId() == namespaceId) {
             // Under LRU, publishing a resident page is a use (the engine has just computed it): it
             // moves to the most recent end, so the commits of the same batch cannot evict it from the
             // tail between this answer and the pages after it. Without this the replay of the
@@ -193,8 +210,9 @@ public final class DramTier implements AutoCloseable {
     }
 
     /**
-     * Makes the reservation's image resident and readable. If the key became resident meanwhile,
-     * the resident image stays and the reservation's slot is freed ({@link CommitResult.Duplicate}).
+     * Makes the reservation's image resident and readable. If the key became resident in the same
+     * namespace meanwhile, the resident image stays and the reservation's slot is freed
+     * ({@link CommitResult.Duplicate}); an image of the key in another namespace is displaced.
      */
     public CommitResult commit(Reservation reservation) {
         requireOwned(reservation);
@@ -202,6 +220,9 @@ public final class DramTier implements AutoCloseable {
         if (!reservation.end(Reservation.COMMITTED)) return new CommitResult.NotOpen();
         ResidentImage fresh = imageOf(reservation);
         ResidentImage winner = index.get(reservation.key(), key -> publish(key, fresh));
+        if (winner != fresh && winner.namespaceId() != fresh.namespaceId()) {
+            winner = displace(reservation.key(), fresh, false);
+        }
         if (winner == fresh) {
             metrics.inserted();
             enforceLruBound();
@@ -231,6 +252,9 @@ public final class DramTier implements AutoCloseable {
             }
             return published;
         });
+        if (winner != fresh && winner.namespaceId() != fresh.namespaceId()) {
+            winner = displace(reservation.key(), fresh, true);
+        }
         if (winner == fresh) {
             metrics.inserted();
             enforceLruBound();
@@ -314,6 +338,12 @@ public final class DramTier implements AutoCloseable {
         return index.policy().getIfPresentQuietly(key) != null;
     }
 
+    /** True when {@code key} is resident now in {@code namespaceId}; does not count as a use. */
+    public boolean contains(StateKey key, int namespaceId) {
+        ResidentImage image = index.policy().getIfPresentQuietly(key);
+        return image != null && image.namespaceId() == namespaceId;
+    }
+
     /**
      * The keys resident now, a weakly consistent copy (for the catalog's resynchronisation after a
      * residency-stream gap: keys inserted or evicted during the copy are also in the stream).
@@ -384,6 +414,23 @@ public final class DramTier implements AutoCloseable {
         slots.unpin(slot, imageId);
     }
 
+    /**
+     * Puts {@code fresh} in place of another namespace's image of the same key (the newest commit
+     * wins across namespaces; within one the first does), pinning it when {@code pin}. Returns the
+     * image indexed afterwards: {@code fresh}, or a same-namespace image that won a race.
+     */
+    private ResidentImage displace(StateKey key, ResidentImage fresh, boolean pin) {
+        return index.asMap().compute(key, (k, current) -> {
+            if (current != null && current.namespaceId() == fresh.namespaceId()) return current;
+            if (current != null) onLeftIndex(k, current, DramMetrics.EvictionCause.DISPLACED, false);
+            ResidentImage published = publish(k, fresh);
+            if (pin && !slots.pin(fresh.slot(), fresh.imageId())) {
+                throw new IllegalStateException("a freshly published slot could not be pinned: " + fresh);
+            }
+            return published;
+        });
+    }
+
     // Runs inside Caffeine's computeIfAbsent for the key: the slot turns RESIDENT and ADDED is
     // appended atomically with the insertion.
     private ResidentImage publish(StateKey key, ResidentImage fresh) {
@@ -400,7 +447,8 @@ public final class DramTier implements AutoCloseable {
     private void onLeftIndex(StateKey key, ResidentImage image, DramMetrics.EvictionCause cause, boolean handOver) {
         EvictionListener listener = evictionListener;
         slotKeys.compareAndSet(image.slot(), key, null);
-        boolean listened = listener != null && cause != DramMetrics.EvictionCause.NAMESPACE;
+        boolean listened = listener != null && cause != DramMetrics.EvictionCause.NAMESPACE
+                && cause != DramMetrics.EvictionCause.DISPLACED;
         boolean offer = false;
         if (listened && handOver) {
             offer = slots.retireHandingOver(image.slot(), image.imageId()); // retires either way

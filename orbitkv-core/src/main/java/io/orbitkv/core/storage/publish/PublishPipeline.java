@@ -392,7 +392,7 @@ public final class PublishPipeline implements AutoCloseable {
             skip(PublishMetrics.Skip.UNKNOWN_NAMESPACE, retained);
             return;
         }
-        if (ssd.contains(key) || !pendingWrites.add(key)) {
+        if (ssd.contains(key, digest.get()) || !pendingWrites.add(key)) {
             skip(PublishMetrics.Skip.ALREADY_STORED, retained);
             return;
         }

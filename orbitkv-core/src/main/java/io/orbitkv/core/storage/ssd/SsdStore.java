@@ -316,6 +316,16 @@ public final class SsdStore implements AutoCloseable {
         return index.containsKey(key);
     }
 
+    /**
+     * Whether {@code key} is indexed now as an extent of {@code namespace}. An extent of the same key
+     * bytes in another namespace does not count: the next write of the key replaces it (a newer
+     * generation wins), so no namespace can keep another's page off the SSD by writing its key first.
+     */
+    public boolean contains(StateKey key, NamespaceDigest namespace) {
+        Extent e = index.get(key);
+        return e != null && e.namespace.equals(namespace);
+    }
+
     /** The keys indexed now, a weakly consistent copy (see {@code DramTier#residentKeys}). */
     public List<StateKey> residentKeys() {
         return List.copyOf(index.keySet());

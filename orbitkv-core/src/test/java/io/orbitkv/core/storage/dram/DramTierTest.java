@@ -100,6 +100,36 @@ class DramTierTest {
     }
 
     @Test
+    void anImageOfAnotherNamespaceIsInvisibleToReserveAndDisplacedByACommit() throws IOException {
+        openSmall();
+        StateKey k = key(1);
+        publish(k, K4); // namespace 7
+        assertThat(tier.reserve(k, 7, K4)).as("own namespace").isInstanceOf(ReserveResult.AlreadyResident.class);
+        ReserveResult other = tier.reserve(k, 8, K4);
+        assertThat(other).as("another namespace's image of the key bytes").isInstanceOf(Reservation.class);
+        assertThat(tier.contains(k, 8)).isFalse();
+        assertThat(tier.commit((Reservation) other)).isInstanceOf(CommitResult.Inserted.class);
+        assertThat(tier.contains(k, 8)).isTrue();
+        assertThat(tier.contains(k, 7)).isFalse();
+        Lease lease = lease(k);
+        assertThat(lease.namespaceId()).isEqualTo(8);
+        lease.release();
+        assertThat(tier.usage().usedBytes()).as("the displaced image's slot is free again").isEqualTo(K4);
+        assertThat(counter("orbitkv.dram.evictions", "cause", "displaced")).isEqualTo(1);
+        assertThat(stream.readFrom(1, 16).events()).extracting(ResidencyEvent::kind).containsExactly(
+                ResidencyEvent.Kind.ADDED, ResidencyEvent.Kind.REMOVED, ResidencyEvent.Kind.ADDED);
+
+        // commitAndAcquire (staging, peer reads) displaces the same way and leases the newcomer.
+        ReserveResult back = tier.reserve(k, 7, K4);
+        assertThat(back).isInstanceOf(Reservation.class);
+        AcquireResult leased = tier.commitAndAcquire((Reservation) back);
+        assertThat(leased).isInstanceOf(Lease.class);
+        assertThat(((Lease) leased).namespaceId()).isEqualTo(7);
+        ((Lease) leased).release();
+        assertThat(tier.usage().usedBytes()).isEqualTo(K4);
+    }
+
+    @Test
     void anImageTakesTheSmallestClassThatHoldsIt() throws IOException {
         openSmall();
         assertThat(reserve(key(1), 1).slotRef().classIndex()).isZero();
