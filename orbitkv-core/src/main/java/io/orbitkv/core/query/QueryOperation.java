@@ -70,6 +70,10 @@ import java.util.concurrent.TimeUnit;
  */
 public final class QueryOperation {
 
+    /** Region faults repeat per restore of a broken region: one WARN line per 10 s with a count. */
+    private static final io.orbitkv.core.log.RateLimitedLog RESTORE_FAULTS =
+            io.orbitkv.core.log.RateLimitedLog.tenSeconds(QueryOperation.class.getName());
+
     /**
      * Keys one QUERY asks the catalog about at once when it waits for peers (32 bytes each on the
      * wire; a 65,536-page query asks for its first 4,096 missing pages).
@@ -98,6 +102,8 @@ public final class QueryOperation {
     private int stagingInFlight;
     private int copyTasksInFlight;
     private boolean copyFailed;
+    /** A copy of the current restore faulted on the region's mapping (its file shrank): FAILED NOT_FOUND. */
+    private boolean copyRegionFault;
     private long copiedBytes;
     /** Cost sample of the restore in flight: accepted instant (0 when observations are off), bytes, pages. */
     private long restoreAcceptedNanos;
@@ -560,6 +566,10 @@ public final class QueryOperation {
         if (copyTasksInFlight > 0) {
             return new Reply.Error(ErrorCode.BUSY, "a restore of operation " + operationId() + " is in flight");
         }
+        if (region.isFaulted()) {
+            return new Reply.Error(ErrorCode.NOT_FOUND, "region " + request.regionId() + " is unusable: a copy into it"
+                    + " faulted (its file shrank or was replaced after REGISTER_REGION); register it again");
+        }
         List<PageSlot> sources = new ArrayList<>(request.pages().size());
         for (Request.RestorePage rp : request.pages()) {
             Optional<PageSlot> slot = find(rp.groupId(), rp.sourcePage());
@@ -598,13 +608,14 @@ public final class QueryOperation {
                 tiers.add(sources.get(i).tier);
                 targets.add(region.page(request.pages().get(i).destinationPage(), lease.lengthBytes()));
             }
-            tasks.add(() -> copy(leases, tiers, targets));
+            tasks.add(() -> copy(leases, tiers, targets, region));
         }
         if (!host.copier().trySubmit(tasks)) {
             return new Reply.Error(ErrorCode.BUSY, "restore copy queue is full");
         }
         copyTasksInFlight = taskCount;
         copyFailed = false;
+        copyRegionFault = false;
         copiedBytes = 0;
         restoreCopied = OperationHost.TierCounts.ZERO;
         restoreStartedNanos = host.nanoTime();
@@ -618,10 +629,12 @@ public final class QueryOperation {
     }
 
     /** Runs on a copy thread, without the session lock. */
-    private void copy(List<Lease> leases, List<OperationHost.Tier> tiers, List<MemorySegment> targets) {
+    private void copy(List<Lease> leases, List<OperationHost.Tier> tiers, List<MemorySegment> targets,
+                      EngineRegion region) {
         long bytes = 0;
         OperationHost.TierCounts byTier = OperationHost.TierCounts.ZERO;
         boolean failed = false;
+        boolean regionFault = false;
         try {
             for (int i = 0; i < leases.size(); i++) {
                 if (stopCopies) break;
@@ -631,6 +644,16 @@ public final class QueryOperation {
                 byTier = byTier.plus(tiers.get(i), src.byteSize());
             }
             VarHandle.releaseFence();
+        } catch (InternalError fault) {
+            // The JVM turns SIGBUS on a mapped page with no file behind it (the engine truncated its
+            // region file) into this error. The region is unusable, not the Manager: the restore ends
+            // FAILED NOT_FOUND and everything it holds drains as for any failed copy.
+            region.markFaulted();
+            RESTORE_FAULTS.log(System.Logger.Level.WARNING, "region-fault", "a restore into region file "
+                    + region.path() + " faulted (" + fault.getMessage() + "): the engine shrank or replaced the"
+                    + " file after REGISTER_REGION; the RESTORE ends FAILED and the region is refused from now on");
+            failed = true;
+            regionFault = true;
         } catch (RuntimeException e) {
             System.getLogger(QueryOperation.class.getName()).log(System.Logger.Level.ERROR, "restore copy failed", e);
             failed = true;
@@ -638,19 +661,21 @@ public final class QueryOperation {
         long copied = bytes;
         OperationHost.TierCounts copiedByTier = byTier;
         boolean copyError = failed;
+        boolean faulted = regionFault;
         host.callbacks().execute(() -> {
             synchronized (host.lock()) {
-                onCopied(copied, copiedByTier, copyError);
+                onCopied(copied, copiedByTier, copyError, faulted);
             }
         });
     }
 
-    private void onCopied(long bytes, OperationHost.TierCounts byTier, boolean failed) {
+    private void onCopied(long bytes, OperationHost.TierCounts byTier, boolean failed, boolean regionFault) {
         copyTasksInFlight--;
         copiedBytes += bytes;
         restoreCopied = new OperationHost.TierCounts(restoreCopied.dram() + byTier.dram(),
                 restoreCopied.ssd() + byTier.ssd(), restoreCopied.peer() + byTier.peer());
         copyFailed |= failed;
+        copyRegionFault |= regionFault;
         if (copyTasksInFlight > 0) return;
         Reply.Outcome outcome;
         Terminal terminal;
@@ -659,7 +684,8 @@ public final class QueryOperation {
             outcome = Reply.Settled.OK;
             terminal = Terminal.SUCCEEDED;
         } else {
-            outcome = state == State.FINAL ? new Reply.Failed(ErrorCode.INTERNAL) : Reply.Settled.CANCELLED;
+            outcome = state == State.FINAL
+                    ? new Reply.Failed(copyRegionFault ? ErrorCode.NOT_FOUND : ErrorCode.INTERNAL) : Reply.Settled.CANCELLED;
             terminal = state == State.FINAL ? Terminal.FAILED : Terminal.CANCELLED;
         }
         host.countRestore(switch (terminal) {

@@ -42,6 +42,7 @@ public final class EngineRegion implements AutoCloseable {
     private final int pageCount;
     private final Arena arena;
     private final MemorySegment segment;
+    private volatile boolean faulted;
 
     private EngineRegion(Path path, int pageBytes, int pageCount, Arena arena, MemorySegment segment) {
         this.path = path;
@@ -74,6 +75,20 @@ public final class EngineRegion implements AutoCloseable {
             arena.close();
             return new NotFound("cannot map " + path + ": " + e.getMessage());
         }
+    }
+
+    /**
+     * Marks the region unusable: a copy into it faulted (the engine truncated or replaced its file
+     * after REGISTER_REGION, so the mapping no longer has pages behind it). Later RESTOREs into it
+     * are refused; the mapping stays until the session drains, as every region's does.
+     */
+    public void markFaulted() {
+        faulted = true;
+    }
+
+    /** True once a copy into this region faulted; see {@link #markFaulted}. */
+    public boolean isFaulted() {
+        return faulted;
     }
 
     public int pageBytes() {

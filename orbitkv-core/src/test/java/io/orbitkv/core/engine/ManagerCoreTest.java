@@ -228,6 +228,40 @@ class ManagerCoreTest {
     }
 
     @Test
+    void aRestoreIntoARegionWhoseFileShrankEndsFailedAndReleasesEverything() throws IOException {
+        Path regionFile = dir.resolve("shrinking.region");
+        int pageBytes = 24 * 1024;
+        try (FileChannel ch = FileChannel.open(regionFile, StandardOpenOption.CREATE, StandardOpenOption.READ,
+                StandardOpenOption.WRITE)) {
+            ch.write(java.nio.ByteBuffer.allocate(1), 4L * pageBytes - 1);
+        }
+        try (Client c = m.register("e1", 1, NS, FULL)) {
+            c.publish(3, 0, 0, 1, 2);
+            int region = ((Reply.RegionRegistered) c.send(new Request.RegisterRegion(regionFile.toString(),
+                    4L * pageBytes, pageBytes, 4))).regionId();
+            // the engine truncates its own file after REGISTER_REGION: the Manager's mapping has no pages behind it
+            try (FileChannel ch = FileChannel.open(regionFile, StandardOpenOption.WRITE)) {
+                ch.truncate(0);
+            }
+            Reply.QueryResult r = (Reply.QueryResult) c.send(Client.query(1, 0, CompletionTarget.ENGINE_RESTORE,
+                    3 * 16 + 1, 0, 3, new int[] {0}, 3));
+            assertThat(r.hit()).isTrue();
+            assertThat(c.send(new Request.Restore(1, region, List.of(new Request.RestorePage(0, 0, 0),
+                    new Request.RestorePage(0, 1, 1))))).isEqualTo(new Reply.RestoreAccepted(1, 2));
+            assertThat(c.sink.await(1, CompletionEvent.RESTORE_DONE).outcome())
+                    .isEqualTo(new Reply.Failed(ErrorCode.NOT_FOUND));
+            assertThat(m.registry.get("orbitkv.restore.duration").tag("outcome", "failed").timer().count()).isEqualTo(1);
+            Reply again = c.send(new Request.Restore(1, region, List.of(new Request.RestorePage(0, 2, 2))));
+            assertThat(Client.error(again)).as("the faulted region is refused").isEqualTo(ErrorCode.NOT_FOUND);
+            assertThat(((Reply.Error) again).message()).contains("unusable");
+            assertThat(c.send(new Request.Release(1))).isInstanceOf(Reply.Released.class);
+            assertThat(m.core.status().leases()).as("RELEASE drained the failed restore").isZero();
+        }
+        m.assertNothingHeld();
+        assertThat(m.core.status().regions()).isZero();
+    }
+
+    @Test
     void hostReadyOperationsCannotRestore() throws IOException {
         try (Client c = m.register("e1", 1, NS, FULL)) {
             c.publish(3, 0, 0);
