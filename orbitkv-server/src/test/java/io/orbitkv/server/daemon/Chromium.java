@@ -1,7 +1,6 @@
 package io.orbitkv.server.daemon;
 
-import static org.assertj.core.api.Assumptions.assumeThat;
-
+import io.orbitkv.testkit.Environment;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -23,11 +22,10 @@ final class Chromium {
     private Chromium() {
     }
 
-    /** Skips the calling test when Chromium is not installed (.ci/run installs it, and fails on any skip). */
-    static void assumeInstalled() {
-        assumeThat(Files.isExecutable(BINARY))
-                .as("chromium is not installed at " + BINARY + " (apt-get install -y chromium; .ci/run does this)")
-                .isTrue();
+    /** Skips the calling test when Chromium is not installed; fails it under CI's switch ({@link Environment}). */
+    static void requireInstalled() {
+        Environment.require(Files.isExecutable(BINARY),
+                "chromium at " + BINARY + " (apt-get install -y chromium; .ci/run does this)");
     }
 
     private static List<String> command(Path profile, String... extra) {

@@ -101,8 +101,8 @@ class OperatorViewsTest {
 
     @BeforeAll
     void startClusterAndWorkload() throws Exception {
-        PrometheusProcess.assumeInstalled();
-        Chromium.assumeInstalled();
+        PrometheusProcess.requireInstalled();
+        Chromium.requireInstalled();
         token = ManagerProcess.clusterToken(dir);
         etcd = EtcdProcess.start(dir);
         a = ManagerProcess.startMember(dir, etcd.endpoint(), "a", token);

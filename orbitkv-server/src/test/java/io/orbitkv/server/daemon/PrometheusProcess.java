@@ -1,10 +1,10 @@
 package io.orbitkv.server.daemon;
 
-import static org.assertj.core.api.Assumptions.assumeThat;
 import static org.awaitility.Awaitility.await;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.orbitkv.testkit.Environment;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.URI;
@@ -43,16 +43,15 @@ final class PrometheusProcess implements AutoCloseable {
         this.port = port;
     }
 
-    /** Skips the calling test when Prometheus is not installed (.ci/run installs it, and fails on any skip). */
-    static void assumeInstalled() {
-        assumeThat(Files.isExecutable(BINARY) && Files.isExecutable(PROMTOOL))
-                .as("prometheus is not installed at " + BINARY + " (apt-get install -y prometheus; .ci/run does this)")
-                .isTrue();
+    /** Skips the calling test when Prometheus is not installed; fails it under CI's switch ({@link Environment}). */
+    static void requireInstalled() {
+        Environment.require(Files.isExecutable(BINARY) && Files.isExecutable(PROMTOOL),
+                "prometheus and promtool at " + BINARY + ", " + PROMTOOL + " (apt-get install -y prometheus; .ci/run does this)");
     }
 
     /** Starts Prometheus under {@code dir} scraping {@code targets} ({@code host:port}) every second. */
     static PrometheusProcess start(Path dir, List<String> targets) throws IOException {
-        assumeInstalled();
+        requireInstalled();
         Files.createDirectories(dir);
         Path config = dir.resolve("prometheus.yml");
         Files.writeString(config, """
