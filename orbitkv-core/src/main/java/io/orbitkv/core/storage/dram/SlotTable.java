@@ -238,11 +238,7 @@ final class SlotTable {
             if (states[slot] != RESIDENT || imageIds[slot] != imageId) return false;
             if (leases[slot]++ == 0) leasedBytes += classSlotBytes[classOf(slot)];
             leaseCount++;
-            if (use) {
-                referenced[slot] = 1;
-                unlink(slot);
-                linkAtHead(slot);
-            }
+            if (use) markUsed(slot);
             return true;
         } finally {
             lock.unlock();
@@ -257,13 +253,19 @@ final class SlotTable {
         lock.lock();
         try {
             if (states[slot] != RESIDENT || imageIds[slot] != imageId) return false;
-            referenced[slot] = 1;
-            unlink(slot);
-            linkAtHead(slot);
+            markUsed(slot);
             return true;
         } finally {
             lock.unlock();
         }
+    }
+
+    /** A use of {@code slot}: marked for the clock hand and moved to the head of the recency list. */
+    // @GuardedBy("lock")
+    private void markUsed(int slot) {
+        referenced[slot] = 1;
+        unlink(slot);
+        linkAtHead(slot);
     }
 
     /**
@@ -308,8 +310,7 @@ final class SlotTable {
     boolean pinHeld(int slot, long imageId) {
         lock.lock();
         try {
-            if (imageIds[slot] != imageId || leases[slot] <= 0
-                    || (states[slot] != RESIDENT && states[slot] != EVICTED_LEASED)) {
+            if (!holdsLease(slot, imageId)) {
                 return false;
             }
             leases[slot]++;
@@ -320,12 +321,17 @@ final class SlotTable {
         }
     }
 
+    /** True when {@code slot} holds at least one lease on image {@code imageId}, resident or evicted. */
+    // @GuardedBy("lock")
+    private boolean holdsLease(int slot, long imageId) {
+        return imageIds[slot] == imageId && leases[slot] > 0 && (states[slot] == RESIDENT || states[slot] == EVICTED_LEASED);
+    }
+
     /** Ends one lease; the last lease of an evicted image frees its slot. */
     void unpin(int slot, long imageId) {
         lock.lock();
         try {
-            if (imageIds[slot] != imageId || leases[slot] <= 0
-                    || (states[slot] != RESIDENT && states[slot] != EVICTED_LEASED)) {
+            if (!holdsLease(slot, imageId)) {
                 throw new IllegalStateException("unpin of slot " + slot + " image " + imageId + " that is not leased: "
                         + describe(slot));
             }
