@@ -1,4 +1,4 @@
-package io.orbitkv.bench.trace;
+package io.orbitkv.bench;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -18,16 +18,17 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
- * A real Manager process for one replay run: {@code orbitkv manager} started with this JVM's
- * {@code java} (so the JDK 25 the bench runs on) and its own class path (the shaded bench jar contains the server, and so does a test class path), with its
- * SSD files, socket, ready file and log under one directory and its DRAM arenas under a tmpfs
- * directory. Owns the process; {@link #close} stops it with SIGTERM and checks that it exits 0.
+ * A real Manager process for a benchmark run: {@code orbitkv manager} started either from this
+ * JVM's {@code java} and class path (the shaded bench jar contains the server, and so does a test
+ * class path) or from a given Manager jar, with its SSD files, socket, ready file and log under
+ * one directory and its DRAM arenas under a tmpfs directory. Owns the process; {@link #close}
+ * stops it with SIGTERM and checks that it exits 0.
  *
  * <p>Thread model: one owner thread; {@link #status()} may be called from any thread. Start waits
  * for the ready file (which the Manager writes once it serves), polling it every 10 ms for at most
  * 60 s; a Manager that exits first fails the start with its log.
  */
-public final class TraceManager implements AutoCloseable {
+public final class ManagerProcess implements AutoCloseable {
 
     private static final Pattern HTTP = Pattern.compile("http=127\\.0\\.0\\.1:(\\d+)");
     private static final HttpClient HTTP_CLIENT = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
@@ -37,7 +38,7 @@ public final class TraceManager implements AutoCloseable {
     private final Path log;
     private final int httpPort;
 
-    private TraceManager(Process process, Path socket, Path log, int httpPort) {
+    private ManagerProcess(Process process, Path socket, Path log, int httpPort) {
         this.process = process;
         this.socket = socket;
         this.log = log;
@@ -48,7 +49,20 @@ public final class TraceManager implements AutoCloseable {
      * Starts a Manager over {@code dir} with its arenas in {@code shmDir} and {@code options}
      * (command-line options of {@code orbitkv manager}, e.g. {@code --dram-bytes}, {@code --set k=v}).
      */
-    public static TraceManager start(Path dir, Path shmDir, String heap, List<String> options)
+    public static ManagerProcess start(Path dir, Path shmDir, String heap, List<String> options)
+            throws IOException, InterruptedException {
+        return start(List.of("-Xmx" + heap, "-cp", System.getProperty("java.class.path"), "io.orbitkv.server.cli.OrbitKvCli"),
+                dir, shmDir, options);
+    }
+
+    /** As {@link #start(Path, Path, String, List)}, running {@code managerJar} ({@code java -jar}) with a 1 GiB heap. */
+    public static ManagerProcess startJar(Path managerJar, Path dir, Path shmDir, List<String> options)
+            throws IOException, InterruptedException {
+        return start(List.of("-Xmx1g", "-jar", managerJar.toString()), dir, shmDir, options);
+    }
+
+    /** {@code launch}: the JVM options and the class path and main class (or {@code -jar JAR}) after {@code java}. */
+    private static ManagerProcess start(List<String> launch, Path dir, Path shmDir, List<String> options)
             throws IOException, InterruptedException {
         Files.createDirectories(dir);
         Files.createDirectories(shmDir);
@@ -58,8 +72,9 @@ public final class TraceManager implements AutoCloseable {
         Files.deleteIfExists(ready);
         List<String> cmd = new ArrayList<>(List.of(
                 Path.of(System.getProperty("java.home"), "bin", "java").toString(), "--enable-native-access=ALL-UNNAMED",
-                "-XX:+UseG1GC", "-Xmx" + heap, "-cp", System.getProperty("java.class.path"),
-                "io.orbitkv.server.cli.OrbitKvCli", "manager",
+                "-XX:+UseG1GC"));
+        cmd.addAll(launch);
+        cmd.addAll(List.of("manager",
                 "--ssd-dir", dir.resolve("ssd").toString(), "--dram-dir", shmDir.toString(),
                 "--socket", socket.toString(), "--http", "0", "--ready-file", ready.toString()));
         cmd.addAll(options);
@@ -79,7 +94,7 @@ public final class TraceManager implements AutoCloseable {
             p.destroyForcibly().waitFor();
             throw new IOException("no http port in the ready line: " + line);
         }
-        return new TraceManager(p, socket, log, Integer.parseInt(m.group(1)));
+        return new ManagerProcess(p, socket, log, Integer.parseInt(m.group(1)));
     }
 
     private static String readyLine(Path ready) throws IOException {

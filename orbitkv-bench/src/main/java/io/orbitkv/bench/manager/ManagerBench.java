@@ -1,5 +1,6 @@
 package io.orbitkv.bench.manager;
 
+import io.orbitkv.bench.ManagerProcess;
 import io.orbitkv.bench.Throughput;
 import io.orbitkv.bench.storage.BenchRow;
 import io.orbitkv.client.OrbitKvClient;
@@ -34,7 +35,7 @@ import java.util.concurrent.Future;
 
 /**
  * The Manager benchmarks against a real Manager process
- * ({@link ManagerUnderTest}) driven by the Java client, each paired with its baseline in the same
+ * ({@link ManagerProcess}) driven by the Java client, each paired with its baseline in the same
  * run: QUERY of 1,024 resident hashes vs a raw UDS echo of the same bytes; ENGINE_RESTORE of
  * 2 MiB pages vs {@code MemorySegment.copy} of the same bytes; a missing QUERY's latency; p99
  * QUERY latency with 16 concurrent clients.
@@ -114,7 +115,8 @@ public final class ManagerBench {
         Prefix big = Prefix.of(ns, maxRestore, 2);
         Prefix absent = Prefix.of(ns, QUERY_PAGES, 3);
         List<BenchRow> rows = new ArrayList<>();
-        try (ManagerUnderTest manager = ManagerUnderTest.start(o.managerJar(), o.dir(), o.shmDir(), dramBytes);
+        try (ManagerProcess manager = ManagerProcess.startJar(o.managerJar(), o.dir(), o.shmDir(),
+                List.of("--ssd-bytes", "512m", "--dram-bytes", dramBytes));
              OrbitKvClient client = OrbitKvClient.connect(manager.socket(), Duration.ofSeconds(60));
              Arena arena = Arena.ofConfined()) {
             log("Manager pid " + manager.pid() + " ready, DRAM " + dramBytes);

@@ -1,5 +1,6 @@
 package io.orbitkv.bench.trace;
 
+import io.orbitkv.bench.ManagerProcess;
 import com.fasterxml.jackson.databind.JsonNode;
 import org.HdrHistogram.Histogram;
 import org.knowm.xchart.BitmapEncoder;
@@ -224,7 +225,7 @@ public final class TraceBench {
         long dramPages;
         long ssdPages;
         String ssdNotWritten;
-        try (TraceManager m = TraceManager.start(runDir, runShm, "1g", options)) {
+        try (ManagerProcess m = ManagerProcess.start(runDir, runShm, "1g", options)) {
             r = TraceReplay.run(m.socket(), trace, new TraceReplay.Options(blockTokens, blockBytes, speedup, concurrency,
                     runShm.resolve("regions"), Duration.ofSeconds(60)));
             JsonNode status = m.status();

@@ -1,5 +1,6 @@
 package io.orbitkv.bench.trace;
 
+import io.orbitkv.bench.ManagerProcess;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.orbitkv.core.storage.dram.DramEviction;
 import org.junit.jupiter.api.Test;
@@ -37,10 +38,10 @@ class TraceReplayTest {
         }
     }
 
-    private TraceManager start(long dramBlocks, DramEviction eviction, int concurrency, int maxBlocks) throws Exception {
+    private ManagerProcess start(long dramBlocks, DramEviction eviction, int concurrency, int maxBlocks) throws Exception {
         long staging = Math.max(4L << 20, 2L * concurrency * maxBlocks * BLOCK_BYTES);
         long dramBytes = ManagerCapacity.dramBytesFor(dramBlocks, BLOCK_BYTES, staging);
-        return TraceManager.start(dir.resolve("manager"), dir.resolve("dram"), "256m", List.of(
+        return ManagerProcess.start(dir.resolve("manager"), dir.resolve("dram"), "256m", List.of(
                 "--dram-bytes", String.valueOf(dramBytes), "--set", "dramSlotBytes=" + BLOCK_BYTES,
                 "--set", "stagingBytes=" + staging, "--set", "ssdFiles=1",
                 "--set", "dramEviction=" + eviction.word(),
@@ -61,7 +62,7 @@ class TraceReplayTest {
         PrefixSimulator.Result expected = PrefixSimulator.run(trace, new LruPolicy(unique), BLOCK_TOKENS);
         TraceReplay.Result r;
         JsonNode status;
-        try (TraceManager m = start(unique, DramEviction.W_TINY_LFU, 1, maxBlocks)) {
+        try (ManagerProcess m = start(unique, DramEviction.W_TINY_LFU, 1, maxBlocks)) {
             r = TraceReplay.run(m.socket(), trace, options(1, 0));
             status = m.status();
         }
@@ -91,7 +92,7 @@ class TraceReplayTest {
         TraceReplay.Result r;
         JsonNode status;
         // Paced at 1,000× the trace's time with two connections, as bin/bench-trace replays.
-        try (TraceManager m = start(capacity, DramEviction.LRU, 2, maxBlocks)) {
+        try (ManagerProcess m = start(capacity, DramEviction.LRU, 2, maxBlocks)) {
             r = TraceReplay.run(m.socket(), trace, options(2, 1000));
             status = m.status();
         }
