@@ -68,7 +68,7 @@ class ReleaseTarballTest {
         for (String file : List.of("bin/lib.sh", "lib/orbitkv.jar", "lib/orbitkv-client.jar", "lib/orbitkv-state.jar",
                 "etc/orbitkv.json", "systemd/orbitkv.service", "clients/python/orbitkv/client.py",
                 "clients/python/examples/quickstart.py", "clients/java/examples/QuickStart.java", "README.md",
-                "docs/operations.md", "docs/protocol.md", "docs/performance.md", "licenses/THIRD-PARTY.txt")) {
+                "docs/operations.md", "docs/protocol.md", "docs/performance.md", "LICENSE", "licenses/THIRD-PARTY.txt")) {
             assertThat(root.resolve(file)).as(file).isRegularFile().isNotEmptyFile();
         }
         assertThat(Files.readString(root.resolve("licenses/THIRD-PARTY.txt")))
