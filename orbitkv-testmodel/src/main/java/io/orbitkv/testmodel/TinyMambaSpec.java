@@ -16,7 +16,7 @@ package io.orbitkv.testmodel;
  * attention layer, no KV page, one recurrent state group. Two presets: {@link #ci()} (2 layers,
  * width 64, inner 128, about 60 k parameters; a checkpoint is 2 x (3 x 128 + 16 x 128) floats
  * = 19 KiB) and {@link #bench()} (8 layers, width 256, inner 512, about 2.5 M parameters; a
- * checkpoint is 304 KiB, so checkpoint bytes are what the cadence table weighs).
+ * checkpoint is 311,508 bytes (304 KiB), so checkpoint bytes are what the cadence table weighs).
  *
  * @param name         model name written into the GGUF metadata
  * @param layers       Mamba blocks
