@@ -198,6 +198,11 @@ class LlamaCppRecurrentParityGateTest {
             assertThat(serve(store, engine, q, 1).published().sealed()).isEqualTo(3);
             assertThat(serve(store, engine, single, 1).published().sealed()).isEqualTo(1);
             await().atMost(Duration.ofSeconds(30)).until(() -> m.metric("orbitkv_ssd_writes_total") >= 7);
+            // 7 checkpoints retained (DRAM and SSD, each once); p's hit at 48 needed 1 of them
+            assertThat(serve(store, engine, p, 1).restoredTokens()).isEqualTo(48);
+            assertThat(m.status()).containsPattern("\"retainedBytes\" *: *" + 7 * 19_524 + ",\\s*\"retainedImages\" *: *7,"
+                    + "\\s*\"neededBytes\" *: *19524,\\s*\"neededImages\" *: *1,\\s*\"amplification\" *: *7.0");
+            assertThat(m.metric("orbitkv_retention_amplification_ratio{")).isEqualTo(7.0);
             store.close();
             assertThat(m.stop()).isZero();
         }
