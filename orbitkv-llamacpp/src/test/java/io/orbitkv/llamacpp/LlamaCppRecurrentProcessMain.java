@@ -7,7 +7,6 @@ import io.orbitkv.testmodel.TinyMambaModel;
 import io.orbitkv.testmodel.TinyMambaSpec;
 
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 
@@ -24,11 +23,7 @@ public final class LlamaCppRecurrentProcessMain {
     }
 
     static List<String> command(String... args) {
-        List<String> cmd = new ArrayList<>(List.of(ProcessHandle.current().info().command().orElseThrow(),
-                "--enable-native-access=ALL-UNNAMED", "-cp", System.getProperty("java.class.path"),
-                LlamaCppRecurrentProcessMain.class.getName()));
-        cmd.addAll(List.of(args));
-        return cmd;
+        return LlamaCppEngineProcessMain.command(LlamaCppRecurrentProcessMain.class, args);
     }
 
     public static void main(String[] args) throws Exception {

@@ -51,11 +51,7 @@ public final class GgufWriter {
 
     /** The metadata of a Llama model in llama.cpp's keys, in the order written. */
     public static Map<String, GgufValue> llamaMetadata(TinyLlamaSpec s) {
-        Map<String, GgufValue> kv = new LinkedHashMap<>();
-        kv.put("general.architecture", new GgufValue.Str("llama"));
-        kv.put("general.name", new GgufValue.Str(s.name()));
-        kv.put("general.alignment", new GgufValue.U32(ALIGNMENT));
-        kv.put("general.file_type", new GgufValue.U32(0));
+        Map<String, GgufValue> kv = general("llama", s.name());
         kv.put("llama.context_length", new GgufValue.U32(s.context()));
         kv.put("llama.embedding_length", new GgufValue.U32(s.hidden()));
         kv.put("llama.block_count", new GgufValue.U32(s.layers()));
@@ -77,11 +73,7 @@ public final class GgufWriter {
      * width, the state size and the rank of the step projection.
      */
     public static Map<String, GgufValue> mambaMetadata(TinyMambaSpec s) {
-        Map<String, GgufValue> kv = new LinkedHashMap<>();
-        kv.put("general.architecture", new GgufValue.Str("mamba"));
-        kv.put("general.name", new GgufValue.Str(s.name()));
-        kv.put("general.alignment", new GgufValue.U32(ALIGNMENT));
-        kv.put("general.file_type", new GgufValue.U32(0));
+        Map<String, GgufValue> kv = general("mamba", s.name());
         kv.put("mamba.context_length", new GgufValue.U32(s.context()));
         kv.put("mamba.embedding_length", new GgufValue.U32(s.hidden()));
         kv.put("mamba.block_count", new GgufValue.U32(s.layers()));
@@ -94,6 +86,16 @@ public final class GgufWriter {
         kv.put("mamba.ssm.dt_b_c_rms", new GgufValue.Bool(false));
         kv.put("mamba.attention.layer_norm_rms_epsilon", new GgufValue.F32(TinyLlamaSpec.RMS_NORM_EPS));
         putVocab(kv, s.vocab());
+        return kv;
+    }
+
+    /** The {@code general.*} keys, first in every file: architecture, name, alignment, all-F32 file type. */
+    private static Map<String, GgufValue> general(String architecture, String name) {
+        Map<String, GgufValue> kv = new LinkedHashMap<>();
+        kv.put("general.architecture", new GgufValue.Str(architecture));
+        kv.put("general.name", new GgufValue.Str(name));
+        kv.put("general.alignment", new GgufValue.U32(ALIGNMENT));
+        kv.put("general.file_type", new GgufValue.U32(0));
         return kv;
     }
 

@@ -36,7 +36,7 @@ import java.util.TreeMap;
  * <p>Design note: a value above 1 is what a cadence costs: checkpoints (or pages) kept that no
  * boundary used. It is measured on payload bytes, not slot bytes, so it compares cadences and
  * not the slot size classes; with nothing needed yet the ratio is undefined (reported as 0 in
- * the gauge, absent in {@code /status}). The alternative, counting served bytes per hit, would
+ * the gauge, null in {@code /status}). The alternative, counting served bytes per hit, would
  * grow with traffic and say nothing about what is kept.
  */
 public final class RetentionLedger {
