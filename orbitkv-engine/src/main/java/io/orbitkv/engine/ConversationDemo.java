@@ -1,6 +1,7 @@
 package io.orbitkv.engine;
 
 import io.orbitkv.state.Namespace;
+import io.orbitkv.state.RecoveryContract;
 
 import java.io.IOException;
 import java.io.PrintStream;
@@ -65,10 +66,17 @@ public final class ConversationDemo {
     /**
      * What one engine brings to the conversation: its namespace and page size, the client name it
      * connects as, the cold runner, a factory making a warm runner over a Manager-backed store,
-     * and whether the table shows the restored bytes column.
+     * whether the table shows the restored bytes column, and the recovery contract it registers
+     * ({@code pageBytes} is the largest image: a page, or a recurrent checkpoint).
      */
     public record Engine(Namespace namespace, long pageBytes, String clientName, Runner cold,
-                         Function<KvPageStore, Runner> warm, Vocab vocab, boolean showBytes) {
+                         Function<KvPageStore, Runner> warm, Vocab vocab, boolean showBytes, RecoveryContract contract) {
+
+        /** A full-attention engine ({@link FullAttention#contract}). */
+        public Engine(Namespace namespace, long pageBytes, String clientName, Runner cold,
+                      Function<KvPageStore, Runner> warm, Vocab vocab, boolean showBytes) {
+            this(namespace, pageBytes, clientName, cold, warm, vocab, showBytes, FullAttention.contract(namespace.pageTokens()));
+        }
     }
 
     /**
@@ -100,7 +108,7 @@ public final class ConversationDemo {
         int[] history = new int[0];
         int[] lastPrompt = new int[0];
         try (ManagerLauncher manager = ManagerLauncher.start(managerDir, engine.pageBytes());
-             OrbitKvPageStore store = OrbitKvPageStore.connect(manager.socket(), engine.clientName(), 1, engine.namespace())) {
+             OrbitKvPageStore store = OrbitKvPageStore.connect(manager.socket(), engine.clientName(), 1, engine.namespace(), engine.contract())) {
             Runner warm = engine.warm().apply(store);
             header(out, engine.showBytes());
             for (int turn = 0; turn < USER_TURNS.size(); turn++) {
@@ -117,7 +125,7 @@ public final class ConversationDemo {
             out.println("orbitkv demo: stopping the Manager (exit " + manager.stop() + ") and starting it again on the same SSD store");
         }
         try (ManagerLauncher manager = ManagerLauncher.start(managerDir, engine.pageBytes());
-             OrbitKvPageStore store = OrbitKvPageStore.connect(manager.socket(), engine.clientName(), 2, engine.namespace())) {
+             OrbitKvPageStore store = OrbitKvPageStore.connect(manager.socket(), engine.clientName(), 2, engine.namespace(), engine.contract())) {
             Runner warm = engine.warm().apply(store);
             RequestReport c = engine.cold().run(lastPrompt, ANSWER_TOKENS, System.nanoTime());
             RequestReport w = warm.run(lastPrompt, ANSWER_TOKENS, System.nanoTime());

@@ -4,6 +4,7 @@ import io.orbitkv.state.StateKey;
 
 import java.lang.foreign.MemorySegment;
 import java.util.List;
+import java.util.Map;
 
 /**
  * What an engine session runner (Jlama, llama.cpp) needs from OrbitKV: lease the longest restorable prefix, and
@@ -28,6 +29,27 @@ public interface KvPageStore extends AutoCloseable {
      * fill each granted slot, then commits. Keys the store already holds are not written.
      */
     PublishReport publish(List<StateKey> pageKeys, long imageBytes, PageImageWriter writer);
+
+    /**
+     * Leases the state at the longest legal boundary of the contract the store registered:
+     * {@code keysByGroup} names, per group id, entry {@code i} = the page of tokens
+     * {@code [i*P, (i+1)*P)} (attention groups) or the checkpoint taken at token {@code (i+1)*P}
+     * (recurrent groups). The store answers a {@link StateLookup.Hit} only with every group's
+     * complete requirement at one boundary. The default, for stores that keep no group-aware state,
+     * misses.
+     */
+    default StateLookup lookupBoundary(Map<Integer, List<StateKey>> keysByGroup, long promptTokens) {
+        return new StateLookup.Miss("this store keeps no recovery-contract state");
+    }
+
+    /**
+     * Publishes one image per key of group {@code groupId} (a recurrent group's key {@code i} names
+     * the checkpoint at token {@code (i+1)*P}); otherwise as {@link #publish(List, long, PageImageWriter)}.
+     * The default refuses every image.
+     */
+    default PublishReport publish(int groupId, List<StateKey> keys, long imageBytes, PageImageWriter writer) {
+        return new PublishReport(0, 0, keys.size());
+    }
 
     /**
      * The runner computed {@code tokens} prompt tokens in {@code nanos} (one prefill). A store may
@@ -81,6 +103,16 @@ public interface KvPageStore extends AutoCloseable {
 
         @Override
         public PublishReport publish(List<StateKey> pageKeys, long imageBytes, PageImageWriter writer) {
+            return PublishReport.NONE;
+        }
+
+        @Override
+        public StateLookup lookupBoundary(Map<Integer, List<StateKey>> keysByGroup, long promptTokens) {
+            return new StateLookup.Miss("cold control: no OrbitKV");
+        }
+
+        @Override
+        public PublishReport publish(int groupId, List<StateKey> keys, long imageBytes, PageImageWriter writer) {
             return PublishReport.NONE;
         }
 

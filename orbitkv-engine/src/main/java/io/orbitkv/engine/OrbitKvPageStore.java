@@ -6,7 +6,10 @@ import io.orbitkv.client.OrbitKvException;
 import io.orbitkv.client.PageToPublish;
 import io.orbitkv.client.PublishOutcome;
 import io.orbitkv.state.Namespace;
+import io.orbitkv.state.PageRange;
 import io.orbitkv.state.RecoveryContract;
+import io.orbitkv.state.Requirement;
+import io.orbitkv.state.StateGroup;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.protocol.CompletionTarget;
 import io.orbitkv.state.protocol.Hashes;
@@ -20,7 +23,9 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 
 /**
  * A {@link KvPageStore} backed by an OrbitKV Manager: QUERY with target HOST_READY for the
@@ -35,7 +40,9 @@ import java.util.List;
  * page size, so a short or odd lease shortens the prefix, never corrupts a restore.
  *
  * <p>Engine-neutral: the Jlama and llama.cpp adapters both use it; the image bytes are the
- * adapter's page layout, opaque here.
+ * adapter's page layout, opaque here. A recurrent or hybrid model registers its own contract
+ * ({@link #connect(Path, String, long, Namespace, RecoveryContract)}) and uses
+ * {@link #lookupBoundary}, which hands out every group's requirement at one boundary or nothing.
  *
  * <p>Design note: HOST_READY rather than ENGINE_RESTORE because neither engine exposes its KV
  * cache as one registerable region (Jlama keeps each (layer, position) vector as its own tensor;
@@ -46,13 +53,15 @@ import java.util.List;
 public final class OrbitKvPageStore implements KvPageStore {
 
     private final OrbitKvClient client;
+    private final RecoveryContract contract;
     private long nextOperationId = 1;
     /** The runner's last measured prefill rate in tokens/s, sent in every QUERY; 0 = unknown. */
     private int prefillTokensPerSecond;
     private boolean closed;
 
-    private OrbitKvPageStore(OrbitKvClient client) {
+    private OrbitKvPageStore(OrbitKvClient client, RecoveryContract contract) {
         this.client = client;
+        this.contract = contract;
     }
 
     /**
@@ -62,11 +71,19 @@ public final class OrbitKvPageStore implements KvPageStore {
      */
     public static OrbitKvPageStore connect(Path socket, String instanceId, long epoch, Namespace namespace)
             throws IOException {
+        return connect(socket, instanceId, epoch, namespace, FullAttention.contract(namespace.pageTokens()));
+    }
+
+    /**
+     * As {@link #connect(Path, String, long, Namespace)}, registering {@code contract} (a recurrent
+     * or hybrid model's groups); {@link #lookupBoundary} queries every group of it.
+     */
+    public static OrbitKvPageStore connect(Path socket, String instanceId, long epoch, Namespace namespace,
+                                           RecoveryContract contract) throws IOException {
         OrbitKvClient client = OrbitKvClient.connect(socket);
         try {
-            RecoveryContract contract = FullAttention.contract(namespace.pageTokens());
             client.register(instanceId, epoch, namespace, contract);
-            return new OrbitKvPageStore(client);
+            return new OrbitKvPageStore(client, contract);
         } catch (RuntimeException e) {
             client.close();
             throw e;
@@ -147,6 +164,76 @@ public final class OrbitKvPageStore implements KvPageStore {
         return images;
     }
 
+    /**
+     * QUERYs every group of the registered contract (entry {@code i} of a recurrent group names the
+     * checkpoint at {@code (i+1)*P}) and, on a hit at {@code t}, takes each group's requirement
+     * ({@link RecoveryContract#requiredRanges}) from the result as RESIDENT leases. A group whose
+     * requirement is not wholly RESIDENT turns the whole answer into a miss (the operation is
+     * released at once): a hybrid model's attention pages never restore without the checkpoint at
+     * the same boundary. Work is bounded by the pages the requirement names.
+     */
+    @Override
+    public StateLookup lookupBoundary(Map<Integer, List<StateKey>> keysByGroup, long promptTokens) {
+        List<Request.QueryGroup> groups = new ArrayList<>(contract.groups().size());
+        for (StateGroup g : contract.groups()) {
+            List<StateKey> keys = keysByGroup.get(g.id());
+            if (keys == null) throw new IllegalArgumentException("no keys for group " + g.id() + " of the contract");
+            groups.add(new Request.QueryGroup(g.id(), KeyForm.STATE_KEY, Hashes.ofKeys(keys)));
+        }
+        if (keysByGroup.size() != groups.size()) {
+            throw new IllegalArgumentException("keys for groups " + keysByGroup.keySet() + ", contract " + contract.groups());
+        }
+        long operationId = nextOperationId++;
+        Request.Query query = new Request.Query(operationId, 0, CompletionTarget.HOST_READY, promptTokens, 0,
+                prefillTokensPerSecond, PeerWait.millisFor(promptTokens, prefillTokensPerSecond), groups);
+        Reply.QueryResult first = client.query(query);
+        HitSource source = first.status() == QueryStatus.FINAL ? HitSource.DRAM : HitSource.STAGED;
+        Reply.QueryResult result = client.awaitSettled(first);
+        if (!result.hit()) {
+            release(operationId);
+            return new StateLookup.Miss("no legal boundary (boundary " + result.boundaryTokens() + ")");
+        }
+        long t = result.boundaryTokens();
+        Map<Integer, List<MemorySegment>> images = new HashMap<>();
+        for (Requirement required : contract.requiredRanges(t, 0)) {
+            List<MemorySegment> leased = leased(result, required);
+            if (leased.isEmpty()) {
+                release(operationId);
+                return new StateLookup.Miss("group " + required.groupId() + " not wholly resident at boundary " + t
+                        + ": the groups restore together or not at all");
+            }
+            images.put(required.groupId(), leased);
+        }
+        return new StateLookup.Hit(t, images, source, () -> release(operationId));
+    }
+
+    /** The RESIDENT images of exactly the pages {@code required} names, in order; empty if any is missing. */
+    private List<MemorySegment> leased(Reply.QueryResult result, Requirement required) {
+        List<PageRange> ranges = switch (required) {
+            case Requirement.Pages pages -> pages.ranges();
+            case Requirement.Checkpoint c -> List.of(new PageRange(c.boundaryTokens() / contract.pageTokens() - 1,
+                    c.boundaryTokens() / contract.pageTokens()));
+        };
+        Map<Long, Reply.Resident> resident = new HashMap<>();
+        for (Reply.GroupResult group : result.groups()) {
+            if (group.groupId() != required.groupId()) continue;
+            for (Reply.Span span : group.spans()) {
+                for (int i = 0; i < span.pages().size(); i++) {
+                    if (span.pages().get(i) instanceof Reply.Resident r) resident.put(span.firstPage() + i, r);
+                }
+            }
+        }
+        List<MemorySegment> out = new ArrayList<>();
+        for (PageRange range : ranges) {
+            for (long page = range.startPage(); page < range.endPage(); page++) {
+                Reply.Resident r = resident.get(page);
+                if (r == null) return List.of();
+                out.add(client.readLease(r.lease()));
+            }
+        }
+        return out;
+    }
+
     private void release(long operationId) {
         try {
             client.release(operationId);
@@ -158,13 +245,18 @@ public final class OrbitKvPageStore implements KvPageStore {
 
     @Override
     public PublishReport publish(List<StateKey> pageKeys, long imageBytes, PageImageWriter writer) {
+        return publish(FullAttention.GROUP, pageKeys, imageBytes, writer);
+    }
+
+    @Override
+    public PublishReport publish(int groupId, List<StateKey> pageKeys, long imageBytes, PageImageWriter writer) {
         if (pageKeys.isEmpty()) return PublishReport.NONE;
         try (Arena images = Arena.ofConfined()) {
             List<PageToPublish> pages = new ArrayList<>(pageKeys.size());
             for (int i = 0; i < pageKeys.size(); i++) {
                 MemorySegment image = images.allocate(imageBytes, 64);
                 writer.write(i, image);
-                pages.add(PageToPublish.ofKey(FullAttention.GROUP, pageKeys.get(i), image));
+                pages.add(PageToPublish.ofKey(groupId, pageKeys.get(i), image));
             }
             int sealed = 0;
             int present = 0;

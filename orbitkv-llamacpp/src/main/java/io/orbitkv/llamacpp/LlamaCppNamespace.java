@@ -4,6 +4,7 @@ import io.orbitkv.engine.FullAttention;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.RecoveryContract;
 import io.orbitkv.testmodel.TinyLlamaModel;
+import io.orbitkv.testmodel.TinyMambaModel;
 
 /**
  * The OrbitKV identity of a llama.cpp KV cache: which engines may share pages.
@@ -38,6 +39,17 @@ public final class LlamaCppNamespace {
                                LlamaCppKvPageLayout layout) {
         return new Namespace(modelId, revision, weightsDigestHex, tokenizerDigestHex, "", dtype(layout.kType()),
                 layout.kvLayoutName(), layout.pageTokens(), 1, 0, 1, 0, FORMAT_VERSION);
+    }
+
+    /**
+     * The namespace of a generated Mamba model served by llama.cpp with recurrent checkpoints of
+     * {@code layout} at {@code pageTokens}-token boundaries: dtype from the state's type
+     * ("f32"), kv_layout {@link LlamaCppRecurrentLayout#kvLayoutName()}.
+     */
+    public static Namespace ofRecurrent(TinyMambaModel model, LlamaCppRecurrentLayout layout, int pageTokens) {
+        return new Namespace(model.spec().name(), "seed-" + model.spec().seed(), model.weightsDigestHex(),
+                model.tokenizerDigestHex(), "", dtype(layout.kType()), layout.kvLayoutName(), pageTokens, 1, 0, 1, 0,
+                FORMAT_VERSION);
     }
 
     /** Full attention: one {@code full} group. */

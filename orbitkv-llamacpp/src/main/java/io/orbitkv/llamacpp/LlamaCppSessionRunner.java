@@ -117,19 +117,10 @@ public final class LlamaCppSessionRunner {
         float[][] logits = new float[newTokens][];
         long prefillStart = System.nanoTime();
         float[] row = engine.decode(prompt, restored, prompt.length);
-        int next = argmax(row);
         long now = System.nanoTime();
         store.prefillObserved(prompt.length - restored, now - prefillStart);
         long ttft = now - arrivalNanos;
-        int[] one = new int[1];
-        for (int i = 0; ; i++) {
-            generated[i] = next;
-            logits[i] = row;
-            if (i == newTokens - 1) break;
-            one[0] = next;
-            row = engine.decode(one, 0, 1);
-            next = argmax(row);
-        }
+        decodeGreedy(engine, row, generated, logits);
 
         KvPageStore.PublishReport published = publishNewPages(prompt, restoredPages);
         return new RequestReport(generated, logits, prompt.length, restored, prompt.length - restored,
@@ -156,6 +147,24 @@ public final class LlamaCppSessionRunner {
             MemorySegment state = engine.exportSequence(a);
             return store.publish(keys.subList(firstNewPage, completePages), layout.pageBytes(),
                     (index, slot) -> layout.exportPage(state, firstNewPage + index, slot));
+        }
+    }
+
+    /**
+     * Greedy decode from the prefill's last logits {@code firstRow}: fills {@code generated} and
+     * {@code logits} (one row per token, the first being {@code firstRow}) with one-token decode steps.
+     */
+    static void decodeGreedy(LlamaCppEngine engine, float[] firstRow, int[] generated, float[][] logits) {
+        float[] row = firstRow;
+        int next = argmax(row);
+        int[] one = new int[1];
+        for (int i = 0; ; i++) {
+            generated[i] = next;
+            logits[i] = row;
+            if (i == generated.length - 1) break;
+            one[0] = next;
+            row = engine.decode(one, 0, 1);
+            next = argmax(row);
         }
     }
 

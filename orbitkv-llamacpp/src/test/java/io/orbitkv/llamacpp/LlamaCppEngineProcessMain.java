@@ -26,9 +26,13 @@ public final class LlamaCppEngineProcessMain {
 
     /** The command line running this main on the test class path with {@code args}. */
     static List<String> command(String... args) {
+        return command(LlamaCppEngineProcessMain.class, args);
+    }
+
+    /** The command line running {@code main}'s {@code main} on the test class path with {@code args}. */
+    static List<String> command(Class<?> main, String... args) {
         List<String> cmd = new ArrayList<>(List.of(ProcessHandle.current().info().command().orElseThrow(),
-                "--enable-native-access=ALL-UNNAMED", "-cp", System.getProperty("java.class.path"),
-                LlamaCppEngineProcessMain.class.getName()));
+                "--enable-native-access=ALL-UNNAMED", "-cp", System.getProperty("java.class.path"), main.getName()));
         cmd.addAll(List.of(args));
         return cmd;
     }

@@ -164,6 +164,45 @@ public record RecoveryContract(int pageTokens, List<StateGroup> groups) {
         };
     }
 
+    /**
+     * The retention rule: the pages of page group {@code groupId} that some future legal boundary
+     * of one token chain can still need, given the chain's first {@code completeTokens} tokens
+     * (rounded down to pages) and the boundaries at which every recurrent group of the contract has
+     * a checkpoint on that chain. A page outside them can never be read (nothing outside
+     * {@link #requiredRanges} is read), so a publisher need not publish or keep it.
+     *
+     * <ul>
+     *   <li>Without a recurrent group every page boundary {@code t <= completeTokens} can be legal
+     *       (for a prompt that ends right after it), and page {@code i} is needed at
+     *       {@code (i+1)*P}: all pages {@code [0, completeTokens/P)}.</li>
+     *   <li>With one, only checkpoint boundaries can be legal: the union of this group's
+     *       {@code requiredRanges(t)} from origin 0 over the checkpoints {@code t <= completeTokens}.
+     *       A full group keeps {@code [0, max t / P)}; a sliding window of {@code W} with
+     *       {@code S} sinks keeps only the windows before the checkpoints and the sink pages.</li>
+     * </ul>
+     *
+     * Work is proportional to the number of checkpoints (at most {@code completeTokens/P}), never to
+     * the window. Ranges in normal form; empty when nothing is needed.
+     *
+     * @throws IllegalArgumentException if {@code groupId} is not a page group of this contract, or a
+     *         checkpoint is not a positive multiple of {@code P}
+     */
+    public List<PageRange> retainedRanges(int groupId, long completeTokens, List<Long> checkpointBoundaries) {
+        StateGroup g = group(groupId).orElseThrow(() -> new IllegalArgumentException("no group " + groupId));
+        if (g instanceof StateGroup.Recurrent) throw new IllegalArgumentException("group " + groupId + " is recurrent: it keeps checkpoints, not pages");
+        if (completeTokens < 0) throw new IllegalArgumentException("completeTokens must be >= 0: " + completeTokens);
+        long pages = completeTokens / pageTokens;
+        boolean recurrent = groups.stream().anyMatch(x -> x instanceof StateGroup.Recurrent);
+        if (!recurrent) return pages == 0 ? List.of() : List.of(new PageRange(0, pages));
+        List<PageRange> kept = new ArrayList<>();
+        for (long t : checkpointBoundaries) {
+            if (t <= 0 || t % pageTokens != 0) throw new IllegalArgumentException("checkpoint not a positive multiple of " + pageTokens + ": " + t);
+            if (t > pages * pageTokens) continue;
+            if (required(g, t, 0) instanceof Requirement.Pages r) kept.addAll(r.ranges());
+        }
+        return kept.isEmpty() ? List.of() : PageRange.normalize(kept);
+    }
+
     private static Optional<Rejection.Reason> missing(GroupCoverage.Pages pages, long from, long to, Rejection.Role role) {
         long first = pages.firstMissing(from, to);
         return first < to ? Optional.of(new Rejection.MissingPage(first, role)) : Optional.empty();

@@ -12,9 +12,10 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Function;
 
 /**
- * Writes a GGUF version 3 file with F32 tensors, and the Llama metadata llama.cpp's loader reads.
+ * Writes a GGUF version 3 file with F32 tensors, and the Llama or Mamba metadata llama.cpp's loader reads.
  *
  * <pre>
  *   u32 magic "GGUF" (0x46554747 LE) | u32 version = 3 | u64 tensor count | u64 metadata count
@@ -50,11 +51,7 @@ public final class GgufWriter {
 
     /** The metadata of a Llama model in llama.cpp's keys, in the order written. */
     public static Map<String, GgufValue> llamaMetadata(TinyLlamaSpec s) {
-        Map<String, GgufValue> kv = new LinkedHashMap<>();
-        kv.put("general.architecture", new GgufValue.Str("llama"));
-        kv.put("general.name", new GgufValue.Str(s.name()));
-        kv.put("general.alignment", new GgufValue.U32(ALIGNMENT));
-        kv.put("general.file_type", new GgufValue.U32(0));
+        Map<String, GgufValue> kv = general("llama", s.name());
         kv.put("llama.context_length", new GgufValue.U32(s.context()));
         kv.put("llama.embedding_length", new GgufValue.U32(s.hidden()));
         kv.put("llama.block_count", new GgufValue.U32(s.layers()));
@@ -65,7 +62,46 @@ public final class GgufWriter {
         kv.put("llama.attention.head_count_kv", new GgufValue.U32(s.kvHeads()));
         kv.put("llama.attention.layer_norm_rms_epsilon", new GgufValue.F32(TinyLlamaSpec.RMS_NORM_EPS));
         kv.put("llama.vocab_size", new GgufValue.U32(s.vocab()));
-        List<ByteFallbackVocab.Token> tokens = ByteFallbackVocab.tokens(s.vocab());
+        putVocab(kv, s.vocab());
+        return kv;
+    }
+
+    /**
+     * The metadata of a Mamba-1 model ({@code general.architecture = "mamba"}) in the keys the
+     * bundled llama.cpp's loader reads for that architecture: no attention heads and no
+     * feed-forward block; {@code mamba.ssm.*} gives the convolution kernel, the inner (expanded)
+     * width, the state size and the rank of the step projection.
+     */
+    public static Map<String, GgufValue> mambaMetadata(TinyMambaSpec s) {
+        Map<String, GgufValue> kv = general("mamba", s.name());
+        kv.put("mamba.context_length", new GgufValue.U32(s.context()));
+        kv.put("mamba.embedding_length", new GgufValue.U32(s.hidden()));
+        kv.put("mamba.block_count", new GgufValue.U32(s.layers()));
+        kv.put("mamba.feed_forward_length", new GgufValue.U32(0));
+        kv.put("mamba.attention.head_count", new GgufValue.U32(0));
+        kv.put("mamba.ssm.conv_kernel", new GgufValue.U32(s.convKernel()));
+        kv.put("mamba.ssm.inner_size", new GgufValue.U32(s.inner()));
+        kv.put("mamba.ssm.state_size", new GgufValue.U32(s.stateSize()));
+        kv.put("mamba.ssm.time_step_rank", new GgufValue.U32(s.timeStepRank()));
+        kv.put("mamba.ssm.dt_b_c_rms", new GgufValue.Bool(false));
+        kv.put("mamba.attention.layer_norm_rms_epsilon", new GgufValue.F32(TinyLlamaSpec.RMS_NORM_EPS));
+        putVocab(kv, s.vocab());
+        return kv;
+    }
+
+    /** The {@code general.*} keys, first in every file: architecture, name, alignment, all-F32 file type. */
+    private static Map<String, GgufValue> general(String architecture, String name) {
+        Map<String, GgufValue> kv = new LinkedHashMap<>();
+        kv.put("general.architecture", new GgufValue.Str(architecture));
+        kv.put("general.name", new GgufValue.Str(name));
+        kv.put("general.alignment", new GgufValue.U32(ALIGNMENT));
+        kv.put("general.file_type", new GgufValue.U32(0));
+        return kv;
+    }
+
+    /** The {@link ByteFallbackVocab} as an SPM ("llama") vocabulary with byte tokens and the special ids. */
+    private static void putVocab(Map<String, GgufValue> kv, int vocab) {
+        List<ByteFallbackVocab.Token> tokens = ByteFallbackVocab.tokens(vocab);
         List<String> pieces = new ArrayList<>(tokens.size());
         int[] types = new int[tokens.size()];
         for (ByteFallbackVocab.Token t : tokens) {
@@ -81,20 +117,27 @@ public final class GgufWriter {
         kv.put("tokenizer.ggml.unknown_token_id", new GgufValue.U32(ByteFallbackVocab.UNK));
         kv.put("tokenizer.ggml.add_bos_token", new GgufValue.Bool(true));
         kv.put("tokenizer.ggml.add_eos_token", new GgufValue.Bool(false));
-        return kv;
     }
 
     /** Writes the model to {@code file} (metadata of {@link #llamaMetadata}) and returns its size. */
     public static long write(TinyLlamaWeights weights, Path file) throws IOException {
-        Map<String, GgufValue> metadata = llamaMetadata(weights.spec());
+        return write(llamaMetadata(weights.spec()), weights.tensors(), weights::ggufValues, file);
+    }
+
+    /**
+     * Writes {@code metadata} and {@code tensors} (F32, each tensor's values from {@code values}, in
+     * GGUF element order) to {@code file} and returns its size.
+     */
+    public static long write(Map<String, GgufValue> metadata, List<LlamaTensor> tensors,
+                             Function<LlamaTensor, float[]> values, Path file) throws IOException {
         Sink head = new Sink();
-        head.u32(MAGIC).u32(VERSION).u64(weights.tensors().size()).u64(metadata.size());
+        head.u32(MAGIC).u32(VERSION).u64(tensors.size()).u64(metadata.size());
         for (Map.Entry<String, GgufValue> e : metadata.entrySet()) {
             head.str(e.getKey()).u32(e.getValue().typeCode());
             value(head, e.getValue());
         }
         long offset = 0;
-        for (LlamaTensor t : weights.tensors()) {
+        for (LlamaTensor t : tensors) {
             long[] dims = t.ggufDims();
             head.str(t.ggufName()).u32(dims.length);
             for (long d : dims) head.u64(d);
@@ -106,8 +149,8 @@ public final class GgufWriter {
         try (OutputStream out = new BufferedOutputStream(Files.newOutputStream(file), 1 << 16)) {
             out.write(headBytes);
             out.write(new byte[(int) (dataStart - headBytes.length)]);
-            for (LlamaTensor t : weights.tensors()) {
-                out.write(TinyLlamaWeights.littleEndian(weights.ggufValues(t)));
+            for (LlamaTensor t : tensors) {
+                out.write(TinyLlamaWeights.littleEndian(values.apply(t)));
                 out.write(new byte[(int) (align(t.bytes()) - t.bytes())]);
             }
         }

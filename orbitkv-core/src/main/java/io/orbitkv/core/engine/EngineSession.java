@@ -493,6 +493,7 @@ final class EngineSession implements ChannelSession, OperationHost {
     @Override
     public void countSettled(SettledQuery settled) {
         core.metrics().settled(settled);
+        if (settled.hit()) store().retention().needed(scope.namespaceId(), settled.leasedKeys());
     }
 
     @Override

@@ -2,8 +2,10 @@ package io.orbitkv.core.query;
 
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.transfer.RestoreCopier;
+import io.orbitkv.state.StateKey;
 import io.orbitkv.state.protocol.Reply;
 
+import java.util.List;
 import java.util.concurrent.Executor;
 
 /**
@@ -136,8 +138,9 @@ public interface OperationHost {
      * bytes by the tier each page came from, and the time from QUERY arrival to FINAL.
      */
     record SettledQuery(boolean hit, long queriedTokens, long hitTokens, TierCounts pages, TierCounts bytes,
-                        long durationNanos) {
+                        long durationNanos, List<StateKey> leasedKeys) {
         public SettledQuery {
+            leasedKeys = List.copyOf(leasedKeys);
             if (queriedTokens < 0 || hitTokens < 0 || hitTokens > queriedTokens || durationNanos < 0) {
                 throw new IllegalArgumentException("queried " + queriedTokens + ", hit " + hitTokens
                         + ", duration " + durationNanos);

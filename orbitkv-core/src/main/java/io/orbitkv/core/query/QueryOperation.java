@@ -527,10 +527,12 @@ public final class QueryOperation {
     private void countSettled() {
         OperationHost.TierCounts pages = OperationHost.TierCounts.ZERO;
         OperationHost.TierCounts bytes = OperationHost.TierCounts.ZERO;
+        List<StateKey> leased = new ArrayList<>();
         if (hit) {
             for (QueryPlan.SlotSpan s : spans) {
                 for (PageSlot p : s.pages()) {
                     if (p.lease == null) continue;
+                    leased.add(p.key);
                     pages = pages.plus(p.tier, 1);
                     bytes = bytes.plus(p.tier, p.lease.lengthBytes());
                 }
@@ -539,7 +541,7 @@ public final class QueryOperation {
         long queried = Math.max(0, query.promptTokens() - query.originTokens());
         long hitTokens = hit ? Math.min(queried, Math.max(0, boundaryTokens - query.originTokens())) : 0;
         host.countSettled(new OperationHost.SettledQuery(hit, queried, hitTokens, pages, bytes,
-                Math.max(0, host.nanoTime() - arrivedNanos)));
+                Math.max(0, host.nanoTime() - arrivedNanos), leased));
     }
 
     private static OperationHost.Tier tierOf(StageResult.Source source) {

@@ -20,6 +20,7 @@ import io.orbitkv.core.storage.publish.PublishResult;
 import io.orbitkv.core.storage.publish.SsdIoDispatcher;
 import io.orbitkv.core.storage.residency.ResidencyEvent;
 import io.orbitkv.core.storage.residency.ResidencyStream;
+import io.orbitkv.core.storage.residency.RetentionLedger;
 import io.orbitkv.core.storage.ssd.Pin;
 import io.orbitkv.core.storage.ssd.PinResult;
 import io.orbitkv.core.storage.ssd.ReadResult;
@@ -177,6 +178,8 @@ public final class TieredStore implements AutoCloseable {
         Objects.requireNonNull(observer, "observer");
         Objects.requireNonNull(namespaces, "namespaces");
         ResidencyStream residency = new ResidencyStream(config.residencyEvents());
+        // attached before recovery, so the recovered extents are counted as retained
+        residency.attach(new RetentionLedger(namespaces, registry));
         DramTier dram = DramTier.open(config.dram(), residency, registry);
         SsdStore ssd = null;
         try {
@@ -264,6 +267,10 @@ public final class TieredStore implements AutoCloseable {
     }
 
     /** The stream both tiers append to. */
+    public RetentionLedger retention() {
+        return residency.retention();
+    }
+
     public ResidencyStream residency() {
         return residency;
     }

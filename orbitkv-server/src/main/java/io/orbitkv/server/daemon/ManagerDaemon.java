@@ -163,6 +163,7 @@ public final class ManagerDaemon implements AutoCloseable {
             }
             channel = ChannelServer.start(config.channelSettings(), core::openSession, registry);
             ManagerCore statusCore = core;
+            TieredStore statusStore = store;
             Optional<ClusterPeers> statusPeers = Optional.ofNullable(peers);
             history = StatusHistory.start(() -> sample(statusCore.status()));
             StatusHistory statusHistory = history;
@@ -172,6 +173,7 @@ public final class ManagerDaemon implements AutoCloseable {
                 Map<String, Object> body = StatusWithCost.compose(statusCore.status(), cost.status(),
                         statusPeers.map(p -> p.routes().status()));
                 statusPeers.ifPresent(p -> body.put("cluster", ClusterStatus.of(p.node())));
+                body.put("retention", statusStore.retention().snapshot());
                 body.put("uptimeSeconds", (System.nanoTime() - startedNanos) / 1e9);
                 body.put("history", statusHistory.snapshot());
                 body.put("recentErrors", new ErrorsStatus(errors.total(), errors.snapshot()));

@@ -437,6 +437,7 @@ public final class DramTier implements AutoCloseable {
         slotKeys.set(fresh.slot(), key);
         slots.publish(fresh.slot(), fresh.imageId());
         residency.append(key, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.ADDED, fresh.imageId(), fresh.lengthBytes());
+        residency.retainedInDram(fresh.namespaceId(), key, ResidencyEvent.Kind.ADDED, fresh.lengthBytes());
         return fresh;
     }
 
@@ -457,6 +458,7 @@ public final class DramTier implements AutoCloseable {
         }
         if (listened && !offer) metrics.handOverSkipped();
         residency.append(key, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.REMOVED, image.imageId(), image.lengthBytes());
+        residency.retainedInDram(image.namespaceId(), key, ResidencyEvent.Kind.REMOVED, image.lengthBytes());
         metrics.evicted(cause);
         if (offer) listener.onEvicted(newLease(key, image), image.namespaceId());
     }

@@ -32,6 +32,34 @@ public final class ResidencyStream {
     // @GuardedBy("lock")
     private long lastSequence;
 
+    /** Set once by the store's owner before any tier appends; read by every appending thread. */
+    private volatile RetentionLedger retention;
+
+    /** Makes {@code ledger} learn every residency change with its namespace (see {@link RetentionLedger}). */
+    public void attach(RetentionLedger ledger) {
+        if (retention != null) throw new IllegalStateException("a retention ledger is already attached");
+        retention = java.util.Objects.requireNonNull(ledger, "ledger");
+    }
+
+    /** The attached ledger; fails when none is attached. */
+    public RetentionLedger retention() {
+        RetentionLedger r = retention;
+        if (r == null) throw new IllegalStateException("no retention ledger attached");
+        return r;
+    }
+
+    /** A DRAM change of an image of namespace id {@code namespaceId}, for the attached ledger (if any). */
+    public void retainedInDram(int namespaceId, StateKey key, ResidencyEvent.Kind kind, int lengthBytes) {
+        RetentionLedger r = retention;
+        if (r != null) r.dram(namespaceId, key, kind, lengthBytes);
+    }
+
+    /** An SSD change of an extent of {@code namespace}, for the attached ledger (if any). */
+    public void retainedOnSsd(io.orbitkv.state.NamespaceDigest namespace, StateKey key, ResidencyEvent.Kind kind, int lengthBytes) {
+        RetentionLedger r = retention;
+        if (r != null) r.ssd(namespace, key, kind, lengthBytes);
+    }
+
     public ResidencyStream(int capacityEvents) {
         if (capacityEvents <= 0) throw new IllegalArgumentException("capacityEvents must be positive");
         this.ring = new ResidencyEvent[capacityEvents];

@@ -202,6 +202,7 @@ public final class SsdStore implements AutoCloseable {
             index.put(e.key, e);
             usedBytes.addAndGet(e.footprintBytes());
             residency.append(e.key, ResidencyEvent.Medium.SSD, ResidencyEvent.Kind.ADDED, e.generation, e.payloadBytes);
+            residency.retainedOnSsd(e.namespace, e.key, ResidencyEvent.Kind.ADDED, e.payloadBytes);
         }
         RecoveryReport report = scan.report();
         for (Map.Entry<ExtentDamage, Integer> d : report.dropped().entrySet()) {
@@ -505,7 +506,9 @@ public final class SsdStore implements AutoCloseable {
         if (replaced[0] != null) {
             usedBytes.addAndGet(-replaced[0].footprintBytes());
             residency.append(placed.key, ResidencyEvent.Medium.SSD, ResidencyEvent.Kind.REMOVED, replaced[0].generation, replaced[0].payloadBytes);
+            residency.retainedOnSsd(replaced[0].namespace, placed.key, ResidencyEvent.Kind.REMOVED, replaced[0].payloadBytes);
         }
+        residency.retainedOnSsd(placed.namespace, placed.key, ResidencyEvent.Kind.ADDED, placed.payloadBytes);
     }
 
     private ReadResult doRead(Pin pin, MemorySegment destination, long enqueuedNanos) throws IOException {
@@ -556,6 +559,7 @@ public final class SsdStore implements AutoCloseable {
         if (!index.remove(e.key, e)) return false;
         usedBytes.addAndGet(-e.footprintBytes());
         residency.append(e.key, ResidencyEvent.Medium.SSD, ResidencyEvent.Kind.REMOVED, e.generation, e.payloadBytes);
+        residency.retainedOnSsd(e.namespace, e.key, ResidencyEvent.Kind.REMOVED, e.payloadBytes);
         return true;
     }
 
