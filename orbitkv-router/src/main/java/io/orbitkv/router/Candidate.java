@@ -18,6 +18,11 @@ package io.orbitkv.router;
 public record Candidate(int worker, String name, boolean trusted, long outstandingTokens, double queueSeconds,
                         double transferSeconds, double recomputeSeconds, long recomputeTokens, Coverage coverage) {
 
+    /** Seconds of engine work this request adds: transfer + recompute. */
+    public double workSeconds() {
+        return transferSeconds + recomputeSeconds;
+    }
+
     /** Estimated time to first token: queue wait + transfer + recompute. */
     public double ttftSeconds() {
         return queueSeconds + transferSeconds + recomputeSeconds;

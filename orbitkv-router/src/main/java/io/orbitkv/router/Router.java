@@ -29,12 +29,20 @@ import java.util.OptionalInt;
  */
 public final class Router {
 
+    /** Outstanding requests tracked one by one per worker; past it, new charges join the youngest entry. */
+    static final int MAX_JOBS_PER_WORKER = 65_536;
+
     private enum Trust { TRUSTED, REPAIRING }
 
     /** Per worker, owned by the router. */
     private static final class Worker {
         final String name;
+        /** Sum of {@link #jobs}. */
         long outstandingTokens;
+        /** Charges of the requests routed here and not completed, oldest first (a FIFO engine runs the head). */
+        final java.util.ArrayDeque<Long> jobs = new java.util.ArrayDeque<>();
+        /** When the head job started: its routing time, or the previous completion. */
+        long headStartNanos;
         double prefillTokensPerSecond;
         long rateSamples;
         /** The sequence expected next; -1: none yet (the next batch, whatever its sequence, is the start). */
@@ -136,11 +144,18 @@ public final class Router {
             Worker k = workers.get(i);
             double rate = k.prefillTokensPerSecond;
             long recompute = cost.recomputeTokens(request.promptTokens(), coverage[i].prefixBlocks());
-            candidates.add(new Candidate(i, k.name, (trustedMask & (1L << i)) != 0, k.outstandingTokens,
-                    k.outstandingTokens / rate, cost.transferSeconds(coverage[i]), recompute / rate, recompute, coverage[i]));
+            long queued = queuedTokens(k, nowNanos);
+            candidates.add(new Candidate(i, k.name, (trustedMask & (1L << i)) != 0, queued,
+                    queued / rate, cost.transferSeconds(coverage[i]), recompute / rate, recompute, coverage[i]));
         }
         Candidate chosen = candidates.get(policy.choose(candidates));
         Worker k = workers.get(chosen.worker());
+        if (k.jobs.isEmpty()) k.headStartNanos = nowNanos;
+        if (k.jobs.size() < MAX_JOBS_PER_WORKER) {
+            k.jobs.addLast(chosen.recomputeTokens());
+        } else {
+            k.jobs.addLast(k.jobs.pollLast() + chosen.recomputeTokens());
+        }
         k.outstandingTokens += chosen.recomputeTokens();
         if (chosen.recomputeTokens() >= cost.blockTokens()) {
             // this request will publish at least one whole block: events are due once it has run
@@ -156,13 +171,18 @@ public final class Router {
 
     /**
      * The worker finished the prefill of a request routed to it: gives back the {@code chargedTokens}
-     * of its {@link Decision} and, when {@code computedTokens} and {@code prefillSeconds} are
-     * positive, folds the measured rate into the worker's estimate.
+     * of its {@link Decision} (the oldest outstanding request with that charge, else the oldest) and,
+     * when {@code computedTokens} and {@code prefillSeconds} are positive, folds the measured rate
+     * into the worker's estimate. The next request starts now.
      */
-    public void completed(int worker, long chargedTokens, long computedTokens, double prefillSeconds) {
+    public void completed(int worker, long chargedTokens, long computedTokens, double prefillSeconds, long nowNanos) {
         Worker k = w(worker);
         if (chargedTokens < 0) throw new IllegalArgumentException("chargedTokens must be >= 0: " + chargedTokens);
-        k.outstandingTokens = Math.max(0, k.outstandingTokens - chargedTokens);
+        if (!k.jobs.isEmpty()) {
+            long removed = k.jobs.removeFirstOccurrence(chargedTokens) ? chargedTokens : k.jobs.pollFirst();
+            k.outstandingTokens -= removed;
+            k.headStartNanos = nowNanos;
+        }
         if (computedTokens > 0 && prefillSeconds > 0 && Double.isFinite(prefillSeconds)) {
             double measured = computedTokens / prefillSeconds;
             k.prefillTokensPerSecond = k.rateSamples == 0 ? measured
@@ -250,6 +270,19 @@ public final class Router {
         k.trust = Trust.TRUSTED;
         k.awaitingEvents = false;
         k.outstandingTokens = 0;
+        k.jobs.clear();
+    }
+
+    /**
+     * {@code worker}'s event stream can no longer be followed (a batch that does not decode):
+     * forget its entries and take its next batch, whatever its sequence, as a new start.
+     * Outstanding work is kept (the worker itself did not restart).
+     */
+    public void forget(int worker) {
+        Worker k = w(worker);
+        index.clearWorker(worker);
+        k.expectedSeq = -1;
+        k.trust = Trust.TRUSTED;
     }
 
     /** Whether {@code worker}'s index entries are used now (see the class comment). */
@@ -267,6 +300,18 @@ public final class Router {
     public Counters counters() {
         return new Counters(routedByPolicy, fallbackDecisions, batches, gaps, repairsCompleted, repairsAbandoned, restarts,
                 duplicates, ignored, index.size(), index.maxBlocks(), index.evictedTotal());
+    }
+
+    /**
+     * Outstanding tokens less what the head job has computed since it started, at the measured
+     * rate (never below the rest of the queue): counting a running job in full would make a worker
+     * about to finish a long prefill look as busy as one that just began it.
+     */
+    private static long queuedTokens(Worker k, long nowNanos) {
+        Long head = k.jobs.peekFirst();
+        if (head == null) return 0;
+        long done = (long) (k.prefillTokensPerSecond * Math.max(0, nowNanos - k.headStartNanos) / 1e9);
+        return k.outstandingTokens - Math.min(head, done);
     }
 
     private static boolean stale(Worker k, long nowNanos) {

@@ -86,7 +86,7 @@ class RouterTest {
         r.onBatch(1, 0, stored(Tier.DRAM, 1, 2, 3, 4), 0);
         r.route(new RouteRequest(chain(9), 400), LOAD, 0);           // to w0 (tie): 400 tokens, 4 s
         r.route(new RouteRequest(chain(8), 400), LOAD, 0);           // to w1: 4 s of queue on the holder
-        r.completed(0, 400, 0, 0);                                     // w0 done, idle again
+        r.completed(0, 400, 0, 0, 0);                                     // w0 done, idle again
         List<Candidate> c = r.route(FOUR_BLOCKS, JOINT, 0).candidates();
         assertThat(JOINT.choose(c)).isEqualTo(0);
         assertThat(c.get(0).coverage().peerDramBlocks()).isEqualTo(4);
@@ -100,7 +100,7 @@ class RouterTest {
         // HBM blocks are readable by their own worker only
         r.onBatch(1, 0, stored(Tier.HBM, 1, 2, 3, 4), 0);
         r.route(new RouteRequest(chain(9), 10), LOAD, 0);   // w0: 10 tokens = 0.1 s
-        r.completed(0, 10, 0, 0);
+        r.completed(0, 10, 0, 0, 0);
         r.route(new RouteRequest(chain(8), 10), JOINT, 0);  // w0 is idle and not the holder...
         List<Candidate> c = r.route(FOUR_BLOCKS, JOINT, 0).candidates();
         // w0: 0.1 s queue + 16 tokens recomputed (0.16 s); w1: 0 s queue + 1 token (0.01 s)
@@ -141,13 +141,27 @@ class RouterTest {
         Router r = router(1);
         Decision d = r.route(new RouteRequest(chain(1, 2), 8), JOINT, 0);
         assertThat(r.status(0, 0).outstandingTokens()).isEqualTo(8);
-        r.completed(0, d.chargedTokens(), 8, 0.02);                   // 400 tokens/s, the first sample replaces the default
+        r.completed(0, d.chargedTokens(), 8, 0.02, 0);                   // 400 tokens/s, the first sample replaces the default
         assertThat(r.status(0, 0).outstandingTokens()).isZero();
         assertThat(r.status(0, 0).prefillTokensPerSecond()).isEqualTo(400);
-        r.completed(0, 0, 100, 1.0);                                  // EWMA 0.8 * 400 + 0.2 * 100
+        r.completed(0, 0, 100, 1.0, 0);                                  // EWMA 0.8 * 400 + 0.2 * 100
         assertThat(r.status(0, 0).prefillTokensPerSecond()).isCloseTo(340, org.assertj.core.data.Offset.offset(1e-9));
         Decision d2 = r.route(new RouteRequest(chain(3), 34), LOAD, 0);
         assertThat(d2.chosen().recomputeSeconds()).isCloseTo(0.1, org.assertj.core.data.Offset.offset(1e-9));
+    }
+
+    @Test
+    void theRunningRequestCountsOnlyWithWhatItHasLeftToCompute() {
+        Router r = router(1);
+        r.route(new RouteRequest(chain(1), 200), LOAD, 0);           // 2 s, starts at once
+        r.route(new RouteRequest(chain(2), 100), LOAD, 0);           // queued behind it
+        assertThat(r.route(new RouteRequest(chain(3), 4), LOAD, SECOND).chosen().queueSeconds())
+                .isCloseTo(1.0 + 1.0, org.assertj.core.data.Offset.offset(1e-9));   // 1 s left of the first + the second
+        assertThat(r.route(new RouteRequest(chain(4), 4), LOAD, 5 * SECOND).chosen().queueSeconds())
+                .isCloseTo(1.0 + 0.04, org.assertj.core.data.Offset.offset(1e-9));  // the head counts 0 once overdue, never less
+        r.completed(0, 200, 0, 0, 6 * SECOND);                        // the second starts at 6 s
+        assertThat(r.route(new RouteRequest(chain(5), 4), LOAD, 6 * SECOND + SECOND / 2).chosen().queueSeconds())
+                .isCloseTo(0.5 + 0.08, org.assertj.core.data.Offset.offset(1e-9));
     }
 
     @Test
@@ -268,17 +282,15 @@ class RouterTest {
         r.onBatch(2, 0, stored(Tier.DRAM, 1, 2, 3, 4), 0);
         r.onBatch(0, 2, stored(Tier.DRAM, 5), 0);                              // gap
         r.onBatch(1, 2, stored(Tier.DRAM, 5), 0);                              // gap
-        r.route(new RouteRequest(chain(20, 21), 8), LOAD, 0);                   // w0 (tie)
-        r.route(new RouteRequest(chain(30, 31), 8), LOAD, 0);                   // w1
-        r.route(new RouteRequest(chain(40, 41), 4), LOAD, 0);                   // w2: less work, one block to publish
-        long later = 3 * SECOND;
+        r.route(new RouteRequest(chain(20, 21), 1000), LOAD, 0);                // w0 (tie): 10 s
+        r.route(new RouteRequest(chain(30, 31), 1000), LOAD, 0);                // w1: 10 s
+        r.route(new RouteRequest(chain(40, 41), 500), LOAD, 0);                 // w2: 5 s, due by 6 s, then stale
+        long later = 7 * SECOND;
         for (int w = 0; w < 3; w++) assertThat(r.trusted(w, later)).isFalse();
-        for (Policy p : List.of(JOINT, LOAD, OVERLAP)) {
-            Decision d = r.route(FOUR_BLOCKS, p, later);
-            assertThat(d.fallback()).isTrue();
-            assertThat(d.worker()).as(p.name()).isEqualTo(2);
-            r.completed(2, d.chargedTokens(), 0, 0);
-        }
+        Decision d = r.route(FOUR_BLOCKS, JOINT, later);
+        assertThat(d.fallback()).isTrue();
+        for (Candidate c : d.candidates()) assertThat(c.coverage()).isEqualTo(Coverage.NONE);
+        for (Policy p : List.of(JOINT, LOAD, OVERLAP)) assertThat(p.choose(d.candidates())).as(p.name()).isEqualTo(2);
     }
 
     @Test
