@@ -85,6 +85,7 @@ public final class RouterDaemon implements AutoCloseable {
     private final AtomicLong skippedEvents = new AtomicLong();
     private final AtomicLong badRequests = new AtomicLong();
     private final AtomicLong busyRejections = new AtomicLong();
+    private final java.util.concurrent.atomic.AtomicBoolean closed = new java.util.concurrent.atomic.AtomicBoolean();
 
     private RouterDaemon(Options options) throws IOException {
         this.options = options;
@@ -429,6 +430,7 @@ public final class RouterDaemon implements AutoCloseable {
 
     @Override
     public void close() {
+        if (!closed.compareAndSet(false, true)) return;
         http.stop(0);
         subscriber.close();
         handlers.close();
