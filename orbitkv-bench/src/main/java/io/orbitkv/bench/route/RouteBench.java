@@ -204,9 +204,11 @@ public final class RouteBench {
             if (!policies.contains(r.result().policy())) policies.add(r.result().policy());
         }
         CategoryChart chart = new CategoryChartBuilder().width(1100).height(560)
-                .title("Routing policies: TTFT p50 and p99 (simulated, s)").xAxisTitle("trace part, workers")
+                .title("Routing policies: TTFT p50 and p99 (simulated, s, log scale)").xAxisTitle("trace part, workers")
                 .yAxisTitle("TTFT s").build();
-        chart.getStyler().setLegendPosition(org.knowm.xchart.style.Styler.LegendPosition.OutsideS);
+        chart.getStyler().setLegendPosition(org.knowm.xchart.style.Styler.LegendPosition.OutsideE);
+        // a policy that herds onto one worker is 100-1000x slower: a linear axis would flatten the others
+        chart.getStyler().setYAxisLogarithmic(true);
         for (String pct : List.of("p50", "p99")) {
             for (String p : policies) {
                 List<Double> ys = new ArrayList<>();
