@@ -207,13 +207,15 @@ public final class RouteBench {
                 .title("Routing policies: TTFT p50 and p99 (simulated, s, log scale)").xAxisTitle("trace part, workers")
                 .yAxisTitle("TTFT s").build();
         chart.getStyler().setLegendPosition(org.knowm.xchart.style.Styler.LegendPosition.OutsideE);
-        // a policy that herds onto one worker is 100-1000x slower: a linear axis would flatten the others
+        // a policy that herds onto one worker is 100-1000x slower: a linear axis would flatten the
+        // others; xchart draws bars from zero, which a log axis cannot show, so markers
         chart.getStyler().setYAxisLogarithmic(true);
+        chart.getStyler().setDefaultSeriesRenderStyle(org.knowm.xchart.CategorySeries.CategorySeriesRenderStyle.Scatter);
         for (String pct : List.of("p50", "p99")) {
             for (String p : policies) {
                 List<Double> ys = new ArrayList<>();
                 for (String g : groups) {
-                    double y = 0;
+                    double y = Double.NaN;
                     for (Row r : rows) {
                         if ((r.part() + ", " + r.result().workers() + " w").equals(g) && r.result().policy().equals(p)) {
                             y = (pct.equals("p50") ? r.result().ttftP50Ms() : r.result().ttftP99Ms()) / 1e3;
