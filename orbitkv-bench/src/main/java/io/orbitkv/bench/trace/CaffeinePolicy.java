@@ -2,6 +2,8 @@ package io.orbitkv.bench.trace;
 
 import com.github.benmanes.caffeine.cache.Cache;
 import com.github.benmanes.caffeine.cache.Caffeine;
+import com.github.benmanes.caffeine.cache.RemovalCause;
+import java.util.function.LongConsumer;
 
 /**
  * An offline model of the Manager's DRAM index: a Caffeine cache (W-TinyLFU) bounded to the
@@ -17,8 +19,20 @@ public final class CaffeinePolicy implements CachePolicy {
     private final Cache<Long, Boolean> blocks;
 
     public CaffeinePolicy(int capacityBlocks) {
+        this(capacityBlocks, id -> { });
+    }
+
+    /**
+     * As above, telling {@code evicted} each block the policy evicts (or refuses at admission),
+     * synchronously inside {@link #access}: the routing simulator turns these into KV events.
+     */
+    public CaffeinePolicy(int capacityBlocks, LongConsumer evicted) {
         this.capacityBlocks = CachePolicy.requireCapacity(capacityBlocks);
-        this.blocks = Caffeine.newBuilder().maximumSize(capacityBlocks).executor(Runnable::run).build();
+        this.blocks = Caffeine.newBuilder().maximumSize(capacityBlocks).executor(Runnable::run)
+                .evictionListener((Long id, Boolean v, RemovalCause cause) -> {
+                    if (id != null && cause.wasEvicted()) evicted.accept(id);
+                })
+                .build();
     }
 
     @Override

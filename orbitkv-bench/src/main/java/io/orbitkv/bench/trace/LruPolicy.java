@@ -2,6 +2,7 @@ package io.orbitkv.bench.trace;
 
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.function.LongConsumer;
 
 /**
  * Least-recently-used over blocks: every referenced block moves to the most recent end, a
@@ -19,7 +20,12 @@ public final class LruPolicy implements CachePolicy {
     private int position;
 
     public LruPolicy(int capacityBlocks) {
-        this(capacityBlocks, null);
+        this(capacityBlocks, null, id -> { });
+    }
+
+    /** Plain LRU telling {@code evicted} each block it evicts, synchronously inside {@link #access}. */
+    public LruPolicy(int capacityBlocks, LongConsumer evicted) {
+        this(capacityBlocks, null, evicted);
     }
 
     /**
@@ -36,10 +42,10 @@ public final class LruPolicy implements CachePolicy {
             TraceRequest r = trace.get(q);
             for (int i = r.blocks() - 1; i >= 0; i--) later[--p] = seen.put(r.block(i), Boolean.TRUE) != null;
         }
-        return new LruPolicy(capacityBlocks, later);
+        return new LruPolicy(capacityBlocks, later, id -> { });
     }
 
-    private LruPolicy(int capacityBlocks, boolean[] reusedLater) {
+    private LruPolicy(int capacityBlocks, boolean[] reusedLater, LongConsumer evicted) {
         this.reusedLater = reusedLater;
         this.capacityBlocks = CachePolicy.requireCapacity(capacityBlocks);
         this.blocks = new LinkedHashMap<>(16, 0.75f, true) {
@@ -47,7 +53,9 @@ public final class LruPolicy implements CachePolicy {
 
             @Override
             protected boolean removeEldestEntry(Map.Entry<Long, Boolean> eldest) {
-                return size() > LruPolicy.this.capacityBlocks;
+                boolean evict = size() > LruPolicy.this.capacityBlocks;
+                if (evict) evicted.accept(eldest.getKey());
+                return evict;
             }
         };
     }

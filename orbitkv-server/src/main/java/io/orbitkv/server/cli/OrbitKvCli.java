@@ -17,7 +17,7 @@ import picocli.CommandLine.Command;
 @Command(name = "orbitkv", mixinStandardHelpOptions = true, versionProvider = Version.class,
         description = "OrbitKV: a KV-cache manager for LLM inference.",
         subcommands = {CommandLine.HelpCommand.class, KeysCommand.class, BoundaryCommand.class,
-            ManagerCommand.class, ClusterCommand.class, StatusCommand.class})
+            ManagerCommand.class, ClusterCommand.class, StatusCommand.class, RouterCommand.class})
 public final class OrbitKvCli implements Runnable {
 
     /** Exit status for bad input. */
