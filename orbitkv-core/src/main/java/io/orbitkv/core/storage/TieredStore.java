@@ -58,8 +58,9 @@ import java.util.function.LongSupplier;
  * its future on an SSD worker thread (or at once for a DRAM hit or a refusal). The sealing
  * thread (a platform thread, {@code orbitkv-sealer-<arena>}) runs {@link PublishPipeline#sealQueued}
  * and {@link PublishPipeline#admitEvicted}.
- * {@link #close()} stops intake, lets queued and in-flight SSD work finish (bounded by the
- * publish {@code drainTimeoutNanos}), then closes the store and the DRAM tier.
+ * {@link #close()} stops intake and the sealer, drops blocks not yet sealed (counted), admits the
+ * sealed write-through blocks still waiting, lets queued and in-flight SSD work finish (each step
+ * bounded by the publish {@code drainTimeoutNanos}), then closes the store and the DRAM tier.
  *
  * <p>Invariants: at most {@code maxInflightStages} keys are being staged and each has exactly
  * one backing read; a staging of a new key beyond that waits, first come first served, in the
@@ -404,11 +405,7 @@ public final class TieredStore implements AutoCloseable {
     /** Zero-copy publish, step 2: commits the reservation; a new image then goes through SSD admission. */
     public CommitResult commit(Reservation reservation) {
         requireOpen();
-        CommitResult result = dram.commit(reservation);
-        if (result instanceof CommitResult.Inserted(long imageId)) {
-            pipeline.onCommitted(reservation.key(), reservation.namespaceId(), imageId, reservation.lengthBytes());
-        }
-        return result;
+        return pipeline.commitAndAdmit(reservation);
     }
 
     /** Keys resident on {@code medium} now, a weakly consistent copy (catalog resynchronisation). */
@@ -451,8 +448,10 @@ public final class TieredStore implements AutoCloseable {
     }
 
     /**
-     * Stops intake, stops the sealing thread (queued blocks are dropped, counted), drains the
-     * dispatcher (queued and in-flight SSD work finishes, bounded), then closes SSD and DRAM.
+     * Stops intake, stops the sealing thread (blocks not yet sealed are dropped, counted), admits
+     * the sealed write-through blocks still waiting, drains the dispatcher (queued and in-flight SSD
+     * work finishes, bounded), then closes SSD and DRAM. After a clean stop every block sealed under
+     * {@code write-through} is on SSD unless a counted reason says otherwise.
      * Idempotent.
      */
     @Override
@@ -472,9 +471,11 @@ public final class TieredStore implements AutoCloseable {
         for (Waiting w : refused) w.caller().complete(new StageResult.Miss(w.key(), StageResult.MissReason.CLOSED));
         for (Parked p : unparked) finish(p.key(), p.inflight(), new StageResult.Miss(p.key(), StageResult.MissReason.CLOSED));
         try {
-            pipeline.close();
+            // The sealer stops first, so no block it seals meets a closed pipeline; then the pipeline
+            // admits its waiting write-through blocks, and the dispatcher drains every admitted write.
             sealer.interrupt();
             sealer.join(TimeUnit.NANOSECONDS.toMillis(config.publish().drainTimeoutNanos()));
+            pipeline.close();
             if (!dispatcher.close(config.publish().drainTimeoutNanos())) {
                 LOG.log(System.Logger.Level.WARNING, "tiered store closed before all SSD work drained");
             }
@@ -654,6 +655,7 @@ public final class TieredStore implements AutoCloseable {
             try {
                 if (pipeline.awaitWork(SEAL_POLL_NANOS)) {
                     pipeline.admitEvicted();
+                    pipeline.admitWriteThrough();
                     pipeline.sealQueued(SEAL_BATCH_BLOCKS);
                 }
             } catch (InterruptedException e) {
