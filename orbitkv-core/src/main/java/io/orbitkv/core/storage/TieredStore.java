@@ -20,6 +20,7 @@ import io.orbitkv.core.storage.publish.PublishResult;
 import io.orbitkv.core.storage.publish.SsdIoDispatcher;
 import io.orbitkv.core.storage.residency.ResidencyEvent;
 import io.orbitkv.core.storage.residency.ResidencyStream;
+import io.orbitkv.core.storage.ssd.ExtentDevice;
 import io.orbitkv.core.storage.ssd.Pin;
 import io.orbitkv.core.storage.ssd.PinResult;
 import io.orbitkv.core.storage.ssd.ReadResult;
@@ -213,13 +214,28 @@ public final class TieredStore implements AutoCloseable {
 
     private static TieredStore open(TieredStoreConfig config, NamespaceTable namespaces, MeterRegistry registry,
                                     LongSupplier nanoClock, CostObserver observer) throws IOException {
+        return open(config, namespaces, registry, nanoClock, observer, ExtentDevice.NONE);
+    }
+
+    /**
+     * As {@link #open(TieredStoreConfig, NamespaceTable, MeterRegistry, CostObserver)} with the SSD
+     * store's extent I/O decorated by {@code device} (the reliability campaign's fault injection).
+     */
+    public static TieredStore open(TieredStoreConfig config, NamespaceTable namespaces, MeterRegistry registry,
+                                   CostObserver observer, ExtentDevice.Wrapper device) throws IOException {
+        return open(config, namespaces, registry, System::nanoTime, observer, device);
+    }
+
+    private static TieredStore open(TieredStoreConfig config, NamespaceTable namespaces, MeterRegistry registry,
+                                    LongSupplier nanoClock, CostObserver observer, ExtentDevice.Wrapper device)
+            throws IOException {
         Objects.requireNonNull(observer, "observer");
         Objects.requireNonNull(namespaces, "namespaces");
         ResidencyStream residency = new ResidencyStream(config.residencyEvents());
         DramTier dram = DramTier.open(config.dram(), residency, registry);
         SsdStore ssd = null;
         try {
-            ssd = SsdStore.open(config.ssd(), residency, registry, observer);
+            ssd = SsdStore.openDecorated(config.ssd(), residency, registry, observer, device);
             RecoveryReport recovery = ssd.recover();
             TieredStore store = new TieredStore(config, namespaces, residency, dram, ssd, recovery, registry,
                     nanoClock, observer);
