@@ -24,8 +24,6 @@ public enum FaultKind {
     CANCEL,
     /** The instance registers again with a higher epoch on a new connection, fencing the old one. */
     EPOCH_BUMP,
-    /** The file of a registered destination region shrinks before a RESTORE into it. */
-    REGION_LOSS,
     /** The Manager core and its tiers restart over the same SSD directory. */
     RESTART;
 
