@@ -57,6 +57,10 @@ class TieredStoreTest {
     }
 
     TieredStore open(PublishConfig publish, int dramSlots) throws IOException {
+        return open(publish, dramSlots, 64, TieredStoreConfig.DEFAULT_QUEUED_STAGES);
+    }
+
+    TieredStore open(PublishConfig publish, int dramSlots, int maxInflightStages, int maxQueuedStages) throws IOException {
         NamespaceTable namespaces = new NamespaceTable(4);
         namespaces.register(NS, DIGEST);
         DramTierConfig dram = new DramTierConfig(Files.createDirectories(dir.resolve("dram")), "tiered",
@@ -64,7 +68,8 @@ class TieredStoreTest {
         SsdConfig ssd = SsdConfig.of(Files.createDirectories(dir.resolve("ssd"))).withMaxPayloadBytes(SLOT)
                 .withFiles(2, 2L << 20).withIo(1, 64).withPinnedWaitNanos(TimeUnit.MILLISECONDS.toNanos(20))
                 .withBuffers(64 * 1024, 64 * 1024);
-        store = TieredStore.open(new TieredStoreConfig(dram, ssd, publish, 1 << 16, 64), namespaces, registry);
+        store = TieredStore.open(new TieredStoreConfig(dram, ssd, publish, 1 << 16, maxInflightStages, maxQueuedStages),
+                namespaces, registry);
         return store;
     }
 
@@ -166,6 +171,30 @@ class TieredStoreTest {
                 assertThat(hasCanary(lease.segment(), k)).isTrue();
             }
         }
+    }
+
+    @Test
+    void pastTheInflightTableANewKeyWaitsInTheBoundedStagingQueueAndOnlyAFullQueueIsBusy() throws IOException {
+        open(writeThrough(), 16, 1, 1);
+        for (int i = 1; i <= 3; i++) putOnSsdOnly(key(i));
+        CompletableFuture<Void> hold = holdDispatcher();
+        CompletableFuture<StageResult> first = store.stage(key(1)); // takes the one table entry
+        CompletableFuture<StageResult> second = store.stage(key(2)); // waits in the queue
+        assertThat(store.queuedStagings()).isEqualTo(1);
+        assertThat(registry.get("orbitkv.tiered.stage.queue.depth").gauge().value()).isEqualTo(1.0);
+        assertThat(store.stage(key(3)).join()).as("past both bounds")
+                .isEqualTo(new StageResult.Busy(StageResult.BusyReason.INFLIGHT_TABLE_FULL));
+        assertThat(store.inflightStagings()).isEqualTo(1);
+        hold.complete(null);
+        for (CompletableFuture<StageResult> f : List.of(first, second)) {
+            StageResult r = f.join();
+            assertThat(r).isInstanceOf(StageResult.Staged.class);
+            ((StageResult.Staged) r).lease().release();
+        }
+        assertThat(counter("orbitkv.tiered.stage", "result", "ssd_read")).isEqualTo(2);
+        assertThat(registry.get("orbitkv.tiered.stage.queued").counter().count()).isEqualTo(1);
+        assertThat(store.queuedStagings()).isZero();
+        await().atMost(WAIT).until(() -> store.inflightStagings() == 0);
     }
 
     double counter(String name, String tag, String value) {
