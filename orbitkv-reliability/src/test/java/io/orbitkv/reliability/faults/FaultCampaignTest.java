@@ -2,11 +2,15 @@ package io.orbitkv.reliability.faults;
 
 import io.orbitkv.testkit.StressTest;
 import io.orbitkv.testkit.TestSeed;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.util.logging.Level;
+import java.util.logging.Logger;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -19,6 +23,21 @@ import static org.assertj.core.api.Assertions.assertThat;
 class FaultCampaignTest {
 
     static final int SLICE = 500;
+    /** Held so the level sticks (loggers are weakly referenced); as the CLI without --verbose. */
+    private static final Logger ORBITKV = Logger.getLogger("io.orbitkv");
+    private static Level before;
+
+    @BeforeAll
+    static void quiet() {
+        // Each injected fault makes the store log what it logs for a failing disk: thousands of lines.
+        before = ORBITKV.getLevel();
+        ORBITKV.setLevel(Level.OFF);
+    }
+
+    @AfterAll
+    static void restore() {
+        ORBITKV.setLevel(before);
+    }
 
     @Test
     void aSliceOfSchedulesServesNoWrongByteAndLeavesNothingHeld() {
