@@ -39,7 +39,7 @@ public sealed interface StageResult {
 
     /** Why a staging was refused for now; retrying later may succeed. */
     enum BusyReason {
-        /** {@code maxInflightStages} distinct keys are being staged. */
+        /** {@code maxInflightStages} distinct keys are being staged and {@code maxQueuedStages} more wait. */
         INFLIGHT_TABLE_FULL,
         /** The dispatcher's read lane is full. */
         READ_LANE_FULL,

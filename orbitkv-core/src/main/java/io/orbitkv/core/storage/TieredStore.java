@@ -21,6 +21,7 @@ import io.orbitkv.core.storage.publish.SsdIoDispatcher;
 import io.orbitkv.core.storage.residency.ResidencyEvent;
 import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.core.storage.residency.RetentionLedger;
+import io.orbitkv.core.storage.ssd.ExtentDevice;
 import io.orbitkv.core.storage.ssd.Pin;
 import io.orbitkv.core.storage.ssd.PinResult;
 import io.orbitkv.core.storage.ssd.ReadResult;
@@ -29,6 +30,7 @@ import io.orbitkv.core.storage.ssd.SsdStore;
 import io.orbitkv.state.StateKey;
 
 import java.io.IOException;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.EnumMap;
 import java.util.List;
@@ -40,6 +42,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
 
 /**
@@ -56,11 +60,14 @@ import java.util.function.LongSupplier;
  * its future on an SSD worker thread (or at once for a DRAM hit or a refusal). The sealing
  * thread (a platform thread, {@code orbitkv-sealer-<arena>}) runs {@link PublishPipeline#sealQueued}
  * and {@link PublishPipeline#admitEvicted}.
- * {@link #close()} stops intake, lets queued and in-flight SSD work finish (bounded by the
- * publish {@code drainTimeoutNanos}), then closes the store and the DRAM tier.
+ * {@link #close()} stops intake and the sealer, drops blocks not yet sealed (counted), admits the
+ * sealed write-through blocks still waiting, lets queued and in-flight SSD work finish (each step
+ * bounded by the publish {@code drainTimeoutNanos}), then closes the store and the DRAM tier.
  *
  * <p>Invariants: at most {@code maxInflightStages} keys are being staged and each has exactly
- * one backing read; a staging's SSD pin is released and its DRAM reservation committed or
+ * one backing read; a staging of a new key beyond that waits, first come first served, in the
+ * bounded staging queue ({@code maxQueuedStages} keys) and starts when a staging finishes, so a
+ * page on SSD is refused (Busy) only past both bounds; a staging's SSD pin is released and its DRAM reservation committed or
  * aborted exactly once, whatever the read returned; only a {@link ReadResult.Served} read is
  * committed, so a corrupt extent is never served; every caller of a successful staging gets its
  * own lease.
@@ -70,7 +77,11 @@ import java.util.function.LongSupplier;
  * costs one device transfer and no CPU copy (a bounce copy costs ~0.2 ms per 2 MiB at 10 GB/s).
  * Sharing one read per key matters because a popular prefix's blocks are requested by several
  * sessions at once right after an eviction; without the table each would reserve its own slot
- * and read the same bytes again, and only one commit would win.
+ * and read the same bytes again, and only one commit would win. The staging queue exists because
+ * the table alone answered Busy as soon as 16 queries with 64 stagings each (1,024 keys) met a
+ * 256-key table, although every bound the operator configured per query held: 5 % of pages that
+ * were on SSD became final misses. Waiting costs a queued key one table turn (one SSD read, 0.1-1
+ * ms); refusing costs it a recomputation.
  */
 public final class TieredStore implements AutoCloseable {
 
@@ -80,6 +91,12 @@ public final class TieredStore implements AutoCloseable {
 
     /** Counted staging outcomes ({@code orbitkv.tiered.stage}, tag {@code result}). */
     private enum StageCount { DRAM_HIT, SSD_READ, SHARED_READ, MISS, BUSY }
+
+    /** A staging of a new key waiting for a table entry; {@code caller} completes like a direct staging's. */
+    private record Waiting(StateKey key, CompletableFuture<StageResult> caller) {}
+
+    /** A staging whose DRAM reservation met the reserved-bytes budget; it keeps its table entry and retries. */
+    private record Parked(StateKey key, Inflight inflight) {}
 
     /**
      * One staging in flight. {@code outcome} completes with the shared result (holding the anchor
@@ -106,6 +123,21 @@ public final class TieredStore implements AutoCloseable {
     private final SsdIoDispatcher dispatcher;
     private final PublishPipeline pipeline;
     private final ConcurrentHashMap<StateKey, Inflight> stagings = new ConcurrentHashMap<>();
+    private final ReentrantLock stageLock = new ReentrantLock();
+    /** Table entries taken: each staging in {@link #stagings} holds one; at most {@code maxInflightStages}. */
+    // @GuardedBy("stageLock")
+    private int stagePermits;
+    // @GuardedBy("stageLock"); at most maxQueuedStages
+    private final ArrayDeque<Waiting> waiting = new ArrayDeque<>();
+    /** Work-in-progress count of {@link #drainWaiting}: one thread drains, the others leave it a pass. */
+    private final AtomicInteger drainPasses = new AtomicInteger();
+    // @GuardedBy("stageLock"); each holds its table entry, so at most maxInflightStages
+    private final ArrayDeque<Parked> parked = new ArrayDeque<>();
+    /** Stagings finished since the parked ones were last retried: one retry each. */
+    // @GuardedBy("stageLock")
+    private int parkedRetries;
+    private final Counter stagesQueued;
+    private final Counter stagesParked;
     private final Thread sealer;
     private final AtomicBoolean closed = new AtomicBoolean();
     private final MeterRegistry registry;
@@ -140,6 +172,14 @@ public final class TieredStore implements AutoCloseable {
         }
         meters.add(Gauge.builder("orbitkv.tiered.stage.inflight", stagings, Map::size).tags(tags)
                 .description("keys being staged from SSD").register(registry));
+        meters.add(Gauge.builder("orbitkv.tiered.stage.queue.depth", this, TieredStore::queuedStagings).tags(tags)
+                .description("stagings waiting for an in-flight table entry").register(registry));
+        stagesQueued = Counter.builder("orbitkv.tiered.stage.queued").tags(tags)
+                .description("stagings that waited for an in-flight table entry").register(registry);
+        meters.add(stagesQueued);
+        stagesParked = Counter.builder("orbitkv.tiered.stage.parked").tags(tags)
+                .description("stagings that waited for DRAM reserved bytes held by other stagings").register(registry);
+        meters.add(stagesParked);
         this.sealer = Thread.ofPlatform().name("orbitkv-sealer-" + config.dram().arenaName()).daemon()
                 .unstarted(this::sealLoop);
     }
@@ -175,6 +215,21 @@ public final class TieredStore implements AutoCloseable {
 
     private static TieredStore open(TieredStoreConfig config, NamespaceTable namespaces, MeterRegistry registry,
                                     LongSupplier nanoClock, CostObserver observer) throws IOException {
+        return open(config, namespaces, registry, nanoClock, observer, ExtentDevice.NONE);
+    }
+
+    /**
+     * As {@link #open(TieredStoreConfig, NamespaceTable, MeterRegistry, CostObserver)} with the SSD
+     * store's extent I/O decorated by {@code device} (the reliability campaign's fault injection).
+     */
+    public static TieredStore open(TieredStoreConfig config, NamespaceTable namespaces, MeterRegistry registry,
+                                   CostObserver observer, ExtentDevice.Wrapper device) throws IOException {
+        return open(config, namespaces, registry, System::nanoTime, observer, device);
+    }
+
+    private static TieredStore open(TieredStoreConfig config, NamespaceTable namespaces, MeterRegistry registry,
+                                    LongSupplier nanoClock, CostObserver observer, ExtentDevice.Wrapper device)
+            throws IOException {
         Objects.requireNonNull(observer, "observer");
         Objects.requireNonNull(namespaces, "namespaces");
         ResidencyStream residency = new ResidencyStream(config.residencyEvents());
@@ -183,7 +238,7 @@ public final class TieredStore implements AutoCloseable {
         DramTier dram = DramTier.open(config.dram(), residency, registry);
         SsdStore ssd = null;
         try {
-            ssd = SsdStore.open(config.ssd(), residency, registry, observer);
+            ssd = SsdStore.openDecorated(config.ssd(), residency, registry, observer, device);
             RecoveryReport recovery = ssd.recover();
             TieredStore store = new TieredStore(config, namespaces, residency, dram, ssd, recovery, registry,
                     nanoClock, observer);
@@ -213,6 +268,8 @@ public final class TieredStore implements AutoCloseable {
     /**
      * A DRAM lease on {@code key}'s image, reading it from SSD into a fresh DRAM slot if needed.
      * Concurrent stagings of one key share one backing read; each caller gets its own lease.
+     * With {@code maxInflightStages} keys in flight a new key waits in the staging queue; only a
+     * full queue ({@code maxQueuedStages}) answers {@link StageResult.BusyReason#INFLIGHT_TABLE_FULL}.
      */
     public CompletableFuture<StageResult> stage(StateKey key) {
         Objects.requireNonNull(key, "key");
@@ -221,19 +278,135 @@ public final class TieredStore implements AutoCloseable {
             pipeline.onDramHit(lease);
             return completed(new StageResult.Staged(lease, StageResult.Source.DRAM_HIT));
         }
+        Inflight existing = stagings.get(key);
+        if (existing != null) return existing.forCaller(r -> leaseFor(key, r, StageResult.Source.SHARED_READ));
+        Waiting queued;
+        stageLock.lock();
+        try {
+            if (waiting.isEmpty() && stagePermits < config.maxInflightStages()) {
+                stagePermits++;
+                queued = null;
+            } else if (waiting.size() < config.maxQueuedStages() && !closed.get()) {
+                queued = new Waiting(key, new CompletableFuture<>());
+                waiting.addLast(queued);
+                stagesQueued.increment();
+            } else {
+                return completed(new StageResult.Busy(StageResult.BusyReason.INFLIGHT_TABLE_FULL));
+            }
+        } finally {
+            stageLock.unlock();
+        }
+        if (queued == null) return stageHoldingPermit(key);
+        drainWaiting(); // a staging may have finished between the check above and the queueing
+        return queued.caller();
+    }
+
+    /** Stagings waiting for an in-flight table entry. */
+    public int queuedStagings() {
+        stageLock.lock();
+        try {
+            return waiting.size();
+        } finally {
+            stageLock.unlock();
+        }
+    }
+
+    /**
+     * Stages {@code key} with a table entry already taken by this call: the entry goes with the
+     * new in-flight staging, or back at once (a DRAM hit, or another staging of the key won).
+     */
+    private CompletableFuture<StageResult> stageHoldingPermit(StateKey key) {
+        if (dram.acquire(key) instanceof Lease lease) {
+            releasePermit();
+            pipeline.onDramHit(lease);
+            return completed(new StageResult.Staged(lease, StageResult.Source.DRAM_HIT));
+        }
         Inflight mine = new Inflight();
         Inflight existing = stagings.putIfAbsent(key, mine);
         if (existing != null) {
+            releasePermit();
             return existing.forCaller(r -> leaseFor(key, r, StageResult.Source.SHARED_READ));
-        }
-        if (stagings.size() > config.maxInflightStages()) {
-            stagings.remove(key, mine);
-            return completed(new StageResult.Busy(StageResult.BusyReason.INFLIGHT_TABLE_FULL));
         }
         CompletableFuture<StageResult> mineForCaller =
                 mine.forCaller(r -> leaseFor(key, r, StageResult.Source.SSD_READ));
         startStaging(key, mine);
         return mineForCaller;
+    }
+
+    private void releasePermit() {
+        stageLock.lock();
+        try {
+            stagePermits--;
+            if (!parked.isEmpty()) parkedRetries++;
+        } finally {
+            stageLock.unlock();
+        }
+        drainWaiting();
+    }
+
+    /**
+     * Parks a staging refused DRAM's reserved-bytes budget while another staging (not parked) is
+     * reading: that one's commit returns reserved bytes, and each finish retries one parked staging.
+     * False (the caller answers Busy) when no other staging is reading, so the budget is held by
+     * publishes and no finish of ours is coming.
+     */
+    private boolean park(StateKey key, Inflight inflight) {
+        stageLock.lock();
+        try {
+            if (closed.get() || stagePermits - parked.size() - 1 <= 0) return false;
+            parked.addLast(new Parked(key, inflight));
+            stagesParked.increment();
+        } finally {
+            stageLock.unlock();
+        }
+        drainWaiting(); // a staging may have finished meanwhile
+        return true;
+    }
+
+    /**
+     * Retries parked stagings (one per staging finished since) and then starts waiting ones,
+     * oldest first, while table entries are free. One thread drains at a time (a staging that
+     * finishes synchronously inside the loop only leaves a pass), so a queue of 4,096 keys that
+     * all miss does not recurse 4,096 frames deep.
+     */
+    private void drainWaiting() {
+        if (drainPasses.getAndIncrement() != 0) return;
+        do {
+            for (;;) {
+                Parked retry;
+                stageLock.lock();
+                try {
+                    retry = parkedRetries > 0 ? parked.pollFirst() : null;
+                    if (retry != null) parkedRetries--;
+                    else parkedRetries = 0;
+                } finally {
+                    stageLock.unlock();
+                }
+                if (retry == null) break;
+                if (closed.get()) finish(retry.key(), retry.inflight(), new StageResult.Miss(retry.key(), StageResult.MissReason.CLOSED));
+                else startStaging(retry.key(), retry.inflight());
+            }
+            for (;;) {
+                Waiting next;
+                boolean refuse;
+                stageLock.lock();
+                try {
+                    if (waiting.isEmpty() || stagePermits >= config.maxInflightStages()) break;
+                    next = waiting.pollFirst();
+                    refuse = closed.get();
+                    if (!refuse) stagePermits++;
+                } finally {
+                    stageLock.unlock();
+                }
+                if (refuse) {
+                    next.caller().complete(new StageResult.Miss(next.key(), StageResult.MissReason.CLOSED));
+                    continue;
+                }
+                Waiting started = next;
+                stageHoldingPermit(started.key()).whenComplete((result, failure) -> started.caller().complete(
+                        failure == null ? result : new StageResult.Miss(started.key(), StageResult.MissReason.IO_ERROR)));
+            }
+        } while (drainPasses.decrementAndGet() != 0);
     }
 
     /** Queues a block to be sealed into DRAM (then admitted to SSD by policy). Never blocks. */
@@ -251,11 +424,7 @@ public final class TieredStore implements AutoCloseable {
     /** Zero-copy publish, step 2: commits the reservation; a new image then goes through SSD admission. */
     public CommitResult commit(Reservation reservation) {
         requireOpen();
-        CommitResult result = dram.commit(reservation);
-        if (result instanceof CommitResult.Inserted(long imageId)) {
-            pipeline.onCommitted(reservation.key(), reservation.namespaceId(), imageId, reservation.lengthBytes());
-        }
-        return result;
+        return pipeline.commitAndAdmit(reservation);
     }
 
     /** Keys resident on {@code medium} now, a weakly consistent copy (catalog resynchronisation). */
@@ -302,17 +471,34 @@ public final class TieredStore implements AutoCloseable {
     }
 
     /**
-     * Stops intake, stops the sealing thread (queued blocks are dropped, counted), drains the
-     * dispatcher (queued and in-flight SSD work finishes, bounded), then closes SSD and DRAM.
+     * Stops intake, stops the sealing thread (blocks not yet sealed are dropped, counted), admits
+     * the sealed write-through blocks still waiting, drains the dispatcher (queued and in-flight SSD
+     * work finishes, bounded), then closes SSD and DRAM. After a clean stop every block sealed under
+     * {@code write-through} is on SSD unless a counted reason says otherwise.
      * Idempotent.
      */
     @Override
     public void close() {
         if (!closed.compareAndSet(false, true)) return;
+        List<Waiting> refused;
+        List<Parked> unparked;
+        stageLock.lock();
         try {
-            pipeline.close();
+            refused = List.copyOf(waiting);
+            waiting.clear();
+            unparked = List.copyOf(parked);
+            parked.clear();
+        } finally {
+            stageLock.unlock();
+        }
+        for (Waiting w : refused) w.caller().complete(new StageResult.Miss(w.key(), StageResult.MissReason.CLOSED));
+        for (Parked p : unparked) finish(p.key(), p.inflight(), new StageResult.Miss(p.key(), StageResult.MissReason.CLOSED));
+        try {
+            // The sealer stops first, so no block it seals meets a closed pipeline; then the pipeline
+            // admits its waiting write-through blocks, and the dispatcher drains every admitted write.
             sealer.interrupt();
             sealer.join(TimeUnit.NANOSECONDS.toMillis(config.publish().drainTimeoutNanos()));
+            pipeline.close();
             if (!dispatcher.close(config.publish().drainTimeoutNanos())) {
                 LOG.log(System.Logger.Level.WARNING, "tiered store closed before all SSD work drained");
             }
@@ -343,8 +529,9 @@ public final class TieredStore implements AutoCloseable {
                 ssd.unpin(pin);
                 finish(key, inflight, leaseImage(key, imageId, StageResult.Source.DRAM_HIT));
             }
-            case ReserveResult.Full(ReserveResult.FullReason ignored) -> {
+            case ReserveResult.Full(ReserveResult.FullReason reason) -> {
                 ssd.unpin(pin);
+                if (reason == ReserveResult.FullReason.RESERVED_BUDGET && park(key, inflight)) return;
                 finish(key, inflight, new StageResult.Busy(StageResult.BusyReason.DRAM_FULL));
             }
             case Reservation reservation -> {
@@ -445,6 +632,7 @@ public final class TieredStore implements AutoCloseable {
             if (outcome instanceof StageResult.Staged(Lease anchor, StageResult.Source ignored)) anchor.release();
         } finally {
             inflight.settled().complete(null);
+            releasePermit();
         }
     }
 
@@ -490,6 +678,7 @@ public final class TieredStore implements AutoCloseable {
             try {
                 if (pipeline.awaitWork(SEAL_POLL_NANOS)) {
                     pipeline.admitEvicted();
+                    pipeline.admitWriteThrough();
                     pipeline.sealQueued(SEAL_BATCH_BLOCKS);
                 }
             } catch (InterruptedException e) {

@@ -14,10 +14,25 @@ import java.util.Objects;
  * @param ssd               the SSD store; its {@code ioThreads} is also the dispatcher's in-flight bound
  * @param publish           seal queue, SSD admission policy and budget, dispatcher lanes
  * @param residencyEvents   bound of the shared residency stream's ring, in events
- * @param maxInflightStages distinct keys being staged from SSD at once; one more is Busy
+ * @param maxInflightStages distinct keys being staged from SSD at once; one more waits in the staging queue
+ * @param maxQueuedStages   stagings (distinct keys) waiting for one of the {@code maxInflightStages}; one more
+ *                          is Busy ({@code INFLIGHT_TABLE_FULL})
  */
 public record TieredStoreConfig(DramTierConfig dram, SsdConfig ssd, PublishConfig publish, int residencyEvents,
-                                int maxInflightStages) {
+                                int maxInflightStages, int maxQueuedStages) {
+
+    /**
+     * Default staging queue: 4,096 waiting keys, enough for 64 operations each with its full
+     * {@code stagesPerOperation} (64) submitted at once; one waiting staging costs ~150 B of heap
+     * (its key, its future and a queue node), 600 KiB when full.
+     */
+    public static final int DEFAULT_QUEUED_STAGES = 4096;
+
+    /** As the canonical constructor with {@link #DEFAULT_QUEUED_STAGES}. */
+    public TieredStoreConfig(DramTierConfig dram, SsdConfig ssd, PublishConfig publish, int residencyEvents,
+                             int maxInflightStages) {
+        this(dram, ssd, publish, residencyEvents, maxInflightStages, DEFAULT_QUEUED_STAGES);
+    }
 
     public TieredStoreConfig {
         Objects.requireNonNull(dram, "dram");
@@ -25,6 +40,7 @@ public record TieredStoreConfig(DramTierConfig dram, SsdConfig ssd, PublishConfi
         Objects.requireNonNull(publish, "publish");
         if (residencyEvents <= 0) throw new IllegalArgumentException("residencyEvents must be positive");
         if (maxInflightStages <= 0) throw new IllegalArgumentException("maxInflightStages must be positive");
+        if (maxQueuedStages < 0) throw new IllegalArgumentException("maxQueuedStages must be >= 0");
         if (ssd.maxPayloadBytes() < dram.sizeClasses().getLast().slotBytes()) {
             throw new IllegalArgumentException("SSD maxPayloadBytes " + ssd.maxPayloadBytes()
                     + " cannot hold the largest DRAM slot " + dram.sizeClasses().getLast().slotBytes());

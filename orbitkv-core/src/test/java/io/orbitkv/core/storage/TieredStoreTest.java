@@ -57,6 +57,10 @@ class TieredStoreTest {
     }
 
     TieredStore open(PublishConfig publish, int dramSlots) throws IOException {
+        return open(publish, dramSlots, 64, TieredStoreConfig.DEFAULT_QUEUED_STAGES);
+    }
+
+    TieredStore open(PublishConfig publish, int dramSlots, int maxInflightStages, int maxQueuedStages) throws IOException {
         NamespaceTable namespaces = new NamespaceTable(4);
         namespaces.register(NS, DIGEST);
         DramTierConfig dram = new DramTierConfig(Files.createDirectories(dir.resolve("dram")), "tiered",
@@ -64,7 +68,8 @@ class TieredStoreTest {
         SsdConfig ssd = SsdConfig.of(Files.createDirectories(dir.resolve("ssd"))).withMaxPayloadBytes(SLOT)
                 .withFiles(2, 2L << 20).withIo(1, 64).withPinnedWaitNanos(TimeUnit.MILLISECONDS.toNanos(20))
                 .withBuffers(64 * 1024, 64 * 1024);
-        store = TieredStore.open(new TieredStoreConfig(dram, ssd, publish, 1 << 16, 64), namespaces, registry);
+        store = TieredStore.open(new TieredStoreConfig(dram, ssd, publish, 1 << 16, maxInflightStages, maxQueuedStages),
+                namespaces, registry);
         return store;
     }
 
@@ -117,6 +122,79 @@ class TieredStoreTest {
         assertThat(store.publish(key, NS, held(key))).isInstanceOf(PublishResult.Queued.class);
         await().atMost(WAIT).until(() -> store.ssd().contains(key));
         assertThat(store.dram().evict(key)).isTrue();
+    }
+
+    /**
+     * A burst of sealed blocks with write-through, DRAM smaller than the burst and a write lane of
+     * 4, then a clean stop: every block that was sealed is on SSD with its bytes after the stop
+     * (a block DRAM refused is not sealed, and counted as {@code dram_full}).
+     * Before write-through leased its images and waited for lane room, blocks were evicted before
+     * their write ({@code source_gone}) and displaced from the full lane ({@code lane_full}).
+     */
+    @Test
+    void everyBlockSealedUnderWriteThroughIsOnSsdAfterACleanStop() throws IOException {
+        int blocks = 120; // 120 x 24 KiB extents fit the 4 MiB ring: none is overwritten
+        open(writeThrough().withLanes(16, 4, 8), 16);
+        io.micrometer.core.instrument.Counter inserted =
+                registry.get("orbitkv.publish.seal.sealed").tag("result", "inserted").counter();
+        io.micrometer.core.instrument.Counter laneFull =
+                registry.get("orbitkv.publish.ssd.dropped").tag("reason", "lane_full").counter();
+        io.micrometer.core.instrument.Counter sourceGone =
+                registry.get("orbitkv.publish.ssd.dropped").tag("reason", "source_gone").counter();
+        Set<StateKey> published = new java.util.HashSet<>();
+        for (int i = 0; i < blocks; i++) {
+            StateKey k = key(1000 + i);
+            PageSource source = held(k);
+            // A full seal queue is the push-back: the producer retries (at its own cadence) until queued.
+            await().atMost(WAIT).pollInterval(Duration.ofMillis(1))
+                    .until(() -> store.publish(k, NS, source) instanceof PublishResult.Queued);
+            published.add(k);
+        }
+        await().atMost(WAIT).until(() -> store.pipeline().sealQueueDepth() == 0);
+        io.micrometer.core.instrument.Counter dramFull =
+                registry.get("orbitkv.publish.seal.dropped").tag("reason", "dram_full").counter();
+        store.close(); // the clean stop
+        // A block DRAM could not take (its slots parked by leased evictees) is not sealed, and counted.
+        assertThat(inserted.count() + dramFull.count()).as("every block sealed or counted").isEqualTo(blocks);
+        assertThat(inserted.count()).as("sealed blocks").isGreaterThan(blocks / 2);
+        assertThat(laneFull.count()).as("lane_full").isZero();
+        assertThat(sourceGone.count()).as("source_gone").isZero();
+        store = null;
+
+        open(writeThrough(), 16);
+        assertThat(store.ssd().size()).as("every sealed block is on SSD").isEqualTo((int) inserted.count());
+        assertThat(published).containsAll(store.ssd().residentKeys());
+        for (StateKey k : store.ssd().residentKeys()) {
+            StageResult r = store.stage(k).join();
+            assertThat(r).as("staged %s", k).isInstanceOf(StageResult.Staged.class);
+            try (Lease lease = ((StageResult.Staged) r).lease()) {
+                assertThat(hasCanary(lease.segment(), k)).isTrue();
+            }
+        }
+    }
+
+    @Test
+    void pastTheInflightTableANewKeyWaitsInTheBoundedStagingQueueAndOnlyAFullQueueIsBusy() throws IOException {
+        open(writeThrough(), 16, 1, 1);
+        for (int i = 1; i <= 3; i++) putOnSsdOnly(key(i));
+        CompletableFuture<Void> hold = holdDispatcher();
+        CompletableFuture<StageResult> first = store.stage(key(1)); // takes the one table entry
+        CompletableFuture<StageResult> second = store.stage(key(2)); // waits in the queue
+        assertThat(store.queuedStagings()).isEqualTo(1);
+        assertThat(registry.get("orbitkv.tiered.stage.queue.depth").gauge().value()).isEqualTo(1.0);
+        assertThat(store.stage(key(3)).join()).as("past both bounds")
+                .isEqualTo(new StageResult.Busy(StageResult.BusyReason.INFLIGHT_TABLE_FULL));
+        assertThat(store.inflightStagings()).isEqualTo(1);
+        hold.complete(null);
+        for (CompletableFuture<StageResult> f : List.of(first, second)) {
+            StageResult r = f.join();
+            assertThat(r).isInstanceOf(StageResult.Staged.class);
+            ((StageResult.Staged) r).lease().release();
+        }
+        assertThat(counter("orbitkv.tiered.stage", "result", "ssd_read")).isEqualTo(2);
+        assertThat(registry.get("orbitkv.tiered.stage.queued").counter().count()).isEqualTo(1);
+        assertThat(store.queuedStagings()).isZero();
+        await().atMost(WAIT).until(() -> store.inflightStagings() == 0);
     }
 
     double counter(String name, String tag, String value) {

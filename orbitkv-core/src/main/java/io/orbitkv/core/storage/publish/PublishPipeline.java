@@ -47,7 +47,10 @@ import java.util.function.LongSupplier;
  * counted). {@link #sealQueued} (the owner's sealing thread) takes each block in order, opens
  * its source (gone: dropped, counted), reserves a DRAM slot, copies, commits: a sealed block
  * enters DRAM first. {@link #onCommitted} (also the engine channel's zero-copy commits) then runs
- * SSD admission by policy: {@code write-through} at once; {@code on-evict} when DRAM evicts the
+ * SSD admission by policy: {@code write-through} leases the image at once and queues it in the
+ * bounded write-through queue ({@code writeLaneOps} images), from which {@link #admitWriteThrough}
+ * admits it as soon as the write lane, the queued-bytes bound and the rate allow (the sealer
+ * stops sealing while that queue is full, so the seal queue and then {@code publish} push back); {@code on-evict} when DRAM evicts the
  * image ({@link #onEvicted} hands over a lease taken before the slot was freed, and
  * {@link #admitEvicted} admits it); {@code reuse-aware:N} on
  * the N-th DRAM hit after the commit ({@link #onDramHit}). Admission then asks the budget (over
@@ -64,14 +67,22 @@ import java.util.function.LongSupplier;
  * <p>Invariants: {@code queuedBytes} is the sum of queued blocks' lengths and at most
  * {@code sealQueueBytes}; every queued block is sealed or dropped exactly once, and its source
  * closed exactly once; every admitted write returns its bytes to the budget exactly once and
- * releases the one lease it took; at most one SSD write per key is pending.
+ * releases the one lease it took; at most one SSD write per key is pending. Under
+ * {@code write-through} the admitted writes never pass {@code writeLaneOps}, so the lane never
+ * displaces one ({@code lane_full} is 0), and each write holds its image's lease from the commit
+ * to the end of the write, so a sealed block is never lost to eviction ({@code source_gone} is 0):
+ * it is written, or counted under exactly one skip, written or dropped reason.
  *
  * <p>Design note: sealing copies into DRAM before any SSD decision because a restore wants DRAM
  * (~10 GB/s per core) and the SSD write (~2-3 GB/s, shared with restores) is optional. Queued
- * writes do not pin their DRAM slot: 128 queued 2 MiB writes would otherwise hold 256 MiB of
- * arena out of reach of eviction; a write whose image was evicted meanwhile is simply lost,
- * which is the right outcome for a block nobody kept. {@code on-evict} is the exception: its
- * write exists because of the eviction, so it keeps the lease the eviction handed over.
+ * writes of {@code reuse-aware:N} do not pin their DRAM slot: 128 queued 2 MiB writes would
+ * otherwise hold 256 MiB of arena out of reach of eviction; a write whose image was evicted
+ * meanwhile is simply lost, which is the right outcome for a block nobody kept. {@code on-evict}
+ * keeps the lease the eviction handed over, its write exists because of the eviction. And
+ * {@code write-through} leases from the commit: the policy promises SSD copies of what was
+ * sealed, and without the lease a burst of 2,737 sealed pages lost 273 to eviction before their
+ * turn ({@code source_gone}) and 12 to lane displacement ({@code lane_full}). The cost is bounded:
+ * at most 2 × {@code writeLaneOps} images (queued and admitted) are leased at a time.
  */
 public final class PublishPipeline implements AutoCloseable {
 
@@ -83,6 +94,12 @@ public final class PublishPipeline implements AutoCloseable {
 
     /** An image DRAM evicted and handed over, waiting for SSD admission under {@code on-evict}. */
     private record Evicted(Lease retained, int namespaceId) {}
+
+    /** A write-through image waiting for write room; its lease keeps it from vanishing meanwhile. */
+    private record WriteThroughEntry(Lease lease, NamespaceDigest digest) {}
+
+    /** How often the sealer retries write-through entries held back by the write rate. */
+    private static final long WRITE_THROUGH_RETRY_NANOS = java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(1);
 
     /** A reuse-aware candidate: the committed image whose DRAM hits are counted. */
     private record HitCount(int namespaceId, long imageId, int lengthBytes, AtomicInteger hits) {}
@@ -97,9 +114,20 @@ public final class PublishPipeline implements AutoCloseable {
     private final DramCopyObservations copies;
     private final Cache<StateKey, HitCount> hitTable;
     private final Set<StateKey> pendingWrites = ConcurrentHashMap.newKeySet();
+    private final java.util.concurrent.atomic.AtomicBoolean closeCalled = new java.util.concurrent.atomic.AtomicBoolean();
 
     private final ReentrantLock queueLock = new ReentrantLock();
     private final Condition work = queueLock.newCondition();
+    /** Signalled when an admitted write finishes (lane room and queued bytes returned). */
+    private final Condition writeRoom = queueLock.newCondition();
+    // @GuardedBy("queueLock"); at most writeLaneOps entries, each holding a DRAM lease
+    private final ArrayDeque<WriteThroughEntry> writeThroughQueue = new ArrayDeque<>();
+    /** Writes admitted and not finished (in the dispatcher's lane or in the store). */
+    // @GuardedBy("queueLock")
+    private int admittedWrites;
+    /** Set by {@link #close}: write-through entries are admitted ignoring the rate, within the drain bound. */
+    // @GuardedBy("queueLock")
+    private boolean draining;
     // @GuardedBy("queueLock")
     private final ArrayDeque<SealRequest> sealQueue = new ArrayDeque<>();
     // @GuardedBy("queueLock"); bounded by writeLaneOps (each entry pins an evicted DRAM slot)
@@ -140,6 +168,9 @@ public final class PublishPipeline implements AutoCloseable {
                 .baseUnit(BaseUnits.BYTES).tags(tags).description("bytes waiting to be sealed").register(registry));
         metrics.register(Gauge.builder("orbitkv.publish.seal.queue.depth", this, p -> p.sealQueueDepth())
                 .tags(tags).description("blocks waiting to be sealed").register(registry));
+        metrics.register(Gauge.builder("orbitkv.publish.ssd.writethrough.queue.depth", this,
+                p -> p.writeThroughQueueDepth()).tags(tags)
+                .description("sealed blocks (leased) waiting for SSD write room under write-through").register(registry));
         metrics.register(Gauge.builder("orbitkv.publish.ssd.queued.bytes", this, p -> p.writeQueuedBytes())
                 .baseUnit(BaseUnits.BYTES).tags(tags).description("bytes admitted for SSD, not yet written")
                 .register(registry));
@@ -167,13 +198,19 @@ public final class PublishPipeline implements AutoCloseable {
         }
     }
 
-    /** Seals up to {@code maxBlocks} queued blocks in order; returns how many were taken. */
+    /**
+     * Seals up to {@code maxBlocks} queued blocks in order; returns how many were taken. Under
+     * {@code write-through} it stops early while the write-through queue is full: the block would
+     * have no SSD write room, so it waits in the seal queue (and a full seal queue refuses publishes).
+     */
     public int sealQueued(int maxBlocks) {
         int taken = 0;
         while (taken < maxBlocks) {
             SealRequest next;
+            admitWriteThrough();
             queueLock.lock();
             try {
+                if (writeThroughFull()) return taken;
                 next = sealQueue.pollFirst();
                 if (next == null) return taken;
                 queuedBytes -= next.source().lengthBytes();
@@ -216,11 +253,76 @@ public final class PublishPipeline implements AutoCloseable {
         queueLock.lock();
         try {
             long remaining = timeoutNanos;
-            while (sealQueue.isEmpty() && evictedQueue.isEmpty() && !closed) {
+            while (!hasWork() && !closed) {
                 if (remaining <= 0) return false;
+                // Entries held back by the write rate need a clock, not a signal: retry each millisecond.
+                if (!writeThroughQueue.isEmpty()) {
+                    work.awaitNanos(Math.min(remaining, WRITE_THROUGH_RETRY_NANOS));
+                    return true;
+                }
                 remaining = work.awaitNanos(remaining);
             }
-            return !sealQueue.isEmpty() || !evictedQueue.isEmpty();
+            return hasWork();
+        } finally {
+            queueLock.unlock();
+        }
+    }
+
+    // @GuardedBy("queueLock")
+    private boolean hasWork() {
+        return (!sealQueue.isEmpty() && !writeThroughFull()) || !evictedQueue.isEmpty();
+    }
+
+    // @GuardedBy("queueLock")
+    private boolean writeThroughFull() {
+        return config.policy() instanceof SsdAdmissionPolicy.WriteThrough
+                && writeThroughQueue.size() >= config.writeLaneOps();
+    }
+
+    /**
+     * Admits queued write-through blocks, oldest first, while the write lane has room
+     * ({@code writeLaneOps} admitted writes), the queued-bytes bound and the rate allow (the rate
+     * is ignored while {@link #close} drains); returns how many. Any thread; never blocks.
+     */
+    public int admitWriteThrough() {
+        int admitted = 0;
+        for (;;) {
+            WriteThroughEntry next;
+            boolean tooLarge = false;
+            queueLock.lock();
+            try {
+                next = writeThroughQueue.peekFirst();
+                if (next == null || admittedWrites >= config.writeLaneOps()) return admitted;
+                int length = next.lease().lengthBytes();
+                if (length > budget.maxQueuedBytes()) {
+                    tooLarge = true; // can never fit the queued-bytes bound: skipped, not waited for
+                } else {
+                    WriteBudget.Admission a = draining ? budget.tryAdmitIgnoringRate(length)
+                            : budget.tryAdmit(length, nanoClock.getAsLong());
+                    if (a != WriteBudget.Admission.ADMITTED) return admitted;
+                    admittedWrites++;
+                }
+                writeThroughQueue.pollFirst();
+            } finally {
+                queueLock.unlock();
+            }
+            Lease lease = next.lease();
+            if (tooLarge) {
+                pendingWrites.remove(lease.key());
+                skip(PublishMetrics.Skip.QUEUE_FULL, Optional.of(lease));
+                continue;
+            }
+            metrics.admitted.increment();
+            submit(new WriteOp(lease.key(), next.digest(), lease.imageId(), lease.lengthBytes(), Optional.of(lease)));
+            admitted++;
+        }
+    }
+
+    /** Sealed blocks waiting (leased) for SSD write room under write-through. */
+    public int writeThroughQueueDepth() {
+        queueLock.lock();
+        try {
+            return writeThroughQueue.size();
         } finally {
             queueLock.unlock();
         }
@@ -232,7 +334,7 @@ public final class PublishPipeline implements AutoCloseable {
      */
     public void onCommitted(StateKey key, int namespaceId, long imageId, int lengthBytes) {
         switch (config.policy()) {
-            case SsdAdmissionPolicy.WriteThrough() -> admit(key, namespaceId, imageId, lengthBytes, Optional.empty());
+            case SsdAdmissionPolicy.WriteThrough() -> enqueueWriteThrough(key, namespaceId, imageId);
             case SsdAdmissionPolicy.OnEvict() -> { }
             case SsdAdmissionPolicy.ReuseAware(int ignored) ->
                     hitTable.put(key, new HitCount(namespaceId, imageId, lengthBytes, new AtomicInteger()));
@@ -312,12 +414,17 @@ public final class PublishPipeline implements AutoCloseable {
 
     /**
      * Refuses new blocks, drops (and closes the sources of) queued ones, releases handed-over
-     * evicted images, removes the meters.
+     * evicted images, admits the write-through blocks still waiting (ignoring the rate; for at
+     * most {@code drainTimeoutNanos}, the rest are dropped as {@code closed}), removes the meters.
+     * Stop the sealing thread first, or a block it is sealing may be dropped as {@code closed}.
+     * The admitted writes finish in the dispatcher, which its owner drains after this. Idempotent.
      */
     @Override
     public void close() {
         List<SealRequest> dropped = new ArrayList<>();
         List<Evicted> evicted = new ArrayList<>();
+        if (!closeCalled.compareAndSet(false, true)) return;
+        drainWriteThrough(config.drainTimeoutNanos());
         queueLock.lock();
         try {
             closed = true;
@@ -339,6 +446,44 @@ public final class PublishPipeline implements AutoCloseable {
             metrics.writeDropped(PublishMetrics.WriteDrop.CLOSED);
         }
         metrics.close();
+    }
+
+    private void drainWriteThrough(long timeoutNanos) {
+        List<WriteThroughEntry> left;
+        queueLock.lock();
+        try {
+            draining = true;
+        } finally {
+            queueLock.unlock();
+        }
+        long deadline = System.nanoTime() + timeoutNanos;
+        for (;;) {
+            admitWriteThrough();
+            queueLock.lock();
+            try {
+                long remaining = deadline - System.nanoTime();
+                if (writeThroughQueue.isEmpty() || remaining <= 0) {
+                    left = new ArrayList<>(writeThroughQueue);
+                    writeThroughQueue.clear();
+                    closed = true; // no entry is queued after this
+                    break;
+                }
+                writeRoom.awaitNanos(Math.min(remaining, WRITE_THROUGH_RETRY_NANOS * 10));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                left = new ArrayList<>(writeThroughQueue);
+                writeThroughQueue.clear();
+                closed = true;
+                break;
+            } finally {
+                queueLock.unlock();
+            }
+        }
+        for (WriteThroughEntry e : left) {
+            pendingWrites.remove(e.lease().key());
+            e.lease().release();
+            metrics.writeDropped(PublishMetrics.WriteDrop.CLOSED);
+        }
     }
 
     // ---- sealing ---------------------------------------------------------------------------
@@ -372,12 +517,40 @@ public final class PublishPipeline implements AutoCloseable {
         }
     }
 
-    private void commit(Reservation reservation, int namespaceId) {
-        switch (dram.commit(reservation)) {
-            case CommitResult.Inserted(long imageId) -> {
-                metrics.inserted(reservation.lengthBytes());
-                onCommitted(reservation.key(), namespaceId, imageId, reservation.lengthBytes());
+    /**
+     * Commits {@code reservation} (a sealed copy, or an engine's zero-copy write) and runs SSD
+     * admission for a new image. Under {@code write-through} the image is leased inside the
+     * insertion ({@link DramTier#commitAndAcquire}): W-TinyLFU may refuse a newcomer at once, and
+     * a lease taken after the commit came too late for 112 of a burst of 120 sealed blocks into a
+     * 16-slot tier (all {@code source_gone}, on neither tier).
+     */
+    public CommitResult commitAndAdmit(Reservation reservation) {
+        if (!(config.policy() instanceof SsdAdmissionPolicy.WriteThrough)) {
+            CommitResult result = dram.commit(reservation);
+            if (result instanceof CommitResult.Inserted(long imageId)) {
+                onCommitted(reservation.key(), reservation.namespaceId(), imageId, reservation.lengthBytes());
             }
+            return result;
+        }
+        if (!reservation.isOpen()) return new CommitResult.NotOpen();
+        return switch (dram.commitAndAcquire(reservation)) {
+            case Lease lease when lease.imageId() == reservation.imageId() -> {
+                enqueueWriteThrough(lease);
+                yield new CommitResult.Inserted(lease.imageId());
+            }
+            case Lease lease -> {
+                long resident = lease.imageId();
+                lease.release();
+                yield new CommitResult.Duplicate(resident);
+            }
+            // A duplicate whose resident image left between the insertion attempt and the lease.
+            case AcquireResult.Miss ignored -> new CommitResult.Duplicate(0);
+        };
+    }
+
+    private void commit(Reservation reservation, int namespaceId) {
+        switch (commitAndAdmit(reservation)) {
+            case CommitResult.Inserted(long ignored) -> metrics.inserted(reservation.lengthBytes());
             case CommitResult.Duplicate(long ignored) -> metrics.sealed(PublishMetrics.Sealed.DUPLICATE);
             case CommitResult.NotOpen() ->
                     throw new IllegalStateException("the pipeline's own reservation was closed: " + reservation);
@@ -385,6 +558,69 @@ public final class PublishPipeline implements AutoCloseable {
     }
 
     // ---- SSD admission ---------------------------------------------------------------------
+
+    /**
+     * Write-through: leases the just-committed image and queues it for {@link #admitWriteThrough}.
+     * A full queue (only zero-copy commits can meet one; the sealer waits for room) skips it as
+     * {@code queue_full}, and the block stays in DRAM only.
+     */
+    private void enqueueWriteThrough(StateKey key, int namespaceId, long imageId) {
+        Optional<NamespaceDigest> digest = namespaces.digest(namespaceId);
+        if (digest.isEmpty()) {
+            skip(PublishMetrics.Skip.UNKNOWN_NAMESPACE, Optional.empty());
+            return;
+        }
+        if (ssd.contains(key, digest.get()) || pendingWrites.contains(key)) {
+            skip(PublishMetrics.Skip.ALREADY_STORED, Optional.empty());
+            return;
+        }
+        if (!(dram.acquireImage(key, imageId) instanceof Lease lease)) {
+            // Evicted (or displaced) between its commit and this call: nothing is left to write.
+            metrics.writeDropped(PublishMetrics.WriteDrop.SOURCE_GONE);
+            return;
+        }
+        if (lease.namespaceId() != namespaceId) {
+            lease.release();
+            skip(PublishMetrics.Skip.UNKNOWN_NAMESPACE, Optional.empty());
+            return;
+        }
+        enqueueWriteThrough(lease);
+    }
+
+    /** As above with the image's lease already taken; the lease goes with the write, or back. */
+    private void enqueueWriteThrough(Lease lease) {
+        StateKey key = lease.key();
+        Optional<NamespaceDigest> digest = namespaces.digest(lease.namespaceId());
+        if (digest.isEmpty()) {
+            skip(PublishMetrics.Skip.UNKNOWN_NAMESPACE, Optional.of(lease));
+            return;
+        }
+        if (ssd.contains(key, digest.get()) || !pendingWrites.add(key)) {
+            skip(PublishMetrics.Skip.ALREADY_STORED, Optional.of(lease));
+            return;
+        }
+        boolean queued;
+        boolean isClosed;
+        queueLock.lock();
+        try {
+            isClosed = closed;
+            queued = !closed && writeThroughQueue.size() < config.writeLaneOps();
+            if (queued) {
+                writeThroughQueue.addLast(new WriteThroughEntry(lease, digest.get()));
+                work.signal();
+            }
+        } finally {
+            queueLock.unlock();
+        }
+        if (!queued) {
+            pendingWrites.remove(key);
+            lease.release();
+            if (isClosed) metrics.writeDropped(PublishMetrics.WriteDrop.CLOSED);
+            else metrics.skipped(PublishMetrics.Skip.QUEUE_FULL);
+            return;
+        }
+        admitWriteThrough();
+    }
 
     private void admit(StateKey key, int namespaceId, long imageId, int lengthBytes, Optional<Lease> retained) {
         Optional<NamespaceDigest> digest = namespaces.digest(namespaceId);
@@ -400,6 +636,7 @@ public final class PublishPipeline implements AutoCloseable {
         queueLock.lock();
         try {
             admission = budget.tryAdmit(lengthBytes, nanoClock.getAsLong());
+            if (admission == WriteBudget.Admission.ADMITTED) admittedWrites++;
         } finally {
             queueLock.unlock();
         }
@@ -414,12 +651,15 @@ public final class PublishPipeline implements AutoCloseable {
             }
             case ADMITTED -> {
                 metrics.admitted.increment();
-                WriteOp op = new WriteOp(key, digest.get(), imageId, lengthBytes, retained);
-                switch (dispatcher.submitWrite(op)) {
-                    case QUEUED, QUEUED_DISPLACING_OLDEST -> { }
-                    case CLOSED -> op.drop(IoOp.DropReason.CLOSED);
-                }
+                submit(new WriteOp(key, digest.get(), imageId, lengthBytes, retained));
             }
+        }
+    }
+
+    private void submit(WriteOp op) {
+        switch (dispatcher.submitWrite(op)) {
+            case QUEUED, QUEUED_DISPLACING_OLDEST -> { }
+            case CLOSED -> op.drop(IoOp.DropReason.CLOSED);
         }
     }
 
@@ -494,9 +734,13 @@ public final class PublishPipeline implements AutoCloseable {
             queueLock.lock();
             try {
                 budget.onDequeued(lengthBytes);
+                admittedWrites--;
+                writeRoom.signalAll();
             } finally {
                 queueLock.unlock();
             }
+            // The lane has room again: the next write-through block need not wait for the sealer.
+            if (config.policy() instanceof SsdAdmissionPolicy.WriteThrough) admitWriteThrough();
         }
     }
 

@@ -59,6 +59,16 @@ public final class WriteBudget {
         return Admission.ADMITTED;
     }
 
+    /**
+     * Admits a write of {@code bytes} if the queue bound allows, without asking the rate or
+     * spending tokens: for the blocks a clean stop still writes (a bounded, one-off amount).
+     */
+    public Admission tryAdmitIgnoringRate(long bytes) {
+        if (queuedBytes + bytes > maxQueuedBytes) return Admission.QUEUE_FULL;
+        queuedBytes += bytes;
+        return Admission.ADMITTED;
+    }
+
     /** A previously admitted write finished (written, failed or dropped): its bytes leave the queue. */
     public void onDequeued(long bytes) {
         queuedBytes = Math.max(0, queuedBytes - bytes);

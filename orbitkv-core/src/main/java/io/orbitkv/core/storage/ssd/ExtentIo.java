@@ -34,7 +34,7 @@ import java.lang.foreign.MemorySegment;
  * Crash safety does not depend on the order of the two parts: see {@link ExtentLayout}'s
  * publication rule.
  */
-final class ExtentIo implements AutoCloseable {
+final class ExtentIo implements ExtentDevice, AutoCloseable {
 
     private static final System.Logger LOG = System.getLogger(ExtentIo.class.getName());
 
@@ -45,9 +45,6 @@ final class ExtentIo implements AutoCloseable {
         /** Two positional calls: payload then header (write), header then payload (read). */
         TWO_CALLS
     }
-
-    /** What one {@link #read} got: bytes of the header block and of the payload region (short at end of file). */
-    record ReadBytes(int headerBytes, int payloadBytes) {}
 
     private final ExtentFiles files;
     /** One read-write descriptor per ring file on the VECTORED route; empty on TWO_CALLS. */
@@ -89,7 +86,8 @@ final class ExtentIo implements AutoCloseable {
      *
      * @throws IOException on any failure; ENOSPC carries the text {@link ExtentFiles#isNoSpace} knows
      */
-    void write(int file, long offset, MemorySegment header, MemorySegment payload) throws IOException {
+    @Override
+    public void write(int file, long offset, MemorySegment header, MemorySegment payload) throws IOException {
         if (header.byteSize() != ExtentLayout.HEADER_BYTES) {
             throw new IllegalArgumentException("header must be one block: " + header.byteSize());
         }
@@ -123,7 +121,8 @@ final class ExtentIo implements AutoCloseable {
      * Reads the header block at {@code offset} of ring file {@code file} into {@code header} and
      * the padded payload after it into {@code payload}; counts are short only at end of file.
      */
-    ReadBytes read(int file, long offset, MemorySegment header, MemorySegment payload) throws IOException {
+    @Override
+    public ReadBytes read(int file, long offset, MemorySegment header, MemorySegment payload) throws IOException {
         if (header.byteSize() != ExtentLayout.HEADER_BYTES) {
             throw new IllegalArgumentException("header must be one block: " + header.byteSize());
         }

@@ -86,6 +86,8 @@ public final class SsdStore implements AutoCloseable {
     private final SsdConfig config;
     private final ExtentFiles files;
     private final ExtentIo extentIo;
+    /** {@link #extentIo} itself unless a {@link ExtentDevice.Wrapper} decorated it at open. */
+    private final ExtentDevice device;
     private final ResidencyStream residency;
     private final SsdMetrics metrics;
     private final Arena arena;
@@ -102,10 +104,12 @@ public final class SsdStore implements AutoCloseable {
     private final AtomicLong readerPins = new AtomicLong();
     private volatile ExtentRing ring;
 
-    private SsdStore(SsdConfig config, ExtentFiles files, ResidencyStream residency, MeterRegistry registry) {
+    private SsdStore(SsdConfig config, ExtentFiles files, ResidencyStream residency, MeterRegistry registry,
+                     ExtentDevice.Wrapper wrapper) {
         this.config = config;
         this.files = files;
         this.extentIo = ExtentIo.open(files, ExtentIo.Route.VECTORED);
+        this.device = Objects.requireNonNull(wrapper.apply(extentIo), "wrapped device");
         this.residency = residency;
         String name = config.directory().toString();
         this.metrics = new SsdMetrics(registry, name);
@@ -156,16 +160,34 @@ public final class SsdStore implements AutoCloseable {
     public static SsdStore open(SsdConfig config, ResidencyStream residency, MeterRegistry registry,
                                 CostObserver observer) throws IOException {
         String name = config.directory().getFileName() == null ? "ssd" : config.directory().getFileName().toString();
-        return open(config, residency, registry, observer, depth -> UringReader.open(depth, name));
+        return open(config, residency, registry, observer, depth -> UringReader.open(depth, name), ExtentDevice.NONE);
+    }
+
+    /**
+     * As {@link #open(SsdConfig, ResidencyStream, MeterRegistry, CostObserver)} with extent I/O
+     * going through {@code wrapper}'s decoration of the store's device (fault injection). A
+     * decorated store should read on {@link ReadPath#POSITIONAL}: the io_uring route bypasses it.
+     */
+    public static SsdStore openDecorated(SsdConfig config, ResidencyStream residency, MeterRegistry registry,
+                                         CostObserver observer, ExtentDevice.Wrapper wrapper) throws IOException {
+        String name = config.directory().getFileName() == null ? "ssd" : config.directory().getFileName().toString();
+        return open(config, residency, registry, observer, depth -> UringReader.open(depth, name), wrapper);
     }
 
     /** As above with the io_uring capability probe given (tests pretend setup failed). */
     static SsdStore open(SsdConfig config, ResidencyStream residency, MeterRegistry registry, CostObserver observer,
                          IntFunction<UringReader.Open> uringOpener) throws IOException {
+        return open(config, residency, registry, observer, uringOpener, ExtentDevice.NONE);
+    }
+
+    private static SsdStore open(SsdConfig config, ResidencyStream residency, MeterRegistry registry,
+                                 CostObserver observer, IntFunction<UringReader.Open> uringOpener,
+                                 ExtentDevice.Wrapper wrapper) throws IOException {
         Objects.requireNonNull(residency, "residency");
         Objects.requireNonNull(registry, "registry");
         Objects.requireNonNull(observer, "observer");
-        SsdStore store = new SsdStore(config, ExtentFiles.open(config), residency, registry);
+        Objects.requireNonNull(wrapper, "wrapper");
+        SsdStore store = new SsdStore(config, ExtentFiles.open(config), residency, registry, wrapper);
         try {
             store.chooseReadRoute(observer, uringOpener);
         } catch (IOException | RuntimeException e) {
@@ -469,7 +491,7 @@ public final class SsdStore implements AutoCloseable {
                 metrics.bounceCopy();
             }
             ExtentLayout.encodeHeader(buf.header(), placed.header());
-            extentIo.write(placed.file, placed.offset, buf.header(), source);
+            device.write(placed.file, placed.offset, buf.header(), source);
         } catch (IOException e) {
             if (ExtentFiles.isNoSpace(e)) {
                 metrics.error(SsdMetrics.ErrorKind.NO_SPACE);
@@ -522,7 +544,7 @@ public final class SsdStore implements AutoCloseable {
             boolean direct = isDirectCapable(destination, padded);
             MemorySegment target = direct ? destination.asSlice(0, padded) : buf.payload().asSlice(0, padded);
             // One call for header and payload: nothing is served before both checks below pass.
-            ExtentIo.ReadBytes got = extentIo.read(e.file, e.offset, buf.header(), target);
+            ExtentDevice.ReadBytes got = device.read(e.file, e.offset, buf.header(), target);
             Optional<ExtentDamage> damage = ExtentVerifier.header(buf.header(), got.headerBytes(), e,
                     config.maxPayloadBytes());
             if (damage.isPresent()) return result = corrupt(e, damage.get());

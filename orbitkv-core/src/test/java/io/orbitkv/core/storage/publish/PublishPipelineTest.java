@@ -14,6 +14,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 
+
 import static io.orbitkv.core.storage.publish.PublishFixture.BLOCK;
 import static io.orbitkv.core.storage.publish.PublishFixture.NS;
 import static io.orbitkv.core.storage.publish.PublishFixture.hasCanary;
@@ -201,61 +202,87 @@ class PublishPipelineTest {
     }
 
     @Test
-    void overTheWriteBudgetTheWriteIsSkippedAndTheBlockStaysInDram() throws IOException {
-        // 12 KiB per second, one block of burst: the first block passes, the next two are over rate.
+    void underWriteThroughABlockOverTheRateWaitsLeasedAndGoesWhenTheBucketRefills() throws IOException {
+        // 12 KiB per second, one block of burst: the first block passes, the next two wait for tokens.
         open(PublishFixture.config(new SsdAdmissionPolicy.WriteThrough())
                 .withWriteBudget(BLOCK, BLOCK, 1L << 20), 8);
         for (int i = 1; i <= 3; i++) f.publishAndSeal(key(i));
         assertThat(f.count("orbitkv.publish.ssd.admitted", null, null)).isEqualTo(1.0);
-        assertThat(f.count("orbitkv.publish.ssd.skipped", "reason", "over_rate")).isEqualTo(2.0);
+        assertThat(f.count("orbitkv.publish.ssd.skipped", "reason", "over_rate")).as("write-through waits").isZero();
+        assertThat(f.pipeline.writeThroughQueueDepth()).isEqualTo(2);
+        assertThat(f.registry.get("orbitkv.publish.ssd.writethrough.queue.depth").gauge().value()).isEqualTo(2.0);
         assertThat(f.dram.contains(key(2))).isTrue();
-        assertThat(f.dram.contains(key(3))).isTrue();
-        // One second later the bucket holds one block again.
+        // One second later the bucket holds one block again: the oldest waiting block goes.
         f.clock.addAndGet(1_000_000_000L);
-        f.publishAndSeal(key(4));
-        await().atMost(WAIT).until(() -> f.ssd.contains(key(4)));
-        assertThat(f.ssd.contains(key(2))).isFalse();
+        assertThat(f.pipeline.admitWriteThrough()).isEqualTo(1);
+        await().atMost(WAIT).until(() -> f.ssd.contains(key(2)));
+        assertThat(f.ssd.contains(key(3))).isFalse();
+        assertThat(f.pipeline.writeThroughQueueDepth()).isEqualTo(1);
+        // A clean stop writes what still waits, ignoring the rate.
+        f.pipeline.close();
+        await().atMost(WAIT).until(() -> f.ssd.contains(key(3)));
+        await().atMost(WAIT).until(() -> f.dram.usage().leases() == 0);
     }
 
     @Test
-    void aFullWriteQueueSkipsWithQueueFull() throws IOException {
+    void underWriteThroughAFullWriteQueueHoldsTheNextBlockUntilThereIsRoom() throws IOException {
         open(PublishFixture.config(new SsdAdmissionPolicy.WriteThrough())
                 .withWriteBudget(Long.MAX_VALUE, 1L << 30, BLOCK), 8);
         CompletableFuture<Void> hold = holdDispatcher();
         f.publishAndSeal(key(1));
         f.publishAndSeal(key(2));
-        assertThat(f.count("orbitkv.publish.ssd.skipped", "reason", "queue_full")).isEqualTo(1.0);
+        assertThat(f.count("orbitkv.publish.ssd.skipped", "reason", "queue_full")).isZero();
         assertThat(f.pipeline.writeQueuedBytes()).isEqualTo(BLOCK);
+        assertThat(f.pipeline.writeThroughQueueDepth()).isEqualTo(1);
         hold.complete(null);
-        await().atMost(WAIT).until(() -> f.ssd.contains(key(1)) && f.pipeline.writeQueuedBytes() == 0);
-        assertThat(f.ssd.contains(key(2))).isFalse();
+        // The first write's end admits the second (no sealer thread runs here).
+        await().atMost(WAIT).until(() -> f.ssd.contains(key(1)) && f.ssd.contains(key(2)));
+        await().atMost(WAIT).until(() -> f.pipeline.writeQueuedBytes() == 0 && f.dram.usage().leases() == 0);
     }
 
     @Test
-    void aQueuedWriteWhoseImageWasEvictedIsDroppedAsSourceGone() throws IOException {
+    void underWriteThroughABlockEvictedBeforeItsWriteIsStillWrittenFromItsLeasedSlot() throws IOException {
         open(PublishFixture.config(new SsdAdmissionPolicy.WriteThrough()), 8);
         CompletableFuture<Void> hold = holdDispatcher();
         f.publishAndSeal(key(1));
         assertThat(f.dispatcher.depth(false)).isEqualTo(1);
-        f.dram.evict(key(1)); // write-through does not keep the evicted image
-        await().atMost(WAIT).until(() -> f.dram.usage().evictedLeasedBytes() == 0);
+        assertThat(f.dram.evict(key(1))).isTrue();
+        assertThat(f.dram.usage().evictedLeasedBytes()).as("the write's lease parks the slot").isPositive();
         hold.complete(null);
-        await().atMost(WAIT).until(() -> f.count("orbitkv.publish.ssd.dropped", "reason", "source_gone") == 1.0);
-        assertThat(f.ssd.contains(key(1))).isFalse();
+        await().atMost(WAIT).until(() -> f.ssd.contains(key(1)));
+        assertThat(hasCanary(f.readFromSsd(key(1)).orElseThrow(), key(1))).isTrue();
+        assertThat(f.count("orbitkv.publish.ssd.dropped", "reason", "source_gone")).isZero();
+        await().atMost(WAIT).until(() -> f.dram.usage().leases() == 0 && f.dram.usage().evictedLeasedBytes() == 0);
         assertThat(f.pipeline.writeQueuedBytes()).isZero();
-        assertThat(f.dram.usage().leases()).isZero();
     }
 
     @Test
-    void underLanePressureTheOldestQueuedWriteIsDropped() throws IOException {
+    void underWriteThroughAFullLaneDropsNothingTheNextBlockWaits() throws IOException {
         open(PublishFixture.config(new SsdAdmissionPolicy.WriteThrough()).withLanes(4, 2, 4), 8);
         CompletableFuture<Void> hold = holdDispatcher();
         for (int i = 1; i <= 3; i++) f.publishAndSeal(key(i));
-        assertThat(f.count("orbitkv.publish.ssd.dropped", "reason", "lane_full")).isEqualTo(1.0);
+        assertThat(f.count("orbitkv.publish.ssd.dropped", "reason", "lane_full")).isZero();
+        assertThat(f.dispatcher.depth(false)).isEqualTo(2);
+        assertThat(f.pipeline.writeThroughQueueDepth()).isEqualTo(1);
         hold.complete(null);
-        await().atMost(WAIT).until(() -> f.ssd.contains(key(2)) && f.ssd.contains(key(3)));
-        assertThat(f.ssd.contains(key(1))).isFalse();
+        await().atMost(WAIT).until(() -> f.ssd.contains(key(1)) && f.ssd.contains(key(2)) && f.ssd.contains(key(3)));
         await().atMost(WAIT).until(() -> f.pipeline.writeQueuedBytes() == 0);
+    }
+
+    @Test
+    void underWriteThroughTheSealerStopsWhileTheWriteThroughQueueIsFull() throws IOException {
+        // Lane 1: one admitted write, one waiting entry; the third block stays in the seal queue.
+        open(PublishFixture.config(new SsdAdmissionPolicy.WriteThrough()).withLanes(4, 1, 4), 8);
+        CompletableFuture<Void> hold = holdDispatcher();
+        f.publishAndSeal(key(1));
+        f.publishAndSeal(key(2));
+        assertThat(f.pipeline.publish(key(3), NS, PageSource.weak(page(key(3), BLOCK), BLOCK)))
+                .isInstanceOf(PublishResult.Queued.class);
+        assertThat(f.pipeline.sealQueued(16)).as("no write room: not sealed").isZero();
+        assertThat(f.pipeline.sealQueueDepth()).isEqualTo(1);
+        hold.complete(null);
+        await().atMost(WAIT).until(() -> f.ssd.contains(key(1)) && f.ssd.contains(key(2)));
+        await().atMost(WAIT).until(() -> f.pipeline.writeThroughQueueDepth() == 0);
     }
 
     /** Occupies the dispatcher's only submission slot until the returned future completes. */
