@@ -10,6 +10,7 @@ import io.orbitkv.core.engine.ManagerCore;
 import io.orbitkv.core.engine.ManagerStatus;
 import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.query.RemotePages;
+import io.orbitkv.core.storage.OwnerOnly;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.server.channel.ChannelServer;
 import io.orbitkv.server.cluster.ClusterNode;
@@ -245,9 +246,9 @@ public final class ManagerDaemon implements AutoCloseable {
     private void writeReadyFile() throws IOException {
         Path ready = config.readyFile();
         Path parent = ready.toAbsolutePath().getParent();
-        if (parent != null) Files.createDirectories(parent);
+        if (parent != null) OwnerOnly.createDirectories(parent);
         Path tmp = ready.resolveSibling(ready.getFileName() + ".tmp");
-        Files.writeString(tmp, readyLine + "\n");
+        OwnerOnly.writeString(tmp, readyLine + "\n");
         try {
             Files.move(tmp, ready, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
         } catch (AtomicMoveNotSupportedException e) {

@@ -1,5 +1,7 @@
 package io.orbitkv.core.storage.dram;
 
+import io.orbitkv.core.storage.OwnerOnly;
+
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.lang.foreign.Arena;
@@ -38,7 +40,7 @@ final class DramArenas implements AutoCloseable {
     private final ArenaGeometry geometry;
 
     DramArenas(DramTierConfig config, long incarnation) throws IOException {
-        Files.createDirectories(config.directory());
+        OwnerOnly.createDirectories(config.directory());
         this.arena = Arena.ofShared();
         List<MemorySegment> mapped = new ArrayList<>();
         List<Path> paths = new ArrayList<>();
@@ -71,7 +73,7 @@ final class DramArenas implements AutoCloseable {
     }
 
     private MemorySegment createAndMap(Path path, long fileBytes) throws IOException {
-        try (FileChannel channel = FileChannel.open(path, StandardOpenOption.CREATE, StandardOpenOption.READ,
+        try (FileChannel channel = OwnerOnly.open(path, StandardOpenOption.CREATE, StandardOpenOption.READ,
                 StandardOpenOption.WRITE, StandardOpenOption.TRUNCATE_EXISTING)) {
             // One byte at the end sizes the file without touching (allocating) the pages before it.
             channel.write(ByteBuffer.wrap(new byte[1]), fileBytes - 1);
