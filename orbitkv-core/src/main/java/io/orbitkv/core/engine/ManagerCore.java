@@ -8,15 +8,18 @@ import io.orbitkv.core.query.QueryPlanner;
 import io.orbitkv.core.query.RemotePages;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.dram.ArenaGeometry;
+import io.orbitkv.core.transfer.RegionDirectory;
 import io.orbitkv.core.transfer.RestoreCopier;
 import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.ProtocolLimits;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
 
+import java.nio.file.attribute.UserPrincipal;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -66,6 +69,7 @@ public final class ManagerCore implements AutoCloseable {
     private final RemotePages remote;
     private final ManagerMetrics metrics;
     private final List<Reply.ArenaFile> arenaFiles;
+    private final RegionDirectory regions;
     private final Set<EngineSession> sessions = ConcurrentHashMap.newKeySet();
     /**
      * The (namespace, key) of every open engine reservation, so one key of a namespace has at most
@@ -88,15 +92,17 @@ public final class ManagerCore implements AutoCloseable {
      * @param config     the Manager's own bounds
      * @param registry   where {@code orbitkv.manager.*} meters go
      * @param nanoClock  monotonic clock for drain deadlines
+     * @param regions    where REGISTER_REGION may name files (protocol §5.2)
      */
     public ManagerCore(TieredStore store, NamespaceTable namespaces, ProtocolLimits limits, ManagerBounds config,
-                       MeterRegistry registry, LongSupplier nanoClock) {
-        this(store, namespaces, limits, config, registry, nanoClock, RemotePages.NONE);
+                       MeterRegistry registry, LongSupplier nanoClock, RegionDirectory regions) {
+        this(store, namespaces, limits, config, registry, nanoClock, regions, RemotePages.NONE);
     }
 
     /** As above, with peer routes: pages only peers hold are fetched through {@code remote}. */
     public ManagerCore(TieredStore store, NamespaceTable namespaces, ProtocolLimits limits, ManagerBounds config,
-                       MeterRegistry registry, LongSupplier nanoClock, RemotePages remote) {
+                       MeterRegistry registry, LongSupplier nanoClock, RegionDirectory regions, RemotePages remote) {
+        this.regions = Objects.requireNonNull(regions, "regions");
         this.store = Objects.requireNonNull(store, "store");
         this.namespaces = Objects.requireNonNull(namespaces, "namespaces");
         this.limits = Objects.requireNonNull(limits, "limits");
@@ -149,16 +155,22 @@ public final class ManagerCore implements AutoCloseable {
         return List.copyOf(out);
     }
 
-    /** A session for a new connection, or BUSY / SHUTTING_DOWN for the transport to send and close. */
-    public OpenResult openSession(EventSink sink) {
+    /**
+     * A session for a new connection, or BUSY / SHUTTING_DOWN for the transport to send and close.
+     *
+     * @param client the connecting process's user as the kernel reports it ({@code SO_PEERCRED});
+     *               empty when the transport cannot tell, and then no path region is accepted
+     */
+    public OpenResult openSession(EventSink sink, Optional<UserPrincipal> client) {
         Objects.requireNonNull(sink, "sink");
+        Objects.requireNonNull(client, "client");
         if (shuttingDown) return new OpenResult.Refused(ErrorCode.SHUTTING_DOWN, "the Manager is shutting down");
         synchronized (sessions) {
             if (sessions.size() >= limits.maxConnections()) {
                 metrics.busy(ManagerMetrics.Table.CONNECTIONS);
                 return new OpenResult.Refused(ErrorCode.BUSY, "maxConnections " + limits.maxConnections() + " reached");
             }
-            EngineSession session = new EngineSession(this, sink);
+            EngineSession session = new EngineSession(this, sink, client);
             sessions.add(session);
             return new OpenResult.Opened(session);
         }
@@ -310,6 +322,11 @@ public final class ManagerCore implements AutoCloseable {
     /** The protocol budgets this Manager enforces and announces. */
     public ProtocolLimits limits() {
         return limits;
+    }
+
+    /** Where REGISTER_REGION may name files. */
+    RegionDirectory regions() {
+        return regions;
     }
 
     /** The arena files REGISTERED announces, in arena-index order. */

@@ -12,6 +12,7 @@ import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.query.RemotePages;
 import io.orbitkv.core.storage.OwnerOnly;
 import io.orbitkv.core.storage.TieredStore;
+import io.orbitkv.core.transfer.RegionDirectory;
 import io.orbitkv.server.channel.ChannelServer;
 import io.orbitkv.server.cluster.ClusterNode;
 import io.orbitkv.server.cluster.ClusterSecurity;
@@ -156,7 +157,8 @@ public final class ManagerDaemon implements AutoCloseable {
                 peers.node().describe();
             }
             RemotePages remote = peers == null ? RemotePages.NONE : peers.routes();
-            core = new ManagerCore(store, namespaces, config.limits(), config.coreBounds(), registry, System::nanoTime, remote);
+            core = new ManagerCore(store, namespaces, config.limits(), config.coreBounds(), registry, System::nanoTime,
+                    regionDirectory(config), remote);
             // KV events before the channel accepts: every REGISTER and publish of this run is named
             if (config.kvEvents().enabled()) {
                 kvEvents = KvEventPublisher.start(config.kvEvents().settings(), store.residency(), registry);
@@ -241,6 +243,16 @@ public final class ManagerDaemon implements AutoCloseable {
         writeReadyFile();
         out.println(readyLine);
         out.flush();
+    }
+
+    /**
+     * The region directory, created {@code 0700} if missing (engines of other users then need a
+     * directory they can write: {@code /dev/shm}, the default, or one made for them); the SSD and
+     * DRAM directories are never region files' homes.
+     */
+    private static RegionDirectory regionDirectory(ManagerConfig config) throws IOException {
+        OwnerOnly.createDirectories(config.regionDir());
+        return RegionDirectory.of(config.regionDir(), List.of(config.dramDir(), config.ssdDir()));
     }
 
     private void writeReadyFile() throws IOException {
