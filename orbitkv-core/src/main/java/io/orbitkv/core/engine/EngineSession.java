@@ -132,7 +132,8 @@ final class EngineSession implements ChannelSession, OperationHost {
                     phase = Phase.REGISTERED;
                 }
                 core.publishObserver().onRegistered(r.instanceId(), r.namespace());
-                yield new Reply.Registered(incarnationId, r.epoch(), core.limits(), core.arenaFiles());
+                yield new Reply.Registered(incarnationId, r.epoch(), core.limits(),
+                        core.arenaFiles(admitted.namespaceId()).orElseThrow());
             }
         };
     }

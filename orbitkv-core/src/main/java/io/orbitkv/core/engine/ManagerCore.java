@@ -68,7 +68,6 @@ public final class ManagerCore implements AutoCloseable {
     private final Housekeeper housekeeper;
     private final RemotePages remote;
     private final ManagerMetrics metrics;
-    private final List<Reply.ArenaFile> arenaFiles;
     private final RegionDirectory regions;
     private final Set<EngineSession> sessions = ConcurrentHashMap.newKeySet();
     /**
@@ -115,8 +114,8 @@ public final class ManagerCore implements AutoCloseable {
         this.copier = new RestoreCopier(config.restoreCopyThreads(), config.restoreQueuedTasks());
         this.metrics = new ManagerMetrics(registry, sessions::size, leaseTable::used, stagingBudget::used,
                 leaseTable::capacity, stagingBudget::capacity);
-        this.instances = new InstanceTable(namespaces, config, metrics, nanoClock, () -> shuttingDown);
-        this.arenaFiles = arenaFiles(store.dram().geometry());
+        this.instances = new InstanceTable(namespaces, config, metrics, nanoClock, () -> shuttingDown,
+                id -> store.dram().arenasFor(id).isPresent());
         ArenaGeometry geometry = store.dram().geometry();
         this.quarantine = new PublishQuarantine(config.publishQuarantineNanos(), config.publishQuarantineBytes(),
                 r -> geometry.arenas().get(r.slotRef().classIndex()).slotBytes(), store.dram()::abort);
@@ -329,8 +328,12 @@ public final class ManagerCore implements AutoCloseable {
         return regions;
     }
 
-    /** The arena files REGISTERED announces, in arena-index order. */
-    public List<Reply.ArenaFile> arenaFiles() {
-        return arenaFiles;
+    /**
+     * The arenas REGISTERED announces to an engine of {@code namespaceId}, in arena-index order:
+     * that namespace's and no other's. Empty when it has none and none can be made (admission
+     * refuses such a REGISTER first).
+     */
+    public java.util.Optional<List<Reply.ArenaFile>> arenaFiles(int namespaceId) {
+        return store.dram().arenasFor(namespaceId).map(ManagerCore::arenaFiles);
     }
 }

@@ -71,10 +71,6 @@ class RegionAccessTest {
         }
         Path hardLink = Files.createLink(dir.resolve("linked"), extent);
         Path linkToExtent = Files.createSymbolicLink(dir.resolve("to-extent"), extent);
-        Path arena;
-        try (Stream<Path> s = Files.list(dir.resolve("dram"))) {
-            arena = s.filter(p -> p.getFileName().toString().endsWith(".arena")).findFirst().orElseThrow();
-        }
         Path fifo = dir.resolve("fifo");
         assertThat(new ProcessBuilder("mkfifo", fifo.toString()).start().waitFor()).isZero();
         byte[] extentBefore = digest(extent);
@@ -85,7 +81,8 @@ class RegionAccessTest {
             assertRefused(register(c, extent, 4096), "the Manager's own SSD extent file");
             assertRefused(register(c, hardLink, 4096), "a hard link to the extent file inside the directory");
             assertRefused(register(c, linkToExtent, 4096), "a symbolic link to the extent file");
-            assertRefused(register(c, arena, 4096), "a DRAM arena file");
+            assertRefused(register(c, Path.of(c.registered.arenas().getFirst().path()), 4096),
+                    "the client's own DRAM arena, through the Manager's descriptor");
             assertRefused(register(c, dir, 4096), "the directory itself");
             assertRefused(register(c, fifo, 4096), "a FIFO");
             assertRefused(register(c, dir.resolve("absent"), 4096), "an absent file: the same answer as a present one");
