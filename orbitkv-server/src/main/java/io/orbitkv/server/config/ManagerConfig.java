@@ -416,8 +416,8 @@ public record ManagerConfig(
 
     private static Map<String, Key> keys() {
         List<Key> list = List.of(
-                new Key("dramDir", "directory of the DRAM arena files", (b, v) -> b.dramDir = path(v)),
-                new Key("arenaName", "file name stem of the arena files", (b, v) -> b.arenaName = text(v)),
+                new Key("dramDir", "directory of the DRAM lock file (arenas are memfds)", (b, v) -> b.dramDir = path(v)),
+                new Key("arenaName", "name stem of the DRAM lock file and arena memfds", (b, v) -> b.arenaName = text(v)),
                 new Key("dramBytes", "bytes of DRAM slots (size)", (b, v) -> b.dramBytes = size(v)),
                 new Key("dramSlotBytes", "slot sizes (array of sizes)", (b, v) -> b.dramSlotBytes = sizes(v)),
                 new Key("dramEviction", "DRAM eviction policy: w-tinylfu or lru",
