@@ -38,10 +38,15 @@ class ManagerProcess:
         shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
         self.dir = tempfile.mkdtemp(prefix="okv-")
         self.dram_dir = tempfile.mkdtemp(prefix="okv-dram-", dir=shm)
+        # REGISTER_REGION files must lie in the Manager's regionDir (default /dev/shm, where the
+        # quick start puts its region too) and be the client's own
+        self.region_dir = tempfile.mkdtemp(prefix="okv-regions-", dir=shm)
+        region_root = shm or self.region_dir
         self.proc = subprocess.Popen(
             [java(), "--enable-native-access=ALL-UNNAMED", "-jar", JAR, "manager",
              "--dram-bytes", "64m", "--ssd-bytes", "64m", "--http", "0", "--dram-dir", self.dram_dir,
-             "--ssd-dir", os.path.join(self.dir, "ssd"), "--socket", os.path.join(self.dir, "m.sock")],
+             "--ssd-dir", os.path.join(self.dir, "ssd"), "--socket", os.path.join(self.dir, "m.sock"),
+             "--set", "regionDir=" + region_root],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=self.dir)
         ready, _, _ = select.select([self.proc.stdout], [], [], 60)  # the ready line, or EOF if it failed
         line = self.proc.stdout.readline() if ready else ""
@@ -63,6 +68,7 @@ class ManagerProcess:
             self.proc.stdout.close()
             shutil.rmtree(self.dir, ignore_errors=True)
             shutil.rmtree(self.dram_dir, ignore_errors=True)
+            shutil.rmtree(self.region_dir, ignore_errors=True)
 
 
 # Under ORBITKV_REQUIRE_ENVIRONMENT (set by .ci/run) a missing jar fails the run instead of skipping it.
@@ -129,7 +135,7 @@ class AgainstManager(unittest.TestCase):
         result = client.wait_settled(client.query(2, {0: hashes}, prompt_tokens=len(tokens),
                                                   target=p.CompletionTarget.ENGINE_RESTORE))
         self.assertTrue(result.hit)
-        region_path = os.path.join(self.manager.dram_dir, "region-a")
+        region_path = os.path.join(self.manager.region_dir, "region-a")
         region = client.register_region(region_path, 8192, 4)
         done = client.restore(2, region, Client.resident_pages(result))
         self.assertEqual(done.outcome, p.Outcome.OK)

@@ -21,7 +21,9 @@ import java.util.regex.Pattern;
  * A real Manager process for a benchmark run: {@code orbitkv manager} started either from this
  * JVM's {@code java} and class path (the shaded bench jar contains the server, and so does a test
  * class path) or from a given Manager jar, with its SSD files, socket, ready file and log under
- * one directory and its DRAM arenas under a tmpfs directory. Owns the process; {@link #close}
+ * one directory and its DRAM arenas under a tmpfs directory ({@code <shmDir>/arenas}); {@code shmDir}
+ * itself is the Manager's {@code regionDir}, so the benchmark's REGISTER_REGION files go anywhere
+ * in it outside {@code arenas/}. Owns the process; {@link #close}
  * stops it with SIGTERM and checks that it exits 0.
  *
  * <p>Thread model: one owner thread; {@link #status()} may be called from any thread. Start waits
@@ -75,7 +77,8 @@ public final class ManagerProcess implements AutoCloseable {
                 "-XX:+UseG1GC"));
         cmd.addAll(launch);
         cmd.addAll(List.of("manager",
-                "--ssd-dir", dir.resolve("ssd").toString(), "--dram-dir", shmDir.toString(),
+                "--ssd-dir", dir.resolve("ssd").toString(), "--dram-dir", shmDir.resolve("arenas").toString(),
+                "--set", "regionDir=" + shmDir,
                 "--socket", socket.toString(), "--http", "0", "--ready-file", ready.toString()));
         cmd.addAll(options);
         Process p = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile()).start();

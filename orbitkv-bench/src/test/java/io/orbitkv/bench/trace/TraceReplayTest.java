@@ -50,7 +50,8 @@ class TraceReplayTest {
     }
 
     private TraceReplay.Options options(int concurrency, double speedup) {
-        return new TraceReplay.Options(BLOCK_TOKENS, BLOCK_BYTES, speedup, concurrency, dir.resolve("regions"),
+        // inside the Manager's shm directory, its region directory (ManagerProcess)
+        return new TraceReplay.Options(BLOCK_TOKENS, BLOCK_BYTES, speedup, concurrency, dir.resolve("dram/regions"),
                 Duration.ofSeconds(60));
     }
 

@@ -21,6 +21,7 @@ import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
 import io.orbitkv.state.protocol.SettleOutcome;
 
+import java.nio.file.attribute.UserPrincipal;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -62,6 +63,8 @@ final class EngineSession implements ChannelSession, OperationHost {
 
     private final ManagerCore core;
     private final EventSink sink;
+    /** The connecting process's user ({@code SO_PEERCRED}); regions must be its own files. */
+    private final Optional<UserPrincipal> client;
     private final Object lock = new Object();
     private final CompletableFuture<Void> drained = new CompletableFuture<>();
     private final CompletableFuture<Void> closedSignal = new CompletableFuture<>();
@@ -81,9 +84,10 @@ final class EngineSession implements ChannelSession, OperationHost {
     /** Set once the drain has started unmapping regions; {@link #drained} completes after. */
     private boolean finishing;
 
-    EngineSession(ManagerCore core, EventSink sink) {
+    EngineSession(ManagerCore core, EventSink sink, Optional<UserPrincipal> client) {
         this.core = core;
         this.sink = sink;
+        this.client = client;
     }
 
     @Override
@@ -128,7 +132,8 @@ final class EngineSession implements ChannelSession, OperationHost {
                     phase = Phase.REGISTERED;
                 }
                 core.publishObserver().onRegistered(r.instanceId(), r.namespace());
-                yield new Reply.Registered(incarnationId, r.epoch(), core.limits(), core.arenaFiles());
+                yield new Reply.Registered(incarnationId, r.epoch(), core.limits(),
+                        core.arenaFiles(admitted.namespaceId()).orElseThrow());
             }
         };
     }
@@ -304,7 +309,7 @@ final class EngineSession implements ChannelSession, OperationHost {
         }
         EngineRegion.Opening opening;
         try {
-            opening = EngineRegion.open(r.path(), r.sizeBytes(), r.pageBytes(), r.pageCount());
+            opening = core.regions().open(r.path(), r.sizeBytes(), r.pageBytes(), r.pageCount(), client);
         } finally {
             synchronized (lock) {
                 regionsOpening--;

@@ -48,6 +48,7 @@ final class InstanceTable {
      */
     static final long RECONNECT_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
 
+    private final java.util.function.IntPredicate arenas;
     private final NamespaceTable namespaces;
     private final ManagerBounds bounds;
     private final ManagerMetrics metrics;
@@ -86,8 +87,13 @@ final class InstanceTable {
         }
     }
 
+    /**
+     * @param arenas whether a namespace has (or now gets) its DRAM arenas; false when
+     *               {@code maxArenaNamespaces} other namespaces have theirs, and REGISTER is refused
+     */
     InstanceTable(NamespaceTable namespaces, ManagerBounds bounds, ManagerMetrics metrics, LongSupplier nanoClock,
-                  BooleanSupplier shuttingDown) {
+                  BooleanSupplier shuttingDown, java.util.function.IntPredicate arenas) {
+        this.arenas = Objects.requireNonNull(arenas, "arenas");
         this.namespaces = Objects.requireNonNull(namespaces, "namespaces");
         this.bounds = Objects.requireNonNull(bounds, "bounds");
         this.metrics = Objects.requireNonNull(metrics, "metrics");
@@ -138,6 +144,10 @@ final class InstanceTable {
             if (namespaceId.isEmpty()) {
                 metrics.busy(ManagerMetrics.Table.NAMESPACES);
                 return refuse(ErrorCode.BUSY, "the namespace table is full");
+            }
+            if (!arenas.test(namespaceId.getAsInt())) {
+                metrics.busy(ManagerMetrics.Table.ARENA_NAMESPACES);
+                return refuse(ErrorCode.BUSY, "maxArenaNamespaces namespaces already have DRAM arenas on this Manager");
             }
             Instance instance = instances.get(r.instanceId());
             if (instance == null) {

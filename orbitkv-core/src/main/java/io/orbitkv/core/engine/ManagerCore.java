@@ -8,15 +8,18 @@ import io.orbitkv.core.query.QueryPlanner;
 import io.orbitkv.core.query.RemotePages;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.dram.ArenaGeometry;
+import io.orbitkv.core.transfer.RegionDirectory;
 import io.orbitkv.core.transfer.RestoreCopier;
 import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.ProtocolLimits;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
 
+import java.nio.file.attribute.UserPrincipal;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
@@ -65,7 +68,7 @@ public final class ManagerCore implements AutoCloseable {
     private final Housekeeper housekeeper;
     private final RemotePages remote;
     private final ManagerMetrics metrics;
-    private final List<Reply.ArenaFile> arenaFiles;
+    private final RegionDirectory regions;
     private final Set<EngineSession> sessions = ConcurrentHashMap.newKeySet();
     /**
      * The (namespace, key) of every open engine reservation, so one key of a namespace has at most
@@ -88,15 +91,17 @@ public final class ManagerCore implements AutoCloseable {
      * @param config     the Manager's own bounds
      * @param registry   where {@code orbitkv.manager.*} meters go
      * @param nanoClock  monotonic clock for drain deadlines
+     * @param regions    where REGISTER_REGION may name files (protocol §5.2)
      */
     public ManagerCore(TieredStore store, NamespaceTable namespaces, ProtocolLimits limits, ManagerBounds config,
-                       MeterRegistry registry, LongSupplier nanoClock) {
-        this(store, namespaces, limits, config, registry, nanoClock, RemotePages.NONE);
+                       MeterRegistry registry, LongSupplier nanoClock, RegionDirectory regions) {
+        this(store, namespaces, limits, config, registry, nanoClock, regions, RemotePages.NONE);
     }
 
     /** As above, with peer routes: pages only peers hold are fetched through {@code remote}. */
     public ManagerCore(TieredStore store, NamespaceTable namespaces, ProtocolLimits limits, ManagerBounds config,
-                       MeterRegistry registry, LongSupplier nanoClock, RemotePages remote) {
+                       MeterRegistry registry, LongSupplier nanoClock, RegionDirectory regions, RemotePages remote) {
+        this.regions = Objects.requireNonNull(regions, "regions");
         this.store = Objects.requireNonNull(store, "store");
         this.namespaces = Objects.requireNonNull(namespaces, "namespaces");
         this.limits = Objects.requireNonNull(limits, "limits");
@@ -109,8 +114,8 @@ public final class ManagerCore implements AutoCloseable {
         this.copier = new RestoreCopier(config.restoreCopyThreads(), config.restoreQueuedTasks());
         this.metrics = new ManagerMetrics(registry, sessions::size, leaseTable::used, stagingBudget::used,
                 leaseTable::capacity, stagingBudget::capacity);
-        this.instances = new InstanceTable(namespaces, config, metrics, nanoClock, () -> shuttingDown);
-        this.arenaFiles = arenaFiles(store.dram().geometry());
+        this.instances = new InstanceTable(namespaces, config, metrics, nanoClock, () -> shuttingDown,
+                id -> store.dram().arenasFor(id).isPresent());
         ArenaGeometry geometry = store.dram().geometry();
         this.quarantine = new PublishQuarantine(config.publishQuarantineNanos(), config.publishQuarantineBytes(),
                 r -> geometry.arenas().get(r.slotRef().classIndex()).slotBytes(), store.dram()::abort);
@@ -149,16 +154,22 @@ public final class ManagerCore implements AutoCloseable {
         return List.copyOf(out);
     }
 
-    /** A session for a new connection, or BUSY / SHUTTING_DOWN for the transport to send and close. */
-    public OpenResult openSession(EventSink sink) {
+    /**
+     * A session for a new connection, or BUSY / SHUTTING_DOWN for the transport to send and close.
+     *
+     * @param client the connecting process's user as the kernel reports it ({@code SO_PEERCRED});
+     *               empty when the transport cannot tell, and then no path region is accepted
+     */
+    public OpenResult openSession(EventSink sink, Optional<UserPrincipal> client) {
         Objects.requireNonNull(sink, "sink");
+        Objects.requireNonNull(client, "client");
         if (shuttingDown) return new OpenResult.Refused(ErrorCode.SHUTTING_DOWN, "the Manager is shutting down");
         synchronized (sessions) {
             if (sessions.size() >= limits.maxConnections()) {
                 metrics.busy(ManagerMetrics.Table.CONNECTIONS);
                 return new OpenResult.Refused(ErrorCode.BUSY, "maxConnections " + limits.maxConnections() + " reached");
             }
-            EngineSession session = new EngineSession(this, sink);
+            EngineSession session = new EngineSession(this, sink, client);
             sessions.add(session);
             return new OpenResult.Opened(session);
         }
@@ -312,8 +323,17 @@ public final class ManagerCore implements AutoCloseable {
         return limits;
     }
 
-    /** The arena files REGISTERED announces, in arena-index order. */
-    public List<Reply.ArenaFile> arenaFiles() {
-        return arenaFiles;
+    /** Where REGISTER_REGION may name files. */
+    RegionDirectory regions() {
+        return regions;
+    }
+
+    /**
+     * The arenas REGISTERED announces to an engine of {@code namespaceId}, in arena-index order:
+     * that namespace's and no other's. Empty when it has none and none can be made (admission
+     * refuses such a REGISTER first).
+     */
+    public java.util.Optional<List<Reply.ArenaFile>> arenaFiles(int namespaceId) {
+        return store.dram().arenasFor(namespaceId).map(ManagerCore::arenaFiles);
     }
 }

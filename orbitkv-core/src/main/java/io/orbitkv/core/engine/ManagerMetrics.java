@@ -45,7 +45,7 @@ import java.util.function.ToDoubleFunction;
 final class ManagerMetrics implements AutoCloseable {
 
     /** The bounded tables whose refusals are counted ({@code orbitkv_manager_busy_total}, label {@code table}). */
-    enum Table { CONNECTIONS, INSTANCES, NAMESPACES, OPERATIONS, LEASES, RESERVATIONS, REGIONS, RESTORES }
+    enum Table { CONNECTIONS, INSTANCES, NAMESPACES, ARENA_NAMESPACES, OPERATIONS, LEASES, RESERVATIONS, REGIONS, RESTORES }
 
     final AtomicLong operations = new AtomicLong();
     final AtomicLong reservations = new AtomicLong();

@@ -52,8 +52,12 @@ public final class EngineRegion implements AutoCloseable {
         this.segment = segment;
     }
 
-    /** Maps {@code sizeBytes} of the file at {@code path}; never throws for a bad path or file. */
-    public static Opening open(String path, long sizeBytes, int pageBytes, int pageCount) {
+    /**
+     * Maps {@code sizeBytes} of the file at {@code path} with no access check; never throws for a
+     * bad path or file. The Manager opens regions through {@link RegionDirectory}, which checks
+     * who may write where; this is the mapping step it ends with, open to this package's tests.
+     */
+    static Opening open(String path, long sizeBytes, int pageBytes, int pageCount) {
         Objects.requireNonNull(path, "path");
         Path file;
         try {
@@ -62,18 +66,26 @@ public final class EngineRegion implements AutoCloseable {
             return new NotFound("bad path: " + e.getMessage());
         }
         if (!file.isAbsolute()) return new NotFound("path is not absolute: " + path);
+        return map(file, file, sizeBytes, pageBytes, pageCount);
+    }
+
+    /**
+     * Maps {@code sizeBytes} of {@code file} (a path or a {@code /proc/self/fd/N} link) read-write;
+     * {@code shown} is the path the region is known by in logs.
+     */
+    static Opening map(Path file, Path shown, long sizeBytes, int pageBytes, int pageCount) {
         Arena arena = Arena.ofShared();
         try (FileChannel channel = FileChannel.open(file, StandardOpenOption.READ, StandardOpenOption.WRITE)) {
             long size = channel.size();
             if (size < sizeBytes) {
                 arena.close();
-                return new NotFound("file " + path + " has " + size + " bytes, less than size_bytes " + sizeBytes);
+                return new NotFound("file " + shown + " has " + size + " bytes, less than size_bytes " + sizeBytes);
             }
             MemorySegment segment = channel.map(FileChannel.MapMode.READ_WRITE, 0, sizeBytes, arena);
-            return new Opened(new EngineRegion(file, pageBytes, pageCount, arena, segment));
+            return new Opened(new EngineRegion(shown, pageBytes, pageCount, arena, segment));
         } catch (IOException | UnsupportedOperationException | SecurityException e) {
             arena.close();
-            return new NotFound("cannot map " + path + ": " + e.getMessage());
+            return new NotFound("cannot map " + shown + ": " + e.getMessage());
         }
     }
 

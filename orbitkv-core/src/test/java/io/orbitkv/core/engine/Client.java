@@ -23,6 +23,7 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -39,7 +40,7 @@ final class Client implements AutoCloseable {
     Reply.Registered registered;
 
     Client(ManagerFixture fixture) {
-        OpenResult open = fixture.core.openSession(sink);
+        OpenResult open = fixture.core.openSession(sink, Optional.of(ManagerFixture.self()));
         assertThat(open).isInstanceOf(OpenResult.Opened.class);
         session = ((OpenResult.Opened) open).session();
     }

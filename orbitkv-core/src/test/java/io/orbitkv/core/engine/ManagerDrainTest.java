@@ -155,7 +155,7 @@ class ManagerDrainTest {
         assertThat(c.sink.fenced).isEqualTo(ErrorCode.SHUTTING_DOWN);
         assertThat(waiting.sink.fenced).isEqualTo(ErrorCode.SHUTTING_DOWN);
         assertThat(Client.error(waiting.register("e2", 1, NS, ManagerFixture.FULL))).isEqualTo(ErrorCode.SHUTTING_DOWN);
-        assertThat(m.core.openSession(new RecordingSink())).isInstanceOf(OpenResult.Refused.class);
+        assertThat(m.core.openSession(new RecordingSink(), java.util.Optional.of(ManagerFixture.self()))).isInstanceOf(OpenResult.Refused.class);
         assertThat(m.core.status().leases()).isZero();
         // The publish pipeline may still hold a lease while it writes the page to SSD.
         await().atMost(RecordingSink.WAIT).until(() -> m.store.dram().usage().leases() == 0);

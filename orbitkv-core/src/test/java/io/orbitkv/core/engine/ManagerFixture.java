@@ -10,6 +10,7 @@ import io.orbitkv.core.storage.dram.DramTierConfig;
 import io.orbitkv.core.storage.dram.SizeClass;
 import io.orbitkv.core.storage.publish.PublishConfig;
 import io.orbitkv.core.storage.publish.SsdAdmissionPolicy;
+import io.orbitkv.core.transfer.RegionDirectory;
 import io.orbitkv.core.storage.ssd.SsdConfig;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.RecoveryContract;
@@ -17,6 +18,9 @@ import io.orbitkv.state.StateGroup;
 import io.orbitkv.state.protocol.ProtocolLimits;
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.FileSystems;
+import java.nio.file.attribute.UserPrincipal;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -86,7 +90,19 @@ final class ManagerFixture implements AutoCloseable {
                 .withBuffers(64 * 1024, 64 * 1024);
         store = TieredStore.open(new TieredStoreConfig(dram, ssd,
                 PublishConfig.defaults(new SsdAdmissionPolicy.WriteThrough()), 1 << 16, 64), namespaces, registry, cost);
-        core = new ManagerCore(store, namespaces, limits, config, registry, this::now, remote);
+        // Regions are files directly in the test's directory; the tiers' own directories are excluded.
+        RegionDirectory regions = RegionDirectory.of(dir, List.of(dir.resolve("dram"), dir.resolve("ssd")));
+        core = new ManagerCore(store, namespaces, limits, config, registry, this::now, regions, remote);
+    }
+
+    /** This process's user: what {@code SO_PEERCRED} reports for a client of the same uid. */
+    static UserPrincipal self() {
+        try {
+            return FileSystems.getDefault().getUserPrincipalLookupService()
+                    .lookupPrincipalByName(System.getProperty("user.name"));
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
     }
 
     long now() {

@@ -351,10 +351,10 @@ class ManagerSessionTest {
         Client c = m.register("e1", 1, NS, ManagerFixture.FULL);
         Client second = m.register("e2", 1, NS, ManagerFixture.FULL);
         // connections
-        OpenResult third = m.core.openSession(new RecordingSink());
+        OpenResult third = m.core.openSession(new RecordingSink(), java.util.Optional.of(ManagerFixture.self()));
         assertThat(third).isEqualTo(new OpenResult.Refused(ErrorCode.BUSY, "maxConnections 2 reached"));
         second.close();
-        assertThat(m.core.openSession(new RecordingSink())).isInstanceOf(OpenResult.Opened.class);
+        assertThat(m.core.openSession(new RecordingSink(), java.util.Optional.of(ManagerFixture.self()))).isInstanceOf(OpenResult.Opened.class);
 
         // operations per connection (one reservation at a time: maxReservationsPerConnection = 1)
         for (long p = 0; p < 4; p++) assertThat(c.publish(1, 0, p)).containsExactly(SettleOutcome.SEALED);

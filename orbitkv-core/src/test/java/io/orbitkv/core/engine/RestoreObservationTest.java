@@ -18,6 +18,7 @@ import org.junit.jupiter.api.io.TempDir;
 
 import java.io.IOException;
 import java.nio.channels.FileChannel;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.List;
@@ -33,7 +34,8 @@ class RestoreObservationTest {
     @Test
     void eachFinishedRestoreIsOneCompleteRouteSampleOfItsBytesAndPages() throws IOException {
         CostObserver cost = CostObserver.create(CostConfig.defaults(true), new SimpleMeterRegistry(), System::nanoTime);
-        Path regionFile = dir.resolve("region.bin");
+        // in the fixture's directory, its region directory
+        Path regionFile = Files.createDirectories(dir.resolve("m")).resolve("region.bin");
         int pageBytes = 24 * 1024;
         try (FileChannel ch = FileChannel.open(regionFile, StandardOpenOption.CREATE, StandardOpenOption.READ,
                 StandardOpenOption.WRITE)) {

@@ -3,6 +3,7 @@ package io.orbitkv.server.channel;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.core.log.RateLimitedLog;
+import io.orbitkv.core.storage.OwnerOnly;
 import io.orbitkv.state.protocol.Direction;
 import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.FrameDecoder;
@@ -191,7 +192,7 @@ public final class ChannelServer implements AutoCloseable {
         Path path = settings.socketPath();
         Path parent = path.toAbsolutePath().getParent();
         if (parent != null && !Files.isDirectory(parent)) {
-            Files.createDirectories(parent, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+            OwnerOnly.createDirectories(parent);
         }
         removeIfStale(path);
         ServerSocketChannel server = ServerSocketChannel.open(StandardProtocolFamily.UNIX);

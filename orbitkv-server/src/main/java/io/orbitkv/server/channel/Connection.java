@@ -11,6 +11,9 @@ import io.orbitkv.state.protocol.FrameEncoder;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
 import java.io.IOException;
+import java.nio.file.attribute.UserPrincipal;
+import java.util.Optional;
+import jdk.net.ExtendedSocketOptions;
 import java.nio.ByteBuffer;
 import java.nio.channels.SocketChannel;
 import java.util.concurrent.ArrayBlockingQueue;
@@ -139,11 +142,24 @@ final class Connection implements EventSink {
         return id;
     }
 
+    /**
+     * The connecting process's user as the kernel recorded it at {@code connect} ({@code SO_PEERCRED}):
+     * not a claim the client makes, so REGISTER_REGION can hold it to its own files.
+     */
+    private Optional<UserPrincipal> peer() {
+        try {
+            return Optional.of(channel.getOption(ExtendedSocketOptions.SO_PEERCRED).user());
+        } catch (IOException | UnsupportedOperationException e) {
+            LOG.fine(() -> "connection " + id + ": no peer credentials: " + e);
+            return Optional.empty();
+        }
+    }
+
     /** The reader loop; returns when the connection is closed, after the session is closed. */
     void run(SessionFactory sessions) {
         ChannelSession session = null;
         try {
-            switch (sessions.open(this)) {
+            switch (sessions.open(this, peer())) {
                 case OpenResult.Opened o -> session = o.session();
                 case OpenResult.Refused r -> {
                     answerFirstFrame(r.code(), r.message());

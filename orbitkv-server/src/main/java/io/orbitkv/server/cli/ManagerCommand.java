@@ -49,7 +49,7 @@ final class ManagerCommand implements Callable<Integer> {
     @Option(names = "--dram-bytes", paramLabel = "SIZE", description = "DRAM tier size, e.g. 512m, 1g (default 1g)")
     String dramBytes;
 
-    @Option(names = "--dram-dir", paramLabel = "DIR", description = "DRAM arena directory (default /dev/shm/orbitkv-$USER)")
+    @Option(names = "--dram-dir", paramLabel = "DIR", description = "directory of the DRAM lock file; arenas are memfds (default /dev/shm/orbitkv-$USER)")
     String dramDir;
 
     @Option(names = "--ssd-dir", paramLabel = "DIR", description = "SSD store directory, holds manager.lock (default ./var/orbitkv/ssd)")

@@ -69,6 +69,9 @@ import java.util.function.BiConsumer;
  * @param httpHost               address the HTTP endpoint binds
  * @param httpPort               HTTP port; 0 picks a free one
  * @param readyFile              file the Manager writes its ready line to once serving
+ * @param regionDir              the only directory whose files REGISTER_REGION accepts (protocol §5.2): a
+ *                               regular file in it owned by the connecting client's uid, outside
+ *                               {@code dramDir} and {@code ssdDir}
  * @param limits                 the engine channel's budgets (sent to clients in REGISTERED)
  * @param outboundQueueFrames    COMPLETION frames queued per connection before events are dropped
  * @param drainTimeoutMillis     how long shutdown waits for sessions and SSD work to drain
@@ -104,6 +107,7 @@ public record ManagerConfig(
         String httpHost,
         int httpPort,
         Path readyFile,
+        Path regionDir,
         ProtocolLimits limits,
         int outboundQueueFrames,
         long drainTimeoutMillis,
@@ -154,6 +158,13 @@ public record ManagerConfig(
     public static final Path VAR_DIR = Path.of("var", "orbitkv");
     /** Default HTTP port (the Prometheus exporter convention range). */
     public static final int DEFAULT_HTTP_PORT = 9464;
+    /**
+     * Default {@link #regionDir}: {@code /dev/shm}, the shared-memory mount engines already keep
+     * their regions on. It is world-writable and sticky, so an engine of any user can create its
+     * region there and none can replace another's; the owner check admits only the client's own
+     * files, and the Manager's arena directory inside it is excluded.
+     */
+    public static final Path DEFAULT_REGION_DIR = Path.of("/dev/shm");
     /** Name of the lock file inside {@link #ssdDir}. */
     public static final String LOCK_FILE = "manager.lock";
     /**
@@ -175,6 +186,14 @@ public record ManagerConfig(
         Objects.requireNonNull(socket, "socket");
         Objects.requireNonNull(httpHost, "httpHost");
         Objects.requireNonNull(readyFile, "readyFile");
+        Objects.requireNonNull(regionDir, "regionDir");
+        for (Path own : List.of(dramDir, ssdDir)) {
+            Path r = regionDir.toAbsolutePath().normalize();
+            if (r.startsWith(own.toAbsolutePath().normalize())) {
+                throw new IllegalArgumentException("regionDir " + regionDir + " must not lie inside the Manager's own "
+                        + own + ": a region there could name the Manager's own files");
+            }
+        }
         Objects.requireNonNull(limits, "limits");
         Objects.requireNonNull(cluster, "cluster");
         Objects.requireNonNull(kvEvents, "kvEvents");
@@ -235,7 +254,7 @@ public record ManagerConfig(
                 new SsdAdmissionPolicy.WriteThrough(), 1L << 30, 64L << 20, 256L << 20, 256,
                 io.orbitkv.core.engine.ManagerBounds.DEFAULTS.maxLeases(),
                 io.orbitkv.core.engine.ManagerBounds.DEFAULTS.restoreCopyThreads(), VAR_DIR.resolve("manager.sock"), "0600", "127.0.0.1", DEFAULT_HTTP_PORT,
-                defaultReadyFile(ssd), ProtocolLimits.DEFAULTS, 1024, 10_000,
+                defaultReadyFile(ssd), DEFAULT_REGION_DIR, ProtocolLimits.DEFAULTS, 1024, 10_000,
                 ChannelServer.Settings.DEFAULT_REGISTER_TIMEOUT.toMillis(), 0,
                 java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(
                         io.orbitkv.core.engine.ManagerBounds.DEFAULTS.publishQuarantineNanos()),
@@ -397,8 +416,8 @@ public record ManagerConfig(
 
     private static Map<String, Key> keys() {
         List<Key> list = List.of(
-                new Key("dramDir", "directory of the DRAM arena files", (b, v) -> b.dramDir = path(v)),
-                new Key("arenaName", "file name stem of the arena files", (b, v) -> b.arenaName = text(v)),
+                new Key("dramDir", "directory of the DRAM lock file (arenas are memfds)", (b, v) -> b.dramDir = path(v)),
+                new Key("arenaName", "name stem of the DRAM lock file and arena memfds", (b, v) -> b.arenaName = text(v)),
                 new Key("dramBytes", "bytes of DRAM slots (size)", (b, v) -> b.dramBytes = size(v)),
                 new Key("dramSlotBytes", "slot sizes (array of sizes)", (b, v) -> b.dramSlotBytes = sizes(v)),
                 new Key("dramEviction", "DRAM eviction policy: w-tinylfu or lru",
@@ -427,6 +446,8 @@ public record ManagerConfig(
                 new Key("httpHost", "HTTP bind address", (b, v) -> b.httpHost = text(v)),
                 new Key("httpPort", "HTTP port, 0 = any free port", (b, v) -> b.httpPort = integer(v)),
                 new Key("readyFile", "file the ready line is written to", (b, v) -> b.readyFile = path(v)),
+                new Key("regionDir", "the only directory REGISTER_REGION files may be in (client-owned files only)",
+                        (b, v) -> b.regionDir = path(v)),
                 new Key("maxFrameBytes", "largest frame (size)", (b, v) -> b.limits[0] = Math.toIntExact(size(v))),
                 new Key("maxConnections", "client connections at once", (b, v) -> b.limits[9] = integer(v)),
                 new Key("maxOperationsPerConnection", "live operations per connection",
@@ -542,6 +563,7 @@ public record ManagerConfig(
         String httpHost;
         int httpPort;
         Path readyFile;
+        Path regionDir;
         final int[] limits;
         int outboundQueueFrames;
         long drainTimeoutMillis;
@@ -589,6 +611,7 @@ public record ManagerConfig(
             httpHost = c.httpHost;
             httpPort = c.httpPort;
             readyFile = c.readyFile;
+            regionDir = c.regionDir;
             ProtocolLimits l = c.limits;
             limits = new int[] {l.maxFrameBytes(), l.maxGroupsPerQuery(), l.maxPagesPerQuery(), l.maxPagesPerPublish(),
                 l.maxIdsPerSettle(), l.maxPagesPerRestore(), l.maxArenaFiles(), l.maxStatsCounters(),
@@ -623,7 +646,7 @@ public record ManagerConfig(
             return new ManagerConfig(dramDir, arenaName, dramBytes, dramSlotBytes, dramEviction, stagingBytes, ssdDir, ssdBytes,
                     ssdFiles, ssdIoThreads, ssdBufferedFallback, ssdReadPath, ssdPolicy, ssdWriteBytesPerSecond, ssdWriteBurstBytes,
                     ssdWriteQueueBytes, maxInflightStages, maxLeases, restoreCopyThreads, socket, socketMode, httpHost,
-                    httpPort, readyFile, l,
+                    httpPort, readyFile, regionDir, l,
                     outboundQueueFrames, drainTimeoutMillis, registerTimeoutMillis, maxUnregisteredConnections,
                     publishQuarantineMillis,
                     new ClusterConfig(etcd, nodeId, clusterId, clusterListen, clusterTokenFile, clusterTlsCert,

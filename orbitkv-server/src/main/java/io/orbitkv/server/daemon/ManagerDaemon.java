@@ -10,7 +10,9 @@ import io.orbitkv.core.engine.ManagerCore;
 import io.orbitkv.core.engine.ManagerStatus;
 import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.query.RemotePages;
+import io.orbitkv.core.storage.OwnerOnly;
 import io.orbitkv.core.storage.TieredStore;
+import io.orbitkv.core.transfer.RegionDirectory;
 import io.orbitkv.server.channel.ChannelServer;
 import io.orbitkv.server.cluster.ClusterNode;
 import io.orbitkv.server.cluster.ClusterSecurity;
@@ -155,7 +157,8 @@ public final class ManagerDaemon implements AutoCloseable {
                 peers.node().describe();
             }
             RemotePages remote = peers == null ? RemotePages.NONE : peers.routes();
-            core = new ManagerCore(store, namespaces, config.limits(), config.coreBounds(), registry, System::nanoTime, remote);
+            core = new ManagerCore(store, namespaces, config.limits(), config.coreBounds(), registry, System::nanoTime,
+                    regionDirectory(config), remote);
             // KV events before the channel accepts: every REGISTER and publish of this run is named
             if (config.kvEvents().enabled()) {
                 kvEvents = KvEventPublisher.start(config.kvEvents().settings(), store.residency(), registry);
@@ -244,12 +247,22 @@ public final class ManagerDaemon implements AutoCloseable {
         out.flush();
     }
 
+    /**
+     * The region directory, created {@code 0700} if missing (engines of other users then need a
+     * directory they can write: {@code /dev/shm}, the default, or one made for them); the SSD and
+     * DRAM directories are never region files' homes.
+     */
+    private static RegionDirectory regionDirectory(ManagerConfig config) throws IOException {
+        OwnerOnly.createDirectories(config.regionDir());
+        return RegionDirectory.of(config.regionDir(), List.of(config.dramDir(), config.ssdDir()));
+    }
+
     private void writeReadyFile() throws IOException {
         Path ready = config.readyFile();
         Path parent = ready.toAbsolutePath().getParent();
-        if (parent != null) Files.createDirectories(parent);
+        if (parent != null) OwnerOnly.createDirectories(parent);
         Path tmp = ready.resolveSibling(ready.getFileName() + ".tmp");
-        Files.writeString(tmp, readyLine + "\n");
+        OwnerOnly.writeString(tmp, readyLine + "\n");
         try {
             Files.move(tmp, ready, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
         } catch (AtomicMoveNotSupportedException e) {

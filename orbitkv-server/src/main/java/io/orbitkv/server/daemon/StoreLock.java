@@ -1,5 +1,7 @@
 package io.orbitkv.server.daemon;
 
+import io.orbitkv.core.storage.OwnerOnly;
+
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
@@ -47,8 +49,8 @@ public final class StoreLock implements AutoCloseable {
      */
     public static Optional<StoreLock> tryAcquire(Path file) throws IOException {
         Path parent = file.toAbsolutePath().getParent();
-        if (parent != null) Files.createDirectories(parent);
-        FileChannel ch = FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.READ,
+        if (parent != null) OwnerOnly.createDirectories(parent);
+        FileChannel ch = OwnerOnly.open(file, StandardOpenOption.CREATE, StandardOpenOption.READ,
                 StandardOpenOption.WRITE);
         FileLock lock;
         try {

@@ -49,7 +49,7 @@ class ChannelServerStressTest {
         AtomicInteger opened = new AtomicInteger();
         AtomicInteger closed = new AtomicInteger();
         try (ChannelServer server = ChannelServer.start(new ChannelServer.Settings(dir.resolve("s.sock"), "0600",
-                ProtocolLimits.DEFAULTS, 4, Duration.ofSeconds(10)), sink -> {
+                ProtocolLimits.DEFAULTS, 4, Duration.ofSeconds(10)), (sink, peer) -> {
                     opened.incrementAndGet();
                     return new OpenResult.Opened(new ChannelSession() {
                         @Override

@@ -100,7 +100,7 @@ class ChannelServerTest {
                 d.maxReservationsPerConnection(), d.maxRegionsPerConnection());
         server = ChannelServer.start(new ChannelServer.Settings(dir.resolve("m.sock"), "0600", limits, 4,
                 Duration.ofSeconds(10), registerTimeout, maxUnregistered),
-                sink -> new OpenResult.Opened(new ScriptedSession(sink)), registry);
+                (sink, peer) -> new OpenResult.Opened(new ScriptedSession(sink)), registry);
         return server;
     }
 
@@ -128,6 +128,28 @@ class ChannelServerTest {
         RawClient.Frame f = frame(r);
         assertThat(f.requestId()).isEqualTo(requestId);
         assertThat(f.reply()).isInstanceOfSatisfying(Reply.Error.class, e -> assertThat(e.code()).isEqualTo(code));
+    }
+
+    /**
+     * The session factory learns who connected from the kernel ({@code SO_PEERCRED}): here this
+     * process's own user, the owner of the files it creates. REGISTER_REGION holds a client to
+     * files of that user.
+     */
+    @Test
+    void theSessionIsOpenedWithThePeersUserFromTheKernel() throws Exception {
+        java.util.concurrent.CompletableFuture<java.util.Optional<java.nio.file.attribute.UserPrincipal>> seen =
+                new java.util.concurrent.CompletableFuture<>();
+        server = ChannelServer.start(new ChannelServer.Settings(dir.resolve("p.sock"), "0600", ProtocolLimits.DEFAULTS, 4,
+                Duration.ofSeconds(10)), (sink, peer) -> {
+                    seen.complete(peer);
+                    return new OpenResult.Opened(new ScriptedSession(sink));
+                }, registry);
+        try (RawClient c = new RawClient(dir.resolve("p.sock"))) {
+            c.send(stats(1));
+            java.nio.file.attribute.UserPrincipal owner = java.nio.file.Files.getOwner(
+                    java.nio.file.Files.writeString(dir.resolve("mine"), "x"));
+            assertThat(seen.get(10, java.util.concurrent.TimeUnit.SECONDS)).contains(owner);
+        }
     }
 
     @Test
@@ -357,7 +379,7 @@ class ChannelServerTest {
             assertThat(c.call(new Request.Stats())).isInstanceOf(Reply.StatsReply.class);
         }
         assertThatThrownBy(() -> ChannelServer.start(new ChannelServer.Settings(path, "0660", ProtocolLimits.DEFAULTS,
-                4, Duration.ofSeconds(1)), sink -> new OpenResult.Opened(new ScriptedSession(sink)),
+                4, Duration.ofSeconds(1)), (sink, peer) -> new OpenResult.Opened(new ScriptedSession(sink)),
                 new SimpleMeterRegistry()))
                 .isInstanceOf(IOException.class).hasMessageContaining("already listening");
         try (RawClient c = new RawClient(path)) {
@@ -371,7 +393,7 @@ class ChannelServerTest {
     @Test
     void aSessionRefusedByTheManagerIsAnsweredOnItsFirstFrameAndClosed() throws IOException {
         server = ChannelServer.start(new ChannelServer.Settings(dir.resolve("m.sock"), "0660", ProtocolLimits.DEFAULTS,
-                4, Duration.ofSeconds(10)), sink -> new OpenResult.Refused(ErrorCode.SHUTTING_DOWN, "draining"), registry);
+                4, Duration.ofSeconds(10)), (sink, peer) -> new OpenResult.Refused(ErrorCode.SHUTTING_DOWN, "draining"), registry);
         assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(dir.resolve("m.sock"))))
                 .isEqualTo("rw-rw----");
         try (RawClient c = new RawClient(server.socketPath())) {

@@ -19,7 +19,8 @@ import java.util.regex.Pattern;
 
 /**
  * A real Manager started as a separate JVM ({@code orbitkv manager}) on the test classpath, with
- * every file under one directory: {@code ssd/}, {@code dram/}, {@code m.sock}, {@code ready}.
+ * every file under one directory: {@code ssd/}, {@code dram/}, {@code m.sock}, {@code ready}; the
+ * directory itself is the region directory (REGISTER_REGION files go directly in it).
  * {@link #start} returns once the ready file holds the ready line (awaited, never slept for).
  */
 final class ManagerProcess implements AutoCloseable {
@@ -63,7 +64,8 @@ final class ManagerProcess implements AutoCloseable {
                 "io.orbitkv.server.cli.OrbitKvCli", "manager",
                 "--ssd-dir", ssd(dir).toString(), "--dram-dir", dram(dir).toString(),
                 "--socket", socket(dir).toString(), "--http", "0", "--ready-file", dir.resolve("ready").toString(),
-                "--dram-bytes", "16m", "--ssd-bytes", "32m", "--set", "dramSlotBytes=64k"));
+                "--dram-bytes", "16m", "--ssd-bytes", "32m", "--set", "dramSlotBytes=64k",
+                "--set", "regionDir=" + dir));
         cmd.addAll(List.of(extra));
         return cmd;
     }

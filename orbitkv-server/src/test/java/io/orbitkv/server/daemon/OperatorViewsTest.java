@@ -114,7 +114,7 @@ class OperatorViewsTest {
         onB = OrbitKvClient.connect(ManagerProcess.socket(b.dir), Duration.ofSeconds(20));
         onA.register("engine-a", 1, ns, contract);
         onB.register("engine-b", 1, ns, contract);
-        region = onA.registerRegion(dir.resolve("region-a"), PAGE_BYTES, 8);
+        region = onA.registerRegion(a.dir.resolve("region-a"), PAGE_BYTES, 8);
         // one prefix known to B before the steady state: the first peer hit, awaited
         first = PeerProcessTest.Prefix.of(ns, 4, PAGE_BYTES, 1);
         assertThat(onA.publish(first.toPublish())).containsOnly(PublishOutcome.SEALED);

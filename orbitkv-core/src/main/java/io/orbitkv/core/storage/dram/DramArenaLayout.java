@@ -10,15 +10,17 @@ import java.nio.file.Path;
 import static java.lang.foreign.MemoryLayout.PathElement.groupElement;
 
 /**
- * The on-disk (in {@code /dev/shm}) format of a DRAM-tier arena file: the single definition that
+ * The format of a DRAM-tier arena, an anonymous shared-memory file: the single definition that
  * the Manager, the Java client and the Python client ({@code mmap} + {@code struct}) follow.
  *
  * <h2>Files</h2>
- * One file per size class, named {@code <directory>/<arenaName>.c<classIndex>-<slotKiB>k.arena},
- * for example {@code /dev/shm/orbitkv/manager.c0-64k.arena}. The Manager creates each file at
- * its fixed size when the tier opens (truncating a stale file of a previous run), maps it
- * {@code READ_WRITE}/{@code MAP_SHARED}, and unlinks it when the tier closes; a client that
- * still has it mapped keeps valid (if orphaned) memory.
+ * One {@code memfd} per size class and per namespace (named {@code <arenaName>.ns<id>.c<class>}
+ * for {@code /proc/<pid>/fd} listings only), created at its fixed size, sparse, the first time the
+ * namespace needs it, mapped {@code READ_WRITE}/{@code MAP_SHARED}, and closed when the tier
+ * closes; it exists on no file system. Engines open it as {@code /proc/<manager pid>/fd/<n>}
+ * ({@link #procPath}); a client that still has it mapped after the Manager stopped keeps valid
+ * (orphaned) memory. {@link #fileOf} names the files of the format's earlier placement in a
+ * directory, which the Manager no longer creates.
  *
  * <h2>Geometry</h2>
  * <pre>
@@ -112,6 +114,15 @@ public final class DramArenaLayout {
     /** The file of class {@code classIndex} whose slots are {@code slotBytes} each. */
     public static Path fileOf(Path directory, String arenaName, int classIndex, int slotBytes) {
         return directory.resolve(arenaName + ".c" + classIndex + "-" + (slotBytes / 1024) + "k" + SUFFIX);
+    }
+
+    /**
+     * The path through which a process of the Manager's user can open the Manager's descriptor
+     * {@code fd} ({@code /proc/<pid>/fd/<fd>}); the kernel allows it only to processes that may
+     * trace the Manager, so other users cannot.
+     */
+    static String procPath(int fd) {
+        return "/proc/" + ProcessHandle.current().pid() + "/fd/" + fd;
     }
 
     /** Size of the file of a class. */

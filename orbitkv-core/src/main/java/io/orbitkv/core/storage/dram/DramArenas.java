@@ -1,109 +1,184 @@
 package io.orbitkv.core.storage.dram;
 
+import io.orbitkv.core.fd.Posix;
+
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
 
 /**
- * Owns the arena files of one DRAM tier and their mappings: creates each file at its fixed
- * size, maps it into one shared {@link Arena}, and on {@link #close()} unmaps every mapping at
- * once (deterministically, not at GC) and unlinks the files.
+ * Owns the DRAM tier's arenas: per namespace, one anonymous shared-memory file ({@code memfd})
+ * per size class, its descriptor and its mapping. A namespace's arenas are created the first time
+ * the namespace needs them ({@link #arenasFor}); every mapping is unmapped at once on
+ * {@link #close()} and every descriptor closed. Nothing is ever created on a file system.
  *
- * <p>Thread model: built and closed by the tier's owner; {@link #segment(int)} may be called
- * from any thread while open. A segment used after close fails with
- * {@link IllegalStateException} (the FFM API's liveness check), never touches unmapped memory.
+ * <p>Thread model: {@link #arenasFor} creates under {@code lock} and publishes through a
+ * {@link ConcurrentHashMap}, so {@link #segment}, {@link #punch} and {@link #allocatedBytes}
+ * may run on any thread without locking once the namespace's arenas exist. A segment used after
+ * close fails with {@link IllegalStateException} (the FFM API's liveness check), never touches
+ * unmapped memory.
  *
- * <p>Invariants: {@code segments.get(i)} maps exactly the file of class {@code i}, whose
- * header was written before the constructor returned.
+ * <p>Invariants: at most {@code maxNamespaces} namespaces have arenas; every namespace's memfd of
+ * class {@code c} has the same size and layout ({@link DramArenaLayout}), so slot {@code i} of
+ * class {@code c} is at the same offset in each; the slot's bytes are written only in the memfd of
+ * the namespace that holds the slot now (the tier punches the previous owner's pages out when a
+ * slot changes namespace), so allocated memory stays within one tier capacity, however many
+ * namespaces there are.
  *
- * <p>Design note: {@code Arena.ofShared()} rather than {@code ofConfined()} because leases are
- * read and reservations written from engine-facing threads other than the one that opened the
- * tier; its close is a handshake with all threads (microseconds), paid once per tier lifetime.
- * Files are created sparse on {@code tmpfs}: capacity is claimed page by page as slots are first
- * written, so a 64 GiB configuration opens in milliseconds.
+ * <p>Design note: one memfd per (namespace, class) instead of one file per class shared by all
+ * tenants: an engine maps only the descriptors of its own namespace, so it cannot read or write
+ * another namespace's pages by scanning its mapping (they are not in it), and other local users
+ * find nothing in {@code /dev/shm}. Global slot numbering and the one eviction policy stay as they
+ * were, so the cost is address space, not memory: each memfd is sized to its whole class but
+ * sparse, and pages exist only where the owner wrote. {@code memfd_create} and
+ * {@code fallocate(PUNCH_HOLE)} are Linux calls; elsewhere the tier cannot open.
  */
 final class DramArenas implements AutoCloseable {
 
-    private final Arena arena;
-    private final List<MemorySegment> segments;
-    private final List<Path> files;
-    private final ArenaGeometry geometry;
+    /** One namespace's arenas: a descriptor and a mapping per class, in class order. */
+    record NamespaceArenas(int namespaceId, int[] fds, List<MemorySegment> segments, ArenaGeometry geometry) {
+    }
 
-    DramArenas(DramTierConfig config, long incarnation) throws IOException {
-        Files.createDirectories(config.directory());
-        this.arena = Arena.ofShared();
-        List<MemorySegment> mapped = new ArrayList<>();
-        List<Path> paths = new ArrayList<>();
+    private final DramTierConfig config;
+    private final long incarnation;
+    private final Arena arena = Arena.ofShared();
+    private final Object lock = new Object();
+    /** By namespace id; at most {@code maxArenaNamespaces} entries. */
+    private final ConcurrentHashMap<Integer, NamespaceArenas> byNamespace = new ConcurrentHashMap<>();
+    /** Guarded by {@code lock}. */
+    private int namespaces;
+    /** Guarded by {@code lock}. */
+    private boolean closed;
+    private final ArenaGeometry shape;
+
+    DramArenas(DramTierConfig config, long incarnation) {
+        if (!Posix.supported()) {
+            throw new UnsupportedOperationException("the DRAM tier needs Linux (memfd_create) on x86_64 or aarch64");
+        }
+        this.config = config;
+        this.incarnation = incarnation;
         List<ArenaGeometry.ClassArena> classes = new ArrayList<>();
+        for (int i = 0; i < config.sizeClasses().size(); i++) {
+            SizeClass c = config.sizeClasses().get(i);
+            classes.add(new ArenaGeometry.ClassArena(i, "", DramArenaLayout.fileBytes(c), c.slotBytes(), c.slotCount(),
+                    DramArenaLayout.FIRST_SLOT_OFFSET));
+        }
+        this.shape = new ArenaGeometry(incarnation, classes);
+    }
+
+    /**
+     * The arenas of {@code namespaceId}, created (and their headers written) on first use; empty
+     * when {@code maxArenaNamespaces} namespaces already have arenas.
+     *
+     * @throws IOException if the kernel refuses a memfd (out of memory or descriptors)
+     */
+    Optional<NamespaceArenas> arenasFor(int namespaceId) throws IOException {
+        if (namespaceId < 0) throw new IllegalArgumentException("namespaceId must be >= 0: " + namespaceId);
+        NamespaceArenas known = byNamespace.get(namespaceId);
+        if (known != null) return Optional.of(known);
+        synchronized (lock) {
+            known = byNamespace.get(namespaceId);
+            if (known != null) return Optional.of(known);
+            if (closed) throw new IllegalStateException("DRAM tier is closed");
+            if (namespaces >= config.maxArenaNamespaces()) return Optional.empty();
+            NamespaceArenas created = create(namespaceId);
+            byNamespace.put(namespaceId, created);
+            namespaces++;
+            return Optional.of(created);
+        }
+    }
+
+    /** Called under {@code lock}. */
+    private NamespaceArenas create(int namespaceId) throws IOException {
+        int classCount = config.sizeClasses().size();
+        int[] fds = new int[classCount];
+        List<MemorySegment> segments = new ArrayList<>(classCount);
+        List<ArenaGeometry.ClassArena> classes = new ArrayList<>(classCount);
+        int made = 0;
         try {
-            for (int i = 0; i < config.sizeClasses().size(); i++) {
-                SizeClass sizeClass = config.sizeClasses().get(i);
-                Path path = DramArenaLayout.fileOf(config.directory(), config.arenaName(), i, sizeClass.slotBytes())
-                        .toAbsolutePath();
-                long fileBytes = DramArenaLayout.fileBytes(sizeClass);
-                paths.add(path);
-                MemorySegment segment = createAndMap(path, fileBytes);
-                DramArenaLayout.writeHeader(segment, i, sizeClass, incarnation);
-                mapped.add(segment);
-                classes.add(new ArenaGeometry.ClassArena(i, path.toString(), fileBytes, sizeClass.slotBytes(),
-                        sizeClass.slotCount(), DramArenaLayout.FIRST_SLOT_OFFSET));
+            for (int i = 0; i < classCount; i++) {
+                SizeClass c = config.sizeClasses().get(i);
+                long bytes = DramArenaLayout.fileBytes(c);
+                int fd = Posix.memfd(config.arenaName() + ".ns" + namespaceId + ".c" + i, bytes);
+                if (fd < 0) throw new IOException("memfd_create for namespace " + namespaceId + " failed: errno " + -fd);
+                fds[i] = fd;
+                made++;
+                MemorySegment segment;
+                try (FileChannel ch = FileChannel.open(Posix.procPath(fd), StandardOpenOption.READ,
+                        StandardOpenOption.WRITE)) {
+                    segment = ch.map(FileChannel.MapMode.READ_WRITE, 0, bytes, arena);
+                }
+                DramArenaLayout.writeHeader(segment, i, c, incarnation);
+                segments.add(segment);
+                classes.add(new ArenaGeometry.ClassArena(i, DramArenaLayout.procPath(fd), bytes, c.slotBytes(),
+                        c.slotCount(), DramArenaLayout.FIRST_SLOT_OFFSET));
             }
         } catch (IOException | RuntimeException e) {
-            arena.close();
-            try {
-                unlinkAll(paths);
-            } catch (UncheckedIOException suppressed) {
-                e.addSuppressed(suppressed);
-            }
+            for (int i = 0; i < made; i++) Posix.close(fds[i]);
             throw e;
         }
-        this.segments = List.copyOf(mapped);
-        this.files = List.copyOf(paths);
-        this.geometry = new ArenaGeometry(incarnation, classes);
+        return new NamespaceArenas(namespaceId, fds, List.copyOf(segments), new ArenaGeometry(incarnation, classes));
     }
 
-    private MemorySegment createAndMap(Path path, long fileBytes) throws IOException {
-        try (FileChannel channel = FileChannel.open(path, StandardOpenOption.CREATE, StandardOpenOption.READ,
-                StandardOpenOption.WRITE, StandardOpenOption.TRUNCATE_EXISTING)) {
-            // One byte at the end sizes the file without touching (allocating) the pages before it.
-            channel.write(ByteBuffer.wrap(new byte[1]), fileBytes - 1);
-            return channel.map(FileChannel.MapMode.READ_WRITE, 0, fileBytes, arena);
+    /**
+     * The whole mapping of class {@code classIndex} of {@code namespaceId} (header included); the
+     * namespace's arenas must exist (its slots were reserved through them).
+     */
+    MemorySegment segment(int namespaceId, int classIndex) {
+        return existing(namespaceId).segments().get(classIndex);
+    }
+
+    /** Frees {@code namespaceId}'s pages of {@code [offset, offset + length)} in class {@code classIndex}. */
+    void punch(int namespaceId, int classIndex, long offset, long length) {
+        NamespaceArenas a = byNamespace.get(namespaceId);
+        if (a == null) return;
+        int r = Posix.punchHole(a.fds()[classIndex], offset, length);
+        if (r < 0) throw new IllegalStateException("punching slot bytes of namespace " + namespaceId + " failed: errno " + -r);
+    }
+
+    /** Memory allocated to {@code namespaceId}'s arenas, in bytes (0 when it has none). */
+    long allocatedBytes(int namespaceId) {
+        NamespaceArenas a = byNamespace.get(namespaceId);
+        if (a == null) return 0;
+        long total = 0;
+        for (int fd : a.fds()) total += Math.max(0, Posix.allocatedBytes(fd));
+        return total;
+    }
+
+    /** Namespaces with arenas now. */
+    int namespaces() {
+        synchronized (lock) {
+            return namespaces;
         }
     }
 
-    /** The whole mapping of class {@code classIndex} (header included). */
-    MemorySegment segment(int classIndex) {
-        return segments.get(classIndex);
+    private NamespaceArenas existing(int namespaceId) {
+        NamespaceArenas a = byNamespace.get(namespaceId);
+        if (a == null) throw new IllegalStateException("namespace " + namespaceId + " has no arenas");
+        return a;
     }
 
+    /** The classes' layout without any namespace's descriptors (paths empty). */
     ArenaGeometry geometry() {
-        return geometry;
+        return shape;
     }
 
-    /** Unmaps every arena and unlinks the files. */
+    /** Unmaps every arena and closes every descriptor; clients that mapped theirs keep valid (orphaned) memory. */
     @Override
     public void close() {
-        arena.close();
-        unlinkAll(files);
-    }
-
-    private static void unlinkAll(List<Path> paths) {
-        UncheckedIOException first = null;
-        for (Path p : paths) {
-            try {
-                Files.deleteIfExists(p);
-            } catch (IOException e) {
-                if (first == null) first = new UncheckedIOException("cannot unlink arena " + p, e);
-            }
+        synchronized (lock) {
+            if (closed) return;
+            closed = true;
         }
-        if (first != null) throw first;
+        arena.close();
+        for (NamespaceArenas a : byNamespace.values()) {
+            for (int fd : a.fds()) Posix.close(fd);
+        }
     }
 }

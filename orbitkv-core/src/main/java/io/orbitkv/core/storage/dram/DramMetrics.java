@@ -113,6 +113,16 @@ final class DramMetrics implements AutoCloseable {
         return c;
     }
 
+    /**
+     * {@code orbitkv.dram.arena.namespaces}: namespaces with arenas now (at most {@code maxArenaNamespaces});
+     * a supplier gauge holds {@code namespaces} strongly (an object gauge would let it be collected).
+     */
+    void arenaNamespaces(java.util.function.IntSupplier namespaces) {
+        meters.add(Gauge.builder("orbitkv.dram.arena.namespaces", namespaces::getAsInt)
+                .tags(arenaTag).description("namespaces with DRAM arenas (bounded by maxArenaNamespaces)")
+                .register(registry));
+    }
+
     void hit() {
         hits.increment();
     }

@@ -10,16 +10,18 @@ import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.state.StateKey;
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.lang.foreign.MemorySegment;
 import java.security.SecureRandom;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
- * The Manager's shared-memory DRAM tier: owns the arena files ({@link DramArenas}), the slot
+ * The Manager's shared-memory DRAM tier: owns the per-namespace memfd arenas ({@link DramArenas}), the slot
  * allocator and reference counts ({@link SlotTable}) and the index of resident images (a
  * Caffeine cache, key to {@link ResidentImage}), and reports every insert and removal to the
  * {@link ResidencyStream} it was given.
@@ -120,6 +122,11 @@ public final class DramTier implements AutoCloseable {
      * class-pressure clock: set inside the key's insertion, cleared before its slot is retired.
      */
     private final AtomicReferenceArray<StateKey> slotKeys;
+    /**
+     * The namespace whose arena holds each slot's bytes (-1: never written), set when the slot is
+     * allocated; {@link #takeOver} punches the previous owner's pages.
+     */
+    private final AtomicIntegerArray slotOwners;
     /** Caffeine's size policy under {@link DramEviction#W_TINY_LFU}; null under {@link DramEviction#LRU}. */
     private final Policy.Eviction<StateKey, ResidentImage> eviction;
     /** Serialises bound enforcement under {@link DramEviction#LRU}, so concurrent inserts do not over-evict. */
@@ -136,7 +143,10 @@ public final class DramTier implements AutoCloseable {
         this.slots = new SlotTable(config.sizeClasses(), config.reservedBudgetBytes(),
                 config.evictedLeasedBudgetBytes());
         this.slotKeys = new AtomicReferenceArray<>(slots.slotCount());
+        this.slotOwners = new AtomicIntegerArray(slots.slotCount());
+        for (int i = 0; i < slots.slotCount(); i++) slotOwners.set(i, -1);
         this.metrics = new DramMetrics(registry, config.arenaName(), slots);
+        metrics.arenaNamespaces(arenas::namespaces);
         this.index = switch (config.eviction()) {
             case W_TINY_LFU -> Caffeine.newBuilder()
                     .maximumWeight(config.indexWeightBytes())
@@ -152,7 +162,7 @@ public final class DramTier implements AutoCloseable {
     }
 
     /**
-     * Creates the arena files of {@code config} (replacing stale ones), maps them and returns the
+     * Prepares the per-namespace arenas of {@code config} (each created on first use) and returns the
      * open tier. Meters are registered in {@code registry}; residency changes go to
      * {@code residency}.
      */
@@ -177,6 +187,7 @@ public final class DramTier implements AutoCloseable {
         requireOpen();
         int sizeClass = slots.classFor(lengthBytes);
         if (sizeClass < 0) return refuse(ReserveResult.FullReason.NO_SIZE_CLASS);
+        if (arenasFor(namespaceId).isEmpty()) return refuse(ReserveResult.FullReason.ARENA_NAMESPACES);
         ResidentImage resident = index.policy().getIfPresentQuietly(key);
         // Another namespace's image of the same key bytes is invisible here (see the class note on
         // namespaces): answering ALREADY_RESIDENT for it would tell the caller what another tenant holds.
@@ -192,7 +203,8 @@ public final class DramTier implements AutoCloseable {
         for (int pressureEvictions = 0; ; pressureEvictions++) {
             switch (slots.reserve(sizeClass)) {
                 case SlotTable.Allocation.Allocated(int slot, long imageId) -> {
-                    return new Reservation(this, key, namespaceId, slot, imageId, blockSlice(slot, lengthBytes),
+                    takeOver(slot, namespaceId);
+                    return new Reservation(this, key, namespaceId, slot, imageId, blockSlice(namespaceId, slot, lengthBytes),
                             slotRef(slot, lengthBytes));
                 }
                 case SlotTable.Allocation.Refused(ReserveResult.FullReason reason) -> {
@@ -384,7 +396,7 @@ public final class DramTier implements AutoCloseable {
         return config;
     }
 
-    /** Unmaps the arenas, unlinks their files and removes the meters. Idempotent. */
+    /** Unmaps the arenas, closes their descriptors and removes the meters. Idempotent. */
     @Override
     public void close() {
         if (!closed.compareAndSet(false, true)) return;
@@ -465,7 +477,8 @@ public final class DramTier implements AutoCloseable {
 
     private Lease newLease(StateKey key, ResidentImage image) {
         return new Lease(this, key, image.namespaceId(), image.slot(), image.imageId(),
-                blockSlice(image.slot(), image.lengthBytes()).asReadOnly(), slotRef(image.slot(), image.lengthBytes()));
+                blockSlice(image.namespaceId(), image.slot(), image.lengthBytes()).asReadOnly(),
+                slotRef(image.slot(), image.lengthBytes()));
     }
 
     /** Removes {@code key} if resident (and, when {@code expected} is given, still that image). */
@@ -552,11 +565,45 @@ public final class DramTier implements AutoCloseable {
         return new ReserveResult.Full(reason);
     }
 
-    /** The slot's first {@code lengthBytes} rounded up to whole 4 KiB blocks (slots are block multiples). */
-    private MemorySegment blockSlice(int slot, int lengthBytes) {
+    /**
+     * The slot's first {@code lengthBytes} rounded up to whole 4 KiB blocks (slots are block
+     * multiples), in the arena of {@code namespaceId}: the only memory that namespace's engines map.
+     */
+    private MemorySegment blockSlice(int namespaceId, int slot, int lengthBytes) {
         int sizeClass = slots.classOf(slot);
         long blocks = ((long) lengthBytes + DramArenaLayout.PAGE_BYTES - 1) / DramArenaLayout.PAGE_BYTES;
-        return arenas.segment(sizeClass).asSlice(slotOffset(slot), blocks * DramArenaLayout.PAGE_BYTES);
+        return arenas.segment(namespaceId, sizeClass).asSlice(slotOffset(slot), blocks * DramArenaLayout.PAGE_BYTES);
+    }
+
+    /**
+     * A freshly allocated {@code slot} now belongs to {@code namespaceId}: if another namespace
+     * wrote it last, that namespace's pages of the slot are punched out, so the slot's bytes live in
+     * one memfd only and the tier's memory stays within its capacity. No reader holds the old
+     * bytes: a slot is allocated only once its last lease was released.
+     */
+    private void takeOver(int slot, int namespaceId) {
+        int previous = slotOwners.getAndSet(slot, namespaceId);
+        if (previous >= 0 && previous != namespaceId) {
+            arenas.punch(previous, slots.classOf(slot), slotOffset(slot), slots.slotBytes(slot));
+        }
+    }
+
+    /**
+     * The arenas of {@code namespaceId} (one memfd per class), created on first use; empty when
+     * {@code maxArenaNamespaces} namespaces already have arenas. Engines of the namespace are
+     * given these and no other.
+     */
+    public Optional<ArenaGeometry> arenasFor(int namespaceId) {
+        try {
+            return arenas.arenasFor(namespaceId).map(DramArenas.NamespaceArenas::geometry);
+        } catch (IOException e) {
+            throw new UncheckedIOException("creating the DRAM arenas of namespace " + namespaceId, e);
+        }
+    }
+
+    /** Memory the kernel has allocated to {@code namespaceId}'s arenas, in bytes (headers included). */
+    public long allocatedBytes(int namespaceId) {
+        return arenas.allocatedBytes(namespaceId);
     }
 
     private SlotRef slotRef(int slot, int lengthBytes) {

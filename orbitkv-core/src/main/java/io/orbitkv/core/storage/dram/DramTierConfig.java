@@ -26,6 +26,10 @@ import java.util.regex.Pattern;
  *                                 entries are scanned for an unleased victim of that class, and
  *                                 then how many of the class's slots its clock hand passes
  * @param eviction                 which image leaves a full index ({@link DramEviction})
+ * @param maxArenaNamespaces       namespaces that may have arenas (one memfd per class each, sized
+ *                                 to the class, sparse): bounds the Manager's address space and
+ *                                 descriptors, {@code namespaces × capacity} and
+ *                                 {@code namespaces × classes}
  */
 public record DramTierConfig(
         Path directory,
@@ -34,13 +38,21 @@ public record DramTierConfig(
         long reservedBudgetBytes,
         long evictedLeasedBudgetBytes,
         int pressureScanEntries,
-        DramEviction eviction) {
+        DramEviction eviction,
+        int maxArenaNamespaces) {
 
     /** Default arena directory: POSIX shared memory, visible to every process on the host. */
     public static final Path DEFAULT_DIRECTORY = Path.of("/dev/shm/orbitkv");
 
     /** Default slot sizes: 64 KiB, 256 KiB and 2 MiB (a 16-token page of a 7-8B model is ~2 MiB). */
     public static final List<Integer> DEFAULT_SLOT_BYTES = List.of(64 * 1024, 256 * 1024, 2 * 1024 * 1024);
+
+    /**
+     * Default {@link #maxArenaNamespaces}: 64 models (or ranks, or adapters) on one host is far
+     * beyond what its accelerators run at once, and 64 × a 64 GiB tier is 4 TiB of the 128 TiB
+     * user address space.
+     */
+    public static final int DEFAULT_MAX_ARENA_NAMESPACES = 64;
 
     /** Default scan bound for class-pressure victims. */
     public static final int DEFAULT_PRESSURE_SCAN_ENTRIES = 256;
@@ -85,6 +97,16 @@ public record DramTierConfig(
             throw new IllegalArgumentException("pressureScanEntries must be positive: " + pressureScanEntries);
         }
         Objects.requireNonNull(eviction, "eviction");
+        if (maxArenaNamespaces <= 0) {
+            throw new IllegalArgumentException("maxArenaNamespaces must be positive: " + maxArenaNamespaces);
+        }
+    }
+
+    /** A configuration with {@link #DEFAULT_MAX_ARENA_NAMESPACES}. */
+    public DramTierConfig(Path directory, String arenaName, List<SizeClass> sizeClasses, long reservedBudgetBytes,
+                          long evictedLeasedBudgetBytes, int pressureScanEntries, DramEviction eviction) {
+        this(directory, arenaName, sizeClasses, reservedBudgetBytes, evictedLeasedBudgetBytes, pressureScanEntries,
+                eviction, DEFAULT_MAX_ARENA_NAMESPACES);
     }
 
     /** A configuration with {@link DramEviction#W_TINY_LFU} eviction. */
@@ -125,13 +147,19 @@ public record DramTierConfig(
     /** Same configuration with other budgets. */
     public DramTierConfig withBudgets(long reservedBudgetBytes, long evictedLeasedBudgetBytes) {
         return new DramTierConfig(directory, arenaName, sizeClasses, reservedBudgetBytes, evictedLeasedBudgetBytes,
-                pressureScanEntries, eviction);
+                pressureScanEntries, eviction, maxArenaNamespaces);
     }
 
     /** Same configuration with another eviction policy. */
     public DramTierConfig withEviction(DramEviction eviction) {
         return new DramTierConfig(directory, arenaName, sizeClasses, reservedBudgetBytes, evictedLeasedBudgetBytes,
-                pressureScanEntries, eviction);
+                pressureScanEntries, eviction, maxArenaNamespaces);
+    }
+
+    /** Same configuration with another {@link #maxArenaNamespaces}. */
+    public DramTierConfig withMaxArenaNamespaces(int maxArenaNamespaces) {
+        return new DramTierConfig(directory, arenaName, sizeClasses, reservedBudgetBytes, evictedLeasedBudgetBytes,
+                pressureScanEntries, eviction, maxArenaNamespaces);
     }
 
     /** Sum of all slot bytes. */

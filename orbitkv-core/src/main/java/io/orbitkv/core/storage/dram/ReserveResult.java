@@ -28,6 +28,8 @@ public sealed interface ReserveResult permits Reservation, ReserveResult.Already
         /** In-flight reservations already hold {@code reservedBudgetBytes}. */
         RESERVED_BUDGET,
         /** Evicted images still pinned by leases hold more than {@code evictedLeasedBudgetBytes}. */
-        EVICTED_LEASED_BUDGET
+        EVICTED_LEASED_BUDGET,
+        /** The namespace has no arenas and {@code maxArenaNamespaces} namespaces already have theirs. */
+        ARENA_NAMESPACES
     }
 }

@@ -1,5 +1,6 @@
 package io.orbitkv.core.storage.ssd;
 
+import io.orbitkv.core.storage.OwnerOnly;
 
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
@@ -60,12 +61,12 @@ final class ExtentFiles implements AutoCloseable {
      * and chooses the I/O mode. Fails when O_DIRECT is refused and fallback is not allowed.
      */
     static ExtentFiles open(SsdConfig config) throws IOException {
-        Files.createDirectories(config.directory());
+        OwnerOnly.createDirectories(config.directory());
         IoMode mode = chooseMode(config);
         List<FileChannel> opened = new ArrayList<>();
         try {
             for (int i = 0; i < config.fileCount(); i++) {
-                opened.add(FileChannel.open(config.directory().resolve(fileName(i)), options(mode)));
+                opened.add(OwnerOnly.open(config.directory().resolve(fileName(i)), options(mode)));
             }
         } catch (IOException | RuntimeException e) {
             for (FileChannel ch : opened) closeQuietly(ch);
@@ -77,7 +78,7 @@ final class ExtentFiles implements AutoCloseable {
     @SuppressWarnings("try") // the probe channel is opened only to see O_DIRECT accepted
     private static IoMode chooseMode(SsdConfig config) throws IOException {
         Path first = config.directory().resolve(fileName(0));
-        try (FileChannel ignored = FileChannel.open(first, options(IoMode.DIRECT))) {
+        try (FileChannel ignored = OwnerOnly.open(first, options(IoMode.DIRECT))) {
             long blockSize = Files.getFileStore(first).getBlockSize();
             if (ExtentLayout.BLOCK_BYTES % blockSize != 0) {
                 throw new IOException("filesystem block size " + blockSize + " does not divide 4096 at " + first);

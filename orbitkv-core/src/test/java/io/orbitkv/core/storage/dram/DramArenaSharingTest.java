@@ -53,10 +53,10 @@ class DramArenaSharingTest {
                 List.of(new SizeClass(64 * 1024, 16), new SizeClass(256 * 1024, 8)));
         try (DramTier tier = DramTier.open(config, new ResidencyStream(64), new SimpleMeterRegistry());
              Arena client = Arena.ofConfined()) {
-            ArenaGeometry geometry = tier.geometry();
+            ArenaGeometry geometry = tier.arenasFor(3).orElseThrow();
             assertThat(geometry.arenas()).hasSize(2);
-            assertThat(geometry.arenas().get(1).path())
-                    .isEqualTo(dir.resolve("shared.c1-256k.arena").toAbsolutePath().toString());
+            assertThat(geometry.arenas().get(1).path()).as("a memfd, reached through the Manager's descriptor")
+                    .matches("/proc/" + ProcessHandle.current().pid() + "/fd/[0-9]+");
 
             MemorySegment[] views = new MemorySegment[2];
             for (ArenaGeometry.ClassArena arena : geometry.arenas()) {
@@ -102,7 +102,7 @@ class DramArenaSharingTest {
         Environment.require(pythonAvailable(), "python3 on PATH");
         DramTierConfig config = DramTierConfig.of(dir, "py", List.of(new SizeClass(64 * 1024, 8)));
         try (DramTier tier = DramTier.open(config, new ResidencyStream(64), new SimpleMeterRegistry())) {
-            ArenaGeometry.ClassArena arena = tier.geometry().arenas().getFirst();
+            ArenaGeometry.ClassArena arena = tier.arenasFor(1).orElseThrow().arenas().getFirst();
             StateKey leasedKey = key(1);
             Reservation r = (Reservation) tier.reserve(leasedKey, 1, 50_000);
             writeCanary(r.segment(), leasedKey);
@@ -135,7 +135,7 @@ class DramArenaSharingTest {
 
                 assertThat(out.get(0)).isEqualTo(DramArenaLayout.MAGIC + " " + DramArenaLayout.VERSION + " 0 "
                         + arena.slotBytes() + " " + arena.slotCount() + " " + arena.firstSlotOffset() + " "
-                        + arena.fileBytes() + " " + tier.geometry().incarnation());
+                        + arena.fileBytes() + " " + tier.arenasFor(1).orElseThrow().incarnation());
                 byte[] leased = lease.segment().toArray(ValueLayout.JAVA_BYTE);
                 assertThat(out.get(1)).isEqualTo(HexFormat.of().formatHex(
                         MessageDigest.getInstance("SHA-256").digest(leased)));
