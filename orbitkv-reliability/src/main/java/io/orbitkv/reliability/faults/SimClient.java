@@ -56,7 +56,7 @@ final class SimClient implements AutoCloseable, EventSink {
         this.instance = instance;
         this.namespaceIndex = namespaceIndex;
         this.epoch = epoch;
-        if (!(core.openSession(this) instanceof OpenResult.Opened opened)) {
+        if (!(core.openSession(this, Optional.empty()) instanceof OpenResult.Opened opened)) {
             throw new IllegalStateException("the core refused a session");
         }
         this.session = opened.session();

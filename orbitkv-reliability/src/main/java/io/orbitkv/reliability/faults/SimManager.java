@@ -7,6 +7,7 @@ import io.orbitkv.core.engine.ManagerCore;
 import io.orbitkv.core.engine.ManagerStatus;
 import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.storage.TieredStore;
+import io.orbitkv.core.transfer.RegionDirectory;
 import io.orbitkv.core.storage.TieredStoreConfig;
 import io.orbitkv.core.storage.dram.DramTierConfig;
 import io.orbitkv.core.storage.dram.SizeClass;
@@ -74,7 +75,9 @@ final class SimManager implements AutoCloseable {
                 .withLanes(64, 8, 4);
         store = TieredStore.open(new TieredStoreConfig(dram, ssd, publish, 1 << 14, 16), namespaces, registry,
                 CostObserver.disabled(), device -> new FaultyDevice(device, plan));
-        core = new ManagerCore(store, namespaces, ProtocolLimits.DEFAULTS, bounds, registry, this::now);
+        // the simulated engines restore into host memory only (HOST_READY) and register no region
+        RegionDirectory regions = RegionDirectory.of(dir, List.of(dir.resolve("dram"), dir.resolve("ssd")));
+        core = new ManagerCore(store, namespaces, ProtocolLimits.DEFAULTS, bounds, registry, this::now, regions);
     }
 
     long now() {
