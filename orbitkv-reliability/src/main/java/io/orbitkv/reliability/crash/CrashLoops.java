@@ -199,8 +199,9 @@ public final class CrashLoops implements Callable<Integer> {
 
             manager = ManagerNode.start(dir, shm, "192m", MANAGER_OPTIONS);
             out.dropped = (long) ManagerNode.sum(manager.metrics(), "orbitkv_ssd_corrupt_dropped_total") + out.dropped;
-            System.out.printf("  manager round %3d: SIGKILL after %4d ms, %5d pages published (%5d acknowledged), %s%n",
-                    round, killAfter, attempted.size(), acknowledged.get(), "restarted");
+            System.out.printf("  manager round %3d: SIGKILL after %4d ms, %5d pages published (%5d acknowledged), restarted;"
+                    + " so far %d pages served after restarts, %d corrupt%n", round, killAfter, attempted.size(), acknowledged.get(),
+                    out.reads.served.get(), out.reads.corrupt.get());
         }
         int exit = manager.terminate();
         if (exit != 0) failures.add("the last Manager of the kill loop exited " + exit + " on SIGTERM: " + manager.logTail());

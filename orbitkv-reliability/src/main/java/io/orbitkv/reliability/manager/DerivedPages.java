@@ -59,7 +59,8 @@ public final class DerivedPages {
         long seed = seed(name);
         int words = lengthBytes / 8;
         for (int i = 0; i < words; i++) {
-            if (served.get(WORD, 8L * i) != mix(seed + i)) return 8L * i;
+            long diff = served.get(WORD, 8L * i) ^ mix(seed + i);
+            if (diff != 0) return 8L * i + Long.numberOfTrailingZeros(diff) / 8; // little-endian: low byte first
         }
         long last = mix(seed + words);
         for (int j = words * 8; j < lengthBytes; j++) {
