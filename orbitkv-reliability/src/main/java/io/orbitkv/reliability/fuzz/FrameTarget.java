@@ -25,8 +25,6 @@ import java.util.List;
  */
 public final class FrameTarget implements FuzzTarget {
 
-    static final FrameTarget INSTANCE = new FrameTarget();
-
     /** Small budgets, so the fuzzer reaches every count limit with short inputs. */
     private static final ProtocolLimits SMALL = new ProtocolLimits(4096, 4, 64, 16, 16, 16, 4, 8, 128, 1, 1, 1, 1);
     private static final List<FrameDecoder> DECODERS = List.of(
@@ -34,14 +32,6 @@ public final class FrameTarget implements FuzzTarget {
             new FrameDecoder(ProtocolLimits.DEFAULTS, Direction.TO_CLIENT),
             new FrameDecoder(SMALL, Direction.TO_MANAGER),
             new FrameDecoder(SMALL, Direction.TO_CLIENT));
-
-    public static void fuzzerInitialize() {
-        FuzzTarget.warmUp(INSTANCE);
-    }
-
-    public static void fuzzerTestOneInput(byte[] input) {
-        INSTANCE.fuzzOne(input);
-    }
 
     @Override
     public void fuzzOne(byte[] input) {

@@ -113,7 +113,7 @@ public final class FuzzCampaign implements Callable<Integer> {
                 int inputs = replay(t, corpus);
                 System.out.printf("| %s | %d | %.1f | - | %d | replayed |%n", n, inputs, (System.nanoTime() - start) / 1e9, inputs);
             } else {
-                failed += fuzz(n, t, corpus) ? 0 : 1;
+                failed += fuzz(n, corpus) ? 0 : 1;
             }
         }
         return failed == 0 ? 0 : 1;
@@ -141,14 +141,14 @@ public final class FuzzCampaign implements Callable<Integer> {
         return n;
     }
 
-    private boolean fuzz(String name, FuzzTarget t, Path corpus) throws IOException, InterruptedException {
+    private boolean fuzz(String name, Path corpus) throws IOException, InterruptedException {
         Path dir = work.resolve(name);
         Path workCorpus = dir.resolve("corpus");
         Path findings = dir.resolve("findings");
         Files.createDirectories(workCorpus);
         Files.createDirectories(findings);
         Files.createDirectories(corpus);
-        List<String> cmd = jazzer(t);
+        List<String> cmd = jazzer(name);
         if (maxSeconds > 0) cmd.add("-max_total_time=" + maxSeconds);
         cmd.addAll(List.of("-runs=" + executions, "-timeout=" + timeoutSeconds, "-rss_limit_mb=2048",
                 "-artifact_prefix=" + findings.toAbsolutePath() + "/", "--reproducer_path=" + findings.toAbsolutePath(),
@@ -157,7 +157,7 @@ public final class FuzzCampaign implements Callable<Integer> {
         Run run = runLogged(cmd, dir.resolve("jazzer.log"));
         double seconds = (System.nanoTime() - start) / 1e9;
         if (run.exit == 0 && merge) {
-            List<String> m = jazzer(t);
+            List<String> m = jazzer(name);
             m.addAll(List.of("-merge=1", corpus.toString(), workCorpus.toString()));
             Run merged = runLogged(m, dir.resolve("merge.log"));
             if (merged.exit != 0) System.out.println("merge of " + name + " exited " + merged.exit + " (see " + dir.resolve("merge.log") + ")");
@@ -168,13 +168,14 @@ public final class FuzzCampaign implements Callable<Integer> {
         return run.exit == 0;
     }
 
-    /** The Jazzer command line for {@code t}: a child JVM on this class path. */
-    private static List<String> jazzer(FuzzTarget t) {
+    /** The Jazzer command line for target {@code name}: a child JVM on this class path. */
+    private static List<String> jazzer(String name) {
         return new ArrayList<>(List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
                 // Jazzer attaches its coverage agent to its own JVM and uses sun.misc.Unsafe
                 "-XX:+EnableDynamicAgentLoading", "--sun-misc-unsafe-memory-access=allow", "--enable-native-access=ALL-UNNAMED",
-                "-Xmx1g", "-cp", System.getProperty("java.class.path"), "com.code_intelligence.jazzer.Jazzer",
-                "--target_class=" + t.getClass().getName(), "--instrumentation_includes=io.orbitkv.**"));
+                "-Xmx1g", "-D" + JazzerEntry.PROPERTY + "=" + name, "-cp", System.getProperty("java.class.path"),
+                "com.code_intelligence.jazzer.Jazzer", "--target_class=" + JazzerEntry.class.getName(),
+                "--instrumentation_includes=io.orbitkv.**"));
     }
 
     private record Run(int exit, long executions) {}

@@ -6,9 +6,7 @@ import java.util.List;
  * One fuzz target of the campaign: a decoder fed arbitrary bytes. {@link #fuzzOne} returns
  * normally when the decoder behaved as documented (decoded, or refused with its documented
  * result or exception type; a decoded value re-encodes to what it was decoded from, or decodes
- * to itself again); anything it throws is a finding. Each implementation also has the
- * {@code public static void fuzzerTestOneInput(byte[])} Jazzer's standalone driver calls (and
- * {@code fuzzerInitialize()}, which {@link #warmUp warms it up}), and
+ * to itself again); anything it throws is a finding. Jazzer reaches it through {@link JazzerEntry}, and
  * {@link #seeds} builds valid inputs with the encoders, the start of its committed corpus.
  *
  * <p>Implementations are stateless and thread-safe.
@@ -45,6 +43,11 @@ public interface FuzzTarget {
     /** Throws an {@link AssertionError} with {@code what} unless {@code holds}. */
     static void check(boolean holds, String what) {
         if (!holds) throw new AssertionError(what);
+    }
+
+    /** The input after its first (selector) byte; call only with a non-empty input. */
+    static byte[] body(byte[] input) {
+        return java.util.Arrays.copyOfRange(input, 1, input.length);
     }
 
     /** {@code selector} followed by {@code body}: the input form of a target with several decoders. */

@@ -22,20 +22,10 @@ import java.util.List;
  */
 public final class ContractFuzzTarget implements FuzzTarget {
 
-    static final ContractFuzzTarget INSTANCE = new ContractFuzzTarget();
-
-    public static void fuzzerInitialize() {
-        FuzzTarget.warmUp(INSTANCE);
-    }
-
-    public static void fuzzerTestOneInput(byte[] input) {
-        INSTANCE.fuzzOne(input);
-    }
-
     @Override
     public void fuzzOne(byte[] input) {
         if (input.length == 0) return;
-        byte[] body = Arrays.copyOfRange(input, 1, input.length);
+        byte[] body = FuzzTarget.body(input);
         if ((input[0] & 1) == 0) {
             if (RecoveryContractEncoding.decode(body) instanceof ContractDecoding.Decoded(RecoveryContract c)) {
                 FuzzTarget.check(Arrays.equals(RecoveryContractEncoding.canonicalBytes(c), body), "a decoded contract is not canonical");

@@ -21,20 +21,10 @@ import java.util.List;
  */
 public final class NamespaceFuzzTarget implements FuzzTarget {
 
-    static final NamespaceFuzzTarget INSTANCE = new NamespaceFuzzTarget();
-
-    public static void fuzzerInitialize() {
-        FuzzTarget.warmUp(INSTANCE);
-    }
-
-    public static void fuzzerTestOneInput(byte[] input) {
-        INSTANCE.fuzzOne(input);
-    }
-
     @Override
     public void fuzzOne(byte[] input) {
         if (input.length == 0) return;
-        byte[] body = Arrays.copyOfRange(input, 1, input.length);
+        byte[] body = FuzzTarget.body(input);
         if ((input[0] & 1) == 0) {
             if (Namespace.decode(body) instanceof NamespaceDecoding.Decoded(Namespace ns)) {
                 FuzzTarget.check(Arrays.equals(ns.canonicalBytes(), body), "a decoded namespace is not canonical");

@@ -30,20 +30,10 @@ import java.util.List;
  */
 public final class CatalogFuzzTarget implements FuzzTarget {
 
-    static final CatalogFuzzTarget INSTANCE = new CatalogFuzzTarget();
-
-    public static void fuzzerInitialize() {
-        FuzzTarget.warmUp(INSTANCE);
-    }
-
-    public static void fuzzerTestOneInput(byte[] input) {
-        INSTANCE.fuzzOne(input);
-    }
-
     @Override
     public void fuzzOne(byte[] input) {
         if (input.length == 0) return;
-        byte[] body = java.util.Arrays.copyOfRange(input, 1, input.length);
+        byte[] body = FuzzTarget.body(input);
         try {
             switch (Byte.toUnsignedInt(input[0]) % 4) {
                 case 0 -> {

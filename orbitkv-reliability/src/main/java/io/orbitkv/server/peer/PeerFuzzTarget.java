@@ -30,21 +30,12 @@ import java.util.Optional;
  */
 public final class PeerFuzzTarget implements FuzzTarget {
 
-    static final PeerFuzzTarget INSTANCE = new PeerFuzzTarget();
     private static final BulkLimits LIMITS = BulkLimits.defaults();
-
-    public static void fuzzerInitialize() {
-        FuzzTarget.warmUp(INSTANCE);
-    }
-
-    public static void fuzzerTestOneInput(byte[] input) {
-        INSTANCE.fuzzOne(input);
-    }
 
     @Override
     public void fuzzOne(byte[] input) {
         if (input.length == 0) return;
-        byte[] body = Arrays.copyOfRange(input, 1, input.length);
+        byte[] body = FuzzTarget.body(input);
         if ((input[0] & 1) == 0) {
             authorize(body);
         } else {
