@@ -20,8 +20,8 @@ import picocli.CommandLine.Option;
  * Part {@code soak} of the reliability campaign: one Manager process and {@code --clients}
  * {@link SoakClient} threads mixing query, restore, publish, cancel and disconnect/reconnect for
  * {@code --minutes}, seeded. Every {@code --sample-seconds} (a minute by default) it samples the
- * Manager's heap after a full collection ({@code jcmd GC.run}, then the old generation's
- * {@code jvm_memory_used_bytes} on {@code /metrics}: the live set, not the allocation sawtooth), its resident set
+ * Manager's live heap ({@code jcmd GC.class_histogram}: a full collection and the bytes of the
+ * objects that survived it, not the allocation sawtooth), its resident set
  * ({@code VmRSS}) and the period's QUERY and RESTORE p99 (HdrHistogram interval histograms).
  *
  * <p>Rules, checked at the end (exit 1 if one fails): the first {@code --warmup-periods} (1) periods
@@ -129,7 +129,7 @@ public final class Soak implements Callable<Integer> {
         Histogram query = null;
         Histogram restore = null;
         long[] last = new long[4];
-        System.out.println("| period | end s | heap after GC MiB | RSS MiB | queries | QUERY p99 ms | restores | RESTORE p99 ms | publishes | cancels | reconnects | busy |");
+        System.out.println("| period | end s | live heap MiB | RSS MiB | queries | QUERY p99 ms | restores | RESTORE p99 ms | publishes | cancels | reconnects | busy |");
         System.out.println("|-------:|------:|------------------:|--------:|--------:|-------------:|---------:|---------------:|----------:|--------:|-----------:|-----:|");
         try {
             for (int p = 1; p <= count; p++) {
@@ -212,18 +212,26 @@ public final class Soak implements Callable<Integer> {
         }
     }
 
-    /** The Manager's live set: its old generation (SerialGC's Tenured Gen) right after a full collection, from {@code /metrics}. */
+    /**
+     * The Manager's live set: {@code jcmd <pid> GC.class_histogram} collects the whole heap and
+     * counts the objects that survived at that safepoint, so nothing allocated after the
+     * collection is counted (a GC followed by a {@code /metrics} scrape counted up to 9 MiB the
+     * clients made the Manager allocate in between; the old generation alone missed what the
+     * collection left in the young one).
+     */
     private static long heapAfterGc(ManagerNode manager) throws IOException, InterruptedException {
         Process jcmd = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "jcmd").toString(),
-                Long.toString(manager.pid()), "GC.run").redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
-        if (!jcmd.waitFor(30, TimeUnit.SECONDS) || jcmd.exitValue() != 0) {
+                Long.toString(manager.pid()), "GC.class_histogram").redirectErrorStream(true).start();
+        String out = new String(jcmd.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+        if (!jcmd.waitFor(60, TimeUnit.SECONDS) || jcmd.exitValue() != 0) {
             jcmd.destroyForcibly();
-            throw new IOException("jcmd " + manager.pid() + " GC.run failed");
+            throw new IOException("jcmd " + manager.pid() + " GC.class_histogram failed: " + out);
         }
-        // the old generation only: a full collection leaves the live set there, and what the clients
-        // make the Manager allocate between the collection and the scrape lands in eden (up to 9 MiB
-        // of a 30 MiB total in 1 s here, which made whole-heap samples bimodal)
-        return (long) ManagerNode.sum(manager.metrics(), "jvm_memory_used_bytes", "area=\"heap\"", "id=\"Tenured Gen\"");
+        for (String line : out.split("\n")) {
+            String[] f = line.trim().split("\\s+");
+            if (f.length == 3 && f[0].equals("Total")) return Long.parseLong(f[2]);
+        }
+        throw new IOException("no Total line in jcmd GC.class_histogram: " + out);
     }
 
     private static long floor(List<Period> window, java.util.function.ToLongFunction<Period> value) {
