@@ -52,7 +52,7 @@ final class PeerWire {
     static Optional<AuthorizeRequest> decode(AuthorizeCall c) {
         Optional<NodeIncarnation> requester = requester(c.getRequester());
         if (requester.isEmpty() || c.getKey().size() != StateKey.BYTES || c.getNamespaceDigest().size() != NamespaceDigest.BYTES
-                || c.getSourceIncarnation() <= 0 || c.getResidencySequence() <= 0) {
+                || c.getSourceIncarnation() <= 0 || c.getResidencySequence() <= 0 || c.getGeneration() < 0) {
             return Optional.empty();
         }
         PeerMedium medium = switch (c.getMedium()) {

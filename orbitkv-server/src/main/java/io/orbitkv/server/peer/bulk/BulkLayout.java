@@ -10,6 +10,8 @@ import io.orbitkv.state.StateKey;
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -305,11 +307,15 @@ public final class BulkLayout {
             case AUTH -> body.getInt() != MAGIC ? new Malformed("magic")
                     : new Auth(bytes(body, NONCE_BYTES), bytes(body, MAC_BYTES));
             case AUTH_OK -> new AuthOk(bytes(body, MAC_BYTES));
-            case ERROR -> new ErrorFrame(ErrorCode.of(body.getShort() & 0xFFFF));
+            case ERROR -> {
+                int code = body.getShort() & 0xFFFF;
+                yield body.getShort() != 0 ? new Malformed("error reserved bits") : new ErrorFrame(ErrorCode.of(code));
+            }
             case PAGE_REFUSED -> {
                 long batchId = body.getLong();
                 int index = body.getShort() & 0xFFFF;
                 Rejection reason = rejection(body.get() & 0xFF);
+                if (body.get() != 0) yield new Malformed("page refused reserved bits");
                 yield reason == null ? new Malformed("unknown refusal code") : new PageRefused(batchId, index, reason);
             }
             default -> new Malformed("not a control frame: " + header.type());
@@ -347,7 +353,14 @@ public final class BulkLayout {
             return new Malformed("request length " + bodyBytes + " for " + count + " pages");
         }
         if (sourceIncarnation <= 0 || requesterIncarnation <= 0) return new Malformed("incarnation");
-        String nodeId = new String(bytes(b, idLength), StandardCharsets.UTF_8);
+        String nodeId;
+        try {
+            // strict: a lenient decode turns bad bytes into U+FFFD, naming a node the peer never sent
+            nodeId = StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(CodingErrorAction.REPORT).decode(ByteBuffer.wrap(bytes(b, idLength))).toString();
+        } catch (CharacterCodingException e) {
+            return new Malformed("node id is not UTF-8");
+        }
         if (nodeId.isEmpty() || nodeId.length() > 128) return new Malformed("node id");
         List<PageAsk> pages = new ArrayList<>(count);
         byte[] keyAndNs = new byte[StateKey.BYTES + NamespaceDigest.BYTES];

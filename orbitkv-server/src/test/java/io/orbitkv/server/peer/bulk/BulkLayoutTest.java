@@ -159,6 +159,27 @@ class BulkLayoutTest {
         assertThat(BulkLayout.decodeControl(header(refused), refused)).isInstanceOf(BulkLayout.Malformed.class);
     }
 
+    /** Found by the fuzz campaign (target peer): a reserved byte that is not 0 was accepted, so two encodings decoded alike. */
+    @Test
+    void reservedBitsOfControlFramesMustBeZero() {
+        ByteBuffer refused = new BulkLayout.PageRefused(1, 2, Rejection.SOURCE_BUSY).encode();
+        refused.put(BulkLayout.HEADER_BYTES + 11, (byte) 1);
+        assertThat(BulkLayout.decodeControl(header(refused), refused)).isInstanceOf(BulkLayout.Malformed.class);
+        ByteBuffer error = new BulkLayout.ErrorFrame(BulkLayout.ErrorCode.BUSY).encode();
+        error.put(BulkLayout.HEADER_BYTES + 3, (byte) 1);
+        assertThat(BulkLayout.decodeControl(header(error), error)).isInstanceOf(BulkLayout.Malformed.class);
+    }
+
+    /** Found by the fuzz campaign (target peer): invalid UTF-8 in the node id was decoded as U+FFFD, a node nobody sent. */
+    @Test
+    void aRequesterNodeIdThatIsNotUtf8IsMalformed() {
+        ByteBuffer frame = new BulkLayout.BatchRequest(1, new NodeIncarnation("node-x", 2), 3, List.of(ask(new Random(1)))).encode();
+        frame.put(BulkLayout.HEADER_BYTES + BulkLayout.REQUEST_FIXED_BYTES + 5, (byte) 0xDE);
+        BulkLayout.Header h = header(frame);
+        assertThat(BulkLayout.decodeRequest(frame.slice(frame.position(), h.bodyBytes()), LIMITS))
+                .isEqualTo(new BulkLayout.Malformed("node id is not UTF-8"));
+    }
+
     static ByteBuffer rawHeader(int type, int version, int flags, long body) {
         ByteBuffer b = ByteBuffer.allocate(BulkLayout.HEADER_BYTES);
         b.put((byte) type).put((byte) version).putShort((short) flags).putInt((int) body);
