@@ -125,7 +125,7 @@ public final class TtftBench {
     }
 
     /** The 1-minute load average from /proc/loadavg, or "n/a". */
-    private static String loadAverage() {
+    public static String loadAverage() {
         try {
             return Files.readString(Path.of("/proc/loadavg")).split(" ")[0];
         } catch (IOException e) {
@@ -137,7 +137,8 @@ public final class TtftBench {
         return o.containsKey(key) ? Integer.parseInt(o.get(key)) : dflt;
     }
 
-    private static void deleteTree(Path dir) throws IOException {
+    /** Deletes {@code dir} and everything under it; nothing when it does not exist. */
+    public static void deleteTree(Path dir) throws IOException {
         if (!Files.exists(dir)) return;
         try (Stream<Path> s = Files.walk(dir)) {
             for (Path p : s.sorted(Comparator.reverseOrder()).toList()) Files.deleteIfExists(p);
