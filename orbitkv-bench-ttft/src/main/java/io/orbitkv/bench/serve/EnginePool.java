@@ -37,9 +37,16 @@ import java.util.concurrent.locks.LockSupport;
  */
 final class EnginePool implements AutoCloseable {
 
-    /** What one request of a run did. {@code ttftNanos} and {@code e2eNanos} are from its arrival. */
+    /**
+     * What one request of a run did. {@code ttftNanos} and {@code e2eNanos} are from its arrival;
+     * {@code waitNanos} from arrival to admission into the pool, {@code queueNanos} from arrival to
+     * the start of its service at the engine, {@code afterFirstTokenNanos} from the first token to
+     * the end (the remaining decode steps and the publish of the new pages, which keep the engine
+     * busy before its next request).
+     */
     record Result(ServeRequest request, int engine, String outcome, long ttftNanos, long e2eNanos, long waitNanos,
-                  int restoredTokens, String source, long logitsHash, int generatedTokens) {
+                  long queueNanos, long afterFirstTokenNanos, int restoredTokens, String source, long logitsHash,
+                  int generatedTokens) {
         boolean served() {
             return outcome.equals("SERVED");
         }
@@ -195,8 +202,10 @@ final class EnginePool implements AutoCloseable {
         }
         long done = Long.parseLong(f[4]);
         int generated = f[8].equals("-") ? 0 : f[8].split(",").length;
+        long firstToken = Long.parseLong(f[10]);
         return new Result(r, w.index, f[2], Long.parseLong(f[3]), done - a.arrivalNanos(),
-                a.admittedNanos() - a.arrivalNanos(), Integer.parseInt(f[5]), f[6], Long.parseLong(f[7]), generated);
+                a.admittedNanos() - a.arrivalNanos(), Long.parseLong(f[9]) - a.arrivalNanos(),
+                firstToken == 0 ? 0 : done - firstToken, Integer.parseInt(f[5]), f[6], Long.parseLong(f[7]), generated);
     }
 
     private static String head(String command) {

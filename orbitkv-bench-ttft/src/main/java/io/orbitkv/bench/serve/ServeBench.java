@@ -34,7 +34,7 @@ import java.util.concurrent.TimeUnit;
  * <pre>
  *   java -cp orbitkv-bench-ttft.jar io.orbitkv.bench.serve.ServeBench [--out=bench-results/serve] [--work=var/serve]
  *        [--model=bench|ci] [--engines=4] [--concurrency=1,4,8,16] [--working-sets=large,fits]
- *        [--rate=1.5] [--engine-kv=12m] [--dram=16m] [--ssd=256m] [--trace=FILE --trace-requests=200 --speedup=1]
+ *        [--rate=3] [--engine-kv=6m] [--dram=12m] [--ssd=256m] [--trace=FILE --trace-requests=200 --speedup=1]
  * </pre>
  *
  * <p>Thread model: the calling thread drives; {@link EnginePool} runs one thread per engine. For
@@ -142,21 +142,26 @@ public final class ServeBench {
         return new Config(Path.of(o.getOrDefault("out", "bench-results/serve")), work,
                 Path.of(o.getOrDefault("shm", "/dev/shm/orbitkv-serve-" + ProcessHandle.current().pid())), spec,
                 Integer.parseInt(o.getOrDefault("engines", "4")), List.copyOf(conc), List.copyOf(sets),
-                Double.parseDouble(o.getOrDefault("rate", "1.5")), bytes(o.getOrDefault("engine-kv", "12m")),
-                bytes(o.getOrDefault("dram", "16m")), bytes(o.getOrDefault("ssd", "256m")), 16, context + 16,
+                Double.parseDouble(o.getOrDefault("rate", "3")), bytes(o.getOrDefault("engine-kv", "6m")),
+                bytes(o.getOrDefault("dram", "12m")), bytes(o.getOrDefault("ssd", "256m")), 16, context + 16,
                 Integer.parseInt(o.getOrDefault("threads", "1")));
     }
 
     /**
-     * The named synthetic shapes. {@code large} (6 system prompts, 24 sessions x 3 turns, 6
-     * sessions per engine of a 4-engine pool: ~22 MiB of sequences per engine on the bench model,
-     * against 12 MiB of engine KV memory) and {@code fits} (one system prompt, 4 sessions x 6
-     * turns, one session per engine: at most ~11 MiB per engine); {@code tiny} for the CI model.
+     * The named synthetic shapes. {@code large}: 6 system prompts, 16 sessions x 3 turns, 4
+     * sessions per engine of a 4-engine pool: ~10 MiB of sequences per engine on the bench model
+     * (20 pages of 128 KiB each at the last turn), against 6 MiB of engine KV memory. {@code fits}:
+     * one system prompt, 4 sessions x 4 turns, one session per engine: at most ~5.4 MiB per engine
+     * (the main line and a branch). {@code tiny}: the CI model's test run.
+     *
+     * <p>Design note: sized so that a whole run (24 cells) stays within ~10 minutes on 2 cores
+     * shared with other jobs; a first sizing (24 sessions, 256-token system prompts) took 170-300 s
+     * per cell at load average 10-19.
      */
     static ServeWorkload.Shape shape(String name, long seed) {
         return switch (name) {
-            case "large" -> new ServeWorkload.Shape("large", 6, 24, 3, 256, 48, 32, 8, 0.2, 0.1, seed);
-            case "fits" -> new ServeWorkload.Shape("fits", 1, 4, 6, 256, 48, 32, 8, 0.2, 0.1, seed + 1);
+            case "large" -> new ServeWorkload.Shape("large", 6, 16, 3, 192, 32, 16, 8, 0.2, 0.1, seed);
+            case "fits" -> new ServeWorkload.Shape("fits", 1, 4, 4, 192, 32, 16, 8, 0.2, 0.1, seed + 1);
             case "tiny" -> new ServeWorkload.Shape("tiny", 2, 4, 2, 48, 16, 8, 4, 0.3, 0.25, seed + 2);
             default -> throw new IllegalArgumentException("unknown working set " + name + " (large, fits, tiny)");
         };
@@ -217,6 +222,7 @@ public final class ServeBench {
         } finally {
             TtftBench.deleteTree(config.shm());
             TtftBench.deleteTree(config.work().resolve("managers"));
+            TtftBench.deleteTree(config.work().resolve("model"));
         }
     }
 

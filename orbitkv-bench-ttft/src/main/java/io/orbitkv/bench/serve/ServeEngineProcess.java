@@ -26,7 +26,7 @@ import java.nio.file.Path;
  *   READY                                       (printed once the model is loaded)
  *   ARM COLD | ARM LOCAL bytes | ARM ORBITKV socket instance epoch    -> OK
  *   REQ id arrivalNanos newTokens NONE|RESTORE|PREFILL t0,t1,...      -> DONE id outcome ttftNanos doneNanos
- *                                                                         restored source logitsHash tokens
+ *                                                       restored source logitsHash tokens startNanos firstTokenNanos
  *   STATS                                       -> STATS pinned entries usedBytes hits evictions
  *   QUIT                                        (exits 0)
  *   any failure                                 -> ERR message (then exits 1)
@@ -119,6 +119,7 @@ public final class ServeEngineProcess {
         }
 
         private String request(String[] w) {
+            long start = System.nanoTime();
             String id = w[1];
             long arrival = Long.parseLong(w[2]);
             int newTokens = Integer.parseInt(w[3]);
@@ -134,9 +135,10 @@ public final class ServeEngineProcess {
                 case PREFILL -> phase == LlamaCppSessionRunner.Phase.PREFILL;
             };
             return switch (runner.run(prompt, newTokens, arrival, cancel)) {
-                case LlamaCppSessionRunner.Outcome.Served s -> done(id, "SERVED", s.report());
+                case LlamaCppSessionRunner.Outcome.Served s -> done(id, "SERVED", s.report()) + " " + start + " "
+                        + (arrival + s.report().ttftNanos());
                 case LlamaCppSessionRunner.Outcome.Cancelled c -> "DONE " + id + " CANCELLED_" + c.phase() + " 0 "
-                        + System.nanoTime() + " " + c.leasedPages() + " NONE 0 -";
+                        + System.nanoTime() + " " + c.leasedPages() + " NONE 0 - " + start + " 0";
             };
         }
 

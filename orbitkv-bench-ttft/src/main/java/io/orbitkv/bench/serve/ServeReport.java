@@ -90,12 +90,33 @@ final class ServeReport {
                     orbit ? String.format(Locale.ROOT, "%.1f / %.1f", c.ssdReadBytes() / 1048576.0, c.ssdWriteBytes() / 1048576.0) : "-",
                     c.arm() == ServeArm.COLD ? "-" : Long.toString(c.leasesAfter())));
         }
-        md.append('\n').append(targets(outcome));
+        md.append('\n').append(profile(outcome)).append('\n').append(targets(outcome));
         writeCsv(config.out(), outcome);
         List<Path> charts = charts(config, outcome);
         md.append("\nCharts: ").append(String.join(", ", charts.stream().map(Path::toString).toList())).append('\n');
         Files.writeString(config.out().resolve("serve.md"), md.toString());
         return md.toString();
+    }
+
+    /**
+     * Where a served request's time went, means per cell: waiting (arrival to the start of its
+     * service at the engine: the in-flight cap and the engine's queue), service to the first token
+     * (lookup, restore, prefill), and after the first token (decode, then publish).
+     */
+    static String profile(ServeBench.Outcome outcome) {
+        StringBuilder sb = new StringBuilder("| working set | arm | conc. | queued ms (mean) | to first token ms | after first token ms "
+                + "| prefilled tokens / request | restored tokens / request |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        for (ServeBench.Cell c : outcome.cells()) {
+            List<EnginePool.Result> s = c.results().stream().filter(EnginePool.Result::served).toList();
+            if (s.isEmpty()) continue;
+            sb.append(String.format(Locale.ROOT, "| %s | %s | %d | %.1f | %.1f | %.1f | %.1f | %.1f |%n", c.workingSet(), c.arm().label,
+                    c.concurrency(), s.stream().mapToLong(EnginePool.Result::queueNanos).average().orElse(0) / 1e6,
+                    s.stream().mapToLong(r -> r.ttftNanos() - r.queueNanos()).average().orElse(0) / 1e6,
+                    s.stream().mapToLong(EnginePool.Result::afterFirstTokenNanos).average().orElse(0) / 1e6,
+                    s.stream().mapToInt(r -> r.request().prompt().length - r.restoredTokens()).average().orElse(0),
+                    s.stream().mapToInt(EnginePool.Result::restoredTokens).average().orElse(0)));
+        }
+        return sb.toString();
     }
 
     /** The two targets, for each concurrency where both arms ran. */
@@ -128,7 +149,7 @@ final class ServeReport {
                 + "manager_hit_tokens_dram,manager_hit_tokens_ssd,ssd_read_bytes,ssd_write_bytes,leases_after,local_evictions");
         List<String> requests = new ArrayList<>();
         requests.add("working_set,arm,concurrency,id,kind,affinity,engine,outcome,cancel_at,prompt_tokens,restored_tokens,source,"
-                + "ttft_ns,e2e_ns,wait_ns,generated_tokens,logits_hash");
+                + "ttft_ns,e2e_ns,wait_ns,queue_ns,after_first_token_ns,generated_tokens,logits_hash");
         for (ServeBench.Cell c : outcome.cells()) {
             long served = c.results().size() - cancelled(c);
             long outTokens = c.results().stream().mapToLong(EnginePool.Result::generatedTokens).sum();
@@ -147,6 +168,7 @@ final class ServeReport {
                         Integer.toString(r.engine()), r.outcome(), r.request().cancelAt().name(),
                         Integer.toString(r.request().prompt().length), Integer.toString(r.restoredTokens()), r.source(),
                         Long.toString(r.ttftNanos()), Long.toString(r.e2eNanos()), Long.toString(r.waitNanos()),
+                        Long.toString(r.queueNanos()), Long.toString(r.afterFirstTokenNanos()),
                         Integer.toString(r.generatedTokens()), Long.toHexString(r.logitsHash())));
             }
         }
