@@ -15,7 +15,6 @@ import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -80,16 +79,7 @@ public final class ServeBench {
 
     public static void main(String[] args) throws Exception {
         System.setProperty("java.awt.headless", "true");
-        Map<String, String> o = new HashMap<>();
-        for (String a : args) {
-            int eq = a.indexOf('=');
-            String key = a.startsWith("--") && eq > 2 ? a.substring(2, eq) : "";
-            if (!OPTIONS.contains(key)) {
-                System.err.println("serve: unknown argument " + a + "; options: " + OPTIONS);
-                System.exit(2);
-            }
-            o.put(key, a.substring(eq + 1));
-        }
+        Map<String, String> o = TtftBench.options(args, OPTIONS, "serve");
         Config config;
         try {
             config = config(o);
