@@ -90,7 +90,8 @@ public final class ServeBench {
         }
         String loadStart = TtftBench.loadAverage();
         long t0 = System.nanoTime();
-        Outcome outcome = run(config, System.err);
+        Outcome outcome = run(config, System.err, soFar -> ServeReport.write(config, soFar, loadStart,
+                TtftBench.loadAverage(), (System.nanoTime() - t0) / 1_000_000_000L));
         String md = ServeReport.write(config, outcome, loadStart, TtftBench.loadAverage(),
                 (System.nanoTime() - t0) / 1_000_000_000L);
         System.out.print(md);
@@ -173,8 +174,12 @@ public final class ServeBench {
         return n * unit;
     }
 
-    /** Runs every cell of {@code config}; progress to {@code log}. */
-    static Outcome run(Config config, PrintStream log) throws IOException, InterruptedException {
+    /**
+     * Runs every cell of {@code config}; progress lines to {@code log}, and the outcome so far to
+     * {@code progress} after every cell (the report is rewritten then, so a run cut short leaves
+     * its finished cells behind).
+     */
+    static Outcome run(Config config, PrintStream log, Progress progress) throws IOException, InterruptedException {
         TtftBench.deleteTree(config.work());
         TtftBench.deleteTree(config.shm());
         Files.createDirectories(config.work());
@@ -196,19 +201,26 @@ public final class ServeBench {
                     log.printf(Locale.ROOT, "serve: working set %s: %d requests, %d distinct pages (%.1f MiB)%n", ws.name(),
                             ws.requests().size(), ServeWorkload.distinctPages(ws.requests(), config.pageTokens()),
                             ServeWorkload.distinctPages(ws.requests(), config.pageTokens()) * pageBytes / 1048576.0);
-                    for (int ci = 0; ci < config.concurrencies().size(); ci++) {
-                        int c = config.concurrencies().get(ci);
+                }
+                // highest concurrency first, working sets interleaved: a run cut short still has the target cells
+                List<Integer> order = new ArrayList<>(config.concurrencies());
+                order.sort(java.util.Comparator.reverseOrder());
+                for (int ci = 0; ci < order.size(); ci++) {
+                    int c = order.get(ci);
+                    for (WorkingSet ws : config.workingSets()) {
                         for (int k = 0; k < ServeArm.values().length; k++) {
                             ServeArm arm = ServeArm.values()[(k + ci) % ServeArm.values().length];
                             Cell cell = cell(config, pool, ws, arm, c, warmup, pageBytes, log);
                             drained &= cell.leasesAfter() == 0;
                             cells.add(cell);
+                            int[] parity = parity(cells);
+                            progress.accept(new Outcome(sorted(config, cells), parity[0], parity[1], drained, pageBytes));
                         }
                     }
                 }
             }
             int[] parity = parity(cells);
-            return new Outcome(List.copyOf(cells), parity[0], parity[1], drained, pageBytes);
+            return new Outcome(sorted(config, cells), parity[0], parity[1], drained, pageBytes);
         } finally {
             TtftBench.deleteTree(config.shm());
             TtftBench.deleteTree(config.work().resolve("managers"));
@@ -273,6 +285,21 @@ public final class ServeBench {
                 manager.close();
             }
         }
+    }
+
+    /** Told the outcome so far after every cell. */
+    @FunctionalInterface
+    interface Progress {
+        void accept(Outcome soFar) throws IOException;
+    }
+
+    /** Cells in table order: working set as configured, then arm, then concurrency. */
+    private static List<Cell> sorted(Config config, List<Cell> cells) {
+        List<String> names = config.workingSets().stream().map(WorkingSet::name).toList();
+        List<Cell> out = new ArrayList<>(cells);
+        out.sort(java.util.Comparator.<Cell>comparingInt(c -> names.indexOf(c.workingSet()))
+                .thenComparing(Cell::arm).thenComparingInt(Cell::concurrency));
+        return List.copyOf(out);
     }
 
     /** Waits until the Manager's leases and reservations are 0 (deadline 10 s); returns the leases left. */

@@ -36,7 +36,12 @@ class ServeBenchTest {
         o.put("work", tmp.resolve("work").toString());
         o.put("shm", "/dev/shm/orbitkv-serve-test-" + ProcessHandle.current().pid());
         ServeBench.Config config = ServeBench.config(o);
-        ServeBench.Outcome outcome = ServeBench.run(config, System.err);
+        int[] progressCalls = new int[1];
+        ServeBench.Outcome outcome = ServeBench.run(config, System.err, soFar -> {
+            progressCalls[0]++;
+            assertThat(soFar.cells()).hasSize(progressCalls[0]);
+        });
+        assertThat(progressCalls[0]).isEqualTo(3);
 
         assertThat(outcome.cells()).extracting(ServeBench.Cell::arm).containsExactlyInAnyOrder(ServeArm.values());
         assertThat(outcome.mismatched()).as("restored requests whose logits differ from cold").isZero();
