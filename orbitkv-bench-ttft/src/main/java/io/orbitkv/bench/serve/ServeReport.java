@@ -5,6 +5,8 @@ import io.orbitkv.bench.ttft.TtftStats;
 import org.knowm.xchart.BitmapEncoder;
 import org.knowm.xchart.XYChart;
 import org.knowm.xchart.XYChartBuilder;
+import org.knowm.xchart.XYSeries;
+import org.knowm.xchart.style.lines.SeriesLines;
 
 import java.io.IOException;
 import java.nio.file.Files;
@@ -188,8 +190,19 @@ final class ServeReport {
                         .filter(c -> c.workingSet().equals(ws.name()) && c.arm() == arm).toList();
                 if (mine.isEmpty()) continue;
                 double[] x = mine.stream().mapToDouble(ServeBench.Cell::concurrency).toArray();
-                chart.addSeries(arm.label + " p50", x, mine.stream().mapToDouble(c -> ttftPercentile(c, 50)).toArray());
-                chart.addSeries(arm.label + " p99", x, mine.stream().mapToDouble(c -> ttftPercentile(c, 99)).toArray());
+                // one colour per arm: p50 solid, p99 dashed
+                java.awt.Color colour = switch (arm) {
+                    case COLD -> new java.awt.Color(0x60, 0x60, 0x60);
+                    case ENGINE_LOCAL -> new java.awt.Color(0xE0, 0x80, 0x10);
+                    case ORBITKV -> new java.awt.Color(0x10, 0x80, 0x40);
+                };
+                XYSeries p50 = chart.addSeries(arm.label + " p50", x, mine.stream().mapToDouble(c -> ttftPercentile(c, 50)).toArray());
+                XYSeries p99 = chart.addSeries(arm.label + " p99", x, mine.stream().mapToDouble(c -> ttftPercentile(c, 99)).toArray());
+                for (XYSeries series : List.of(p50, p99)) {
+                    series.setLineColor(colour);
+                    series.setMarkerColor(colour);
+                }
+                p99.setLineStyle(SeriesLines.DASH_DASH);
             }
             Path file = config.out().resolve("serve-ttft-" + ws.name() + ".png");
             BitmapEncoder.saveBitmap(chart, TtftReport.stripPng(file), BitmapEncoder.BitmapFormat.PNG);
