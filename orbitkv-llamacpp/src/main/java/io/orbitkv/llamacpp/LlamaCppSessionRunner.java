@@ -94,6 +94,48 @@ public final class LlamaCppSessionRunner {
      * (at least 1), {@code arrivalNanos} the {@link System#nanoTime()} when the request arrived.
      */
     public RequestReport run(int[] prompt, int newTokens, long arrivalNanos) {
+        return switch (run(prompt, newTokens, arrivalNanos, Cancellation.NEVER)) {
+            case Outcome.Served served -> served.report();
+            case Outcome.Cancelled cancelled -> throw new IllegalStateException("cancelled without a cancellation");
+        };
+    }
+
+    /** The two points of a request where a cancellation is seen. */
+    public enum Phase {
+        /** The prefix is leased and about to be copied into the KV cache. */
+        RESTORE,
+        /** The prefill batch ran; no token has been emitted yet. */
+        PREFILL
+    }
+
+    /**
+     * Asked once per {@link Phase} of a request whether its client went away. Called on the
+     * runner's thread; an implementation may read a flag another thread sets.
+     */
+    @FunctionalInterface
+    public interface Cancellation {
+        Cancellation NEVER = phase -> false;
+
+        boolean cancelledAt(Phase phase);
+    }
+
+    /** How a request ended: served, or cancelled at a phase (nothing published, the lease released). */
+    public sealed interface Outcome {
+        record Served(RequestReport report) implements Outcome {
+        }
+
+        /** @param leasedPages pages the lookup had leased (0 when it missed); all released before this returns */
+        record Cancelled(Phase phase, int leasedPages) implements Outcome {
+        }
+    }
+
+    /**
+     * As {@link #run(int[], int, long)}, asking {@code cancellation} at the restore (only when the
+     * lookup leased something) and after the prefill batch. A cancelled request releases its
+     * lease before it returns (the {@link PrefixLookup.Hit} is closed either way), publishes
+     * nothing and leaves the KV cache cleared.
+     */
+    public Outcome run(int[] prompt, int newTokens, long arrivalNanos, Cancellation cancellation) {
         if (prompt.length < 1 || newTokens < 1) throw new IllegalArgumentException("need a prompt token and a new token");
         if (prompt.length + newTokens > engine.contextTokens()) {
             throw new IllegalArgumentException("prompt " + prompt.length + " + " + newTokens + " exceeds context "
@@ -108,8 +150,11 @@ public final class LlamaCppSessionRunner {
                 : store.lookupPrefix(promptKeys, prompt.length);
         int restoredPages = switch (lookup) {
             case PrefixLookup.Miss miss -> 0;
-            case PrefixLookup.Hit hit -> restore(hit, restorablePages);
+            case PrefixLookup.Hit hit -> restore(hit, restorablePages, cancellation);
         };
+        if (restoredPages == CANCELLED) {
+            return new Outcome.Cancelled(Phase.RESTORE, ((PrefixLookup.Hit) lookup).pages());
+        }
         HitSource source = restoredPages == 0 ? HitSource.NONE : ((PrefixLookup.Hit) lookup).source();
         int restored = restoredPages * pageTokens;
 
@@ -117,19 +162,31 @@ public final class LlamaCppSessionRunner {
         float[][] logits = new float[newTokens][];
         long prefillStart = System.nanoTime();
         float[] row = engine.decode(prompt, restored, prompt.length);
+        if (cancellation.cancelledAt(Phase.PREFILL)) {
+            engine.clear();
+            return new Outcome.Cancelled(Phase.PREFILL, restoredPages);
+        }
         long now = System.nanoTime();
         store.prefillObserved(prompt.length - restored, now - prefillStart);
         long ttft = now - arrivalNanos;
         decodeGreedy(engine, row, generated, logits);
 
         KvPageStore.PublishReport published = publishNewPages(prompt, restoredPages);
-        return new RequestReport(generated, logits, prompt.length, restored, prompt.length - restored,
-                restoredPages * layout.pageBytes(), source, ttft, published);
+        return new Outcome.Served(new RequestReport(generated, logits, prompt.length, restored, prompt.length - restored,
+                restoredPages * layout.pageBytes(), source, ttft, published));
     }
 
-    /** Restores the hit's first pages; 0 when llama.cpp refuses the blob (the cache is then empty). */
-    private int restore(PrefixLookup.Hit hit, int restorablePages) {
+    /** {@link #restore}'s answer when the request was cancelled at {@link Phase#RESTORE}. */
+    private static final int CANCELLED = -1;
+
+    /**
+     * Restores the hit's first pages; 0 when llama.cpp refuses the blob (the cache is then empty),
+     * {@link #CANCELLED} when the request was cancelled before the copy. The lease ends here in
+     * every case.
+     */
+    private int restore(PrefixLookup.Hit hit, int restorablePages, Cancellation cancellation) {
         try (hit; Arena a = Arena.ofConfined()) {
+            if (cancellation.cancelledAt(Phase.RESTORE)) return CANCELLED;
             int pages = Math.min(hit.pages(), restorablePages);
             MemorySegment blob = layout.assemble(hit.images().subList(0, pages), a);
             if (engine.importSequence(blob)) return pages;

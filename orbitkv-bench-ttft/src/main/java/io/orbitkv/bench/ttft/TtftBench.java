@@ -45,16 +45,7 @@ public final class TtftBench {
 
     public static void main(String[] args) throws Exception {
         System.setProperty("java.awt.headless", "true");
-        Map<String, String> o = new HashMap<>();
-        for (String a : args) {
-            int eq = a.indexOf('=');
-            String key = a.startsWith("--") && eq > 2 ? a.substring(2, eq) : "";
-            if (!OPTIONS.contains(key)) {
-                System.err.println("ttft: unknown argument " + a + "; options: " + OPTIONS);
-                System.exit(2);
-            }
-            o.put(key, a.substring(eq + 1));
-        }
+        Map<String, String> o = options(args, OPTIONS, "ttft");
         Workload d = Workload.defaults();
         Workload workload = new Workload(num(o, "sessions", d.sessions()), num(o, "turns", d.turns()),
                 num(o, "system-tokens", d.systemTokens()), num(o, "user-tokens", d.userTokens()),
@@ -124,8 +115,26 @@ public final class TtftBench {
         return sb.toString();
     }
 
+    /**
+     * {@code --key=value} arguments as a map; an argument that is not one of {@code known} ends
+     * the JVM with status 2 and a message naming {@code tool} and the known options.
+     */
+    public static Map<String, String> options(String[] args, Set<String> known, String tool) {
+        Map<String, String> o = new HashMap<>();
+        for (String a : args) {
+            int eq = a.indexOf('=');
+            String key = a.startsWith("--") && eq > 2 ? a.substring(2, eq) : "";
+            if (!known.contains(key)) {
+                System.err.println(tool + ": unknown argument " + a + "; options: " + known);
+                System.exit(2);
+            }
+            o.put(key, a.substring(eq + 1));
+        }
+        return o;
+    }
+
     /** The 1-minute load average from /proc/loadavg, or "n/a". */
-    private static String loadAverage() {
+    public static String loadAverage() {
         try {
             return Files.readString(Path.of("/proc/loadavg")).split(" ")[0];
         } catch (IOException e) {
@@ -137,7 +146,8 @@ public final class TtftBench {
         return o.containsKey(key) ? Integer.parseInt(o.get(key)) : dflt;
     }
 
-    private static void deleteTree(Path dir) throws IOException {
+    /** Deletes {@code dir} and everything under it; nothing when it does not exist. */
+    public static void deleteTree(Path dir) throws IOException {
         if (!Files.exists(dir)) return;
         try (Stream<Path> s = Files.walk(dir)) {
             for (Path p : s.sorted(Comparator.reverseOrder()).toList()) Files.deleteIfExists(p);

@@ -22,7 +22,7 @@ import java.util.stream.Collectors;
  * <p>Stateless; charts are rendered headless with XChart ({@code java.awt.headless=true} is set
  * by {@link TtftBench}). Single-threaded.
  */
-final class TtftReport {
+public final class TtftReport {
 
     static final double MISS_TARGET_PERCENT = 1.0;
     static final double HIT_MODEL_TARGET = 1.2;
@@ -147,7 +147,8 @@ final class TtftReport {
         return r.samples().stream().mapToInt(Sample::session).distinct().count();
     }
 
-    private static String stripPng(Path file) {
+    /** {@code file} without its {@code .png}: the name xchart's {@code saveBitmap} appends the extension to. */
+    public static String stripPng(Path file) {
         String s = file.toString();
         return s.substring(0, s.length() - ".png".length());
     }

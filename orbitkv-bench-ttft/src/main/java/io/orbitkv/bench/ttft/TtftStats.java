@@ -14,7 +14,7 @@ import java.util.Map;
  * <p>Stateless functions over immutable lists. Percentiles are nearest-rank (p99 of 16 samples is
  * the largest), so no value is invented between two measurements.
  */
-final class TtftStats {
+public final class TtftStats {
 
     private TtftStats() {
     }
@@ -44,7 +44,7 @@ final class TtftStats {
     }
 
     /** Nearest-rank percentile {@code p} (0 < p <= 100) of {@code values}. */
-    static double percentile(double[] values, double p) {
+    public static double percentile(double[] values, double p) {
         if (values.length == 0) throw new IllegalArgumentException("no values");
         if (!(p > 0 && p <= 100)) throw new IllegalArgumentException("percentile " + p);
         double[] sorted = values.clone();

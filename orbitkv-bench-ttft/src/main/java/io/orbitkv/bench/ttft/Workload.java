@@ -20,9 +20,9 @@ import java.util.SplittableRandom;
  * the run stays within ~6 minutes on 2 shared cores, where Jlama's cold prefill of 336 tokens on
  * the 8-layer bench model took 3.5-5.9 s (llama.cpp, one thread: 0.6-1.1 s).
  */
-record Workload(int sessions, int turns, int systemTokens, int userTokens, int answerTokens, long seed) {
+public record Workload(int sessions, int turns, int systemTokens, int userTokens, int answerTokens, long seed) {
 
-    Workload {
+    public Workload {
         if (sessions < 1 || turns < 1 || systemTokens < 2 || userTokens < 1 || answerTokens < 1) {
             throw new IllegalArgumentException("workload sizes must be positive (system prompt >= 2 tokens)");
         }
@@ -80,7 +80,8 @@ record Workload(int sessions, int turns, int systemTokens, int userTokens, int a
         return out;
     }
 
-    private static String text(SplittableRandom random, int chars) {
+    /** Seeded lowercase words of 2-8 letters separated by spaces, exactly {@code chars} characters. */
+    public static String text(SplittableRandom random, int chars) {
         StringBuilder sb = new StringBuilder(chars);
         while (sb.length() < chars) {
             int word = 2 + random.nextInt(7);
