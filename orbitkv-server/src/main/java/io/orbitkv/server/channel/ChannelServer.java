@@ -3,7 +3,7 @@ package io.orbitkv.server.channel;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.core.log.RateLimitedLog;
-import io.orbitkv.core.storage.OwnerOnly;
+import io.orbitkv.core.fd.OwnerOnly;
 import io.orbitkv.state.protocol.Direction;
 import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.FrameDecoder;

@@ -10,7 +10,7 @@ import io.orbitkv.core.engine.ManagerCore;
 import io.orbitkv.core.engine.ManagerStatus;
 import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.query.RemotePages;
-import io.orbitkv.core.storage.OwnerOnly;
+import io.orbitkv.core.fd.OwnerOnly;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.transfer.RegionDirectory;
 import io.orbitkv.server.channel.ChannelServer;

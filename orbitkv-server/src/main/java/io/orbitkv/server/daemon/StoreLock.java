@@ -1,6 +1,6 @@
 package io.orbitkv.server.daemon;
 
-import io.orbitkv.core.storage.OwnerOnly;
+import io.orbitkv.core.fd.OwnerOnly;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;

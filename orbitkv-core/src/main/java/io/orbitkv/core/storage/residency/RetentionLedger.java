@@ -11,7 +11,7 @@ import java.util.Collection;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.OptionalInt;
+import java.util.Optional;
 import java.util.TreeMap;
 
 /**
@@ -29,8 +29,7 @@ import java.util.TreeMap;
  * through {@link ResidencyStream#retention()} (the same points that append residency events) and
  * by the query path ({@link #needed}). Thread-safe: one lock guards all maps; no call out is made
  * under it (gauges are registered after it is released). Bounded: one entry per image the tiers
- * hold (their slot and extent budgets bound it) and at most the namespace table's size of
- * namespaces; a key that leaves every tier leaves the ledger, and if it comes back it must be
+ * hold (their slot and extent budgets bound it), so at most one namespace per retained image; a key that leaves every tier leaves the ledger, and if it comes back it must be
  * needed again to count as needed.
  *
  * <p>Design note: a value above 1 is what a cadence costs: checkpoints (or pages) kept that no
@@ -70,7 +69,7 @@ public final class RetentionLedger {
     private final MeterRegistry registry;
     private final Object lock = new Object();
     /** Guarded by {@code lock}. */
-    private final Map<Integer, Book> books = new HashMap<>();
+    private final Map<NamespaceDigest, Book> books = new HashMap<>();
 
     /**
      * @param namespaces maps the ids DRAM images carry to the digests SSD extents carry
@@ -83,19 +82,23 @@ public final class RetentionLedger {
 
     /** A DRAM image of namespace {@code namespaceId} became resident or left the index. */
     public void dram(int namespaceId, StateKey key, ResidencyEvent.Kind kind, int lengthBytes) {
-        change(namespaceId, key, DRAM, kind, lengthBytes);
+        namespaces.digest(namespaceId).ifPresent(digest -> change(digest, key, DRAM, kind, lengthBytes));
     }
 
-    /** An SSD extent of {@code namespace} was committed (or recovered) or dropped. */
+    /**
+     * An SSD extent of {@code namespace} was committed (or recovered) or dropped. Kept by digest, not
+     * by id: a recovered extent must not bind a namespace id before an engine registers it.
+     */
     public void ssd(NamespaceDigest namespace, StateKey key, ResidencyEvent.Kind kind, int lengthBytes) {
-        OptionalInt id = kind == ResidencyEvent.Kind.ADDED ? namespaces.bind(namespace) : namespaces.id(namespace);
-        if (id.isPresent()) change(id.getAsInt(), key, SSD, kind, lengthBytes);
+        change(namespace, key, SSD, kind, lengthBytes);
     }
 
     /** A settled hit of namespace {@code namespaceId} leased {@code keys}: each retained one is needed. */
     public void needed(int namespaceId, Collection<StateKey> keys) {
+        Optional<NamespaceDigest> digest = namespaces.digest(namespaceId);
+        if (digest.isEmpty()) return;
         synchronized (lock) {
-            Book book = books.get(namespaceId);
+            Book book = books.get(digest.get());
             if (book == null) return;
             for (StateKey key : keys) {
                 Entry e = book.entries.get(key);
@@ -107,14 +110,14 @@ public final class RetentionLedger {
         }
     }
 
-    private void change(int namespaceId, StateKey key, int tier, ResidencyEvent.Kind kind, int lengthBytes) {
+    private void change(NamespaceDigest namespace, StateKey key, int tier, ResidencyEvent.Kind kind, int lengthBytes) {
         boolean firstSight = false;
         synchronized (lock) {
-            Book book = books.get(namespaceId);
+            Book book = books.get(namespace);
             if (book == null) {
                 if (kind == ResidencyEvent.Kind.REMOVED) return;
                 book = new Book();
-                books.put(namespaceId, book);
+                books.put(namespace, book);
                 firstSight = true;
             }
             switch (kind) {
@@ -142,16 +145,17 @@ public final class RetentionLedger {
                 }
             }
         }
-        if (firstSight) registerGauges(namespaceId);
+        if (firstSight) registerGauges(namespace);
     }
 
     /** One row per namespace seen, by digest. */
     public List<NamespaceRetention> snapshot() {
         Map<String, NamespaceRetention> out = new TreeMap<>();
         synchronized (lock) {
-            for (Map.Entry<Integer, Book> e : books.entrySet()) {
+            for (Map.Entry<NamespaceDigest, Book> e : books.entrySet()) {
                 Book b = e.getValue();
-                out.put(name(e.getKey()), new NamespaceRetention(name(e.getKey()), b.retainedBytes, b.entries.size(),
+                String name = e.getKey().toString();
+                out.put(name, new NamespaceRetention(name, b.retainedBytes, b.entries.size(),
                         b.neededBytes, b.neededImages, b.neededBytes == 0 ? null : (double) b.retainedBytes / b.neededBytes));
             }
         }
@@ -160,39 +164,39 @@ public final class RetentionLedger {
 
     /** Retained ÷ needed bytes of {@code namespaceId}; 0 when nothing retained was needed. */
     public double amplification(int namespaceId) {
+        return namespaces.digest(namespaceId).map(this::amplification).orElse(0.0);
+    }
+
+    private double amplification(NamespaceDigest namespace) {
         synchronized (lock) {
-            Book b = books.get(namespaceId);
+            Book b = books.get(namespace);
             return b == null || b.neededBytes == 0 ? 0 : (double) b.retainedBytes / b.neededBytes;
         }
     }
 
-    private long retained(int namespaceId) {
+    private long retained(NamespaceDigest namespace) {
         synchronized (lock) {
-            Book b = books.get(namespaceId);
+            Book b = books.get(namespace);
             return b == null ? 0 : b.retainedBytes;
         }
     }
 
-    private long needed(int namespaceId) {
+    private long needed(NamespaceDigest namespace) {
         synchronized (lock) {
-            Book b = books.get(namespaceId);
+            Book b = books.get(namespace);
             return b == null ? 0 : b.neededBytes;
         }
     }
 
-    private String name(int namespaceId) {
-        return namespaces.digest(namespaceId).map(NamespaceDigest::toString).orElse("id-" + namespaceId);
-    }
-
-    private void registerGauges(int namespaceId) {
+    private void registerGauges(NamespaceDigest namespace) {
         if (registry == null) return;
-        String ns = name(namespaceId);
-        Gauge.builder("orbitkv.retention.amplification.ratio", () -> amplification(namespaceId)).tag("namespace", ns)
+        String ns = namespace.toString();
+        Gauge.builder("orbitkv.retention.amplification.ratio", () -> amplification(namespace)).tag("namespace", ns)
                 .description("payload bytes retained / bytes of retained images a served boundary needed (0: none needed)")
                 .register(registry);
-        Gauge.builder("orbitkv.retention.retained", () -> retained(namespaceId)).tag("namespace", ns).baseUnit("bytes")
+        Gauge.builder("orbitkv.retention.retained", () -> retained(namespace)).tag("namespace", ns).baseUnit("bytes")
                 .description("payload bytes retained in DRAM or SSD, each key once").register(registry);
-        Gauge.builder("orbitkv.retention.needed", () -> needed(namespaceId)).tag("namespace", ns).baseUnit("bytes")
+        Gauge.builder("orbitkv.retention.needed", () -> needed(namespace)).tag("namespace", ns).baseUnit("bytes")
                 .description("payload bytes of retained images some served boundary needed").register(registry);
     }
 }

@@ -57,17 +57,18 @@ class RetentionLedgerTest {
     }
 
     @Test
-    void namespacesAreSeparate_andRecoveredSsdExtentsBindTheirDigest() {
+    void namespacesAreSeparate_andRecoveredSsdExtentsNeverBindTheirDigest() {
         NamespaceTable table = new NamespaceTable(8);
         table.register(0, digest(0));
         RetentionLedger ledger = new RetentionLedger(table, null);
         ledger.dram(0, key(1), ADDED, 10);
         ledger.ssd(digest(7), key(1), ADDED, 30);            // same key bytes, another namespace, read from disk
-        assertThat(table.id(digest(7))).isPresent();
-        ledger.needed(table.id(digest(7)).getAsInt(), List.of(key(1)));
+        assertThat(table.id(digest(7))).as("only an engine's REGISTER binds an id").isEmpty();
         assertThat(ledger.snapshot()).hasSize(2);
+        table.register(1, digest(7));                        // its engine registers later
+        ledger.needed(1, List.of(key(1)));
         assertThat(ledger.amplification(0)).isZero();
-        assertThat(ledger.amplification(table.id(digest(7)).getAsInt())).isEqualTo(1.0);
+        assertThat(ledger.amplification(1)).isEqualTo(1.0);
         ledger.ssd(digest(9), key(2), REMOVED, 5);           // a removal never creates a namespace
         assertThat(table.id(digest(9))).isEmpty();
     }

@@ -1,4 +1,4 @@
-package io.orbitkv.core.storage;
+package io.orbitkv.core.fd;
 
 import java.io.IOException;
 import java.nio.channels.FileChannel;
