@@ -66,7 +66,9 @@ public final class ManagerNode {
                 "-XX:+AlwaysPreTouch",
                 "-cp", System.getProperty("java.class.path"), "io.orbitkv.server.cli.OrbitKvCli", "manager",
                 "--ssd-dir", dir.resolve("ssd").toString(), "--dram-dir", shmDir.toString(),
-                "--socket", socket(dir).toString(), "--http", "0", "--ready-file", ready.toString()));
+                "--socket", socket(dir).toString(), "--http", "0", "--ready-file", ready.toString(),
+                // the campaign's clients keep their region files in the run's work directory (dir or its parent)
+                "--set", "regionDir=" + dir.toAbsolutePath().getParent()));
         cmd.addAll(options);
         Path log = dir.resolve("manager.log");
         Process p = new ProcessBuilder(cmd).redirectErrorStream(true)
