@@ -100,9 +100,11 @@ class KvEventsProcessTest {
         String pub = "tcp://127.0.0.1:" + freePort();
         String replay = "tcp://127.0.0.1:" + freePort();
         Path managerDir = Files.createDirectories(dir.resolve("m"));
-        // 16 MiB of 64 KiB slots: 256 pages fit, 2 x 200 are published, so DRAM must evict
+        // 16 MiB of 64 KiB slots: 256 pages fit, 2 x 200 are published, so DRAM must evict. on-evict:
+        // under write-through, pages waiting for a slow SSD hold their slots and a publish may be
+        // pushed back with NO_SPACE (docs/publish-pipeline.md); this test is about the events
         try (ManagerProcess manager = ManagerProcess.start(managerDir, "--set", "kvEventsEndpoint=" + pub,
-                "--set", "kvEventsReplayEndpoint=" + replay)) {
+                "--set", "kvEventsReplayEndpoint=" + replay, "--set", "ssdPolicy=on-evict")) {
             Process sub = new ProcessBuilder(PYTHON.toString(), script.toString(), pub, replay, "engine-a", "engine-b")
                     .redirectError(dir.resolve("subscriber.err").toFile()).start();
             List<JsonNode> lines = new CopyOnWriteArrayList<>();
