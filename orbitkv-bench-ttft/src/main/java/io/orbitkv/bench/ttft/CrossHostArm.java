@@ -20,11 +20,9 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Arrays;
-import java.util.Comparator;
 import java.util.List;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
-import java.util.stream.Stream;
 
 /**
  * The cross-host arm: every request lands on a host whose Manager never saw its prefix, and the
@@ -127,7 +125,7 @@ final class CrossHostArm implements AutoCloseable {
             int exit = b.stop();
             if (exit != 0) throw new IOException("host B's Manager exited " + exit + ": " + b.stderr());
         } finally {
-            deleteTree(bDir);
+            TtftBench.deleteTree(bDir);
         }
         RequestReport onAReport = engine.runner(engine.namespace(), onA).run(prompt, answerTokens, System.nanoTime());
         if (primer.length == 0) primer = prompt;
@@ -176,12 +174,5 @@ final class CrossHostArm implements AutoCloseable {
         onA.close();
         hostA.close();
         etcd.close();
-    }
-
-    private static void deleteTree(Path dir) throws IOException {
-        if (!Files.exists(dir)) return;
-        try (Stream<Path> s = Files.walk(dir)) {
-            for (Path p : s.sorted(Comparator.reverseOrder()).toList()) Files.deleteIfExists(p);
-        }
     }
 }

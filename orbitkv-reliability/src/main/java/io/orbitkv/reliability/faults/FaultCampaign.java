@@ -1,5 +1,6 @@
 package io.orbitkv.reliability.faults;
 
+import io.orbitkv.reliability.manager.ManagerNode;
 import io.orbitkv.testkit.TestSeed;
 
 import java.io.IOException;
@@ -19,7 +20,6 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.logging.Level;
 import java.util.logging.Logger;
-import java.util.stream.Stream;
 
 /**
  * {@code bin/reliability faults}: runs seeded {@link Schedule}s one at a time against the real
@@ -177,9 +177,8 @@ public final class FaultCampaign {
     }
 
     private static void delete(Path dir) {
-        if (!Files.exists(dir)) return;
-        try (Stream<Path> walk = Files.walk(dir)) {
-            for (Path p : walk.sorted(Comparator.reverseOrder()).toList()) Files.deleteIfExists(p);
+        try {
+            ManagerNode.deleteTree(dir);
         } catch (IOException e) {
             throw new UncheckedIOException("could not delete " + dir, e);
         }
