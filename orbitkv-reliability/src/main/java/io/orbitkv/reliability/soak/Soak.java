@@ -20,7 +20,7 @@ import picocli.CommandLine.Option;
  * Part {@code soak} of the reliability campaign: one Manager process and {@code --clients}
  * {@link SoakClient} threads mixing query, restore, publish, cancel and disconnect/reconnect for
  * {@code --minutes}, seeded. Every {@code --sample-seconds} (a minute by default) it samples the
- * Manager's live heap ({@code jcmd GC.class_histogram}: a full collection and the bytes of the
+ * Manager's live heap ({@link ClassHistogram}: a full collection and the bytes of the
  * objects that survived it, not the allocation sawtooth), its resident set
  * ({@code VmRSS}) and the period's QUERY and RESTORE p99 (HdrHistogram interval histograms).
  *
@@ -129,6 +129,8 @@ public final class Soak implements Callable<Integer> {
         Histogram query = null;
         Histogram restore = null;
         long[] last = new long[4];
+        ClassHistogram firstAfterWarmup = null;
+        ClassHistogram lastHistogram = null;
         System.out.println("| period | end s | live heap MiB | RSS MiB | queries | QUERY p99 ms | restores | RESTORE p99 ms | publishes | cancels | reconnects | busy |");
         System.out.println("|-------:|------:|------------------:|--------:|--------:|-------------:|---------:|---------------:|----------:|--------:|-----------:|-----:|");
         try {
@@ -138,7 +140,10 @@ public final class Soak implements Callable<Integer> {
                 if (wait > 0) TimeUnit.NANOSECONDS.sleep(wait);
                 query = counters.query.getIntervalHistogram(query);
                 restore = counters.restore.getIntervalHistogram(restore);
-                long heap = heapAfterGc(manager);
+                ClassHistogram histogram = ClassHistogram.of(manager.pid());
+                if (p == warmupPeriods + 1) firstAfterWarmup = histogram;
+                lastHistogram = histogram;
+                long heap = histogram.liveBytes();
                 long rss = manager.rssBytes();
                 long[] now = {counters.publishes.sum(), counters.cancels.sum(), counters.reconnects.sum(), counters.busy.sum()};
                 Period period = new Period(p, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start), heap, rss,
@@ -159,6 +164,7 @@ public final class Soak implements Callable<Integer> {
             for (SoakClient c : all) c.stop();
             for (Thread t : threads) t.join(TimeUnit.SECONDS.toMillis(60));
         }
+        if (firstAfterWarmup != null && lastHistogram != firstAfterWarmup) printGrowth(firstAfterWarmup, lastHistogram);
         Result r = judge(periods, counters, failures, manager);
         ManagerNode.deleteTree(shm);
         return r;
@@ -212,26 +218,11 @@ public final class Soak implements Callable<Integer> {
         }
     }
 
-    /**
-     * The Manager's live set: {@code jcmd <pid> GC.class_histogram} collects the whole heap and
-     * counts the objects that survived at that safepoint, so nothing allocated after the
-     * collection is counted (a GC followed by a {@code /metrics} scrape counted up to 9 MiB the
-     * clients made the Manager allocate in between; the old generation alone missed what the
-     * collection left in the young one).
-     */
-    private static long heapAfterGc(ManagerNode manager) throws IOException, InterruptedException {
-        Process jcmd = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "jcmd").toString(),
-                Long.toString(manager.pid()), "GC.class_histogram").redirectErrorStream(true).start();
-        String out = new String(jcmd.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
-        if (!jcmd.waitFor(60, TimeUnit.SECONDS) || jcmd.exitValue() != 0) {
-            jcmd.destroyForcibly();
-            throw new IOException("jcmd " + manager.pid() + " GC.class_histogram failed: " + out);
-        }
-        for (String line : out.split("\n")) {
-            String[] f = line.trim().split("\\s+");
-            if (f.length == 3 && f[0].equals("Total")) return Long.parseLong(f[2]);
-        }
-        throw new IOException("no Total line in jcmd GC.class_histogram: " + out);
+    /** Where the live heap grew between two samples: the classes that account for it, for a leak hunt. */
+    private static void printGrowth(ClassHistogram from, ClassHistogram to) {
+        System.out.printf("live heap %.1f -> %.1f MiB from the first sample after warm-up to the last; grown most:%n",
+                mib(from.liveBytes()), mib(to.liveBytes()));
+        for (var e : to.grownSince(from, 12)) System.out.printf("  %+10d B  %s%n", e.getValue(), e.getKey());
     }
 
     private static long floor(List<Period> window, java.util.function.ToLongFunction<Period> value) {
