@@ -337,7 +337,8 @@ public record ManagerConfig(
         PublishConfig d = PublishConfig.defaults(policy);
         PublishConfig publish = new PublishConfig(d.sealQueueBytes(), d.sealQueueEntries(), policy, writeBytesPerSecond,
                 writeBurstBytes, writeQueueBytes, d.readLaneOps(), d.writeLaneOps(), d.maxReadsWhileWriteWaits(),
-                d.hitTableEntries(), java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(drainTimeoutMillis));
+                d.hitTableEntries(), java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(drainTimeoutMillis),
+                d.ssdRefreshFraction());
         return new TieredStoreConfig(dram, ssd, publish, 65_536, maxInflightStages);
     }
 

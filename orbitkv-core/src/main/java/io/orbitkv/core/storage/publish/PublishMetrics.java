@@ -37,6 +37,7 @@ final class PublishMetrics implements AutoCloseable {
     private final List<Meter> meters = new ArrayList<>();
     final Counter sealBusy;
     final Counter admitted;
+    final Counter refreshed;
     private final Map<Sealed, Counter> sealed = new EnumMap<>(Sealed.class);
     private final Map<SealDrop, Counter> sealDropped = new EnumMap<>(SealDrop.class);
     private final Map<Skip, Counter> skipped = new EnumMap<>(Skip.class);
@@ -50,6 +51,8 @@ final class PublishMetrics implements AutoCloseable {
         this.registry = registry;
         sealBusy = counter("orbitkv.publish.seal.busy", tags, "publishes refused: seal queue full");
         admitted = counter("orbitkv.publish.ssd.admitted", tags, "SSD writes admitted by policy and budget");
+        refreshed = counter("orbitkv.publish.ssd.refreshed", tags,
+                "admitted SSD writes that rewrite a page whose extent was in the ring's oldest part (on-evict)");
         perValue(Sealed.values(), sealed, "orbitkv.publish.seal.sealed", "result", tags, "blocks sealed");
         perValue(SealDrop.values(), sealDropped, "orbitkv.publish.seal.dropped", "reason", tags, "blocks not sealed");
         perValue(Skip.values(), skipped, "orbitkv.publish.ssd.skipped", "reason", tags, "SSD writes skipped");

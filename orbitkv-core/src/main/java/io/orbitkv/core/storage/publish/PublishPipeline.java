@@ -240,7 +240,7 @@ public final class PublishPipeline implements AutoCloseable {
             }
             if (next == null) return admitted;
             Lease lease = next.retained();
-            admit(lease.key(), next.namespaceId(), lease.imageId(), lease.lengthBytes(), Optional.of(lease));
+            admit(lease.key(), next.namespaceId(), lease.imageId(), lease.lengthBytes(), Optional.of(lease), true);
             admitted++;
         }
     }
@@ -348,7 +348,7 @@ public final class PublishPipeline implements AutoCloseable {
         if (count == null || count.imageId() != lease.imageId()) return;
         if (count.hits().incrementAndGet() == threshold) {
             hitTable.asMap().remove(lease.key(), count);
-            admit(lease.key(), count.namespaceId(), count.imageId(), count.lengthBytes(), Optional.empty());
+            admit(lease.key(), count.namespaceId(), count.imageId(), count.lengthBytes(), Optional.empty(), false);
         }
     }
 
@@ -622,13 +622,29 @@ public final class PublishPipeline implements AutoCloseable {
         admitWriteThrough();
     }
 
-    private void admit(StateKey key, int namespaceId, long imageId, int lengthBytes, Optional<Lease> retained) {
+    /**
+     * @param evicted DRAM is evicting the image: an SSD copy in the ring's oldest
+     *                {@code ssdRefreshFraction} is written again instead of skipped (the new
+     *                generation replaces it in the index), so a page read back and used again is
+     *                not overwritten by the ring while it is still in use
+     */
+    private void admit(StateKey key, int namespaceId, long imageId, int lengthBytes, Optional<Lease> retained,
+                       boolean evicted) {
         Optional<NamespaceDigest> digest = namespaces.digest(namespaceId);
         if (digest.isEmpty()) {
             skip(PublishMetrics.Skip.UNKNOWN_NAMESPACE, retained);
             return;
         }
-        if (ssd.contains(key, digest.get()) || !pendingWrites.add(key)) {
+        boolean refresh = false;
+        if (ssd.contains(key, digest.get())) {
+            refresh = evicted && config.ssdRefreshFraction() > 0
+                    && ssd.isAgeing(key, digest.get(), config.ssdRefreshFraction());
+            if (!refresh) {
+                skip(PublishMetrics.Skip.ALREADY_STORED, retained);
+                return;
+            }
+        }
+        if (!pendingWrites.add(key)) {
             skip(PublishMetrics.Skip.ALREADY_STORED, retained);
             return;
         }
@@ -651,6 +667,7 @@ public final class PublishPipeline implements AutoCloseable {
             }
             case ADMITTED -> {
                 metrics.admitted.increment();
+                if (refresh) metrics.refreshed.increment();
                 submit(new WriteOp(key, digest.get(), imageId, lengthBytes, retained));
             }
         }

@@ -70,6 +70,9 @@ final class ExtentRing {
     private long headOffset;
     // @GuardedBy("reservationLock")
     private long lastGeneration;
+    // headFile * fileSizeBytes + headOffset, written under reservationLock after each placement; read
+    // without it by bytesAhead (a hint for refreshing old extents, never for correctness)
+    private volatile long headPosition;
 
     /**
      * @param zeros a zero-filled, 4 KiB-aligned buffer owned by the store, used to preallocate
@@ -88,6 +91,19 @@ final class ExtentRing {
         this.headFile = recovered.report().resumeFile();
         this.headOffset = recovered.report().resumeOffset();
         this.lastGeneration = recovered.report().maxGeneration();
+        this.headPosition = headFile * fileSizeBytes + headOffset;
+    }
+
+    /**
+     * How many ring bytes the head will write before it reaches {@code e}: small for the oldest
+     * extents (the next to be overwritten), close to {@link #usableBytes()} for the newest. A racy
+     * read of the head, for choosing what to rewrite; 0 for an extent outside the usable files.
+     */
+    long bytesAhead(Extent e) {
+        long ring = usableBytes();
+        if (e.file >= usableFiles || ring <= 0) return 0;
+        long distance = e.file * fileSizeBytes + e.offset - headPosition;
+        return distance >= 0 ? distance : distance + ring;
     }
 
     /** Bytes the ring may currently use (shrinks when a file could not be preallocated). */
@@ -138,6 +154,7 @@ final class ExtentRing {
                         ++lastGeneration, 1);
                 map.put(headOffset, placed);
                 headOffset += footprint;
+                headPosition = headFile * fileSizeBytes + headOffset;
                 return new Placement.Placed(placed, List.copyOf(inTheWay));
             }
         } finally {

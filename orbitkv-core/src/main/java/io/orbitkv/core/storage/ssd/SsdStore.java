@@ -349,6 +349,18 @@ public final class SsdStore implements AutoCloseable {
         return e != null && e.namespace.equals(namespace);
     }
 
+    /**
+     * Whether {@code key} is indexed as an extent of {@code namespace} that lies in the oldest
+     * {@code fraction} of the ring: the part the write head overwrites next. The on-evict admission
+     * writes such a page again when DRAM evicts it, so a page read from SSD and used again moves to
+     * the young end of the ring instead of aging out while hot (a FIFO ring with reinsertion).
+     */
+    public boolean isAgeing(StateKey key, NamespaceDigest namespace, double fraction) {
+        Extent e = index.get(key);
+        ExtentRing r = ring;
+        return e != null && r != null && e.namespace.equals(namespace) && r.bytesAhead(e) < fraction * r.usableBytes();
+    }
+
     /** The keys indexed now, a weakly consistent copy (see {@code DramTier#residentKeys}). */
     public List<StateKey> residentKeys() {
         return List.copyOf(index.keySet());
@@ -523,13 +535,15 @@ public final class SsdStore implements AutoCloseable {
             return placed;
         });
         if (!won[0]) return;
-        usedBytes.addAndGet(placed.footprintBytes());
-        residency.append(placed.key, ResidencyEvent.Medium.SSD, ResidencyEvent.Kind.ADDED, placed.generation, placed.payloadBytes);
+        // The replaced generation's REMOVED goes first: a follower that applies events in order (the
+        // catalog mirror, KV events) must end with the key present, not removed.
         if (replaced[0] != null) {
             usedBytes.addAndGet(-replaced[0].footprintBytes());
             residency.append(placed.key, ResidencyEvent.Medium.SSD, ResidencyEvent.Kind.REMOVED, replaced[0].generation, replaced[0].payloadBytes);
             residency.retainedOnSsd(replaced[0].namespace, placed.key, ResidencyEvent.Kind.REMOVED, replaced[0].payloadBytes);
         }
+        usedBytes.addAndGet(placed.footprintBytes());
+        residency.append(placed.key, ResidencyEvent.Medium.SSD, ResidencyEvent.Kind.ADDED, placed.generation, placed.payloadBytes);
         residency.retainedOnSsd(placed.namespace, placed.key, ResidencyEvent.Kind.ADDED, placed.payloadBytes);
     }
 

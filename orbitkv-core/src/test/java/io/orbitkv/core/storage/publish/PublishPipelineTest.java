@@ -175,6 +175,56 @@ class PublishPipelineTest {
     }
 
     @Test
+    void onEvictWritesAPageAgainOnlyWhenItsExtentIsInTheOldestPartOfTheRing() throws IOException {
+        open(PublishFixture.config(new SsdAdmissionPolicy.OnEvict()), 5);
+        f.publishAndSeal(key(1));
+        assertThat(f.dram.evict(key(1))).isTrue();
+        f.pipeline.admitEvicted();
+        await().atMost(WAIT).until(() -> f.ssd.contains(key(1)));
+        long first = ssdGeneration(key(1));
+
+        // Read back and evicted again while its extent is the ring's newest: not written twice.
+        f.publishAndSeal(key(1));
+        assertThat(f.dram.evict(key(1))).isTrue();
+        f.pipeline.admitEvicted();
+        assertThat(f.count("orbitkv.publish.ssd.skipped", "reason", "already_stored")).isEqualTo(1.0);
+        assertThat(f.count("orbitkv.publish.ssd.refreshed", null, null)).isZero();
+
+        // Other pages push the head on until key 1's extent lies in the older half, not yet reached.
+        long ring = f.ssd.capacityBytes();
+        int fillers = 0;
+        while (!f.ssd.isAgeing(key(1), PublishFixture.DIGEST, 0.5)) {
+            StateKey k = key(1000 + fillers++);
+            assertThat(f.ssd.write(PublishFixture.DIGEST, k, page(k, BLOCK), BLOCK).join())
+                    .isInstanceOf(io.orbitkv.core.storage.ssd.WriteResult.Committed.class);
+            assertThat((long) fillers * BLOCK).as("reached the older half within one lap").isLessThan(ring);
+        }
+        assertThat(f.ssd.contains(key(1))).isTrue();
+        long eventsBefore = f.residency.lastSequence();
+
+        f.publishAndSeal(key(1));
+        assertThat(f.dram.evict(key(1))).isTrue();
+        f.pipeline.admitEvicted();
+        await().atMost(WAIT).until(() -> f.count("orbitkv.publish.ssd.written", "result", "committed") == 2.0);
+        assertThat(f.count("orbitkv.publish.ssd.refreshed", null, null)).isEqualTo(1.0);
+        assertThat(ssdGeneration(key(1))).isGreaterThan(first);
+        assertThat(f.ssd.isAgeing(key(1), PublishFixture.DIGEST, 0.5)).as("now at the young end").isFalse();
+        assertThat(hasCanary(f.readFromSsd(key(1)).orElseThrow(), key(1))).isTrue();
+        // A follower applying the events in order ends with key 1 on SSD: the old generation's
+        // REMOVED comes before the new one's ADDED.
+        var events = f.residency.readFrom(eventsBefore + 1, 4096).events().stream()
+                .filter(e -> e.key().equals(key(1)) && e.medium() == io.orbitkv.core.storage.residency.ResidencyEvent.Medium.SSD)
+                .map(e -> e.kind() + "@" + e.generation()).toList();
+        assertThat(events).containsExactly("REMOVED@" + first, "ADDED@" + ssdGeneration(key(1)));
+    }
+
+    private long ssdGeneration(StateKey key) {
+        try (var pin = (io.orbitkv.core.storage.ssd.Pin) f.ssd.pin(key)) {
+            return pin.generation();
+        }
+    }
+
+    @Test
     void reuseAwareWritesAfterNHitsAndNotBefore() throws IOException {
         open(PublishFixture.config(new SsdAdmissionPolicy.ReuseAware(3)), 8);
         f.publishAndSeal(key(1));

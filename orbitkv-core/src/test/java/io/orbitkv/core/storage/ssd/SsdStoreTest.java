@@ -79,8 +79,9 @@ class SsdStoreTest {
             assertThat(s.events()).extracting(ResidencyEvent::kind, ResidencyEvent::generation, ResidencyEvent::medium)
                     .containsExactly(
                             org.assertj.core.groups.Tuple.tuple(ResidencyEvent.Kind.ADDED, g1, ResidencyEvent.Medium.SSD),
-                            org.assertj.core.groups.Tuple.tuple(ResidencyEvent.Kind.ADDED, g2, ResidencyEvent.Medium.SSD),
+                            // the replaced generation leaves before the new one arrives, so an in-order follower ends with it present
                             org.assertj.core.groups.Tuple.tuple(ResidencyEvent.Kind.REMOVED, g1, ResidencyEvent.Medium.SSD),
+                            org.assertj.core.groups.Tuple.tuple(ResidencyEvent.Kind.ADDED, g2, ResidencyEvent.Medium.SSD),
                             org.assertj.core.groups.Tuple.tuple(ResidencyEvent.Kind.REMOVED, g2, ResidencyEvent.Medium.SSD));
         }
     }
