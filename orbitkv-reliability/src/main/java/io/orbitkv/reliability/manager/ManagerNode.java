@@ -36,7 +36,8 @@ public final class ManagerNode {
     private static final Pattern HTTP = Pattern.compile("http=127\\.0\\.0\\.1:(\\d+)");
     private static final HttpClient HTTP_CLIENT = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
     private static final ObjectMapper JSON = new ObjectMapper();
-    private static final long READY_TIMEOUT_NANOS = TimeUnit.SECONDS.toNanos(60);
+    // a JVM start plus SSD recovery took 8-17 s at load average 30 on two cores; 120 s is a hang
+    private static final long READY_TIMEOUT_NANOS = TimeUnit.SECONDS.toNanos(120);
 
     private final Process process;
     private final Path dir;
@@ -78,8 +79,10 @@ public final class ManagerNode {
         while (!(line = readyLine(ready)).contains("pid=")) {
             if (!p.isAlive()) throw new IOException("the Manager exited " + p.exitValue() + ": " + tail(log));
             if (System.nanoTime() > deadline) {
+                Path threads = dir.resolve("manager-threads.txt");
+                threadDump(p.pid(), threads);
                 p.destroyForcibly().waitFor();
-                throw new IOException("the Manager did not get ready in 60 s: " + tail(log));
+                throw new IOException("the Manager did not get ready in 120 s (its threads: " + threads + "): " + tail(log));
             }
             Thread.sleep(10);
         }
@@ -186,6 +189,20 @@ public final class ManagerNode {
             return Files.readString(ready);
         } catch (NoSuchFileException e) {
             return "";
+        }
+    }
+
+    /** Best effort: {@code jcmd <pid> Thread.print} into {@code file}, so a start that hangs says where. */
+    private static void threadDump(long pid, Path file) {
+        try {
+            Process jcmd = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "jcmd").toString(),
+                    Long.toString(pid), "Thread.print").redirectErrorStream(true)
+                    .redirectOutput(ProcessBuilder.Redirect.to(file.toFile())).start();
+            if (!jcmd.waitFor(30, TimeUnit.SECONDS)) jcmd.destroyForcibly();
+        } catch (IOException e) {
+            System.err.println("could not dump the Manager's threads: " + e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
         }
     }
 
