@@ -24,6 +24,10 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -86,14 +90,30 @@ final class RoutedCluster implements AutoCloseable {
         List<WorkerEndpoint> workers = new ArrayList<>();
         RouterDaemon router = null;
         try {
-            for (int i = 0; i < n; i++) {
-                String events = "tcp://127.0.0.1:" + freePort();
-                String replay = "tcp://127.0.0.1:" + freePort();
-                managers.add(ManagerLauncher.start(dir.resolve("host-" + i), pageBytes,
-                        new ManagerLauncher.Cluster(etcd, tag + "-host-" + i, token),
-                        List.of("--set", "kvEventsEndpoint=" + events, "--set", "kvEventsReplayEndpoint=" + replay)));
-                workers.add(new WorkerEndpoint("w" + i, instance(i), events, replay));
+            List<Future<ManagerLauncher>> starting = new ArrayList<>();
+            // the Managers start side by side: each start is a JVM launch that waits for its ready file
+            try (ExecutorService launch = Executors.newVirtualThreadPerTaskExecutor()) {
+                for (int i = 0; i < n; i++) {
+                    String events = "tcp://127.0.0.1:" + freePort();
+                    String replay = "tcp://127.0.0.1:" + freePort();
+                    Path hostDir = dir.resolve("host-" + i);
+                    ManagerLauncher.Cluster member = new ManagerLauncher.Cluster(etcd, tag + "-host-" + i, token);
+                    starting.add(launch.submit(() -> ManagerLauncher.start(hostDir, pageBytes, member,
+                            List.of("--set", "kvEventsEndpoint=" + events, "--set", "kvEventsReplayEndpoint=" + replay))));
+                    workers.add(new WorkerEndpoint("w" + i, instance(i), events, replay));
+                }
             }
+            IOException failed = null;
+            for (Future<ManagerLauncher> f : starting) {
+                try {
+                    managers.add(f.get());
+                } catch (ExecutionException e) {
+                    IOException cause = e.getCause() instanceof IOException io ? io : new IOException(e.getCause());
+                    if (failed == null) failed = cause;
+                    else failed.addSuppressed(cause);
+                }
+            }
+            if (failed != null) throw failed;
             for (ManagerLauncher m : managers) {
                 if (!m.awaitView(n, CONVERGE)) throw new IOException("membership did not reach " + n + " members: " + m.stderr());
             }
