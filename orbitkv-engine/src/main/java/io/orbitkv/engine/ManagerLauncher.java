@@ -104,6 +104,17 @@ public final class ManagerLauncher implements AutoCloseable {
         return launch(dir, pageBytes, cluster.options());
     }
 
+    /**
+     * As {@link #start(Path, long, Cluster)}, with {@code extraOptions} appended to the command
+     * line (for instance {@code --set kvEventsEndpoint=tcp://127.0.0.1:P}); a later option wins.
+     */
+    public static ManagerLauncher start(Path dir, long pageBytes, Cluster cluster, List<String> extraOptions)
+            throws IOException, InterruptedException {
+        List<String> options = new ArrayList<>(cluster.options());
+        options.addAll(extraOptions);
+        return launch(dir, pageBytes, options);
+    }
+
     private static ManagerLauncher launch(Path dir, long pageBytes, List<String> extraOptions)
             throws IOException, InterruptedException {
         long slotBytes = Math.max(MIN_SLOT_BYTES, Long.highestOneBit(Math.max(1, pageBytes - 1)) << 1);

@@ -119,10 +119,23 @@ class RouterTest {
         assertThat(LOAD.choose(c2)).isEqualTo(1);
         r2.route(new RouteRequest(chain(5), 30), LOAD, 0);     // w1 now 0.4 s, w0 0.2 s
         List<Candidate> c3 = r2.route(FOUR_BLOCKS, JOINT, 0).candidates();
-        // w1: 0.4 + 0.01 = 0.41 s; w0: 0.2 + 0.16 = 0.36 s: joint recomputes on w0, overlap still waits for w1
-        assertThat(JOINT.choose(c3)).isEqualTo(0);
+        // w1: 0.4 + 0.01 = 0.41 s; w0: 0.2 + 0.16 = 0.36 s, but w0 has the shortest queue and 0.16 s of recompute
+        // there raises it to 0.36 s for the next arrival: 0.52 s against 0.41 s, joint waits for w1 this time
+        assertThat(JOINT.choose(c3)).isEqualTo(1);
         assertThat(OVERLAP.choose(c3)).isEqualTo(1);
         assertThat(LOAD.choose(c3)).isEqualTo(0);
+    }
+
+    @Test
+    void jointRecomputesOnTheShortestQueueWhenTheHolderIsFarBehind() {
+        Router r = router(2);
+        r.onBatch(1, 0, stored(Tier.HBM, 1, 2, 3, 4), 0);
+        r.route(new RouteRequest(chain(9), 10), LOAD, 0);      // w0 0.1 s
+        r.route(new RouteRequest(chain(8), 100), LOAD, 0);     // w1 1.0 s
+        List<Candidate> c = r.route(FOUR_BLOCKS, JOINT, 0).candidates();
+        // w0: 0.1 + 0.16 = 0.26 s, + 0.16 s rise = 0.42 s; w1: 1.0 + 0.01 = 1.01 s
+        assertThat(JOINT.choose(c)).isEqualTo(0);
+        assertThat(OVERLAP.choose(c)).isEqualTo(1);
     }
 
     @Test

@@ -140,6 +140,41 @@ final class EnginePool implements AutoCloseable {
      * id order, once all are done.
      */
     List<Result> run(List<ServeRequest> requests, int concurrency, double timeScale) throws IOException, InterruptedException {
+        return run(requests, concurrency, timeScale, byAffinity(workers.size()));
+    }
+
+    /**
+     * Where each request of a run goes, and who hears that it was served. {@link #choose} is
+     * called on the driver thread when the request is admitted (at its arrival unless the pool is
+     * full); {@link #served} on the engine's thread right after the engine answered, before the
+     * engine takes its next request.
+     */
+    interface Dispatcher {
+        /** The engine (0 .. size-1) that serves {@code request}. */
+        int choose(ServeRequest request) throws IOException;
+
+        /** {@code result} of a request this dispatcher chose an engine for. */
+        void served(Result result) throws IOException;
+    }
+
+    /** Session affinity: the request's affinity key modulo the pool size (see the class comment). */
+    static Dispatcher byAffinity(int engines) {
+        return new Dispatcher() {
+            @Override
+            public int choose(ServeRequest request) {
+                return (int) Math.floorMod(request.affinity(), (long) engines);
+            }
+
+            @Override
+            public void served(Result result) {
+                // nothing learns from a sticky choice
+            }
+        };
+    }
+
+    /** As {@link #run(List, int, double)}, each request sent where {@code dispatcher} chooses. */
+    List<Result> run(List<ServeRequest> requests, int concurrency, double timeScale, Dispatcher dispatcher)
+            throws IOException, InterruptedException {
         if (concurrency < 1) throw new IllegalArgumentException("concurrency must be >= 1");
         Semaphore inFlight = new Semaphore(concurrency);
         List<BlockingQueue<Admitted>> queues = new ArrayList<>();
@@ -153,7 +188,9 @@ final class EnginePool implements AutoCloseable {
                 try {
                     for (Admitted a; (a = q.take()).request() != null; ) {
                         try {
-                            results.add(serve(w, a));
+                            Result served = serve(w, a);
+                            results.add(served);
+                            dispatcher.served(served);
                         } finally {
                             inFlight.release();
                         }
@@ -174,7 +211,10 @@ final class EnginePool implements AutoCloseable {
                 while (!inFlight.tryAcquire(100, TimeUnit.MILLISECONDS)) {
                     if (!failures.isEmpty()) throw new IOException("an engine failed", failures.peek());
                 }
-                int engine = (int) Math.floorMod(r.affinity(), (long) workers.size());
+                int engine = dispatcher.choose(r);
+                if (engine < 0 || engine >= workers.size()) {
+                    throw new IllegalStateException("request " + r.id() + " dispatched to engine " + engine + " of " + workers.size());
+                }
                 queues.get(engine).add(new Admitted(r, arrival, System.nanoTime()));
             }
         } finally {

@@ -196,7 +196,7 @@ public final class ServeBench {
             boolean drained = true;
             try (EnginePool pool = EnginePool.start(config.engines(), List.of("-Xmx256m", "-XX:+UseSerialGC"), args,
                     config.work().resolve("logs"))) {
-                List<ServeRequest> warmup = warmup(config, pool.size());
+                List<ServeRequest> warmup = warmup(config.pageTokens(), pool.size());
                 for (WorkingSet ws : config.workingSets()) {
                     log.printf(Locale.ROOT, "serve: working set %s: %d requests, %d distinct pages (%.1f MiB)%n", ws.name(),
                             ws.requests().size(), ServeWorkload.distinctPages(ws.requests(), config.pageTokens()),
@@ -330,11 +330,11 @@ public final class ServeBench {
     }
 
     /** One short request per engine (3 pages and 2 tokens of other texts), all at once. */
-    private static List<ServeRequest> warmup(Config config, int engines) {
+    static List<ServeRequest> warmup(int pageTokens, int engines) {
         List<ServeRequest> out = new ArrayList<>();
         for (int i = 0; i < engines; i++) {
             int[] prompt = ByteFallbackVocab.encode(io.orbitkv.bench.ttft.Workload.text(new SplittableRandom(-1 - i),
-                    3 * config.pageTokens() + 1));
+                    3 * pageTokens + 1));
             out.add(new ServeRequest(i, "warmup", i, prompt, 2, ServeRequest.CancelAt.NONE, 0));
         }
         return out;

@@ -20,7 +20,8 @@ import io.orbitkv.router.RouteRequest;
 import io.orbitkv.router.Router;
 import io.orbitkv.router.RouterSettings;
 import io.orbitkv.router.events.KvEventDecoder;
-import io.orbitkv.state.TokenChain;
+import io.orbitkv.state.StateKey;
+import io.orbitkv.state.StateKeys;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -53,6 +54,11 @@ public final class RouterDaemon implements AutoCloseable {
 
     static final int MAX_BODY_BYTES = 5 << 20;
     static final int MAX_CONCURRENT_REQUESTS = 64;
+    /**
+     * The state group {@code token_ids} are keyed in: full attention, group 0 (the engine adapters'
+     * {@code FullAttention.GROUP}), the group whose pages name a prefix.
+     */
+    static final int TOKEN_CHAIN_GROUP = 0;
     private static final ObjectMapper JSON = new ObjectMapper();
 
     /**
@@ -61,8 +67,10 @@ public final class RouterDaemon implements AutoCloseable {
      * @param workers         the workers, in order
      * @param defaultPolicy   the policy of a request that names none
      * @param settings        the router's bounds, fallback timing and cost constants
-     * @param tokenChainNamespace the namespace digest to hash {@code token_ids} with (the project's
-     *                        token chain, docs/state-contract.md); null: requests must carry hashes
+     * @param tokenChainNamespace the namespace digest to key {@code token_ids} with (the project's
+     *                        token chain, then StateKeys of group {@value #TOKEN_CHAIN_GROUP}, as an
+     *                        OrbitKV client without block hashes publishes them; docs/state-contract.md);
+     *                        null: requests must carry hashes
      */
     public record Options(String host, int port, List<WorkerEndpoint> workers, Policy defaultPolicy,
                           RouterSettings settings, byte[] tokenChainNamespace) {
@@ -303,9 +311,11 @@ public final class RouterDaemon implements AutoCloseable {
                 if (!v.isInt()) throw new BadRequest(400, "token_ids[" + i + "] must be a 32-bit integer");
                 t[i] = v.intValue();
             }
-            byte[][] pages = TokenChain.pageHashes(options.tokenChainNamespace(), t, blockTokens, new byte[0]);
-            long[] keys = new long[pages.length];
-            for (int i = 0; i < keys.length; i++) keys[i] = BlockKeys.of(pages[i]);
+            // a client without block hashes publishes under STATE_KEY names: the Manager's events carry those
+            List<StateKey> pages = StateKeys.forTokens(options.tokenChainNamespace(), TOKEN_CHAIN_GROUP, t, blockTokens,
+                    new byte[0]);
+            long[] keys = new long[pages.size()];
+            for (int i = 0; i < keys.length; i++) keys[i] = BlockKeys.of(pages.get(i).toBytes());
             return keys;
         }
         return new long[0];

@@ -74,7 +74,8 @@ final class RouterCommand implements Callable<Integer> {
     long staleAfterMs = RouterSettings.DEFAULT_STALE_AFTER_NANOS / 1_000_000;
 
     @Option(names = "--token-chain-namespace", paramLabel = "HEX",
-            description = "namespace digest (64 hex) to hash token_ids with the project's token chain; without it requests carry block_hashes")
+            description = "namespace digest (64 hex) to key token_ids with the project's token chain, as the StateKeys an OrbitKV client"
+                    + " without block hashes publishes; without it requests carry block_hashes")
     String tokenChainNamespace;
 
     @Override
