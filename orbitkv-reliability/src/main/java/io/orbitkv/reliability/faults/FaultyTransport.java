@@ -93,7 +93,8 @@ final class FaultyTransport implements PayloadTransport, AutoCloseable {
         }
         SplittableRandom r = plan.peerCall(request.key().prefix64() * 31 + request.medium().ordinal() * 1_000_003L + n);
         AuthorizeResult unreachable = new AuthorizeResult.Rejected(AuthorizeResult.Rejection.UNREACHABLE);
-        if (r == null) return inner.authorize(source, request);
+        // half the drawn authorizes run clean, so that more calls reach a transfer, where damage is
+        if (r == null || r.nextBoolean()) return inner.authorize(source, request);
         return switch (r.nextInt(3)) {
             case 0 -> {
                 plan.count(FaultKind.PEER_DROP);
@@ -120,7 +121,8 @@ final class FaultyTransport implements PayloadTransport, AutoCloseable {
         if (dies != null) return inner.transfer(source, ticket, requester, new Dying(sink, dies));
         SplittableRandom r = plan.peerCall(source.node().incarnation() * 0x100000001B3L + ticket.ticketId() * 2);
         if (r == null) return inner.transfer(source, ticket, requester, sink);
-        return switch (r.nextInt(4)) {
+        // drop and delay one in six each, reset and corruption one in three each
+        return switch (r.nextInt(6)) {
             case 0 -> {
                 plan.count(FaultKind.PEER_DROP);
                 yield atDeadline(source.node(), TransferEnd.BROKEN);
@@ -134,7 +136,7 @@ final class FaultyTransport implements PayloadTransport, AutoCloseable {
                         delayNanos(r), TimeUnit.NANOSECONDS);
                 yield out;
             }
-            case 2 -> {
+            case 2, 3 -> {
                 plan.count(FaultKind.PEER_RESET);
                 yield inner.transfer(source, ticket, requester, new Resetting(sink, 1 + r.nextInt(2)));
             }
