@@ -235,7 +235,17 @@ final class Schedule {
         long prompt = rng.nextInt(PROMPTS);
         int count = 1 + rng.nextInt(MAX_PAGES);
         note("publish e" + i + " p" + prompt + "x" + count);
-        Reply.Reserved reserved = clients[i].reserve(prompt, 0, count);
+        publish(clients[i], prompt, count, i);
+    }
+
+    /**
+     * PUBLISH_RESERVE, write, PUBLISH_COMMIT of {@code prompt}'s first {@code count} pages on
+     * {@code c}; what was SEALED (or DISCARDED: already there) joins the model. With
+     * {@code client >= 0} (the first Manager's client of that index) one publish in ten dies
+     * between reserve and commit instead.
+     */
+    private void publish(SimClient c, long prompt, int count, int client) {
+        Reply.Reserved reserved = c.reserve(prompt, 0, count);
         if (reserved == null) return;
         List<Long> ids = new ArrayList<>();
         List<Long> pages = new ArrayList<>();
@@ -246,19 +256,19 @@ final class Schedule {
             }
         }
         if (ids.isEmpty()) return;
-        if (rng.nextInt(10) == 0) {
+        if (client >= 0 && rng.nextInt(10) == 0) {
             // Death between reserve and commit: the reservations must be quarantined, then freed.
             plan.count(FaultKind.SESSION_DEATH);
-            note("die before commit e" + i);
-            clients[i].close();
-            clients[i] = connect(i);
+            note("die before commit e" + client);
+            clients[client].close();
+            clients[client] = connect(client);
             return;
         }
-        if (!(clients[i].send(new Request.PublishCommit(ids)) instanceof Reply.Committed committed)) return;
+        if (!(c.send(new Request.PublishCommit(ids)) instanceof Reply.Committed committed)) return;
         for (int k = 0; k < ids.size(); k++) {
             SettleOutcome o = committed.outcomes().get(k);
             if (o == SettleOutcome.SEALED || o == SettleOutcome.DISCARDED) {
-                sealed.get(clients[i].namespaceIndex).add(prompt * 1000 + pages.get(k));
+                sealed.get(c.namespaceIndex).add(prompt * 1000 + pages.get(k));
             }
         }
     }
@@ -474,22 +484,7 @@ final class Schedule {
         long prompt = PROMPTS + rng.nextInt(PEER_PROMPTS);
         int count = 1 + rng.nextInt(MAX_PAGES);
         note("peer publish p" + k + " p" + prompt + "x" + count);
-        SimClient c = peerClients[k];
-        Reply.Reserved reserved = c.reserve(prompt, 0, count);
-        if (reserved == null) return;
-        List<Long> ids = new ArrayList<>();
-        List<Long> pages = new ArrayList<>();
-        for (int p = 0; p < count; p++) {
-            if (reserved.outcomes().get(p) instanceof Reply.Granted g) {
-                ids.add(g.reservationId());
-                pages.add((long) p);
-            }
-        }
-        if (ids.isEmpty() || !(c.send(new Request.PublishCommit(ids)) instanceof Reply.Committed committed)) return;
-        for (int p = 0; p < ids.size(); p++) {
-            SettleOutcome o = committed.outcomes().get(p);
-            if (o == SettleOutcome.SEALED || o == SettleOutcome.DISCARDED) sealed.get(c.namespaceIndex).add(prompt * 1000 + pages.get(p));
-        }
+        publish(peerClients[k], prompt, count, -1);
     }
 
     /**

@@ -187,7 +187,7 @@ final class SimManager implements AutoCloseable {
         return held;
     }
 
-    private static void nonZero(List<String> held, String what, long value) {
+    static void nonZero(List<String> held, String what, long value) {
         if (value != 0) held.add(what + "=" + value);
     }
 

@@ -56,7 +56,8 @@ import java.util.function.LongSupplier;
  * ({@link PayloadTransport#onMemberLeft}).
  *
  * <p>Owns the view, the shard owners, the transports and each life's ticket tables and
- * publisher. Thread model: the driver starts, stops and pumps; the peer classes run on the
+ * publisher (each with a meter registry of its own: a second life's gauges would collide with
+ * the first's in a shared one). Thread model: the driver starts, stops and pumps; the peer classes run on the
  * threads they run on in the daemon (session threads, the SSD worker, the transport's timer).
  */
 final class SimPeers implements AutoCloseable {
@@ -71,7 +72,6 @@ final class SimPeers implements AutoCloseable {
 
     private final LocalTransport network = new LocalTransport();
     final FaultyTransport transport;
-    private final SimpleMeterRegistry registry = new SimpleMeterRegistry();
     private final Map<String, ShardState> owners = new ConcurrentHashMap<>();
     private final Map<String, Member> live = new ConcurrentHashMap<>();
     private volatile MembershipView view = MembershipView.initial();
@@ -123,7 +123,7 @@ final class SimPeers implements AutoCloseable {
             bLookups = lookups();
             bRoutes = routes(self, store, namespaces, bTickets, network, bLookups, nanoClock);
             bPublisher = new CatalogPublisher(B, self.incarnation(), store.residency(), store::residentKeys, catalog,
-                    new CatalogPublisher.Budgets(1024, 65_536, 64, 2_000, 65_536, 50, 5_000, 1_000), registry,
+                    new CatalogPublisher.Budgets(1024, 65_536, 64, 2_000, 65_536, 50, 5_000, 1_000), new SimpleMeterRegistry(),
                     new java.util.SplittableRandom(self.incarnation()));
             network.serve(B_ADDRESS, bSource);
             return bRoutes;
@@ -156,12 +156,14 @@ final class SimPeers implements AutoCloseable {
     }
 
     private CatalogLookups lookups() {
-        return new CatalogLookups(() -> view, catalog, Duration.ofSeconds(30), 4_096, registry);
+        return new CatalogLookups(() -> view, catalog, Duration.ofSeconds(30), 4_096,
+                new SimpleMeterRegistry());
     }
 
     private synchronized NodeIncarnation join(String nodeId, String address) {
         long incarnation = ++incarnations;
-        owners.put(nodeId, new ShardState(nodeId, incarnation, new ShardState.Budgets(8, 1 << 16), registry));
+        owners.put(nodeId, new ShardState(nodeId, incarnation, new ShardState.Budgets(8, 1 << 16),
+                new SimpleMeterRegistry()));
         live.put(nodeId, new Member(nodeId, address, incarnation));
         publishView();
         return new NodeIncarnation(nodeId, incarnation);
@@ -207,17 +209,13 @@ final class SimPeers implements AutoCloseable {
     List<String> leftovers() {
         List<String> held = new ArrayList<>();
         PeerRoutes.Status a = aRoutes.status();
-        nonZero(held, "a peer fetches in flight", a.fetchesInFlight());
-        nonZero(held, "a releases pending", a.releasesPending());
-        nonZero(held, "a tickets", aTickets.size());
-        nonZero(held, "network calls held", transport.heldCalls());
-        nonZero(held, "b tickets", bTickets.size());
-        nonZero(held, "b transfers", bTickets.activeTransfers());
+        SimManager.nonZero(held, "a peer fetches in flight", a.fetchesInFlight());
+        SimManager.nonZero(held, "a releases pending", a.releasesPending());
+        SimManager.nonZero(held, "a tickets", aTickets.size());
+        SimManager.nonZero(held, "network calls held", transport.heldCalls());
+        SimManager.nonZero(held, "b tickets", bTickets.size());
+        SimManager.nonZero(held, "b transfers", bTickets.activeTransfers());
         return held;
-    }
-
-    private static void nonZero(List<String> held, String what, long value) {
-        if (value != 0) held.add(what + "=" + value);
     }
 
     @Override
