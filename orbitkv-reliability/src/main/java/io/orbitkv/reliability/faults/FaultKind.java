@@ -2,7 +2,10 @@ package io.orbitkv.reliability.faults;
 
 import java.util.Locale;
 
-/** The faults a schedule injects: SSD device faults (through {@link FaultyDevice}) and client behaviour (the driver). */
+/**
+ * The faults a schedule injects: SSD device faults (through {@link FaultyDevice}), peer transport
+ * faults (through {@link FaultyTransport}) and client and peer behaviour (the driver).
+ */
 public enum FaultKind {
     /** A read answered with an I/O error. */
     READ_ERROR,
@@ -25,7 +28,23 @@ public enum FaultKind {
     /** The instance registers again with a higher epoch on a new connection, fencing the old one. */
     EPOCH_BUMP,
     /** The Manager core and its tiers restart over the same SSD directory. */
-    RESTART;
+    RESTART,
+    /** A peer call (authorize, transfer or release) never answers: the request or its reply is lost. */
+    PEER_DROP,
+    /** A peer call answers 0.2-3 ms late. */
+    PEER_DELAY,
+    /** A transfer stream fails after part of the payload arrived. */
+    PEER_RESET,
+    /** One bit of a transferred payload chunk is flipped on the way (the source's CRC32C trailer is intact). */
+    PEER_CORRUPTION,
+    /** The peer Manager dies in the middle of a transfer and starts again (new incarnation, same SSD files). */
+    PEER_RESTART,
+    /** The peer evicts from DRAM pages the catalog still names, right before a query reads them remotely. */
+    STALE_CATALOG,
+    /** The engine truncates its registered region file before a RESTORE into it. */
+    REGION_TRUNCATE,
+    /** The engine's connection dies while its RESTORE copies are in flight. */
+    RESTORE_DEATH;
 
     String label() {
         return name().toLowerCase(Locale.ROOT);

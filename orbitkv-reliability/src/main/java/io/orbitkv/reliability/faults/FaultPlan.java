@@ -14,12 +14,18 @@ final class FaultPlan {
 
     private final long seed;
     private final double deviceFaultRate;
+    private final double peerFaultRate;
     private final AtomicLong calls = new AtomicLong();
     private final Map<FaultKind, AtomicLong> counts = new EnumMap<>(FaultKind.class);
 
     FaultPlan(long seed, double deviceFaultRate) {
+        this(seed, deviceFaultRate, 0);
+    }
+
+    FaultPlan(long seed, double deviceFaultRate, double peerFaultRate) {
         this.seed = seed;
         this.deviceFaultRate = deviceFaultRate;
+        this.peerFaultRate = peerFaultRate;
         for (FaultKind k : FaultKind.values()) counts.put(k, new AtomicLong());
     }
 
@@ -33,6 +39,22 @@ final class FaultPlan {
         if (deviceFaultRate <= 0) return null;
         SplittableRandom r = new SplittableRandom(mix(seed ^ mix(n + 0x632BE59BD9B4E019L)));
         return r.nextDouble() < (read ? Math.min(1, 3 * deviceFaultRate) : deviceFaultRate) ? r : null;
+    }
+
+    /**
+     * The generator of a peer call's fault, or null when it runs clean. {@code identity} names the
+     * call by what it is about, not by when it came (the key and how many times it was asked for,
+     * or the ticket): the transport's threads may reorder calls within a step, which then changes
+     * no decision.
+     */
+    SplittableRandom peerCall(long identity) {
+        if (peerFaultRate <= 0) return null;
+        SplittableRandom r = new SplittableRandom(mix(seed ^ mix(identity ^ 0x3C6EF372FE94F82BL)));
+        return r.nextDouble() < peerFaultRate ? r : null;
+    }
+
+    double peerFaultRate() {
+        return peerFaultRate;
     }
 
     void count(FaultKind kind) {

@@ -6,6 +6,7 @@ import io.orbitkv.core.engine.ManagerBounds;
 import io.orbitkv.core.engine.ManagerCore;
 import io.orbitkv.core.engine.ManagerStatus;
 import io.orbitkv.core.namespace.NamespaceTable;
+import io.orbitkv.core.query.RemotePages;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.transfer.RegionDirectory;
 import io.orbitkv.core.storage.TieredStoreConfig;
@@ -25,6 +26,7 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.LongSupplier;
 
 /**
  * The real Manager core over real tiers in one directory (DRAM arena files and SSD extent files),
@@ -36,11 +38,37 @@ import java.util.concurrent.locks.LockSupport;
  * (42 extents of a 20 KiB page), one SSD worker (the order of device calls is the schedule's) and
  * positional reads (the io_uring route does not pass through the device seam).
  *
+ * <p>A Manager of a cluster gets its peer routes from a {@link Wiring} each time it starts (the
+ * requester's reader over the campaign's transport, or the source's ticket table), as the daemon
+ * gets them from its cluster membership; a {@code null} plan opens the SSD device undecorated
+ * (the peer's device runs clean, so the requester's device calls alone draw from the plan).
+ *
  * <p>Thread model: the schedule's driver thread calls everything; the core's and the store's own
  * threads run as in the daemon. The clock is {@code System.nanoTime()} plus a skew the driver
- * moves forward to let the publish quarantine expire.
+ * moves forward to let the publish quarantine and the peer ticket windows expire; the Managers of
+ * one schedule share it.
  */
 final class SimManager implements AutoCloseable {
+
+    /** How a clustered Manager's peer routes are made and unmade with each life. */
+    interface Wiring {
+        /** The peer routes of a life that opened {@code store}; called before its core is built. */
+        RemotePages open(TieredStore store, NamespaceTable namespaces, LongSupplier clock);
+
+        /** That life's core closed: stop serving and drop what the routes hold (called before the store closes). */
+        void close();
+
+        Wiring NONE = new Wiring() {
+            @Override
+            public RemotePages open(TieredStore store, NamespaceTable namespaces, LongSupplier clock) {
+                return RemotePages.NONE;
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+    }
 
     static final int PAGE_TOKENS = 16;
     static final int SLOT = 32 * 1024;
@@ -49,7 +77,8 @@ final class SimManager implements AutoCloseable {
 
     private final Path dir;
     private final FaultPlan plan;
-    private final AtomicLong skewNanos = new AtomicLong();
+    private final AtomicLong skewNanos;
+    private final Wiring wiring;
     final ManagerBounds bounds = ManagerBounds.DEFAULTS.withRestore(1, 64)
             .withFenceDrainTimeoutNanos(TimeUnit.SECONDS.toNanos(5));
     SimpleMeterRegistry registry;
@@ -58,8 +87,15 @@ final class SimManager implements AutoCloseable {
     ManagerCore core;
 
     SimManager(Path dir, FaultPlan plan) throws IOException {
+        this(dir, plan, new AtomicLong(), Wiring.NONE);
+    }
+
+    /** {@code skewNanos}: the schedule's clock skew, shared by its Managers. */
+    SimManager(Path dir, FaultPlan plan, AtomicLong skewNanos, Wiring wiring) throws IOException {
         this.dir = dir;
         this.plan = plan;
+        this.skewNanos = skewNanos;
+        this.wiring = wiring;
         start();
     }
 
@@ -74,10 +110,11 @@ final class SimManager implements AutoCloseable {
         PublishConfig publish = PublishConfig.defaults(new SsdAdmissionPolicy.WriteThrough())
                 .withLanes(64, 8, 4);
         store = TieredStore.open(new TieredStoreConfig(dram, ssd, publish, 1 << 14, 16), namespaces, registry,
-                CostObserver.disabled(), device -> new FaultyDevice(device, plan));
-        // the simulated engines restore into host memory only (HOST_READY) and register no region
+                CostObserver.disabled(), device -> plan == null ? device : new FaultyDevice(device, plan));
+        // the simulated engines' region files live in the schedule's directory, next to the tiers
         RegionDirectory regions = RegionDirectory.of(dir, List.of(dir.resolve("dram"), dir.resolve("ssd")));
-        core = new ManagerCore(store, namespaces, ProtocolLimits.DEFAULTS, bounds, registry, this::now, regions);
+        RemotePages remote = wiring.open(store, namespaces, this::now);
+        core = new ManagerCore(store, namespaces, ProtocolLimits.DEFAULTS, bounds, registry, this::now, regions, remote);
     }
 
     long now() {
@@ -91,8 +128,15 @@ final class SimManager implements AutoCloseable {
 
     void stop() {
         core.close();
+        wiring.close();
         store.close();
     }
+
+    /** Moves the shared clock forward by {@code nanos}. */
+    void advance(long nanos) {
+        skewNanos.addAndGet(nanos);
+    }
+
 
     /**
      * Waits until the store has nothing queued or in flight (seal queue, write-through queue,
@@ -107,7 +151,7 @@ final class SimManager implements AutoCloseable {
         return true;
     }
 
-    private boolean idle() {
+    boolean idle() {
         return store.pipeline().sealQueueDepth() == 0 && store.pipeline().writeThroughQueueDepth() == 0
                 && store.pipeline().writeQueuedBytes() == 0 && store.dispatcher().inFlight() == 0
                 && store.dispatcher().depth(true) == 0 && store.dispatcher().depth(false) == 0
@@ -119,7 +163,7 @@ final class SimManager implements AutoCloseable {
      * quiescence. Every count the core and the tiers expose for what a client can hold or start.
      */
     List<String> leftovers() {
-        skewNanos.addAndGet(bounds.publishQuarantineNanos() + TimeUnit.SECONDS.toNanos(1));
+        advance(bounds.publishQuarantineNanos() + TimeUnit.SECONDS.toNanos(1));
         core.onTick(now());
         ManagerStatus s = core.status();
         List<String> held = new ArrayList<>();
@@ -143,7 +187,7 @@ final class SimManager implements AutoCloseable {
         return held;
     }
 
-    private static void nonZero(List<String> held, String what, long value) {
+    static void nonZero(List<String> held, String what, long value) {
         if (value != 0) held.add(what + "=" + value);
     }
 

@@ -15,9 +15,10 @@ import java.util.logging.Logger;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * The CI slice of the fault simulation: 500 seeded schedules against the real Manager core (a
- * full run is {@code bin/reliability faults}, 10,000). Seeded by {@link TestSeed}; a failure names
- * each failing schedule's seed and the command that replays it.
+ * The CI slice of the fault simulation: 500 seeded schedules against the real Manager core, a
+ * third of them with a peer Manager behind a faulty transport (a full run is
+ * {@code bin/reliability faults}, 10,000). Seeded by {@link TestSeed}; a failure names each
+ * failing schedule's seed and the command that replays it.
  */
 @StressTest
 class FaultCampaignTest {
@@ -48,7 +49,7 @@ class FaultCampaignTest {
         System.out.print(report);
         assertThat(s.failures()).as("failing schedules (base seed %d):%n%s", seed, report).isEmpty();
         assertThat(s.schedules()).isEqualTo(SLICE);
-        // The slice reached every device fault and every client behaviour it can inject.
+        // The slice reached every device, network, client and peer fault it can inject.
         for (FaultKind k : FaultKind.values()) {
             assertThat(s.faults().get(k)).as("%s injected (base seed %d)", k, seed).isPositive();
         }
@@ -62,5 +63,18 @@ class FaultCampaignTest {
         FaultCampaign.Summary again = FaultCampaign.run(1, seed, 1, quiet);
         assertThat(again.steps()).isEqualTo(first.steps());
         assertThat(again.faults()).as("the same faults from the same seed %d", seed).isEqualTo(first.faults());
+    }
+
+    @Test
+    void aClusteredScheduleReplaysWithTheSameNetworkFaults() {
+        long seed = TestSeed.get();
+        // a third of the seeds are clustered, three quarters of those with a faulty network
+        while (!Schedule.clusteredWithPeerFaults(seed)) seed++;
+        PrintStream quiet = new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8);
+        FaultCampaign.Summary first = FaultCampaign.run(1, seed, 1, quiet);
+        FaultCampaign.Summary again = FaultCampaign.run(1, seed, 1, quiet);
+        assertThat(first.failures()).as("seed %d", seed).isEmpty();
+        assertThat(again.steps()).isEqualTo(first.steps());
+        assertThat(again.faults()).as("the same faults from the same clustered seed %d", seed).isEqualTo(first.faults());
     }
 }
