@@ -37,27 +37,24 @@ final class QueryResultReader {
                 pages += count;
                 r.checkCount("pages of the result", pages, limits.maxPagesPerQuery(), "maxPagesPerQuery", 0);
                 int n = r.checkCount("page_count", count, Integer.MAX_VALUE, "", MIN_PAGE_BYTES);
-                List<Reply.PageResult> entries = new ArrayList<>(n);
-                for (int p = 0; p < n; p++) entries.add(readPage(r));
-                spans.add(new Reply.Span(first, entries));
+                PageEntries.Builder entries = PageEntries.builder(n); // refuses 0: a span has a page
+                for (int p = 0; p < n; p++) readPage(r, entries);
+                spans.add(new Reply.Span(first, entries.build()));
             }
             groups.add(new Reply.GroupResult(groupId, spans));
         }
         return new Reply.QueryResult(op, revision, status, hit, boundary, groups);
     }
 
-    private static Reply.PageResult readPage(WireReader r) {
+    /** One page entry into {@code out}, packed: no object per page (see {@link PageEntries}). */
+    private static void readPage(WireReader r, PageEntries.Builder out) {
         PageState state = FrameDecoder.code(PageState.class, r.u8("state"), "state");
-        return switch (state) {
-            case MISS -> Reply.Unleased.MISS;
-            case CANDIDATE -> Reply.Unleased.CANDIDATE;
-            case RESERVED -> Reply.Unleased.RESERVED;
-            case READY -> Reply.Unleased.READY;
-            case RESIDENT -> {
-                int arena = r.u31("arena_index");
-                long offset = r.u63("offset_bytes");
-                yield new Reply.Resident(new Reply.Lease(arena, offset, r.u31("length_bytes")));
-            }
-        };
+        if (state != PageState.RESIDENT) {
+            out.unleased(state);
+            return;
+        }
+        int arena = r.u31("arena_index");
+        long offset = r.u63("offset_bytes");
+        out.resident(arena, offset, r.u31("length_bytes"));
     }
 }
