@@ -36,9 +36,11 @@ import java.util.concurrent.Future;
 /**
  * The Manager benchmarks against a real Manager process
  * ({@link ManagerProcess}) driven by the Java client, each paired with its baseline in the same
- * run: QUERY of 1,024 resident hashes vs a raw UDS echo of the same bytes; ENGINE_RESTORE of
- * 2 MiB pages vs {@code MemorySegment.copy} of the same bytes; a missing QUERY's latency; p99
- * QUERY latency with 16 concurrent clients.
+ * run: QUERY of 1,024 resident hashes vs a raw UDS echo of the same bytes, in latency and in CPU
+ * time of both processes ({@link Schedstat}); ENGINE_RESTORE of 2 MiB pages (QUERY and RESTORE
+ * pipelined, RELEASE not awaited, as an engine restores) vs {@code MemorySegment.copy} of the same
+ * bytes; a missing QUERY's latency; p99 QUERY latency with 16 concurrent clients, with the CPU
+ * time and run-queue wait per query that show whether 2 cores can meet it.
  *
  * <pre>
  *   java -jar orbitkv-bench.jar manager --manager-jar=orbitkv-server/target/orbitkv.jar
