@@ -138,6 +138,11 @@ final class OperationEvents {
         if (op != null && op.ended) operations.remove(operationId);
     }
 
+    /** True while {@code operationId} is live or draining as far as the replies seen so far tell. */
+    synchronized boolean tracks(long operationId) {
+        return operations.containsKey(operationId);
+    }
+
     /** Operation ids this table tracks (for tests and diagnostics). */
     synchronized int size() {
         return operations.size();

@@ -3,7 +3,8 @@ package io.orbitkv.client;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.RecoveryContract;
 import io.orbitkv.state.protocol.CompletionEvent;
-import io.orbitkv.state.protocol.PageState;
+import io.orbitkv.state.protocol.ErrorCode;
+import io.orbitkv.state.protocol.PageEntries;
 import io.orbitkv.state.protocol.QueryStatus;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
@@ -21,6 +22,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -248,6 +250,91 @@ public final class OrbitKvClient implements AutoCloseable {
                 .thenCompose(accepted -> events.await(operationId, CompletionEvent.RESTORE_DONE));
     }
 
+    /** What {@link #queryAndRestore} did: the query's FINAL result, and the restore's COMPLETION when one ran. */
+    public record Restored(Reply.QueryResult result, Optional<Reply.Completion> completion) {
+        public Restored {
+            Objects.requireNonNull(result, "result");
+            Objects.requireNonNull(completion, "completion");
+        }
+
+        /** True when a restore ran and ended OK: every page of its mapping is READY in the region. */
+        public boolean restoredOk() {
+            return completion.isPresent() && completion.get().outcome() == Reply.Settled.OK;
+        }
+    }
+
+    /**
+     * An ENGINE_RESTORE hit in one round trip instead of two: sends {@code query} and, right
+     * behind it without waiting, a RESTORE of {@code mapping} (the pages the caller expects to be
+     * resident), then waits for both replies and the COMPLETION RESTORE_DONE. The Manager handles
+     * a connection's requests in order (protocol.md 9.3), so the RESTORE is judged against the
+     * QUERY's result: when that is a FINAL hit holding every page of {@code mapping}, the copy
+     * starts at once. Otherwise the RESTORE is refused and copies nothing (protocol.md 5.8); then
+     * this waits for the result to settle and restores the pages of {@code mapping} it does hold
+     * (none: no restore, an empty completion). Either way the operation stays live until
+     * {@link #release}.
+     *
+     * @throws OrbitKvException the QUERY's refusal, or a refusal of the RESTORE that a settled
+     *         result does not explain (an unknown region, a destination out of range)
+     */
+    public Restored queryAndRestore(Request.Query query, Region region, List<Request.RestorePage> mapping) {
+        Objects.requireNonNull(region, "region");
+        if (mapping.isEmpty()) throw new IllegalArgumentException("an empty restore mapping");
+        long op = query.operationId();
+        if (events.tracks(op)) {
+            // A live operation (a new revision replacing it): a refused QUERY would leave the old
+            // revision in place and the pipelined RESTORE would copy its pages, so wait in between.
+            return restoreHeld(awaitSettled(query(query)), region, mapping);
+        }
+        CompletableFuture<Reply.QueryResult> answered = send(query, Reply.QueryResult.class);
+        CompletableFuture<Reply.RestoreAccepted> accepted = send(new Request.Restore(op, region.regionId(), mapping),
+                Reply.RestoreAccepted.class);
+        // A refused QUERY throws here; its RESTORE was refused too (no such operation) and is dropped.
+        Reply.QueryResult result = await(answered, "QUERY");
+        try {
+            await(accepted, "RESTORE");
+            return new Restored(result, Optional.of(await(events.await(op, CompletionEvent.RESTORE_DONE),
+                    "RESTORE_DONE")));
+        } catch (OrbitKvException refused) {
+            if (refused.code() != ErrorCode.NOT_FOUND && refused.code() != ErrorCode.INVALID_DEMAND) throw refused;
+        }
+        return restoreHeld(awaitSettled(result), region, mapping);
+    }
+
+    /** Restores the pages of {@code mapping} that the FINAL {@code settled} holds, if any. */
+    private Restored restoreHeld(Reply.QueryResult settled, Region region, List<Request.RestorePage> mapping) {
+        List<Request.RestorePage> held = settled.hit() ? heldPages(settled, mapping) : List.of();
+        if (held.isEmpty()) return new Restored(settled, Optional.empty());
+        return new Restored(settled, Optional.of(restore(settled.operationId(), region, held)));
+    }
+
+    /** The entries of {@code mapping} whose source page is RESIDENT in {@code result}. */
+    private static List<Request.RestorePage> heldPages(Reply.QueryResult result, List<Request.RestorePage> mapping) {
+        List<Request.RestorePage> out = new ArrayList<>(mapping.size());
+        for (Request.RestorePage rp : mapping) {
+            for (Reply.GroupResult g : result.groups()) {
+                if (g.groupId() != rp.groupId()) continue;
+                for (Reply.Span s : g.spans()) {
+                    long i = rp.sourcePage() - s.firstPage();
+                    if (i >= 0 && i < s.entries().size() && s.entries().isResident((int) i)) out.add(rp);
+                }
+            }
+        }
+        return out;
+    }
+
+    /**
+     * RELEASE without waiting: the future completes with RELEASED, or after COMPLETION DRAINED
+     * when the reply says I/O is still draining. A request sent after this one on the connection
+     * is handled after the release (protocol.md 9.3), so an engine need not wait for it before
+     * its next QUERY.
+     */
+    public CompletableFuture<Reply.Released> releaseAsync(long operationId) {
+        return send(new Request.Release(operationId), Reply.Released.class).thenCompose(r -> r.drained()
+                ? CompletableFuture.completedFuture(r)
+                : events.takeDrained(operationId).thenApply(drained -> r));
+    }
+
     /**
      * Ends a FINAL operation (RELEASE; of a PENDING one, as CANCEL) and returns once everything
      * it held is released: when the reply says I/O is still draining, after COMPLETION DRAINED.
@@ -289,8 +376,9 @@ public final class OrbitKvClient implements AutoCloseable {
         int destination = firstDestinationPage;
         for (Reply.GroupResult g : result.groups()) {
             for (Reply.Span s : g.spans()) {
-                for (int i = 0; i < s.pages().size(); i++) {
-                    if (s.pages().get(i).state() == PageState.RESIDENT) {
+                PageEntries pages = s.entries();
+                for (int i = 0; i < pages.size(); i++) {
+                    if (pages.isResident(i)) {
                         out.add(new Request.RestorePage(g.groupId(), s.firstPage() + i, destination++));
                     }
                 }

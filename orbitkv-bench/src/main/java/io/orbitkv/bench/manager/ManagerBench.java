@@ -36,9 +36,11 @@ import java.util.concurrent.Future;
 /**
  * The Manager benchmarks against a real Manager process
  * ({@link ManagerProcess}) driven by the Java client, each paired with its baseline in the same
- * run: QUERY of 1,024 resident hashes vs a raw UDS echo of the same bytes; ENGINE_RESTORE of
- * 2 MiB pages vs {@code MemorySegment.copy} of the same bytes; a missing QUERY's latency; p99
- * QUERY latency with 16 concurrent clients.
+ * run: QUERY of 1,024 resident hashes vs a raw UDS echo of the same bytes, in latency and in CPU
+ * time of both processes ({@link Schedstat}); ENGINE_RESTORE of 2 MiB pages (QUERY and RESTORE
+ * pipelined, RELEASE not awaited, as an engine restores) vs {@code MemorySegment.copy} of the same
+ * bytes; a missing QUERY's latency; p99 QUERY latency with 16 concurrent clients, with the CPU
+ * time and run-queue wait per query that show whether 2 cores can meet it.
  *
  * <pre>
  *   java -jar orbitkv-bench.jar manager --manager-jar=orbitkv-server/target/orbitkv.jar
@@ -125,10 +127,10 @@ public final class ManagerBench {
             publish(client, big, BIG_PAGE_BYTES, arena);
             log("published " + QUERY_PAGES + " × 16 KiB and " + maxRestore + " × 2 MiB pages");
 
-            rows.addAll(queryVersusEcho(client, small, o));
+            rows.addAll(queryVersusEcho(client, small, o, manager.pid()));
             rows.add(missingQuery(client, absent, o));
             for (int pages : o.restorePages()) rows.add(restore(client, big, pages, o));
-            rows.add(concurrent(manager.socket(), ns, small, absent, o));
+            rows.add(concurrent(manager.socket(), ns, small, absent, o, manager.pid()));
         }
         return rows;
     }
@@ -151,7 +153,12 @@ public final class ManagerBench {
 
     // ---- QUERY of 1,024 resident hashes vs a raw UDS echo ---------------------------------------
 
-    private static List<BenchRow> queryVersusEcho(OrbitKvClient client, Prefix prefix, Options o) throws IOException {
+    private static List<BenchRow> queryVersusEcho(OrbitKvClient client, Prefix prefix, Options o, long managerPid)
+            throws IOException {
+        Schedstat subjectBench = Schedstat.ZERO;
+        Schedstat subjectManager = Schedstat.ZERO;
+        Schedstat echoBench = Schedstat.ZERO;
+        long measuredOps = 1;
         Request.Query query = prefix.query(1, CompletionTarget.HOST_READY, QUERY_PAGES);
         Reply.QueryResult first = client.query(query);
         if (!first.hit() || first.boundaryTokens() != (long) QUERY_PAGES * PAGE_TOKENS) {
@@ -200,19 +207,50 @@ public final class ManagerBench {
             echo.reset();
             echo2.reset();
             int perRound = o.queries() / LATENCY_ROUNDS;
+            long self = ProcessHandle.current().pid();
             for (int round = 0; round < LATENCY_ROUNDS; round++) {
-                Runnable firstSide = round % 2 == 0 ? subject : baseline;
-                Runnable secondSide = round % 2 == 0 ? baseline : subject;
-                for (int i = 0; i < perRound; i++) firstSide.run();
-                for (int i = 0; i < perRound; i++) secondSide.run();
+                boolean subjectFirst = round % 2 == 0;
+                for (int side = 0; side < 2; side++) {
+                    boolean isSubject = subjectFirst == (side == 0);
+                    Runnable run = isSubject ? subject : baseline;
+                    Schedstat bench0 = Schedstat.of(self);
+                    Schedstat manager0 = Schedstat.of(managerPid);
+                    for (int i = 0; i < perRound; i++) run.run();
+                    Schedstat bench = Schedstat.of(self).minus(bench0);
+                    Schedstat manager = Schedstat.of(managerPid).minus(manager0);
+                    if (isSubject) {
+                        subjectBench = subjectBench.plus(bench);
+                        subjectManager = subjectManager.plus(manager);
+                    } else {
+                        echoBench = echoBench.plus(bench);
+                    }
+                }
             }
+            measuredOps = (long) perRound * LATENCY_ROUNDS;
         }
         String echoNote = " (raw UDS echo, " + queryBytes + " B → " + resultBytes + " B)";
-        return List.of(
+        // CPU per QUERY + RELEASE pair, both processes (schedstat), against the two echoes' CPU.
+        double orbitCpu = (subjectBench.runNanos() + subjectManager.runNanos()) / 1e3 / measuredOps;
+        double managerCpu = subjectManager.runNanos() / 1e3 / measuredOps;
+        double echoCpu = echoBench.runNanos() / 1e3 / measuredOps;
+        double orbitWait = (subjectBench.waitNanos() + subjectManager.waitNanos()) / 1e3 / measuredOps;
+        double echoWait = echoBench.waitNanos() / 1e3 / measuredOps;
+        log(String.format(java.util.Locale.ROOT, "CPU per QUERY + RELEASE: %.1f µs (Manager %.1f µs, bench JVM %.1f µs),"
+                        + " run-queue wait %.1f µs; per echo pair: CPU %.1f µs, wait %.1f µs", orbitCpu, managerCpu,
+                orbitCpu - managerCpu, orbitWait, echoCpu, echoWait));
+        BenchRow cpuRow = echoCpu <= 0 ? null : new BenchRow(
+                "CPU per QUERY + RELEASE of 1,024 resident hashes, both processes (schedstat), / CPU per echo pair",
+                BenchRow.fmt(orbitCpu, 1) + " µs (Manager " + BenchRow.fmt(managerCpu, 1) + " µs; run-queue wait "
+                        + BenchRow.fmt(orbitWait, 1) + " µs)",
+                BenchRow.fmt(echoCpu, 1) + " µs (run-queue wait " + BenchRow.fmt(echoWait, 1) + " µs)",
+                orbitCpu / echoCpu, BenchRow.Target.atMost(3, "×"));
+        List<BenchRow> rows = new ArrayList<>(List.of(
                 latencyRatio("QUERY 1,024 resident hashes, round trip p50 (HOST_READY, full reply with leases)", q, echo,
                         echoNote),
                 latencyRatio("QUERY + RELEASE 1,024 resident hashes, p50", qr, echo2,
-                        " (two raw UDS echoes of the same sizes)"));
+                        " (two raw UDS echoes of the same sizes)")));
+        if (cpuRow != null) rows.add(cpuRow);
+        return rows;
     }
 
     private static BenchRow latencyRatio(String name, Histogram subject, Histogram baseline, String baselineNote) {
@@ -274,12 +312,17 @@ public final class ManagerBench {
         }
         if (sources.size() != pages) throw new IllegalStateException("only " + sources.size() + " of " + pages + " resident");
         Request.Query query = big.query(4, CompletionTarget.ENGINE_RESTORE, pages);
+        List<Request.RestorePage> mapping = new ArrayList<>(pages);
+        for (int i = 0; i < pages; i++) mapping.add(new Request.RestorePage(0, i, i));
         long[] restores = new long[1];
+        List<java.util.concurrent.CompletableFuture<Reply.Released>> lastRelease =
+                new ArrayList<>(List.of(java.util.concurrent.CompletableFuture.completedFuture(new Reply.Released(4, true, 0))));
+        // What an engine does per hit: QUERY and RESTORE pipelined (one round trip), the copy, and a
+        // RELEASE it does not wait for (the next QUERY on the connection is handled after it).
         java.util.function.LongSupplier subject = () -> {
-            Reply.QueryResult r = client.awaitSettled(client.query(query));
-            Reply.Completion done = client.restore(4, region, OrbitKvClient.residentPages(r, 0));
-            if (done.outcome() != Reply.Settled.OK) throw new IllegalStateException("restore: " + done.outcome());
-            client.release(4);
+            OrbitKvClient.Restored r = client.queryAndRestore(query, region, mapping);
+            if (!r.restoredOk()) throw new IllegalStateException("restore: " + r.completion());
+            lastRelease.set(0, client.releaseAsync(4));
             restores[0]++;
             return bytes;
         };
@@ -327,6 +370,7 @@ public final class ManagerBench {
             p = Throughput.pairedRoundsAgainstEach(() -> rate(subject, opsPerRound),
                     List.of(() -> rate(oneThread, opsPerRound), parallelRound), o.rounds());
         }
+        lastRelease.get(0).join();
         long copied = client.stats().get("restore_bytes") - copiedBefore;
         if (copied != restores[0] * bytes) {
             throw new IllegalStateException("the Manager copied " + copied + " B for " + restores[0] + " restores of " + bytes);
@@ -338,7 +382,7 @@ public final class ManagerBench {
                 + BenchRow.fmt(single.baselineRate(), 2) + " GB/s (1 thread) → " + BenchRow.fmt(single.ratio(), 3)
                 + ", vs " + BenchRow.fmt(parallel.baselineRate(), 2) + " GB/s (" + threads + " threads) → "
                 + BenchRow.fmt(parallel.ratio(), 3));
-        return new BenchRow("Restore " + pages + " × 2 MiB pages (QUERY → RESTORE → COMPLETION → RELEASE)",
+        return new BenchRow("Restore " + pages + " × 2 MiB pages (QUERY + RESTORE pipelined → COMPLETION; RELEASE not awaited)",
                 BenchRow.fmt(single.subjectRate(), 2) + " GB/s",
                 BenchRow.fmt(single.baselineRate(), 2) + " GB/s (MemorySegment.copy, same pages, 1 thread; on "
                         + threads + " threads " + BenchRow.fmt(parallel.baselineRate(), 2) + " GB/s, ratio "
@@ -356,8 +400,12 @@ public final class ManagerBench {
 
     // ---- 16 concurrent clients ------------------------------------------------------------------
 
-    private static BenchRow concurrent(Path socket, Namespace ns, Prefix hit, Prefix miss, Options o) throws Exception {
+    private static BenchRow concurrent(Path socket, Namespace ns, Prefix hit, Prefix miss, Options o, long managerPid)
+            throws Exception {
         int n = o.clients();
+        long self = ProcessHandle.current().pid();
+        Schedstat bench0 = Schedstat.of(self);
+        Schedstat manager0 = Schedstat.of(managerPid);
         CyclicBarrier start = new CyclicBarrier(n);
         List<Future<Histogram>> results = new ArrayList<>();
         try (ExecutorService pool = Executors.newFixedThreadPool(n)) {
@@ -384,10 +432,19 @@ public final class ManagerBench {
             }
             Histogram all = histogram();
             for (Future<Histogram> f : results) all.add(f.get());
+            // Warm-up queries included: the snapshots bracket the whole phase.
+            long queries = (long) n * (Math.min(500, o.opsPerClient()) + o.opsPerClient());
+            Schedstat bench = Schedstat.of(self).minus(bench0);
+            Schedstat manager = Schedstat.of(managerPid).minus(manager0);
             double p99Micros = all.getValueAtPercentile(99) / 1e3;
-            log(n + " clients: " + p50p99(all) + ", " + all.getTotalCount() + " queries");
-            return new BenchRow("QUERY p99, " + n + " concurrent clients (own connection each; " + CONCURRENT_HIT_PAGES
-                    + "-page hit / miss alternating, " + o.opsPerClient() + " each)", p50p99(all), "—", p99Micros,
+            String cpu = String.format(java.util.Locale.ROOT, "per QUERY + RELEASE: CPU %.1f µs (Manager %.1f µs),"
+                            + " run-queue wait %.1f µs (Manager %.1f µs)",
+                    (bench.runNanos() + manager.runNanos()) / 1e3 / queries, manager.runNanos() / 1e3 / queries,
+                    (bench.waitNanos() + manager.waitNanos()) / 1e3 / queries, manager.waitNanos() / 1e3 / queries);
+            log(n + " clients: " + p50p99(all) + ", " + all.getTotalCount() + " queries; " + cpu);
+            return new BenchRow("QUERY p99, " + n + " concurrent clients (own connection each; "
+                    + CONCURRENT_HIT_PAGES + "-page hit / miss alternating, " + o.opsPerClient() + " each)",
+                    p50p99(all), "— (schedstat, both processes, " + cpu + ")", p99Micros,
                     BenchRow.Target.atMost(1000, "µs"));
         }
     }

@@ -2,6 +2,7 @@ package io.orbitkv.core.query;
 
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.StateKeys;
+import io.orbitkv.state.protocol.Hashes;
 
 import java.util.Arrays;
 
@@ -37,7 +38,7 @@ final class BlockKeyCache {
 
     /** The key of block hash {@code hash} of group {@code groupId} in the namespace of {@code scope}. */
     StateKey key(SessionScope scope, int groupId, byte[] hash) {
-        int slot = index(scope.namespaceId(), groupId, hash);
+        int slot = index(scope.namespaceId(), groupId, Arrays.hashCode(hash));
         Entry e = table[slot];
         if (e != null && e.namespaceId() == scope.namespaceId() && e.groupId() == groupId
                 && Arrays.equals(e.hash(), hash)) {
@@ -48,8 +49,25 @@ final class BlockKeyCache {
         return key;
     }
 
-    private static int index(int namespaceId, int groupId, byte[] hash) {
-        int h = Arrays.hashCode(hash) * 31 + groupId;
+    /**
+     * The key of block hash {@code index} of {@code hashes}, as {@link #key(SessionScope, int, byte[])};
+     * a hit reads the hash in place, so only a miss copies it out of the packed QUERY group.
+     */
+    StateKey key(SessionScope scope, int groupId, Hashes hashes, int index) {
+        int slot = index(scope.namespaceId(), groupId, hashes.hashCodeAt(index));
+        Entry e = table[slot];
+        if (e != null && e.namespaceId() == scope.namespaceId() && e.groupId() == groupId
+                && hashes.equalsAt(index, e.hash())) {
+            return e.key();
+        }
+        byte[] hash = hashes.get(index);
+        StateKey key = StateKeys.forBlockHash(scope.digestBytesShared(), groupId, hash);
+        table[slot] = new Entry(scope.namespaceId(), groupId, hash, key);
+        return key;
+    }
+
+    private static int index(int namespaceId, int groupId, int hashCode) {
+        int h = hashCode * 31 + groupId;
         h = h * 31 + namespaceId;
         h ^= h >>> 16;
         return h & (ENTRIES - 1);

@@ -2,6 +2,7 @@ package io.orbitkv.core.query;
 
 import io.orbitkv.core.storage.LookupResult;
 import io.orbitkv.core.storage.TieredStore;
+import io.orbitkv.core.storage.dram.DramTier;
 import io.orbitkv.core.storage.dram.Lease;
 import io.orbitkv.core.storage.ssd.Pin;
 import io.orbitkv.state.BoundarySelection;
@@ -14,6 +15,8 @@ import io.orbitkv.state.StateGroup;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.KeyForm;
+import io.orbitkv.state.protocol.PageEntries;
+import io.orbitkv.state.protocol.PageState;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
 
@@ -178,10 +181,7 @@ public final class QueryPlanner {
         for (Request.QueryGroup qg : query.groups()) {
             long to = Math.min(capPage, qg.hashes().count());
             for (long page = Math.max(fromPage, query.originTokens() / p); page < to && out.size() < limit; page++) {
-                int index = (int) page;
-                StateKey key = qg.form() == KeyForm.BLOCK_HASH
-                        ? keys.key(scope, qg.groupId(), qg.hashes().get(index))
-                        : qg.hashes().key(index);
+                StateKey key = key(qg, scope, (int) page);
                 if (!store.dram().contains(key, scope.namespaceId()) && !store.ssd().contains(key, scope.digest())) {
                     out.add(key);
                 }
@@ -211,14 +211,22 @@ public final class QueryPlanner {
         boolean dramOnly = sources == Sources.DRAM;
         int n = (int) Math.max(0, to - from);
         Found f = new Found(qg.groupId(), from, n);
+        DramTier.RunKeys keyOf = i -> key(qg, scope, (int) (from + i));
+        // Runs of DRAM-resident pages are leased in bulk (one slot-table lock trip per run); the
+        // page a run stops at, and every page when some keys are excluded, takes the full lookup.
+        boolean runs = excluded.isEmpty();
         for (int i = 0; i < n; i++) {
             if (stopAtMiss && i > 0 && !f.available(i - 1)) return f.truncate(i);
-            int index = (int) (from + i);
-            StateKey key = qg.form() == KeyForm.BLOCK_HASH
-                    ? keys.key(scope, qg.groupId(), qg.hashes().get(index))
-                    : qg.hashes().key(index);
-            f.keys[i] = key;
-            if (excluded.contains(key)) continue;
+            StateKey key;
+            if (runs) {
+                i = store.leaseRun(keyOf, i, n, scope.namespaceId(), f.keys, f.leases);
+                if (i == n) break;
+                key = f.keys[i];
+            } else {
+                key = keyOf.key(i);
+                f.keys[i] = key;
+                if (excluded.contains(key)) continue;
+            }
             switch (store.lookup(key)) {
                 case LookupResult.InDram(Lease lease) -> {
                     if (lease.namespaceId() == scope.namespaceId()) f.leases[i] = lease;
@@ -245,6 +253,11 @@ public final class QueryPlanner {
             }
         }
         return f;
+    }
+
+    /** The key of page {@code index} of {@code qg}, derived (or found in {@link #keys}) in the session's namespace. */
+    private StateKey key(Request.QueryGroup qg, SessionScope scope, int index) {
+        return qg.form() == KeyForm.BLOCK_HASH ? keys.key(scope, qg.groupId(), qg.hashes(), index) : qg.hashes().key(index);
     }
 
     private static QueryPlan.Hit keepRequired(BoundarySelection.Hit hit, List<Found> found, int p) {
@@ -280,11 +293,9 @@ public final class QueryPlanner {
                 out.add(new Reply.GroupResult(f.groupId, List.of()));
                 continue;
             }
-            List<Reply.PageResult> pages = new ArrayList<>(f.keys.length);
-            for (int i = 0; i < f.keys.length; i++) {
-                pages.add(f.available(i) ? Reply.Unleased.CANDIDATE : Reply.Unleased.MISS);
-            }
-            out.add(new Reply.GroupResult(f.groupId, List.of(new Reply.Span(f.from, pages))));
+            PageEntries.Builder pages = PageEntries.builder(f.keys.length);
+            for (int i = 0; i < f.keys.length; i++) pages.unleased(f.available(i) ? PageState.CANDIDATE : PageState.MISS);
+            out.add(new Reply.GroupResult(f.groupId, List.of(new Reply.Span(f.from, pages.build()))));
         }
         return out;
     }

@@ -266,6 +266,21 @@ public final class TieredStore implements AutoCloseable {
     }
 
     /**
+     * The DRAM part of {@link #lookup} for a run of consecutive keys ({@link DramTier#acquireRun}:
+     * one slot-table lock trip per run of pages, not per page): leases {@code keyOf.key(i)} for
+     * {@code i} from {@code from} while its image is resident in {@code namespaceId}, storing keys
+     * and leases at index {@code i}, and returns the first index it did not lease ({@code to} when
+     * all were). The key at that index is stored but not looked up: the caller calls
+     * {@link #lookup} for it (an SSD pin, another namespace's image, or a miss).
+     */
+    public int leaseRun(DramTier.RunKeys keyOf, int from, int to, int namespaceId, StateKey[] keys, Lease[] leases) {
+        requireOpen();
+        int end = dram.acquireRun(keyOf, from, to, namespaceId, keys, leases);
+        for (int i = from; i < end; i++) pipeline.onDramHit(leases[i]);
+        return end;
+    }
+
+    /**
      * A DRAM lease on {@code key}'s image, reading it from SSD into a fresh DRAM slot if needed.
      * Concurrent stagings of one key share one backing read; each caller gets its own lease.
      * With {@code maxInflightStages} keys in flight a new key waits in the staging queue; only a

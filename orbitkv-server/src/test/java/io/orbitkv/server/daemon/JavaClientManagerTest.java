@@ -142,6 +142,70 @@ class JavaClientManagerTest {
         }
     }
 
+    /** A QUERY of the first {@code pages} pages of {@code prefix} (plus one token), at {@code revision}. */
+    private static Request.Query restoreQuery(Prefix prefix, long op, int revision, int pages) {
+        return new Request.Query(op, revision, CompletionTarget.ENGINE_RESTORE, (long) pages * PAGE_TOKENS + 1, 0,
+                List.of(new Request.QueryGroup(0, KeyForm.BLOCK_HASH, Hashes.of(prefix.hashes().subList(0, pages)))));
+    }
+
+    private static List<Request.RestorePage> firstPages(int pages) {
+        List<Request.RestorePage> out = new ArrayList<>();
+        for (int i = 0; i < pages; i++) out.add(new Request.RestorePage(0, i, i));
+        return out;
+    }
+
+    @Test
+    void queryAndRestorePipelinesAHitAndFallsBackToWhatAShorterOneHolds() throws Exception {
+        Namespace ns = namespace("java-query-and-restore");
+        Prefix prefix = Prefix.of(ns, 6, 5);
+        try (OrbitKvClient client = client(ns, ns.modelId(), 1)) {
+            assertThat(client.publish(prefix.pages().subList(0, 4))).containsOnly(PublishOutcome.SEALED);
+            Region region = client.registerRegion(dir.resolve("java-pipelined-region"), 8192, 8);
+
+            // Every named page is resident: the pipelined RESTORE is accepted behind the QUERY.
+            region.mapping().fill((byte) 0);
+            OrbitKvClient.Restored full = client.queryAndRestore(restoreQuery(prefix, 7, 0, 4), region, firstPages(4));
+            assertThat(full.restoredOk()).isTrue();
+            assertThat(full.result().boundaryTokens()).isEqualTo(4L * PAGE_TOKENS);
+            assertRestored(prefix, region, 4);
+            assertThat(pages(client.poll(7, 0))).extracting(Reply.PageResult::state).containsOnly(PageState.READY);
+
+            // A new revision of the live operation: not pipelined, same outcome.
+            region.mapping().fill((byte) 0);
+            OrbitKvClient.Restored again = client.queryAndRestore(restoreQuery(prefix, 7, 1, 4), region, firstPages(4));
+            assertThat(again.restoredOk()).isTrue();
+            assertThat(again.result().revision()).isEqualTo(1);
+            assertRestored(prefix, region, 4);
+            assertThat(client.releaseAsync(7).get(20, java.util.concurrent.TimeUnit.SECONDS).pagesReleased()).isEqualTo(4);
+
+            // The prompt names 6 pages, the Manager holds 4: the speculative RESTORE of 6 is refused
+            // and copies nothing; the 4 held pages are restored by a second RESTORE.
+            region.mapping().fill((byte) 0);
+            OrbitKvClient.Restored shorter = client.queryAndRestore(restoreQuery(prefix, 8, 0, 6), region, firstPages(6));
+            assertThat(shorter.restoredOk()).isTrue();
+            assertThat(shorter.result().boundaryTokens()).isEqualTo(4L * PAGE_TOKENS);
+            assertRestored(prefix, region, 4);
+            assertThat(region.page(4).asSlice(0, 8).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE))
+                    .as("nothing past the held pages was written").containsOnly(0);
+            client.release(8);
+
+            // Nothing resident: no restore at all.
+            Prefix absent = Prefix.of(ns, 2, 6);
+            OrbitKvClient.Restored miss = client.queryAndRestore(restoreQuery(absent, 9, 0, 2), region, firstPages(2));
+            assertThat(miss.result().hit()).isFalse();
+            assertThat(miss.completion()).isEmpty();
+            client.release(9);
+            assertThat(client.stats()).containsEntry("leases", 0L);
+        }
+    }
+
+    private static void assertRestored(Prefix prefix, Region region, int pages) {
+        for (int i = 0; i < pages; i++) {
+            MemorySegment image = prefix.images().get(i);
+            assertThat(region.page(i).asSlice(0, image.byteSize()).mismatch(image)).as("page %d", i).isEqualTo(-1);
+        }
+    }
+
     @Test
     void cancelEndsAnOperationAndItsIdCanBeReused() throws Exception {
         Namespace ns = namespace("java-cancel");

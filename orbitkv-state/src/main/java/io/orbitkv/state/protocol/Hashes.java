@@ -78,6 +78,23 @@ public final class Hashes {
         return Arrays.copyOfRange(bytes, index * width, (index + 1) * width);
     }
 
+    /**
+     * {@code Arrays.hashCode} of hash {@code index}'s bytes, computed in place (no copy): for
+     * tables keyed by page names. Not collision resistant.
+     */
+    public int hashCodeAt(int index) {
+        Objects.checkIndex(index, count());
+        int h = 1;
+        for (int k = index * width, end = k + width; k < end; k++) h = 31 * h + bytes[k];
+        return h;
+    }
+
+    /** True when hash {@code index} has exactly the bytes of {@code other}, compared in place. */
+    public boolean equalsAt(int index, byte[] other) {
+        Objects.checkIndex(index, count());
+        return Arrays.equals(bytes, index * width, (index + 1) * width, other, 0, other.length);
+    }
+
     /** Hash {@code index} read as a StateKey; requires a width of 32. */
     public StateKey key(int index) {
         if (width != StateKey.BYTES) throw new IllegalStateException("hashes of width " + width + " are not keys");

@@ -15,11 +15,12 @@ import java.util.regex.Pattern;
  * Impossible combinations cannot be built: a lease exists only on a RESIDENT page, a reservation
  * id only on a granted entry, an error code only on a FAILED completion.
  *
- * <p>Design note: a QUERY_RESULT page is a {@link PageResult}; the four lease-less states are
- * shared enum constants, so a 65,536-page miss allocates no per-page object, and only a RESIDENT
- * page costs a {@link Resident} and a {@link Lease} (about 56 bytes together). A fixed 17-byte
- * page entry on the wire was rejected: a lease-less entry is 1 byte, so a 1,024-page result with
- * nothing resident is 1 KiB instead of 17 KiB.
+ * <p>Design note: a QUERY_RESULT page is a {@link PageResult}, but a span keeps its pages packed
+ * ({@link PageEntries}: a state byte per page, lease numbers in primitive arrays), so neither a
+ * 65,536-page miss nor a 1,024-page hit allocates an object per page when it is encoded, decoded
+ * or checked; {@link PageEntries#get} builds a {@link Resident} and its {@link Lease} only for a
+ * caller that asks for one. A fixed 17-byte page entry on the wire was rejected: a lease-less
+ * entry is 1 byte, so a 1,024-page result with nothing resident is 1 KiB instead of 17 KiB.
  */
 public sealed interface Reply extends Frame {
 
@@ -118,11 +119,21 @@ public sealed interface Reply extends Frame {
         }
     }
 
-    /** Pages {@code [firstPage, firstPage + pages.size())} of a group. Invariants: first page {@code >= 0}; at least one page. */
+    /**
+     * Pages {@code [firstPage, firstPage + pages.size())} of a group. Invariants: first page
+     * {@code >= 0}; at least one page. {@code pages} is always a packed {@link PageEntries} (a
+     * list given in another form is copied into one), so {@link #entries()} reads states and
+     * leases without an object per page.
+     */
     record Span(long firstPage, List<PageResult> pages) {
         public Span {
             Check.nonNegative("first_page", firstPage);
-            pages = Check.list("pages", pages, 1, Integer.MAX_VALUE);
+            pages = PageEntries.copyOf(pages);
+        }
+
+        /** The pages, packed. */
+        public PageEntries entries() {
+            return (PageEntries) pages;
         }
 
         /** One past the last page. */
@@ -168,7 +179,8 @@ public sealed interface Reply extends Frame {
             if (status == QueryStatus.FINAL) {
                 for (GroupResult g : groups) {
                     for (Span s : g.spans()) {
-                        for (PageResult p : s.pages()) requireFinal(hit, p.state(), g.groupId());
+                        PageEntries e = s.entries();
+                        for (int i = 0; i < e.size(); i++) requireFinal(hit, e.state(i), g.groupId());
                     }
                 }
             }

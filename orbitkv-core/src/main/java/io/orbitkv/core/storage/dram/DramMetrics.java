@@ -127,6 +127,10 @@ final class DramMetrics implements AutoCloseable {
         hits.increment();
     }
 
+    void hits(int n) {
+        if (n > 0) hits.increment(n);
+    }
+
     void miss() {
         misses.increment();
     }

@@ -17,7 +17,8 @@ import java.lang.foreign.MemorySegment;
  */
 public final class Lease extends SlotClaim implements AcquireResult, AutoCloseable {
 
-    private static final int RELEASED = 1;
+    /** The terminal state of a released lease ({@link DramTier#releaseAll} ends leases in bulk). */
+    static final int RELEASED = 1;
 
     /** {@code blockSegment}: read-only view of the image rounded up to whole 4 KiB blocks of its slot. */
     Lease(DramTier owner, StateKey key, int namespaceId, int slot, long imageId, MemorySegment blockSegment,

@@ -28,7 +28,8 @@ import java.util.concurrent.locks.ReentrantLock;
  * {@link #pin} is the exception: it is the lookup race (the image may have been retired and its
  * slot reused since the index was read), so it returns {@code false} instead.
  *
- * <p>Thread model: thread-safe; every method takes {@link #lock} briefly. Callers may hold
+ * <p>Thread model: thread-safe; every method takes {@link #lock} briefly ({@link #pinUseRun} for
+ * at most its caller's run bound of pins). Callers may hold
  * Caffeine's locks while calling in (eviction listener, compute functions); this class never
  * calls out, so the lock order is always Caffeine, then this lock.
  *
@@ -40,6 +41,10 @@ import java.util.concurrent.locks.ReentrantLock;
  * ~20 array reads and writes (tens of nanoseconds uncontended) and happens once per page
  * publish or read, while the page copy it guards costs microseconds (64 KiB at ~10 GB/s is
  * 6.5 us), so the lock is not the bottleneck and keeps the accounting trivially consistent.
+ * A QUERY, though, leases every page of a prefix without copying any (1,024 pages per round
+ * trip in the Manager benchmark), and one lock trip per page was a large share of its lookup
+ * (with the lock's hand-off to a waiting publisher), so {@link #pinUseRun} and {@link #unpinRun}
+ * take the lock once per run of pages; a run is bounded by its caller, so the hold stays short.
  */
 final class SlotTable {
 
@@ -246,6 +251,29 @@ final class SlotTable {
     }
 
     /**
+     * {@link #pinUse} of a run under one lock acquisition: leases {@code expectedImageIds[i]} in
+     * {@code runSlots[i]} for {@code i = 0, 1, ...} in order and stops before the first slot that no
+     * longer holds its resident image (retired, or reused since the index was read). Returns how
+     * many were pinned: exactly those leading entries, so a caller that stops at the return value
+     * holds nothing it does not know of. {@code n} is the caller's bound on the lock hold.
+     */
+    int pinUseRun(int[] runSlots, long[] expectedImageIds, int n) {
+        lock.lock();
+        try {
+            for (int i = 0; i < n; i++) {
+                int slot = runSlots[i];
+                if (states[slot] != RESIDENT || imageIds[slot] != expectedImageIds[i]) return i;
+                if (leases[slot]++ == 0) leasedBytes += classSlotBytes[classOf(slot)];
+                leaseCount++;
+                markUsed(slot);
+            }
+            return n;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
      * Marks resident image {@code imageId} used without leasing it: to the head of the recency
      * list, and passed over once by the clock hand. False when the slot no longer holds it.
      */
@@ -331,18 +359,36 @@ final class SlotTable {
     void unpin(int slot, long imageId) {
         lock.lock();
         try {
-            if (!holdsLease(slot, imageId)) {
-                throw new IllegalStateException("unpin of slot " + slot + " image " + imageId + " that is not leased: "
-                        + describe(slot));
-            }
-            leaseCount--;
-            if (--leases[slot] > 0) return;
-            int bytes = classSlotBytes[classOf(slot)];
-            leasedBytes -= bytes;
-            if (states[slot] == EVICTED_LEASED) {
-                evictedLeasedBytes -= bytes;
-                pushFree(slot);
-            }
+            unpinLocked(slot, imageId);
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    // @GuardedBy("lock")
+    private void unpinLocked(int slot, long imageId) {
+        if (!holdsLease(slot, imageId)) {
+            throw new IllegalStateException("unpin of slot " + slot + " image " + imageId + " that is not leased: "
+                    + describe(slot));
+        }
+        leaseCount--;
+        if (--leases[slot] > 0) return;
+        int bytes = classSlotBytes[classOf(slot)];
+        leasedBytes -= bytes;
+        if (states[slot] == EVICTED_LEASED) {
+            evictedLeasedBytes -= bytes;
+            pushFree(slot);
+        }
+    }
+
+    /**
+     * {@link #unpin} of a run under one lock acquisition: ends one lease on
+     * {@code expectedImageIds[i]} in {@code runSlots[i]} for each {@code i < n}, in order.
+     */
+    void unpinRun(int[] runSlots, long[] expectedImageIds, int n) {
+        lock.lock();
+        try {
+            for (int i = 0; i < n; i++) unpinLocked(runSlots[i], expectedImageIds[i]);
         } finally {
             lock.unlock();
         }
