@@ -50,7 +50,6 @@ public final class Posix {
 
     private static final MethodHandle OPEN = SUPPORTED ? handle("open",
             FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT), Linker.Option.firstVariadicArg(2)) : null;
-    private static final MethodHandle CLOSE = SUPPORTED ? handle("close", FunctionDescriptor.of(JAVA_INT, JAVA_INT)) : null;
     private static final MethodHandle FALLOCATE = SUPPORTED
             ? handle("fallocate", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, JAVA_LONG, JAVA_LONG)) : null;
     private static final MethodHandle FCNTL = SUPPORTED ? handle("fcntl",
@@ -104,14 +103,7 @@ public final class Posix {
 
     /** Closes {@code fd}; 0 or -errno. */
     public static int close(int fd) {
-        if (!SUPPORTED) return -ENOSYS;
-        try (Arena a = Arena.ofConfined()) {
-            MemorySegment st = a.allocate(CAPTURE);
-            int r = (int) CLOSE.invokeExact(st, fd);
-            return r < 0 ? -errno(st) : r;
-        } catch (Throwable t) {
-            throw rethrow(t);
-        }
+        return UnixSocket.close(fd);
     }
 
     /**
