@@ -1,8 +1,9 @@
 """OrbitKV engine channel client (stdlib only: socket, mmap, struct, threading).
 
 One :class:`Client` is one connection to a Manager and one registered engine instance
-(docs/protocol.md section 1). It maps the Manager's arena files (REGISTERED) and the
-destination regions it registers with ``MAP_SHARED``; page bytes never travel over the socket.
+(docs/protocol.md section 1). After REGISTERED it fetches its namespace's arena descriptors from
+the Manager's descriptor socket (section 6.11, ``socket.recv_fds``) and maps them, and the
+destination regions it registers, with ``MAP_SHARED``; page bytes never travel over the socket.
 
 Thread model: thread-safe. Any number of threads may call; each request is encoded whole and
 written under a lock, so requests pipeline on the one connection. A single daemon reader
@@ -273,12 +274,13 @@ class Client:
         connection is closed), MALFORMED, OUT_OF_ORDER (already registered), BUSY (too many
         connections, or the previous incarnation did not drain in time: register again)."""
         reply = self.call(p.Register(instance_id, epoch, namespace, contract), p.Registered)
-        for arena in reply.arenas:
-            fd = os.open(arena.path, os.O_RDWR)
-            try:
+        fds = fetch_arenas(reply.descriptor_socket, reply.ticket, len(reply.arenas), self.timeout)
+        try:
+            for arena, fd in zip(reply.arenas, fds):
                 self._arenas.append(mmap.mmap(fd, arena.size_bytes, mmap.MAP_SHARED,
                                               mmap.PROT_READ | mmap.PROT_WRITE))
-            finally:
+        finally:
+            for fd in fds:
                 os.close(fd)
         self.registered = reply
         return reply
@@ -365,6 +367,23 @@ class Client:
         self._regions.append(mapping)
         reply = self.call(p.RegisterRegion(path, size, page_bytes, page_count), p.RegionRegistered)
         return Region(reply.region_id, path, page_bytes, page_count, mapping)
+
+    def register_private_region(self, page_bytes: int, page_count: int) -> Region:
+        """Creates a region of ``page_bytes * page_count`` in anonymous shared memory (a memfd: on
+        no file system, no ``regionDir`` involved), hands its descriptor to the Manager over the
+        descriptor socket and registers it (protocol 5.2, 6.11). Needs ``register`` first."""
+        registered = self._registration()
+        size = page_bytes * page_count
+        fd = os.memfd_create("orbitkv-region", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(fd, size)
+            mapping = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            self._regions.append(mapping)
+            handle = hand_over_region(registered.descriptor_socket, fd, self.timeout)
+        finally:
+            os.close(fd)
+        reply = self.call(p.RegisterRegion(None, size, page_bytes, page_count, handle), p.RegionRegistered)
+        return Region(reply.region_id, "memfd:orbitkv-region", page_bytes, page_count, mapping)
 
     def restore(self, operation_id: int, region: Region,
                 mapping: Iterable[Union[p.RestorePage, Tuple[int, int, int]]]) -> p.Completion:
@@ -480,3 +499,61 @@ class Client:
         except OSError:
             pass
         self._sock.close()
+
+
+def _exchange(socket_path: str, request: bytes, send_fds: Sequence[int], max_fds: int,
+              timeout: float) -> Tuple[p.ExchangeReply, List[int]]:
+    """One descriptor socket exchange (protocol 6.11): returns the reply and the descriptors it
+    carried (the caller's to close). Raises OrbitKvError for a refusal the Manager answered,
+    ConnectionError for a transport failure; no descriptor leaks either way."""
+    received: List[int] = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        try:
+            s.connect(socket_path)
+            if send_fds:
+                socket.send_fds(s, [request], list(send_fds))
+            else:
+                s.sendall(request)
+            reply = b""
+            while len(reply) < p.EXCHANGE_BYTES:
+                data, fds, flags, _ = socket.recv_fds(s, p.EXCHANGE_BYTES - len(reply), max(1, max_fds))
+                received.extend(fds)
+                if flags & socket.MSG_CTRUNC:
+                    raise ConnectionError("the descriptor socket sent more descriptors than announced")
+                if not data:
+                    raise ConnectionError(f"the descriptor socket closed after {len(reply)} bytes of its reply")
+                reply += data
+            decoded = p.decode_exchange_reply(reply)
+            if decoded.error_code != 0:
+                try:
+                    code = p.ErrorCode(decoded.error_code)
+                except ValueError:
+                    code = p.ErrorCode.INTERNAL
+                raise OrbitKvError(code, f"the descriptor socket refused the request (error code {decoded.error_code})")
+            return decoded, received
+        except BaseException:
+            for fd in received:
+                os.close(fd)
+            raise
+
+
+def fetch_arenas(socket_path: str, ticket: bytes, expected: int, timeout: float) -> List[int]:
+    """Redeems REGISTERED's ``ticket``: exactly ``expected`` arena descriptors, in arena order."""
+    reply, fds = _exchange(socket_path, p.arenas_request(ticket), (), expected, timeout)
+    if reply.fd_count != expected or len(fds) != expected:
+        for fd in fds:
+            os.close(fd)
+        raise ConnectionError(f"the descriptor socket sent {len(fds)} descriptors (fd_count {reply.fd_count}), "
+                              f"REGISTERED announced {expected} arenas")
+    return fds
+
+
+def hand_over_region(socket_path: str, fd: int, timeout: float) -> bytes:
+    """Hands the region descriptor ``fd`` (still the caller's) to the Manager; the 16-byte handle."""
+    reply, fds = _exchange(socket_path, p.region_request(), (fd,), 0, timeout)
+    for extra in fds:
+        os.close(extra)
+    if reply.handle is None:
+        raise ConnectionError("the descriptor socket answered a region with no handle")
+    return reply.handle

@@ -30,7 +30,21 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 from .state import FullGroup, Namespace, RecoveryContract, RecurrentGroup, SlidingWindowGroup, StateError
 
-VERSION = 1
+VERSION = 2
+#: Bytes of a REGISTERED ticket and of a region handle (protocol 6.1, 6.11).
+TICKET_BYTES = 16
+#: What ``sun_path`` holds, its terminating zero excluded.
+MAX_SOCKET_PATH_BYTES = 107
+#: REGISTER_REGION sources (protocol 5.2).
+REGION_FROM_PATH = 1
+REGION_FROM_DESCRIPTOR = 2
+#: The descriptor socket's messages (protocol 6.11): 24 bytes each way, magic "OKFD".
+EXCHANGE_BYTES = 24
+EXCHANGE_MAGIC = b"OKFD"
+OP_ARENAS = 1
+OP_REGION = 2
+#: Linux SCM_MAX_FD: descriptors one message can carry.
+MAX_FDS_PER_MESSAGE = 253
 HEADER = struct.Struct("<IHHQ")
 HEADER_BYTES = HEADER.size  # 16
 NO_REQUEST = 0
@@ -106,6 +120,7 @@ class ErrorCode(enum.IntEnum):
     STALE_REVISION = 13
     SHUTTING_DOWN = 14
     REGISTER_TIMEOUT = 15
+    TICKET_REFUSED = 16
 
 
 class KeyForm(enum.IntEnum):
@@ -338,14 +353,22 @@ class Register:
 
 @dataclass(frozen=True)
 class RegisterRegion:
-    path: str
+    """A destination region from a file ``path`` (source PATH) or from a descriptor handed over on
+    the descriptor socket, named by its 16-byte ``handle`` (source DESCRIPTOR); exactly one of them."""
+    path: Optional[str]
     size_bytes: int
     page_bytes: int
     page_count: int
+    handle: Optional[bytes] = None
     TYPE = FrameType.REGISTER_REGION
 
     def __post_init__(self) -> None:
-        _check_text("path", self.path, 1, 0xFFFF)
+        if (self.path is None) == (self.handle is None):
+            raise _bad("a region has a path or a handle, not both or neither")
+        if self.path is not None:
+            _check_text("path", self.path, 1, 0xFFFF)
+        elif len(self.handle) != TICKET_BYTES:
+            raise _bad(f"a handle is {TICKET_BYTES} bytes: {len(self.handle)}")
         _check_int("size_bytes", self.size_bytes, 1, U63_MAX)
         _check_int("page_bytes", self.page_bytes, 1, U31_MAX)
         _check_int("page_count", self.page_count, 1, U31_MAX)
@@ -529,12 +552,11 @@ class Stats:
 
 @dataclass(frozen=True)
 class ArenaFile:
-    path: str
+    """One arena's size; its descriptor comes from the descriptor socket (6.11), in arena order."""
     size_bytes: int
     slot_bytes: int
 
     def __post_init__(self) -> None:
-        _check_text("path", self.path, 1, 0xFFFF)
         _check_int("size_bytes", self.size_bytes, 1, U63_MAX)
         _check_int("slot_bytes", self.slot_bytes, 1, U31_MAX)
         # Not a multiple: the Manager's arena file starts with a 4 KiB header; offsets are absolute.
@@ -547,12 +569,19 @@ class Registered:
     incarnation_id: int
     epoch: int
     limits: Limits
+    ticket: bytes
+    descriptor_socket: str
     arenas: Tuple[ArenaFile, ...]
     TYPE = FrameType.REGISTERED
 
     def __post_init__(self) -> None:
         _check_int("incarnation_id", self.incarnation_id, 1, U63_MAX)
         _check_int("epoch", self.epoch, 0, U63_MAX)
+        if len(self.ticket) != TICKET_BYTES:
+            raise _bad(f"a ticket is {TICKET_BYTES} bytes: {len(self.ticket)}")
+        _check_text("descriptor_socket", self.descriptor_socket, 1, MAX_SOCKET_PATH_BYTES)
+        if not self.descriptor_socket.startswith("/"):
+            raise _bad(f"descriptor_socket must be absolute: {self.descriptor_socket}")
         object.__setattr__(self, "arenas", tuple(self.arenas))
         _check_int("arena count", len(self.arenas), 1, 0xFFFF)
 
@@ -852,7 +881,10 @@ def _body(f) -> bytes:
         ns, rc = f.namespace.canonical_bytes(), contract_bytes(f.contract)
         return p("<Q", f.epoch) + _str16(f.instance_id) + p("<I", len(ns)) + ns + p("<I", len(rc)) + rc
     if isinstance(f, RegisterRegion):
-        return p("<QII", f.size_bytes, f.page_bytes, f.page_count) + _str16(f.path)
+        head = p("<QII", f.size_bytes, f.page_bytes, f.page_count)
+        if f.path is not None:
+            return head + p("<BB", REGION_FROM_PATH, 0) + _str16(f.path)
+        return head + p("<BB", REGION_FROM_DESCRIPTOR, 0) + bytes(f.handle)
     if isinstance(f, Query):
         out = bytearray(p("<QIBBHQQII", f.operation_id, f.revision, f.target, 0, len(f.groups),
                           f.prompt_tokens, f.origin_tokens, f.prefill_tokens_per_second, f.peer_wait_millis))
@@ -880,9 +912,9 @@ def _body(f) -> bytes:
         return b""
     if isinstance(f, Registered):
         out = bytearray(p("<QQ", f.incarnation_id, f.epoch) + p("<13I", *f.limits.values()))
-        out += p("<HH", len(f.arenas), 0)
+        out += p("<HH", len(f.arenas), 0) + bytes(f.ticket) + _str16(f.descriptor_socket)
         for a in f.arenas:
-            out += p("<QI", a.size_bytes, a.slot_bytes) + _str16(a.path)
+            out += p("<QI", a.size_bytes, a.slot_bytes)
         return bytes(out)
     if isinstance(f, RegionRegistered):
         return p("<I", f.region_id)
@@ -1103,7 +1135,13 @@ class FrameDecoder:
             return Register(instance, epoch, ns, contract)
         if t == FrameType.REGISTER_REGION:
             size, page_bytes, page_count = r.u63("size_bytes"), r.u31("page_bytes"), r.u31("page_count")
-            return RegisterRegion(r.str16("path", 1, lim.max_string_bytes), size, page_bytes, page_count)
+            source = r.u8("source")
+            r.zero8("pad")
+            if source == REGION_FROM_PATH:
+                return RegisterRegion(r.str16("path", 1, lim.max_string_bytes), size, page_bytes, page_count)
+            if source == REGION_FROM_DESCRIPTOR:
+                return RegisterRegion(None, size, page_bytes, page_count, r.raw(TICKET_BYTES, "handle"))
+            raise _bad(f"unknown region source {source}")
         if t == FrameType.QUERY:
             return self._query(r)
         if t == FrameType.QUERY_POLL:
@@ -1219,13 +1257,15 @@ class FrameDecoder:
     def _registered(self, r: _Reader) -> Registered:
         incarnation, epoch = r.u63("incarnation_id"), r.u63("epoch")
         limits = Limits(*(r.u31(f"limit {i}") for i in range(13)))
-        n = r.count("arena_count", r.u16("arena_count"), self.limits.max_arena_files, "maxArenaFiles", 14)
+        n = r.count("arena_count", r.u16("arena_count"), self.limits.max_arena_files, "maxArenaFiles", 12)
         r.zero16("pad")
+        ticket = r.raw(TICKET_BYTES, "ticket")
+        socket_path = r.str16("descriptor_socket", 1, MAX_SOCKET_PATH_BYTES)
         arenas = []
         for _ in range(n):
             size, slot = r.u63("size_bytes"), r.u31("slot_bytes")
-            arenas.append(ArenaFile(r.str16("path", 1, self.limits.max_string_bytes), size, slot))
-        return Registered(incarnation, epoch, limits, tuple(arenas))
+            arenas.append(ArenaFile(size, slot))
+        return Registered(incarnation, epoch, limits, ticket, socket_path, tuple(arenas))
 
     def _query_result(self, r: _Reader) -> QueryResult:
         lim = self.limits
@@ -1270,3 +1310,32 @@ def decode_all(data: bytes, accepting: Direction, limits: Limits = DEFAULT_LIMIT
         out.append(result)
         pos += result.consumed
     return out
+
+
+def arenas_request(ticket: bytes) -> bytes:
+    """The descriptor socket's ARENAS request for REGISTERED's ``ticket`` (protocol 6.11)."""
+    if len(ticket) != TICKET_BYTES:
+        raise _bad(f"a ticket is {TICKET_BYTES} bytes: {len(ticket)}")
+    return EXCHANGE_MAGIC + struct.pack("<HH", VERSION, OP_ARENAS) + bytes(ticket)
+
+
+def region_request() -> bytes:
+    """The descriptor socket's REGION request; the region's descriptor travels with it."""
+    return EXCHANGE_MAGIC + struct.pack("<HH", VERSION, OP_REGION) + bytes(TICKET_BYTES)
+
+
+@dataclass(frozen=True)
+class ExchangeReply:
+    """The descriptor socket's reply: ``error_code`` 0 on success; ``handle`` only for a REGION success."""
+    error_code: int
+    fd_count: int
+    handle: Optional[bytes]
+
+
+def decode_exchange_reply(message: bytes) -> ExchangeReply:
+    """Decodes a 24-byte descriptor socket reply; anything else is MALFORMED."""
+    if len(message) != EXCHANGE_BYTES or message[:4] != EXCHANGE_MAGIC:
+        raise _bad("not a descriptor socket reply")
+    error, count = struct.unpack_from("<HH", message, 4)
+    tail = bytes(message[8:])
+    return ExchangeReply(error, count, None if tail == bytes(TICKET_BYTES) else tail)

@@ -4,6 +4,7 @@ to the waiting call, ERROR raised as OrbitKvError, pipelined replies matched by 
 
 import os
 import socket
+import struct
 import tempfile
 import threading
 import unittest
@@ -17,18 +18,52 @@ CONTRACT = RecoveryContract(16, [FullGroup(0)])
 SLOT = 4096
 
 
+TICKET = bytes([7] * 16)
+
+
 class ScriptedManager:
     """Accepts one connection; answers each request with ``script(request_id, request)``: a list
-    of (request id, frame) written back in order (0 for COMPLETION)."""
+    of (request id, frame) written back in order (0 for COMPLETION). Beside it a scripted
+    descriptor socket (protocol 6.11) passes ``arena_fds`` for :data:`TICKET` and keeps region
+    descriptors handed over (``region_fds``)."""
 
-    def __init__(self, directory, script):
+    def __init__(self, directory, script, arena_fds=()):
         self.path = os.path.join(directory, "manager.sock")
+        self.descriptor_path = os.path.abspath(self.path + ".fd")
+        self.arena_fds = list(arena_fds)
+        self.region_fds = []
         self.received = []
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(self.path)
         self.server.listen(1)
+        self.descriptors = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.descriptors.bind(self.descriptor_path)
+        self.descriptors.listen(4)
         self.thread = threading.Thread(target=self._serve, args=(script,), daemon=True)
         self.thread.start()
+        self.descriptor_thread = threading.Thread(target=self._serve_descriptors, daemon=True)
+        self.descriptor_thread.start()
+
+    def registered(self, epoch, arenas):
+        return p.Registered(7, epoch, p.DEFAULT_LIMITS, TICKET, self.descriptor_path, arenas)
+
+    def _serve_descriptors(self):
+        while True:
+            try:
+                conn, _ = self.descriptors.accept()
+            except OSError:
+                return
+            with conn:
+                data, fds, _, _ = socket.recv_fds(conn, p.EXCHANGE_BYTES, 1)
+                op = struct.unpack_from("<H", data, 6)[0]
+                if op == p.OP_REGION and len(fds) == 1:
+                    self.region_fds.append(fds[0])
+                    socket.send_fds(conn, [p.EXCHANGE_MAGIC + struct.pack("<HH", 0, 0) + bytes([9] * 16)], [])
+                elif op == p.OP_ARENAS and data[8:] == TICKET:
+                    socket.send_fds(conn, [p.EXCHANGE_MAGIC + struct.pack("<HH", 0, len(self.arena_fds)) + bytes(16)],
+                                    self.arena_fds)
+                else:
+                    conn.sendall(p.EXCHANGE_MAGIC + struct.pack("<HH", p.ErrorCode.TICKET_REFUSED, 0) + bytes(16))
 
     def _serve(self, script):
         decoder = p.FrameDecoder(p.DEFAULT_LIMITS, p.Direction.TO_MANAGER)
@@ -50,24 +85,30 @@ class ScriptedManager:
 
     def close(self):
         self.server.close()
+        self.descriptors.shutdown(socket.SHUT_RDWR)
+        self.descriptors.close()
         self.thread.join(5)
+        self.descriptor_thread.join(5)
+        for fd in self.region_fds:
+            os.close(fd)
 
 
 class ClientAgainstScript(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
-        self.arena = os.path.join(self.tmp.name, "arena-0")
-        with open(self.arena, "wb") as f:
-            f.truncate(16 * SLOT)
         self.addCleanup(self.tmp.cleanup)
+        # the arena is a memfd the scripted descriptor socket passes; the test sees it through its own descriptor
+        self.arena_fd = os.memfd_create("test-arena")
+        os.ftruncate(self.arena_fd, 16 * SLOT)
+        self.addCleanup(os.close, self.arena_fd)
+        self.arena = f"/proc/self/fd/{self.arena_fd}"
 
     def start(self, script):
         def full(request_id, request):
             if isinstance(request, p.Register):
-                return [(request_id, p.Registered(7, request.epoch, p.DEFAULT_LIMITS,
-                                                  [p.ArenaFile(self.arena, 16 * SLOT, SLOT)]))]
+                return [(request_id, manager.registered(request.epoch, [p.ArenaFile(16 * SLOT, SLOT)]))]
             return script(request_id, request)
-        manager = ScriptedManager(self.tmp.name, full)
+        manager = ScriptedManager(self.tmp.name, full, [self.arena_fd])
         self.addCleanup(manager.close)
         client = Client(manager.path, timeout=5)
         self.addCleanup(client.close)

@@ -16,7 +16,7 @@ import unittest
 import urllib.request
 
 from orbitkv import protocol as p
-from orbitkv.client import Client, OrbitKvError, PageToPublish, PublishOutcome
+from orbitkv.client import Client, OrbitKvError, PageToPublish, PublishOutcome, fetch_arenas
 from orbitkv.state import FullGroup, Namespace, RecoveryContract, page_hashes
 
 JAR = os.environ.get("ORBITKV_JAR")
@@ -144,6 +144,30 @@ class AgainstManager(unittest.TestCase):
         polled = client.poll(2, 0)
         self.assertEqual({pg.state for _, pg in polled.group(0).pages()}, {p.PageState.READY})
         client.release(2)
+
+    def test_engine_restore_into_a_region_passed_as_a_descriptor(self):
+        client, ns = self.client("restore-fd")
+        tokens, hashes, images = self.prefix(ns, 3, seed=11)
+        client.publish([PageToPublish(0, h, img) for h, img in zip(hashes, images)])
+        result = client.wait_settled(client.query(4, {0: hashes}, prompt_tokens=len(tokens),
+                                                  target=p.CompletionTarget.ENGINE_RESTORE))
+        self.assertTrue(result.hit)
+        region = client.register_private_region(8192, 3)  # a memfd: nothing in regionDir
+        done = client.restore(4, region, Client.resident_pages(result))
+        self.assertEqual(done.outcome, p.Outcome.OK)
+        for i in range(3):
+            self.assertEqual(region.page(i)[:len(images[i])], images[i])
+        client.release(4)
+
+    def test_arena_descriptors_come_once_per_ticket(self):
+        client, ns = self.client("tickets")
+        registered = client.registered
+        self.assertTrue(registered.descriptor_socket.endswith("m.sock.fd"))
+        for ticket, what in ((registered.ticket, "a replayed ticket"), (bytes(16), "a guessed ticket")):
+            with self.subTest(what), self.assertRaises(OrbitKvError) as caught:
+                fetch_arenas(registered.descriptor_socket, ticket, len(registered.arenas), 5)
+            self.assertEqual(caught.exception.code, p.ErrorCode.TICKET_REFUSED)
+        self.assertEqual(client.stats()["leases"], 0)  # the Manager goes on serving
 
     def test_miss_then_cancel_frees_the_operation(self):
         client, ns = self.client("cancel")

@@ -48,6 +48,7 @@ def sample_frames():
     return [
         (1, p.Register("engine-0", 3, NS, CONTRACT)),
         (2, p.RegisterRegion("/dev/shm/region", 8192, 4096, 2)),
+        (3, p.RegisterRegion(None, 8192, 4096, 2, bytes(range(16)))),
         (3, p.Query(5, 1, p.CompletionTarget.ENGINE_RESTORE, 100, 16,
                     [p.QueryGroup(0, p.KeyForm.STATE_KEY, [bytes(range(32))] * 2),
                      p.QueryGroup(2, p.KeyForm.BLOCK_HASH, [], 5)], 4000, 300)),
@@ -59,7 +60,8 @@ def sample_frames():
         (9, p.Restore(5, 0, [p.RestorePage(0, 1, 0), p.RestorePage(1, 1, 1)])),
         (10, p.Release(5)),
         (11, p.Stats()),
-        (1, p.Registered(7, 3, p.DEFAULT_LIMITS, [p.ArenaFile("/dev/shm/a0", 1 << 20, 4096)])),
+        (1, p.Registered(7, 3, p.DEFAULT_LIMITS, bytes(range(16)), "/run/orbitkv/manager.sock.fd",
+                         [p.ArenaFile(1 << 20, 4096)])),
         (2, p.RegionRegistered(0)),
         (3, p.QueryResult(5, 1, p.QueryStatus.FINAL, True, 32,
                           [p.GroupResult(0, [p.Span(1, [p.PageResult(p.PageState.RESIDENT, lease),
@@ -82,8 +84,28 @@ def sample_frames():
 
 
 class WorkedExamples(unittest.TestCase):
-    def test_doc_has_the_three_examples(self):
-        self.assertEqual(sorted(doc_examples()), ["ERROR", "QUERY", "QUERY_POLL"])
+    def test_doc_has_the_examples(self):
+        self.assertEqual(sorted(doc_examples()), ["DESCRIPTOR_ARENAS", "DESCRIPTOR_ARENAS_OK", "DESCRIPTOR_REFUSED",
+                                                  "DESCRIPTOR_REGION", "ERROR", "QUERY", "QUERY_POLL", "REGISTERED",
+                                                  "REGISTER_REGION"])
+
+    def test_registered_and_register_region(self):
+        ticket = bytes(range(0x10, 0x20))
+        registered = p.Registered(1, 1, p.DEFAULT_LIMITS, ticket, "/run/okv/m.sock.fd", [p.ArenaFile(4096 + 16 * 65536, 65536)])
+        data = doc_examples()["REGISTERED"]
+        self.assertEqual(p.encode(1, registered), data)
+        self.assertEqual(p.FrameDecoder(p.DEFAULT_LIMITS, p.Direction.TO_CLIENT).decode(data).frame, registered)
+        region = p.RegisterRegion(None, 65536, 16384, 4, bytes(range(0xa0, 0xb0)))
+        self.assertEqual(p.encode(2, region), doc_examples()["REGISTER_REGION"])
+        self.assertEqual(round_trip(self, doc_examples()["REGISTER_REGION"]).frame, region)
+
+    def test_descriptor_socket_messages(self):
+        ticket = bytes(range(0x10, 0x20))
+        self.assertEqual(p.arenas_request(ticket), doc_examples()["DESCRIPTOR_ARENAS"])
+        self.assertEqual(p.region_request(), doc_examples()["DESCRIPTOR_REGION"])
+        self.assertEqual(p.decode_exchange_reply(doc_examples()["DESCRIPTOR_ARENAS_OK"]), p.ExchangeReply(0, 1, None))
+        self.assertEqual(p.decode_exchange_reply(doc_examples()["DESCRIPTOR_REFUSED"]),
+                         p.ExchangeReply(p.ErrorCode.TICKET_REFUSED, 0, None))
 
     def test_query_poll(self):
         data = doc_examples()["QUERY_POLL"]
@@ -106,7 +128,7 @@ class WorkedExamples(unittest.TestCase):
 
     def test_header_is_struct_notation_of_the_doc(self):
         data = p.encode(7, p.QueryPoll(3, 1))
-        self.assertEqual(struct.unpack_from("<IHHQ", data), (28, 1, 0x0004, 7))
+        self.assertEqual(struct.unpack_from("<IHHQ", data), (28, 2, 0x0004, 7))
 
 
 class JavaCorpus(unittest.TestCase):
@@ -235,7 +257,7 @@ class Refusals(unittest.TestCase):
     def test_bad_version_type_direction_and_request_id(self):
         good = bytearray(p.encode(4, p.RegionRegistered(1)))
         bad_version = bytearray(good)
-        bad_version[4] = 2
+        bad_version[4] = 1  # version 1 (arenas named by /proc path) is refused like any other
         e = self.refused(bytes(bad_version), p.ErrorCode.UNSUPPORTED_VERSION, True)
         self.assertEqual(e.request_id, 4)
         unknown = bytearray(good)

@@ -6,7 +6,9 @@ import io.orbitkv.state.protocol.CompletionEvent;
 import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.PageEntries;
 import io.orbitkv.state.protocol.QueryStatus;
+import io.orbitkv.state.protocol.DescriptorTicket;
 import io.orbitkv.state.protocol.Reply;
+import io.orbitkv.state.unix.UnixSocket;
 import io.orbitkv.state.protocol.Request;
 import io.orbitkv.state.protocol.SettleOutcome;
 import java.io.IOException;
@@ -67,6 +69,8 @@ public final class OrbitKvClient implements AutoCloseable {
     private final Object registerLock = new Object();
     private final FrameChannel channel;
     private volatile Registration registration;
+    /** The Manager's descriptor socket, from REGISTERED; set once under {@code registerLock}. */
+    private volatile String descriptorSocket;
 
     private OrbitKvClient(Path socket, Duration replyTimeout) throws IOException {
         this.replyTimeout = Objects.requireNonNull(replyTimeout, "replyTimeout");
@@ -84,8 +88,8 @@ public final class OrbitKvClient implements AutoCloseable {
     }
 
     /**
-     * Registers this connection's engine instance and maps every arena file REGISTERED names,
-     * read-write. A restarted engine registers with a higher {@code epoch}; the Manager answers
+     * Registers this connection's engine instance, fetches its namespace's arena descriptors from
+     * the descriptor socket with REGISTERED's ticket and maps them read-write. A restarted engine registers with a higher {@code epoch}; the Manager answers
      * only after everything of the previous incarnation has drained (protocol.md 9.2).
      *
      * @throws OrbitKvException STALE_EPOCH (a higher or live equal epoch is registered; the Manager
@@ -97,10 +101,12 @@ public final class OrbitKvClient implements AutoCloseable {
         synchronized (registerLock) {
             Reply.Registered r = call(new Request.Register(instanceId, epoch, namespace, contract), Reply.Registered.class);
             try {
-                mappings.mapArenas(r.arenas());
+                int[] fds = DescriptorSocket.fetchArenas(r.descriptorSocket(), r.ticket(), r.arenas().size(), replyTimeout);
+                mappings.mapArenas(r.arenas(), fds);
             } catch (IOException e) {
-                throw new UncheckedIOException("mapping the Manager's arena files failed", e);
+                throw new UncheckedIOException("receiving the Manager's arenas from " + r.descriptorSocket() + " failed", e);
             }
+            descriptorSocket = r.descriptorSocket();
             Registration reg = Registration.of(r);
             registration = reg;
             return reg;
@@ -231,6 +237,35 @@ public final class OrbitKvClient implements AutoCloseable {
         Reply.RegionRegistered r = call(new Request.RegisterRegion(absolute.toString(), size, pageBytes, pageCount),
                 Reply.RegionRegistered.class);
         return new Region(r.regionId(), absolute, pageBytes, pageCount, mapping);
+    }
+
+    /**
+     * Creates a destination region of {@code pageBytes * pageCount} in anonymous shared memory (a
+     * memfd: nothing on a file system, so no {@code regionDir} is involved), hands its descriptor
+     * to the Manager over the descriptor socket and registers it (protocol §5.2, §6.11). Needs
+     * {@link #register} first.
+     */
+    public Region registerPrivateRegion(int pageBytes, int pageCount) {
+        long size = Math.multiplyExact((long) pageBytes, pageCount);
+        String socket = descriptorSocket;
+        if (socket == null) throw new IllegalStateException("register before registering a region");
+        SharedMappings.PrivateRegion region;
+        try {
+            region = mappings.mapPrivateRegion("orbitkv-region", size);
+        } catch (IOException e) {
+            throw new UncheckedIOException("creating a " + size + "-byte region failed", e);
+        }
+        DescriptorTicket handle;
+        try {
+            handle = DescriptorSocket.handOverRegion(socket, region.fd(), replyTimeout);
+        } catch (IOException e) {
+            throw new UncheckedIOException("handing the region to " + socket + " failed", e);
+        } finally {
+            UnixSocket.close(region.fd());
+        }
+        Reply.RegionRegistered r = call(new Request.RegisterRegion(new Request.FromDescriptor(handle), size, pageBytes,
+                pageCount), Reply.RegionRegistered.class);
+        return new Region(r.regionId(), Path.of("memfd:orbitkv-region"), pageBytes, pageCount, region.mapping());
     }
 
     /**

@@ -1,6 +1,7 @@
 package io.orbitkv.client;
 
 import io.orbitkv.state.protocol.Reply;
+import io.orbitkv.state.unix.UnixSocket;
 import java.io.IOException;
 import java.io.RandomAccessFile;
 import java.lang.foreign.Arena;
@@ -14,8 +15,8 @@ import java.util.List;
 import java.util.Objects;
 
 /**
- * The client's shared-memory mappings: the Manager's arena files (named in REGISTERED) and the
- * destination regions the client registers, all mapped {@code MAP_SHARED} read-write into one
+ * The client's shared-memory mappings: the Manager's arenas (whose descriptors the descriptor
+ * socket passed after REGISTERED) and the destination regions the client registers, all mapped {@code MAP_SHARED} read-write into one
  * shared {@link Arena}, so closing the client unmaps every one of them at once, deterministically.
  *
  * <p>Thread model: {@link #mapArenas} and {@link #mapRegion} are called by the client's callers
@@ -36,20 +37,51 @@ final class SharedMappings implements AutoCloseable {
     private final Arena arena = Arena.ofShared();
     private volatile List<MemorySegment> arenas = List.of();
 
-    /** Maps every arena file of REGISTERED read-write, in order; index {@code i} is arena index {@code i}. */
-    void mapArenas(List<Reply.ArenaFile> files) throws IOException {
+    /**
+     * Maps every arena of REGISTERED read-write, in order, from {@code fds} (the descriptors the
+     * descriptor socket passed, same order; closed here once mapped, the mappings stay); index
+     * {@code i} is arena index {@code i}.
+     */
+    void mapArenas(List<Reply.ArenaFile> files, int[] fds) throws IOException {
         if (!arenas.isEmpty()) throw new IllegalStateException("arenas are mapped once per connection");
+        if (fds.length != files.size()) throw new IllegalArgumentException(fds.length + " descriptors for " + files.size() + " arenas");
         List<MemorySegment> mapped = new ArrayList<>(files.size());
-        for (Reply.ArenaFile f : files) {
-            try (FileChannel ch = FileChannel.open(Path.of(f.path()), StandardOpenOption.READ, StandardOpenOption.WRITE)) {
-                if (ch.size() < f.sizeBytes()) {
-                    throw new IOException("arena file " + f.path() + " is " + ch.size() + " bytes, REGISTERED says "
-                            + f.sizeBytes());
+        try {
+            for (int i = 0; i < fds.length; i++) {
+                Reply.ArenaFile f = files.get(i);
+                // /proc/self/fd/N reaches the received memfd itself; it is this process's own descriptor
+                try (FileChannel ch = FileChannel.open(Path.of("/proc/self/fd/" + fds[i]), StandardOpenOption.READ,
+                        StandardOpenOption.WRITE)) {
+                    if (ch.size() < f.sizeBytes()) {
+                        throw new IOException("arena " + i + " is " + ch.size() + " bytes, REGISTERED says " + f.sizeBytes());
+                    }
+                    mapped.add(ch.map(FileChannel.MapMode.READ_WRITE, 0, f.sizeBytes(), arena));
                 }
-                mapped.add(ch.map(FileChannel.MapMode.READ_WRITE, 0, f.sizeBytes(), arena));
             }
+        } finally {
+            for (int fd : fds) UnixSocket.close(fd);
         }
         arenas = List.copyOf(mapped);
+    }
+
+    /**
+     * Creates anonymous shared memory of {@code sizeBytes} (a memfd, on no file system), maps it
+     * read-write and returns its descriptor (the caller hands it over and closes it) with the mapping.
+     */
+    PrivateRegion mapPrivateRegion(String name, long sizeBytes) throws IOException {
+        int fd = UnixSocket.memfd(name, sizeBytes);
+        if (fd < 0) throw new IOException("memfd_create failed: errno " + -fd);
+        try (FileChannel ch = FileChannel.open(Path.of("/proc/self/fd/" + fd), StandardOpenOption.READ,
+                StandardOpenOption.WRITE)) {
+            return new PrivateRegion(fd, ch.map(FileChannel.MapMode.READ_WRITE, 0, sizeBytes, arena));
+        } catch (IOException | RuntimeException e) {
+            UnixSocket.close(fd);
+            throw e;
+        }
+    }
+
+    /** A memfd region's descriptor (the caller's to close) and its mapping (this object's). */
+    record PrivateRegion(int fd, MemorySegment mapping) {
     }
 
     /**

@@ -7,6 +7,7 @@ import io.orbitkv.state.protocol.CompletionEvent;
 import io.orbitkv.state.protocol.ProtocolLimits;
 import io.orbitkv.state.protocol.QueryStatus;
 import io.orbitkv.state.protocol.Reply;
+import io.orbitkv.state.unix.UnixSocket;
 import io.orbitkv.state.protocol.Request;
 import java.io.IOException;
 import java.io.RandomAccessFile;
@@ -37,20 +38,13 @@ class OrbitKvClientStressTest {
     @TempDir
     Path dir;
 
-    private Reply.Registered registered() throws IOException {
-        Path arena = dir.resolve("arena-0");
-        try (RandomAccessFile f = new RandomAccessFile(arena.toFile(), "rw")) {
-            f.setLength(1 << 16);
-        }
-        return new Reply.Registered(1, 1, ProtocolLimits.DEFAULTS,
-                List.of(new Reply.ArenaFile(arena.toString(), 1 << 16, 4096)));
-    }
-
     @Test
     void threadsSharingOneClientEachSeeTheirOwnRepliesAndCompletions() throws Exception {
         Map<Long, Integer> revisions = new ConcurrentHashMap<>();
-        try (ScriptedManager m = new ScriptedManager(dir, (id, request) -> switch (request) {
-            case Request.Register r -> List.of(new Out(id, registered()));
+        int arenaFd = UnixSocket.memfd("stress-arena", 1 << 16);
+        ScriptedManager[] self = new ScriptedManager[1];
+        try (ScriptedManager m = self[0] = new ScriptedManager(dir, (id, request) -> switch (request) {
+            case Request.Register r -> List.of(new Out(id, self[0].registered(1, 1, List.of(new Reply.ArenaFile(1 << 16, 4096)))));
             case Request.QueryPoll p -> {
                 revisions.put(p.operationId(), p.revision());
                 yield List.of(new Out(id, new Reply.QueryResult(p.operationId(), p.revision(),
@@ -62,6 +56,7 @@ class OrbitKvClientStressTest {
             case Request.Release r -> List.of(new Out(id, new Reply.Released(r.operationId(), true, 0)));
             default -> throw new AssertionError(request);
         }); OrbitKvClient client = OrbitKvClient.connect(m.socketPath, Duration.ofSeconds(20))) {
+            m.arenas(arenaFd);
             client.register("engine-0", 1, OrbitKvClientTest.NS, OrbitKvClientTest.CONTRACT);
             ExecutorService pool = Executors.newFixedThreadPool(THREADS);
             List<Future<Integer>> done = new ArrayList<>();
@@ -86,6 +81,8 @@ class OrbitKvClientStressTest {
             assertThat(total).isEqualTo(THREADS * ROUNDS);
             assertThat(m.received).hasSize(1 + 2 * THREADS * ROUNDS);
             assertThat(client.routedOperations()).as("every operation ended, nothing left routed").isZero();
+        } finally {
+            UnixSocket.close(arenaFd);
         }
     }
 }

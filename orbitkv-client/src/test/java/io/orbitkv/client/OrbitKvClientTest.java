@@ -16,6 +16,7 @@ import io.orbitkv.state.protocol.ProtocolLimits;
 import io.orbitkv.state.protocol.QueryStatus;
 import io.orbitkv.state.protocol.Refusal;
 import io.orbitkv.state.protocol.Reply;
+import io.orbitkv.state.unix.UnixSocket;
 import io.orbitkv.state.protocol.Request;
 import io.orbitkv.state.protocol.SettleOutcome;
 import java.io.IOException;
@@ -47,28 +48,33 @@ class OrbitKvClientTest {
 
     @TempDir
     Path dir;
+    /** The arena: a memfd the scripted descriptor socket passes, seen by the test through its own descriptor. */
+    int arenaFd;
     Path arenaFile;
 
     @BeforeEach
-    void arena() throws IOException {
-        arenaFile = dir.resolve("arena-0");
-        try (RandomAccessFile f = new RandomAccessFile(arenaFile.toFile(), "rw")) {
-            f.setLength(16L * SLOT);
-        }
+    void arena() {
+        arenaFd = UnixSocket.memfd("test-arena", 16L * SLOT);
+        assertThat(arenaFd).isNotNegative();
+        arenaFile = Path.of("/proc/self/fd/" + arenaFd);
     }
 
-    Reply.Registered registered() {
-        return new Reply.Registered(7, 1, ProtocolLimits.DEFAULTS,
-                List.of(new Reply.ArenaFile(arenaFile.toString(), 16L * SLOT, SLOT)));
+    @org.junit.jupiter.api.AfterEach
+    void closeArena() {
+        UnixSocket.close(arenaFd);
     }
 
-    /** Answers REGISTER and STATS; everything else by {@code rest}. */
+    /** Answers REGISTER (with the arena) and STATS; everything else by {@code rest}. */
     ScriptedManager manager(ScriptedManager.Script rest) throws IOException {
-        return new ScriptedManager(dir, (id, request) -> switch (request) {
-            case Request.Register r -> List.of(new Out(id, registered()));
+        ScriptedManager[] self = new ScriptedManager[1];
+        self[0] = new ScriptedManager(dir, (id, request) -> switch (request) {
+            case Request.Register r -> List.of(new Out(id, self[0].registered(7, 1,
+                    List.of(new Reply.ArenaFile(16L * SLOT, SLOT)))));
             case Request.Stats s -> List.of(new Out(id, new Reply.StatsReply(List.of(new Reply.Counter("query_hits", 3)))));
             default -> rest.answer(id, request);
         });
+        self[0].arenas(arenaFd);
+        return self[0];
     }
 
     OrbitKvClient connect(ScriptedManager m) throws IOException {

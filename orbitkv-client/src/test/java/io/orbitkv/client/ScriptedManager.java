@@ -1,5 +1,11 @@
 package io.orbitkv.client;
 
+import io.orbitkv.state.protocol.DescriptorExchange;
+import io.orbitkv.state.protocol.DescriptorTicket;
+import io.orbitkv.state.protocol.ErrorCode;
+import io.orbitkv.state.unix.UnixSocket;
+import java.util.ArrayList;
+
 import io.orbitkv.state.protocol.DecodeResult;
 import io.orbitkv.state.protocol.Direction;
 import io.orbitkv.state.protocol.FrameEncoder;
@@ -38,17 +44,81 @@ final class ScriptedManager implements AutoCloseable {
         List<Out> answer(long requestId, Request request) throws Exception;
     }
 
+    /** The ticket every scripted REGISTERED carries; the scripted descriptor socket redeems only it. */
+    static final DescriptorTicket TICKET = DescriptorTicket.of(new byte[] {7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7});
+
     final Path socketPath;
+    /** The scripted descriptor socket (protocol §6.11), beside the channel socket. */
+    final Path descriptorSocket;
     final List<Request> received = new CopyOnWriteArrayList<>();
+    /** Region descriptors clients handed over, in order (closed by {@link #close}). */
+    final List<Integer> regionFds = new CopyOnWriteArrayList<>();
     private final ServerSocketChannel server;
     private final Thread thread;
+    private final int descriptorListen;
+    private final Thread descriptorThread;
     private volatile SocketChannel connection;
+    private volatile int[] arenaFds = new int[0];
+    private volatile boolean closing;
 
     ScriptedManager(Path dir, Script script) throws IOException {
         socketPath = dir.resolve("manager.sock");
+        descriptorSocket = dir.resolve("manager.sock.fd").toAbsolutePath();
         server = ServerSocketChannel.open(StandardProtocolFamily.UNIX);
         server.bind(UnixDomainSocketAddress.of(socketPath));
+        descriptorListen = UnixSocket.open();
+        if (UnixSocket.bind(descriptorListen, descriptorSocket.toString()) < 0 || UnixSocket.listen(descriptorListen, 8) < 0) {
+            throw new IOException("cannot listen on " + descriptorSocket);
+        }
         thread = Thread.ofPlatform().daemon().name("scripted-manager").start(() -> serve(script));
+        descriptorThread = Thread.ofPlatform().daemon().name("scripted-descriptors").start(this::serveDescriptors);
+    }
+
+    /** The arena descriptors (the test's, borrowed) the descriptor socket hands out for {@link #TICKET}. */
+    void arenas(int... fds) {
+        arenaFds = fds.clone();
+    }
+
+    /** A REGISTERED with {@link #TICKET}, this manager's descriptor socket and {@code arenas}. */
+    Reply.Registered registered(long incarnation, long epoch, List<Reply.ArenaFile> arenas) {
+        return new Reply.Registered(incarnation, epoch, ProtocolLimits.DEFAULTS, TICKET, descriptorSocket.toString(), arenas);
+    }
+
+    /** Answers each descriptor connection as protocol §6.11 says; a region's handle is its index, little-endian. */
+    private void serveDescriptors() {
+        while (!closing) {
+            int fd = UnixSocket.accept(descriptorListen);
+            if (fd < 0) return;
+            List<Integer> fds = new ArrayList<>();
+            try {
+                byte[] request = new byte[DescriptorExchange.MESSAGE_BYTES];
+                int have = 0;
+                while (have < request.length) {
+                    long n = UnixSocket.receive(fd, request, have, request.length - have, 1, fds);
+                    if (n <= 0) break;
+                    have += (int) n;
+                }
+                byte[] reply;
+                int[] send = new int[0];
+                if (!(DescriptorExchange.decodeRequest(request) instanceof DescriptorExchange.DecodedRequest.Ok(var r))) {
+                    reply = DescriptorExchange.errorReply(ErrorCode.MALFORMED);
+                } else if (r.op() == DescriptorExchange.OP_REGION && fds.size() == 1) {
+                    byte[] handle = new byte[DescriptorTicket.BYTES];
+                    handle[0] = (byte) (regionFds.size() + 1);
+                    regionFds.add(fds.removeFirst());
+                    reply = DescriptorExchange.okReply(0, java.util.Optional.of(DescriptorTicket.of(handle)));
+                } else if (r.op() == DescriptorExchange.OP_ARENAS && r.ticket().orElseThrow().equals(TICKET)) {
+                    send = arenaFds;
+                    reply = DescriptorExchange.okReply(send.length, java.util.Optional.empty());
+                } else {
+                    reply = DescriptorExchange.errorReply(ErrorCode.TICKET_REFUSED);
+                }
+                UnixSocket.send(fd, reply, send);
+            } finally {
+                for (int f : fds) UnixSocket.close(f);
+                UnixSocket.close(fd);
+            }
+        }
     }
 
     private void serve(Script script) {
@@ -87,6 +157,8 @@ final class ScriptedManager implements AutoCloseable {
 
     @Override
     public void close() throws IOException {
+        closing = true;
+        UnixSocket.shutdown(descriptorListen);
         server.close();
         SocketChannel ch = connection;
         if (ch != null) ch.close();
@@ -95,5 +167,13 @@ final class ScriptedManager implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt(); // close() keeps the interrupt for the caller
         }
+        try {
+            descriptorThread.join();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        UnixSocket.close(descriptorListen);
+        java.nio.file.Files.deleteIfExists(descriptorSocket);
+        for (int fd : regionFds) UnixSocket.close(fd);
     }
 }

@@ -10,9 +10,11 @@ import io.orbitkv.core.storage.dram.CommitResult;
 import io.orbitkv.core.storage.dram.Reservation;
 import io.orbitkv.core.storage.dram.ReserveResult;
 import io.orbitkv.core.transfer.EngineRegion;
+import io.orbitkv.core.transfer.RegionDirectory;
 import io.orbitkv.core.transfer.RestoreCopier;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.StateKeys;
+import io.orbitkv.state.protocol.DescriptorTicket;
 import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.KeyForm;
 import io.orbitkv.state.protocol.ProtocolLimits;
@@ -28,6 +30,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.OptionalInt;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
@@ -132,7 +135,12 @@ final class EngineSession implements ChannelSession, OperationHost {
                     phase = Phase.REGISTERED;
                 }
                 core.publishObserver().onRegistered(r.instanceId(), r.namespace());
-                yield new Reply.Registered(incarnationId, r.epoch(), core.limits(),
+                DescriptorHandoff handoff = core.descriptorHandoff();
+                // At most one offer per session, and sessions are bounded by maxConnections: the
+                // handoff's table is sized so, so an empty answer is a bug, not a client's doing.
+                DescriptorTicket ticket = handoff.offerArenas(this, core.arenaDescriptors(admitted.namespaceId()), client)
+                        .orElseThrow(() -> new IllegalStateException("the descriptor ticket table is full"));
+                yield new Reply.Registered(incarnationId, r.epoch(), core.limits(), ticket, handoff.socketPath(),
                         core.arenaFiles(admitted.namespaceId()).orElseThrow());
             }
         };
@@ -176,6 +184,7 @@ final class EngineSession implements ChannelSession, OperationHost {
                 finishIfDrained();
             }
         }
+        core.descriptorHandoff().release(this);
         return drained;
     }
 
@@ -309,7 +318,14 @@ final class EngineSession implements ChannelSession, OperationHost {
         }
         EngineRegion.Opening opening;
         try {
-            opening = core.regions().open(r.path(), r.sizeBytes(), r.pageBytes(), r.pageCount(), client);
+            opening = switch (r.source()) {
+                case Request.FromPath p -> core.regions().open(p.path(), r.sizeBytes(), r.pageBytes(), r.pageCount(), client);
+                case Request.FromDescriptor d -> {
+                    OptionalInt fd = core.descriptorHandoff().claimRegion(d.handle(), client);
+                    yield fd.isEmpty() ? new EngineRegion.NotFound(RegionDirectory.REFUSED_DESCRIPTOR)
+                            : RegionDirectory.openDescriptor(fd.getAsInt(), r.sizeBytes(), r.pageBytes(), r.pageCount());
+                }
+            };
         } finally {
             synchronized (lock) {
                 regionsOpening--;

@@ -149,7 +149,7 @@ public final class ManagerCore implements AutoCloseable {
     private static List<Reply.ArenaFile> arenaFiles(ArenaGeometry geometry) {
         List<Reply.ArenaFile> out = new ArrayList<>(geometry.arenas().size());
         for (ArenaGeometry.ClassArena a : geometry.arenas()) {
-            out.add(new Reply.ArenaFile(a.path(), a.fileBytes(), a.slotBytes()));
+            out.add(new Reply.ArenaFile(a.fileBytes(), a.slotBytes()));
         }
         return List.copyOf(out);
     }
@@ -318,6 +318,8 @@ public final class ManagerCore implements AutoCloseable {
         return config;
     }
 
+    private volatile DescriptorHandoff handoff = new InProcessHandoff();
+
     /** The protocol budgets this Manager enforces and announces. */
     public ProtocolLimits limits() {
         return limits;
@@ -335,5 +337,29 @@ public final class ManagerCore implements AutoCloseable {
      */
     public java.util.Optional<List<Reply.ArenaFile>> arenaFiles(int namespaceId) {
         return store.dram().arenasFor(namespaceId).map(ManagerCore::arenaFiles);
+    }
+
+    /**
+     * The tier's own descriptors of {@code namespaceId}'s arenas, in arena-index order, borrowed
+     * (valid while the Manager is open; never closed by the caller); what a session offers through
+     * the {@link #descriptorHandoff()}.
+     */
+    int[] arenaDescriptors(int namespaceId) {
+        return store.dram().arenasFor(namespaceId).orElseThrow().arenas().stream()
+                .mapToInt(ArenaGeometry.ClassArena::descriptor).toArray();
+    }
+
+    /**
+     * Makes {@code handoff} (the transport's descriptor socket) the way sessions registered from now
+     * on receive their arena descriptors; until then an {@link InProcessHandoff} serves clients in
+     * this JVM only.
+     */
+    public void useDescriptorHandoff(DescriptorHandoff handoff) {
+        this.handoff = Objects.requireNonNull(handoff, "handoff");
+    }
+
+    /** How sessions hand descriptors to their clients (protocol §6.11). */
+    public DescriptorHandoff descriptorHandoff() {
+        return handoff;
     }
 }

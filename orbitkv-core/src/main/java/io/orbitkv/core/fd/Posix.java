@@ -1,15 +1,15 @@
 package io.orbitkv.core.fd;
 
+import io.orbitkv.state.unix.NativeCall;
+import io.orbitkv.state.unix.UnixSocket;
+
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
-import java.lang.foreign.MemoryLayout.PathElement;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.StructLayout;
 import java.lang.invoke.MethodHandle;
-import java.lang.invoke.VarHandle;
 import java.nio.file.Path;
-import java.util.Locale;
 
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
@@ -35,13 +35,9 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 @SuppressWarnings("restricted") // FFM downcalls are this class's job; the launchers grant --enable-native-access
 public final class Posix {
 
-    private static final Linker LINKER = Linker.nativeLinker();
-    private static final StructLayout CAPTURE = Linker.Option.captureStateLayout();
-    private static final VarHandle ERRNO = CAPTURE.varHandle(PathElement.groupElement("errno"));
-    private static final Linker.Option CAPTURE_ERRNO = Linker.Option.captureCallState("errno");
-    private static final String ARCH = System.getProperty("os.arch", "").toLowerCase(Locale.ROOT);
-    private static final boolean SUPPORTED = System.getProperty("os.name", "").toLowerCase(Locale.ROOT).contains("linux")
-            && (ARCH.equals("amd64") || ARCH.equals("x86_64") || ARCH.equals("aarch64"));
+    private static final StructLayout CAPTURE = NativeCall.CAPTURE;
+    private static final String ARCH = NativeCall.ARCH;
+    private static final boolean SUPPORTED = NativeCall.SUPPORTED;
 
     static final int O_RDWR = 2;
     static final int O_NOCTTY = 0x100;
@@ -50,21 +46,23 @@ public final class Posix {
     /** O_NOFOLLOW differs: 0400000 on x86_64, 0100000 on aarch64. */
     static final int O_NOFOLLOW = ARCH.equals("aarch64") ? 0x8000 : 0x20000;
     /** ENOSYS, returned where this class does not know the platform. */
-    public static final int ENOSYS = 38;
+    public static final int ENOSYS = NativeCall.ENOSYS;
 
     private static final MethodHandle OPEN = SUPPORTED ? handle("open",
             FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT), Linker.Option.firstVariadicArg(2)) : null;
-    private static final MethodHandle CLOSE = SUPPORTED ? handle("close", FunctionDescriptor.of(JAVA_INT, JAVA_INT)) : null;
-    private static final MethodHandle MEMFD_CREATE = SUPPORTED
-            ? handle("memfd_create", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT)) : null;
-    private static final MethodHandle FTRUNCATE = SUPPORTED
-            ? handle("ftruncate", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_LONG)) : null;
     private static final MethodHandle FALLOCATE = SUPPORTED
             ? handle("fallocate", FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, JAVA_LONG, JAVA_LONG)) : null;
+    private static final MethodHandle FCNTL = SUPPORTED ? handle("fcntl",
+            FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT), Linker.Option.firstVariadicArg(2)) : null;
+    private static final MethodHandle PRCTL = SUPPORTED ? handle("prctl",
+            FunctionDescriptor.of(JAVA_INT, JAVA_INT, JAVA_LONG), Linker.Option.firstVariadicArg(1)) : null;
+    static final int F_GETFL = 3;
+    static final int F_DUPFD_CLOEXEC = 1030;
+    static final int O_ACCMODE = 3;
+    static final int PR_SET_DUMPABLE = 4;
     private static final MethodHandle FSTAT = SUPPORTED
             ? handle("fstat", FunctionDescriptor.of(JAVA_INT, JAVA_INT, ADDRESS)) : null;
 
-    static final int MFD_CLOEXEC = 0x1;
     static final int FALLOC_FL_KEEP_SIZE = 0x1;
     static final int FALLOC_FL_PUNCH_HOLE = 0x2;
     /** {@code struct stat} is 144 bytes on x86_64 and 128 on aarch64; {@code st_blocks} is at 64 on both. */
@@ -80,16 +78,11 @@ public final class Posix {
     }
 
     private static MethodHandle handle(String name, FunctionDescriptor fd, Linker.Option... options) {
-        MemorySegment symbol = LINKER.defaultLookup().find(name)
-                .orElseThrow(() -> new UnsatisfiedLinkError("libc symbol " + name));
-        Linker.Option[] all = new Linker.Option[options.length + 1];
-        all[0] = CAPTURE_ERRNO;
-        System.arraycopy(options, 0, all, 1, options.length);
-        return LINKER.downcallHandle(symbol, fd, all);
+        return NativeCall.handle(name, fd, options);
     }
 
     private static int errno(MemorySegment state) {
-        return (int) ERRNO.get(state, 0L);
+        return NativeCall.errno(state);
     }
 
     /**
@@ -110,14 +103,7 @@ public final class Posix {
 
     /** Closes {@code fd}; 0 or -errno. */
     public static int close(int fd) {
-        if (!SUPPORTED) return -ENOSYS;
-        try (Arena a = Arena.ofConfined()) {
-            MemorySegment st = a.allocate(CAPTURE);
-            int r = (int) CLOSE.invokeExact(st, fd);
-            return r < 0 ? -errno(st) : r;
-        } catch (Throwable t) {
-            throw rethrow(t);
-        }
+        return UnixSocket.close(fd);
     }
 
     /**
@@ -125,21 +111,7 @@ public final class Posix {
      * sparse shared-memory file that exists only as descriptors (nothing on a file system); fd or -errno.
      */
     public static int memfd(String name, long sizeBytes) {
-        if (!SUPPORTED) return -ENOSYS;
-        try (Arena a = Arena.ofConfined()) {
-            MemorySegment st = a.allocate(CAPTURE);
-            int fd = (int) MEMFD_CREATE.invokeExact(st, a.allocateFrom(name), MFD_CLOEXEC);
-            if (fd < 0) return -errno(st);
-            int r = (int) FTRUNCATE.invokeExact(st, fd, sizeBytes);
-            if (r < 0) {
-                int e = errno(st);
-                close(fd);
-                return -e;
-            }
-            return fd;
-        } catch (Throwable t) {
-            throw rethrow(t);
-        }
+        return UnixSocket.memfd(name, sizeBytes);
     }
 
     /**
@@ -170,14 +142,50 @@ public final class Posix {
         }
     }
 
+    /** A new descriptor ({@code O_CLOEXEC}) of what {@code fd} holds; fd or -errno. */
+    public static int duplicate(int fd) {
+        return fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    }
+
+    /** Whether {@code fd} was opened for reading and writing ({@code O_RDWR}). */
+    public static boolean isOpenReadWrite(int fd) {
+        int flags = fcntl(fd, F_GETFL, 0);
+        return flags >= 0 && (flags & O_ACCMODE) == O_RDWR;
+    }
+
+    private static int fcntl(int fd, int command, int argument) {
+        if (!SUPPORTED) return -ENOSYS;
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment st = a.allocate(CAPTURE);
+            int r = (int) FCNTL.invokeExact(st, fd, command, argument);
+            return r < 0 ? -errno(st) : r;
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
+    /**
+     * {@code prctl(PR_SET_DUMPABLE, 0)}: the process's {@code /proc/<pid>/} entries (its
+     * {@code fd/} links among them) become root's, so processes of the same user can no longer
+     * open its descriptors by number, nor ptrace it; no core dumps. 0 or -errno.
+     */
+    public static int makeUndumpable() {
+        if (!SUPPORTED) return -ENOSYS;
+        try (Arena a = Arena.ofConfined()) {
+            MemorySegment st = a.allocate(CAPTURE);
+            int r = (int) PRCTL.invokeExact(st, PR_SET_DUMPABLE, 0L);
+            return r < 0 ? -errno(st) : r;
+        } catch (Throwable t) {
+            throw rethrow(t);
+        }
+    }
+
     /** The path through which the kernel reaches the inode open as {@code fd} in this process. */
     public static Path procPath(int fd) {
         return Path.of("/proc/self/fd/" + fd);
     }
 
     private static RuntimeException rethrow(Throwable t) {
-        if (t instanceof RuntimeException r) return r;
-        if (t instanceof Error e) throw e;
-        return new IllegalStateException("native call failed", t);
+        return NativeCall.rethrow(t);
     }
 }

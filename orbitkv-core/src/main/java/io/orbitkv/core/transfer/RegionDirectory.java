@@ -41,6 +41,10 @@ public final class RegionDirectory {
     public static final String REFUSED = "region refused: REGISTER_REGION needs a regular file with one link,"
             + " owned by the connecting client's uid, inside the Manager's regionDir, at least size_bytes long";
 
+    /** The one answer to every refused REGISTER_REGION descriptor. */
+    public static final String REFUSED_DESCRIPTOR = "region refused: REGISTER_REGION by descriptor needs the handle of a"
+            + " read-write regular file or memfd of at least size_bytes, handed over by the connecting client's uid";
+
     private static final int S_IFMT = 0170000;
     private static final int S_IFREG = 0100000;
 
@@ -112,6 +116,37 @@ public final class RegionDirectory {
         } finally {
             Posix.close(fd);
         }
+    }
+
+    /**
+     * Maps {@code sizeBytes} of the region descriptor {@code fd} a client handed over (protocol
+     * §6.11), or refuses with {@link #REFUSED_DESCRIPTOR}; takes ownership of {@code fd} and closes
+     * it either way. No path or owner check applies: the client holds the descriptor, so it could
+     * write the memory itself; but it must be open read-write (a descriptor opened read-only must
+     * not become writable through the Manager's reopening of {@code /proc/self/fd/N}) and a regular
+     * file (a memfd is one), at least {@code sizeBytes} long.
+     */
+    public static EngineRegion.Opening openDescriptor(int fd, long sizeBytes, int pageBytes, int pageCount) {
+        try {
+            if (!Posix.isOpenReadWrite(fd)) return refusedDescriptor();
+            Path opened = Posix.procPath(fd);
+            Map<String, Object> attributes = Files.readAttributes(opened, "unix:mode,size");
+            int mode = (Integer) attributes.get("mode");
+            if ((mode & S_IFMT) != S_IFREG || (Long) attributes.get("size") < sizeBytes) return refusedDescriptor();
+            Path shown = Path.of("descriptor:" + Files.readSymbolicLink(opened));
+            return switch (EngineRegion.map(opened, shown, sizeBytes, pageBytes, pageCount)) {
+                case EngineRegion.Opened o -> o;
+                case EngineRegion.NotFound ignored -> refusedDescriptor();
+            };
+        } catch (IOException | SecurityException | UnsupportedOperationException e) {
+            return refusedDescriptor();
+        } finally {
+            Posix.close(fd);
+        }
+    }
+
+    private static EngineRegion.NotFound refusedDescriptor() {
+        return new EngineRegion.NotFound(REFUSED_DESCRIPTOR);
     }
 
     private boolean allowed(Path real) {

@@ -39,7 +39,12 @@ final class Client implements AutoCloseable {
     private final List<MemorySegment> arenas = new ArrayList<>();
     Reply.Registered registered;
 
+    /** The arena descriptors the in-process handoff gave for REGISTERED's ticket (the tier's own, borrowed). */
+    int[] arenaFds = new int[0];
+    private final ManagerFixture fixture;
+
     Client(ManagerFixture fixture) {
+        this.fixture = fixture;
         OpenResult open = fixture.core.openSession(sink, Optional.of(ManagerFixture.self()));
         assertThat(open).isInstanceOf(OpenResult.Opened.class);
         session = ((OpenResult.Opened) open).session();
@@ -68,8 +73,13 @@ final class Client implements AutoCloseable {
 
     private void mapArenas(Reply.Registered r) {
         registered = r;
-        for (Reply.ArenaFile f : registered.arenas()) {
-            try (FileChannel ch = FileChannel.open(Path.of(f.path()), StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+        arenaFds = ((InProcessHandoff) fixture.core.descriptorHandoff()).redeem(r.ticket())
+                .orElseThrow(() -> new AssertionError("REGISTERED's ticket does not redeem"));
+        assertThat(arenaFds).as("one descriptor per arena").hasSize(r.arenas().size());
+        for (int i = 0; i < arenaFds.length; i++) {
+            Reply.ArenaFile f = registered.arenas().get(i);
+            try (FileChannel ch = FileChannel.open(Path.of("/proc/self/fd/" + arenaFds[i]), StandardOpenOption.READ,
+                    StandardOpenOption.WRITE)) {
                 arenas.add(ch.map(FileChannel.MapMode.READ_WRITE, 0, f.sizeBytes(), arena));
             } catch (IOException e) {
                 throw new UncheckedIOException(e);

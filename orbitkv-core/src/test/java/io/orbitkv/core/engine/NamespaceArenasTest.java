@@ -63,9 +63,9 @@ class NamespaceArenasTest {
                 assertThat(a.read(lease)).as("B's page at %d, read through A's arenas", lease.offsetBytes())
                         .containsOnly((byte) 0);
             }
-            List<String> pathsOfA = a.registered.arenas().stream().map(Reply.ArenaFile::path).toList();
-            List<String> pathsOfB = b.registered.arenas().stream().map(Reply.ArenaFile::path).toList();
-            assertThat(pathsOfA).as("A is given none of B's arenas").doesNotContainAnyElementsOf(pathsOfB);
+            List<Integer> fdsOfA = java.util.Arrays.stream(a.arenaFds).boxed().toList();
+            List<Integer> fdsOfB = java.util.Arrays.stream(b.arenaFds).boxed().toList();
+            assertThat(fdsOfA).as("A is given none of B's arenas").doesNotContainAnyElementsOf(fdsOfB);
             b.send(new Request.Release(1));
         }
         try (var files = Files.list(dir.resolve("dram"))) {

@@ -3,6 +3,7 @@ package io.orbitkv.reliability.faults;
 import io.orbitkv.core.engine.ChannelSession;
 import io.orbitkv.core.engine.EventSink;
 import io.orbitkv.core.engine.ManagerCore;
+import io.orbitkv.core.engine.InProcessHandoff;
 import io.orbitkv.core.engine.OpenResult;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.RecoveryContract;
@@ -94,8 +95,13 @@ final class SimClient implements AutoCloseable, EventSink {
             c.close();
             return Optional.empty();
         }
-        for (Reply.ArenaFile f : registered.arenas()) {
-            try (FileChannel ch = FileChannel.open(Path.of(f.path()), StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+        // in the Manager's own JVM: the in-process handoff gives the tier's descriptors for the ticket
+        int[] fds = ((InProcessHandoff) core.descriptorHandoff()).redeem(registered.ticket())
+                .orElseThrow(() -> new IllegalStateException("REGISTERED's ticket does not redeem"));
+        for (int i = 0; i < fds.length; i++) {
+            Reply.ArenaFile f = registered.arenas().get(i);
+            try (FileChannel ch = FileChannel.open(Path.of("/proc/self/fd/" + fds[i]), StandardOpenOption.READ,
+                    StandardOpenOption.WRITE)) {
                 c.arenas.add(ch.map(FileChannel.MapMode.READ_WRITE, 0, f.sizeBytes(), c.arena));
             } catch (IOException e) {
                 c.close();

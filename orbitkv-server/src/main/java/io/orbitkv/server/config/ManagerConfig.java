@@ -270,6 +270,17 @@ public record ManagerConfig(
                         : maxUnregisteredConnections);
     }
 
+    /**
+     * The descriptor socket beside the channel socket ({@code <socket>.fd}, protocol §6.11), with
+     * the channel socket's mode and one ticket place per connection.
+     */
+    public io.orbitkv.server.channel.DescriptorServer.Settings descriptorSettings() {
+        return new io.orbitkv.server.channel.DescriptorServer.Settings(
+                io.orbitkv.server.channel.DescriptorServer.Settings.besideChannel(socket), socketMode,
+                limits.maxConnections(), io.orbitkv.server.channel.DescriptorServer.Settings.DEFAULT_TICKET_TTL,
+                io.orbitkv.server.channel.DescriptorServer.Settings.DEFAULT_EXCHANGE_TIMEOUT);
+    }
+
     /** The tiered store this configuration describes. */
     public TieredStoreConfig storeConfig() {
         return storeConfig(dramDir, arenaName, dramBytes, dramSlotBytes, dramEviction, stagingBytes, ssdDir, ssdBytes, ssdFiles,

@@ -13,7 +13,9 @@ import io.orbitkv.core.query.RemotePages;
 import io.orbitkv.core.fd.OwnerOnly;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.transfer.RegionDirectory;
+import io.orbitkv.core.fd.Posix;
 import io.orbitkv.server.channel.ChannelServer;
+import io.orbitkv.server.channel.DescriptorServer;
 import io.orbitkv.server.cluster.ClusterNode;
 import io.orbitkv.server.cluster.ClusterSecurity;
 import io.orbitkv.server.config.ManagerConfig;
@@ -79,6 +81,7 @@ public final class ManagerDaemon implements AutoCloseable {
     private final TieredStore store;
     private final ManagerCore core;
     private final ChannelServer channel;
+    private final DescriptorServer descriptors;
     private final StatusServer http;
     private final Optional<ClusterPeers> peers;
     private final Optional<ClusterNode> cluster;
@@ -88,14 +91,15 @@ public final class ManagerDaemon implements AutoCloseable {
     private boolean closed;
 
     private ManagerDaemon(ManagerConfig config, StoreLock lock, StoreLock dramLock, TieredStore store,
-                          ManagerCore core, ChannelServer channel, StatusServer http, Optional<ClusterPeers> peers,
-                          StatusHistory history, Optional<KvEventPublisher> kvEvents) {
+                          ManagerCore core, ChannelServer channel, DescriptorServer descriptors, StatusServer http,
+                          Optional<ClusterPeers> peers, StatusHistory history, Optional<KvEventPublisher> kvEvents) {
         this.config = config;
         this.lock = lock;
         this.dramLock = dramLock;
         this.store = store;
         this.core = core;
         this.channel = channel;
+        this.descriptors = descriptors;
         this.http = http;
         this.peers = peers;
         this.cluster = peers.map(ClusterPeers::node);
@@ -117,6 +121,7 @@ public final class ManagerDaemon implements AutoCloseable {
         // a refused cluster token is a configuration error found before any file is touched or
         // the SSD store recovered (ClusterNode reads it again when it joins)
         if (config.cluster().enabled()) ClusterSecurity.load(config.cluster());
+        makeUndumpable(System.getenv());
         Optional<StoreLock> acquired = StoreLock.tryAcquire(config.lockFile());
         if (acquired.isEmpty()) {
             return new Startup.Locked(config.lockFile(), StoreLock.holderPid(config.lockFile()));
@@ -140,6 +145,7 @@ public final class ManagerDaemon implements AutoCloseable {
         TieredStore store = null;
         ManagerCore core = null;
         ChannelServer channel = null;
+        DescriptorServer descriptors = null;
         ClusterPeers peers = null;
         StatusHistory history = null;
         KvEventPublisher kvEvents = null;
@@ -164,6 +170,9 @@ public final class ManagerDaemon implements AutoCloseable {
                 kvEvents = KvEventPublisher.start(config.kvEvents().settings(), store.residency(), registry);
                 core.observePublishes(kvEvents);
             }
+            // the descriptor socket before the channel: every REGISTERED names it (protocol §6.11)
+            descriptors = DescriptorServer.start(config.descriptorSettings(), registry, System::nanoTime);
+            core.useDescriptorHandoff(descriptors);
             channel = ChannelServer.start(config.channelSettings(), core::openSession, registry);
             ManagerCore statusCore = core;
             TieredStore statusStore = store;
@@ -182,19 +191,37 @@ public final class ManagerDaemon implements AutoCloseable {
                 body.put("recentErrors", new ErrorsStatus(errors.total(), errors.snapshot()));
                 return body;
             });
-            return new Startup.Started(new ManagerDaemon(config, lock, dramLock, store, core, channel, http,
+            return new Startup.Started(new ManagerDaemon(config, lock, dramLock, store, core, channel, descriptors, http,
                     Optional.ofNullable(peers), history, Optional.ofNullable(kvEvents)));
         } catch (IOException | RuntimeException e) {
             if (history != null) history.close();
             if (kvEvents != null) kvEvents.close();
             if (peers != null) peers.close();
             if (channel != null) channel.close();
+            if (descriptors != null) descriptors.close();
             if (core != null) core.close();
             if (store != null) store.close();
             dramLock.close();
             lock.close();
             throw e;
         }
+    }
+
+    /**
+     * Makes this process non-dumpable ({@code prctl(PR_SET_DUMPABLE, 0)}) unless
+     * {@code ORBITKV_DUMPABLE=1}: its {@code /proc/<pid>/fd/*} links become root's, so a process of
+     * the Manager's own user cannot open an arena descriptor by number (protocol §9.6); it also stops
+     * same-user {@code ptrace}, core dumps and same-user {@code jcmd} (which reaches the JVM through
+     * {@code /proc/<pid>/}): set the variable where those are needed (operations.md). Done before
+     * any arena exists.
+     */
+    static void makeUndumpable(Map<String, String> env) {
+        if ("1".equals(env.get("ORBITKV_DUMPABLE"))) {
+            LOG.info("ORBITKV_DUMPABLE=1: the Manager stays dumpable; processes of its user can open its descriptors");
+            return;
+        }
+        int r = Posix.makeUndumpable();
+        if (r < 0) LOG.warning("prctl(PR_SET_DUMPABLE, 0) failed: errno " + -r + "; /proc/<pid>/fd stays open to this user");
     }
 
     /** The prefix-cache totals of {@code s} as a history sample taken now. */
@@ -284,6 +311,7 @@ public final class ManagerDaemon implements AutoCloseable {
             case NOT_LEFT -> "membership still open";
         } + ", cluster endpoint closed, peer tickets freed)", p::close));
         step("stopped accepting and closed " + connections + " connection(s) (sessions drained)", channel::close);
+        step("closed the descriptor socket " + descriptors.socketPath(), descriptors::close);
         step("stopped HTTP " + http.address(), () -> {
             http.close();
             history.close();

@@ -64,7 +64,8 @@ class ChannelServerTest {
             handled.incrementAndGet();
             return switch (request) {
                 case Request.Register r -> new Reply.Registered(1, r.epoch(), ProtocolLimits.DEFAULTS,
-                        List.of(new Reply.ArenaFile("/dev/shm/scripted", 1 << 20, 1 << 16)));
+                        io.orbitkv.state.protocol.DescriptorTicket.random(), "/in-process",
+                        List.of(new Reply.ArenaFile(1 << 20, 1 << 16)));
                 case Request.Stats s -> new Reply.StatsReply(List.of(new Reply.Counter("handled", handled.get())));
                 case Request.Cancel c -> {
                     boolean queued = sink.complete(new Reply.Completion(c.operationId(), 1, CompletionEvent.DRAINED,
@@ -205,7 +206,7 @@ class ChannelServerTest {
             assertThat(c.next()).isInstanceOf(RawClient.Closed.class);
         }
         try (RawClient c = new RawClient(server.socketPath())) {
-            c.send(withShort(stats(3), 4, 2));                 // version 2: refused and closed
+            c.send(withShort(stats(3), 4, 1));                 // version 1 (paths for arenas): refused and closed
             assertError(c.next(), 3, ErrorCode.UNSUPPORTED_VERSION);
             assertThat(c.next()).isInstanceOf(RawClient.Closed.class);
         }

@@ -1,5 +1,7 @@
 package io.orbitkv.server.daemon;
 
+import io.orbitkv.client.DescriptorSocket;
+
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.orbitkv.server.channel.RawClient;
@@ -26,8 +28,8 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * A test engine over raw frames: registers, maps the arena files named in REGISTERED (as a real
- * client process does), writes published page images into granted slots and reads leased ones.
+ * A test engine over raw frames: registers, fetches and maps its arenas' descriptors from the
+ * descriptor socket (as a real client process does), writes published page images into granted slots and reads leased ones.
  * One full-attention group, 16-token pages of {@link #PAGE_BYTES}. Confined to the test thread.
  */
 final class Engine implements AutoCloseable {
@@ -40,6 +42,8 @@ final class Engine implements AutoCloseable {
     final RawClient raw;
     private final Arena arena = Arena.ofShared();
     private final List<MemorySegment> arenas = new ArrayList<>();
+    /** The arena descriptors the descriptor socket passed (kept open until close, so tests can inspect them). */
+    int[] arenaFds = new int[0];
 
     Engine(Path socket) throws IOException {
         raw = new RawClient(socket);
@@ -50,8 +54,16 @@ final class Engine implements AutoCloseable {
         Reply r = raw.call(new Request.Register(instance, epoch, NS, FULL));
         assertThat(r).isInstanceOf(Reply.Registered.class);
         Reply.Registered registered = (Reply.Registered) r;
-        for (Reply.ArenaFile f : registered.arenas()) {
-            try (FileChannel ch = FileChannel.open(Path.of(f.path()), StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+        try {
+            arenaFds = DescriptorSocket.fetchArenas(registered.descriptorSocket(), registered.ticket(),
+                    registered.arenas().size(), java.time.Duration.ofSeconds(10));
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        for (int i = 0; i < arenaFds.length; i++) {
+            Reply.ArenaFile f = registered.arenas().get(i);
+            try (FileChannel ch = FileChannel.open(Path.of("/proc/self/fd/" + arenaFds[i]), StandardOpenOption.READ,
+                    StandardOpenOption.WRITE)) {
                 arenas.add(ch.map(FileChannel.MapMode.READ_WRITE, 0, f.sizeBytes(), arena));
             } catch (IOException e) {
                 throw new UncheckedIOException(e);
@@ -139,5 +151,7 @@ final class Engine implements AutoCloseable {
     public void close() throws IOException {
         raw.close();
         if (arena.scope().isAlive()) arena.close();
+        for (int fd : arenaFds) io.orbitkv.state.unix.UnixSocket.close(fd);
+        arenaFds = new int[0];
     }
 }

@@ -13,6 +13,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -102,11 +103,24 @@ final class ManagerProcess implements AutoCloseable {
 
     /** Starts a Manager and waits for its ready file. */
     static ManagerProcess start(Path dir, String... extra) throws IOException {
+        return start(dir, List.of(), Map.of(), extra);
+    }
+
+    /**
+     * Starts a Manager under {@code launcher} (a command prefix such as {@code setpriv ... --}; may be
+     * empty) with {@code environment} added to this process's, and waits for its ready file.
+     */
+    static ManagerProcess start(Path dir, List<String> launcher, Map<String, String> environment, String... extra)
+            throws IOException {
         Files.createDirectories(dir);
         Files.deleteIfExists(dir.resolve("ready"));
         Path err = Files.createTempFile(dir, "manager-", ".err");
-        Process p = new ProcessBuilder(command(dir, extra)).redirectError(err.toFile())
-                .redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+        List<String> cmd = new ArrayList<>(launcher);
+        cmd.addAll(command(dir, extra));
+        ProcessBuilder builder = new ProcessBuilder(cmd).redirectError(err.toFile())
+                .redirectOutput(ProcessBuilder.Redirect.DISCARD);
+        builder.environment().putAll(environment);
+        Process p = builder.start();
         ManagerProcess m = new ManagerProcess(dir, p, err);
         await().atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(20))
                 .until(() -> !p.isAlive() || Files.exists(dir.resolve("ready")));

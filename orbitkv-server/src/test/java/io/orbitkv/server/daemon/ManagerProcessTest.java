@@ -59,9 +59,12 @@ class ManagerProcessTest {
             assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(socket))).isEqualTo("rw-------");
             try (Engine e = new Engine(socket)) {
                 Reply.Registered registered = e.register("engine-1", 1);
-                // memfds of the engine's namespace, reached through the Manager's descriptors: no file in dramDir
-                assertThat(registered.arenas()).allSatisfy(a -> assertThat(a.path())
-                        .matches("/proc/" + m.process.pid() + "/fd/[0-9]+"));
+                // memfds of the engine's namespace, passed as descriptors (SCM_RIGHTS): no path, no file in dramDir
+                assertThat(registered.descriptorSocket()).isEqualTo(socket.toAbsolutePath() + ".fd");
+                assertThat(e.arenaFds).hasSize(registered.arenas().size());
+                for (int fd : e.arenaFds) {
+                    assertThat(Files.readSymbolicLink(Path.of("/proc/self/fd/" + fd)).toString()).startsWith("/memfd:");
+                }
                 try (var files = Files.list(ManagerProcess.dram(dir))) {
                     assertThat(files.map(f -> f.getFileName().toString()).toList()).containsExactly("manager.lock");
                 }

@@ -42,7 +42,12 @@ public enum ErrorCode implements WireCode {
     /** The Manager is draining for shutdown and accepts no new work. */
     SHUTTING_DOWN(14, true),
     /** The connection was not REGISTERED within the Manager's registration deadline. */
-    REGISTER_TIMEOUT(15, true);
+    REGISTER_TIMEOUT(15, true),
+    /**
+     * The descriptor socket refused a ticket or handle: unknown, expired, already used, or presented
+     * by a process whose credentials differ from the registering connection's (protocol §6.11).
+     */
+    TICKET_REFUSED(16, false);
 
     private final int code;
     private final boolean closesConnection;

@@ -123,7 +123,15 @@ public final class FrameDecoder {
                 long size = r.u63("size_bytes");
                 int pageBytes = r.u31("page_bytes");
                 int pageCount = r.u31("page_count");
-                yield new Request.RegisterRegion(r.string16("path", 1, limits.maxStringBytes()), size, pageBytes, pageCount);
+                int form = r.u8("source");
+                r.zero8("pad");
+                Request.RegionSource source = switch (form) {
+                    case Request.FromPath.CODE -> new Request.FromPath(r.string16("path", 1, limits.maxStringBytes()));
+                    case Request.FromDescriptor.CODE ->
+                            new Request.FromDescriptor(DescriptorTicket.of(r.bytes(DescriptorTicket.BYTES, "handle")));
+                    default -> throw WireReader.malformed("unknown region source " + form);
+                };
+                yield new Request.RegisterRegion(source, size, pageBytes, pageCount);
             }
             case QUERY -> readQuery(r);
             case QUERY_POLL -> new Request.QueryPoll(r.u63("operation_id"), r.u31("revision"));
@@ -254,15 +262,16 @@ public final class FrameDecoder {
         int[] values = new int[ProtocolLimits.FIELDS];
         for (int i = 0; i < values.length; i++) values[i] = r.u31("limit " + i);
         ProtocolLimits peerLimits = ProtocolLimits.fromArray(values);
-        int count = r.checkCount("arena_count", r.u16("arena_count"), limits.maxArenaFiles(), "maxArenaFiles", 14);
+        int count = r.checkCount("arena_count", r.u16("arena_count"), limits.maxArenaFiles(), "maxArenaFiles", 12);
         r.zero16("pad");
+        DescriptorTicket ticket = DescriptorTicket.of(r.bytes(DescriptorTicket.BYTES, "ticket"));
+        String socket = r.string16("descriptor_socket", 1, Reply.Registered.MAX_SOCKET_PATH_BYTES);
         List<Reply.ArenaFile> arenas = new ArrayList<>(count);
         for (int i = 0; i < count; i++) {
             long size = r.u63("size_bytes");
-            int slot = r.u31("slot_bytes");
-            arenas.add(new Reply.ArenaFile(r.string16("path", 1, limits.maxStringBytes()), size, slot));
+            arenas.add(new Reply.ArenaFile(size, r.u31("slot_bytes")));
         }
-        return new Reply.Registered(incarnation, epoch, peerLimits, arenas);
+        return new Reply.Registered(incarnation, epoch, peerLimits, ticket, socket, arenas);
     }
 
     private Reply.Reserved readReserved(WireReader r) {

@@ -96,7 +96,13 @@ public final class FrameEncoder {
                 w.blob32(r.namespace().canonicalBytes());
                 w.blob32(RecoveryContractEncoding.canonicalBytes(r.contract()));
             }
-            case Request.RegisterRegion r -> w.u64(r.sizeBytes()).u32(r.pageBytes()).u32(r.pageCount()).string16(r.path());
+            case Request.RegisterRegion r -> {
+                w.u64(r.sizeBytes()).u32(r.pageBytes()).u32(r.pageCount()).u8(r.source().code()).u8(0);
+                switch (r.source()) {
+                    case Request.FromPath p -> w.string16(p.path());
+                    case Request.FromDescriptor d -> w.bytes(d.handle().bytes());
+                }
+            }
             case Request.Query q -> {
                 w.u64(q.operationId()).u32(q.revision()).u8(q.target().code()).u8(0).u16(q.groups().size());
                 w.u64(q.promptTokens()).u64(q.originTokens()).u32(q.prefillTokensPerSecond()).u32(q.peerWaitMillis());
@@ -132,8 +138,8 @@ public final class FrameEncoder {
             case Reply.Registered r -> {
                 w.u64(r.incarnationId()).u64(r.epoch());
                 for (int v : r.limits().toArray()) w.u32(v);
-                w.u16(r.arenas().size()).u16(0);
-                for (Reply.ArenaFile a : r.arenas()) w.u64(a.sizeBytes()).u32(a.slotBytes()).string16(a.path());
+                w.u16(r.arenas().size()).u16(0).bytes(r.ticket().bytes()).string16(r.descriptorSocket());
+                for (Reply.ArenaFile a : r.arenas()) w.u64(a.sizeBytes()).u32(a.slotBytes());
             }
             case Reply.RegionRegistered r -> w.u32(r.regionId());
             case Reply.QueryResult q -> writeQueryResult(q, w);

@@ -46,7 +46,7 @@ public final class FrameLayout {
     /** Size of the header; the body starts here. */
     public static final int HEADER_BYTES = 16;
     /** The protocol version this code speaks. */
-    public static final int VERSION = 1;
+    public static final int VERSION = 2;
     /** Request id of frames that answer no request (COMPLETION; ERROR for an unparsable header). */
     public static final long NO_REQUEST = 0;
 

@@ -28,12 +28,13 @@ public sealed interface Reply extends Frame {
     int MAX_SPANS_PER_GROUP = 16;
 
     /**
-     * One arena file the client maps; its index in {@link Registered#arenas()} is the lease's arena index.
-     * Invariant: {@code sizeBytes >= slotBytes} (not a multiple: the file may start with a header).
+     * One arena the client maps; its index in {@link Registered#arenas()} is the lease's arena
+     * index. The arena itself reaches the client as a file descriptor from the descriptor socket
+     * (protocol §6.11), never as a path. Invariant: {@code sizeBytes >= slotBytes} (not a
+     * multiple: the file starts with a header).
      */
-    record ArenaFile(String path, long sizeBytes, int slotBytes) {
+    record ArenaFile(long sizeBytes, int slotBytes) {
         public ArenaFile {
-            Check.text("path", path, 1, Check.U16_MAX);
             Check.positive("slot_bytes", slotBytes);
             Check.positive("size_bytes", sizeBytes);
             // Not a multiple: an arena file starts with a header page; leases carry absolute offsets.
@@ -44,14 +45,25 @@ public sealed interface Reply extends Frame {
     }
 
     /**
-     * REGISTER succeeded: the incarnation id of this session, the Manager's limits and the arena
-     * files to map. Invariants: incarnation id {@code >= 1}; epoch {@code >= 0}; 1..65,535 arenas.
+     * REGISTER succeeded: the incarnation id of this session, the Manager's limits, the one-time
+     * {@code ticket} that fetches the arenas' descriptors from {@code descriptorSocket} and the
+     * arenas' sizes. Invariants: incarnation id {@code >= 1}; epoch {@code >= 0}; 1..65,535
+     * arenas; an absolute socket path of 1..107 bytes (what {@code sun_path} holds).
      */
-    record Registered(long incarnationId, long epoch, ProtocolLimits limits, List<ArenaFile> arenas) implements Reply {
+    record Registered(long incarnationId, long epoch, ProtocolLimits limits, DescriptorTicket ticket,
+                      String descriptorSocket, List<ArenaFile> arenas) implements Reply {
+        /** {@code sizeof(sun_path)} minus its terminating zero. */
+        public static final int MAX_SOCKET_PATH_BYTES = 107;
+
         public Registered {
             Check.positive("incarnation_id", incarnationId);
             Check.nonNegative("epoch", epoch);
             Objects.requireNonNull(limits, "limits");
+            Objects.requireNonNull(ticket, "ticket");
+            Check.text("descriptor_socket", descriptorSocket, 1, MAX_SOCKET_PATH_BYTES);
+            if (!descriptorSocket.startsWith("/")) {
+                throw new IllegalArgumentException("descriptor_socket must be an absolute path: " + descriptorSocket);
+            }
             arenas = Check.list("arenas", arenas, 1, Check.U16_MAX);
         }
 

@@ -57,19 +57,62 @@ public sealed interface Request extends Frame {
     }
 
     /**
-     * Registers a destination region for ENGINE_RESTORE: a shared-memory file of
-     * {@code sizeBytes} holding {@code pageCount} pages of {@code pageBytes}. Invariants: path
-     * non-empty; {@code pageBytes * pageCount <= sizeBytes}.
+     * Where a region's memory comes from: a file the client owns under the Manager's
+     * {@code regionDir} ({@link FromPath}), or a descriptor the client handed the Manager on the
+     * descriptor socket, named by the handle it got back ({@link FromDescriptor}; protocol §6.11).
      */
-    record RegisterRegion(String path, long sizeBytes, int pageBytes, int pageCount) implements Request {
-        public RegisterRegion {
+    sealed interface RegionSource {
+        /** The wire code of the form: 1 path, 2 descriptor. */
+        int code();
+    }
+
+    /** A region file named by its absolute path (checked as protocol §5.2 says). */
+    record FromPath(String path) implements RegionSource {
+        public static final int CODE = 1;
+
+        public FromPath {
             Check.text("path", path, 1, Check.U16_MAX);
+        }
+
+        @Override
+        public int code() {
+            return CODE;
+        }
+    }
+
+    /** A region descriptor the client passed on the descriptor socket; {@code handle} is what it got back. */
+    record FromDescriptor(DescriptorTicket handle) implements RegionSource {
+        public static final int CODE = 2;
+
+        public FromDescriptor {
+            Objects.requireNonNull(handle, "handle");
+        }
+
+        @Override
+        public int code() {
+            return CODE;
+        }
+    }
+
+    /**
+     * Registers a destination region for ENGINE_RESTORE: shared memory of {@code sizeBytes}
+     * holding {@code pageCount} pages of {@code pageBytes}, from {@code source}. Invariant:
+     * {@code pageBytes * pageCount <= sizeBytes}.
+     */
+    record RegisterRegion(RegionSource source, long sizeBytes, int pageBytes, int pageCount) implements Request {
+        public RegisterRegion {
+            Objects.requireNonNull(source, "source");
             Check.positive("page_bytes", pageBytes);
             Check.positive("page_count", pageCount);
             Check.positive("size_bytes", sizeBytes);
             if ((long) pageBytes * pageCount > sizeBytes) {
                 throw new IllegalArgumentException(pageCount + " pages of " + pageBytes + " bytes exceed size_bytes " + sizeBytes);
             }
+        }
+
+        /** A region from the file {@code path}. */
+        public RegisterRegion(String path, long sizeBytes, int pageBytes, int pageCount) {
+            this(new FromPath(path), sizeBytes, pageBytes, pageCount);
         }
 
         @Override

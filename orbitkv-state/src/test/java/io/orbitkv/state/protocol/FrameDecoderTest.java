@@ -108,11 +108,21 @@ class FrameDecoderTest {
     @Test
     void badVersionIsSkippableUnsupportedVersion() {
         byte[] frame = poll();
-        le(frame).putShort(FrameLayout.VERSION_OFFSET, (short) 2);
+        le(frame).putShort(FrameLayout.VERSION_OFFSET, (short) 3);
         DecodeResult.Malformed m = malformed(manager.decode(ByteBuffer.wrap(frame)));
         assertThat(m.code()).isEqualTo(ErrorCode.UNSUPPORTED_VERSION);
         assertThat(m.skipBytes()).isEqualTo(frame.length);
         assertThat(m.requestId()).isEqualTo(7);
+    }
+
+    @Test
+    void aVersionOneFrameIsRefusedAsUnsupportedVersion() {
+        // version 1 named arenas by /proc path; a client that still speaks it must fail at once
+        byte[] frame = poll();
+        le(frame).putShort(FrameLayout.VERSION_OFFSET, (short) 1);
+        DecodeResult.Malformed m = malformed(manager.decode(ByteBuffer.wrap(frame)));
+        assertThat(m.code()).isEqualTo(ErrorCode.UNSUPPORTED_VERSION);
+        assertThat(m.message()).contains("version 1 is not 2");
     }
 
     @Test

@@ -108,6 +108,26 @@ class ProtocolDocTest {
         assertThat(example("QUERY")).isEqualTo(hex(FrameEncoder.toBytes(9, query)));
         assertThat(example("ERROR"))
                 .isEqualTo(hex(FrameEncoder.toBytes(9, new Reply.Error(ErrorCode.NOT_FOUND, "no such operation"))));
+        byte[] t = new byte[DescriptorTicket.BYTES];
+        byte[] h = new byte[DescriptorTicket.BYTES];
+        for (int i = 0; i < t.length; i++) {
+            t[i] = (byte) (0x10 + i);
+            h[i] = (byte) (0xa0 + i);
+        }
+        DescriptorTicket ticket = DescriptorTicket.of(t);
+        Reply.Registered registered = new Reply.Registered(1, 1, ProtocolLimits.DEFAULTS, ticket, "/run/okv/m.sock.fd",
+                List.of(new Reply.ArenaFile(4096 + 16 * 65536L, 65536)));
+        assertThat(example("REGISTERED")).isEqualTo(hex(FrameEncoder.toBytes(1, registered)));
+        assertThat(new FrameDecoder(ProtocolLimits.DEFAULTS, Direction.TO_CLIENT)
+                .decode(ByteBuffer.wrap(HexFormat.of().parseHex(example("REGISTERED")))))
+                .isEqualTo(new DecodeResult.Decoded(1, registered, 136));
+        Request.RegisterRegion region = new Request.RegisterRegion(new Request.FromDescriptor(DescriptorTicket.of(h)),
+                65536, 16384, 4);
+        assertThat(example("REGISTER_REGION")).isEqualTo(hex(FrameEncoder.toBytes(2, region)));
+        assertThat(example("DESCRIPTOR_ARENAS")).isEqualTo(hex(DescriptorExchange.arenasRequest(ticket)));
+        assertThat(example("DESCRIPTOR_ARENAS_OK")).isEqualTo(hex(DescriptorExchange.okReply(1, java.util.Optional.empty())));
+        assertThat(example("DESCRIPTOR_REFUSED")).isEqualTo(hex(DescriptorExchange.errorReply(ErrorCode.TICKET_REFUSED)));
+        assertThat(example("DESCRIPTOR_REGION")).isEqualTo(hex(DescriptorExchange.regionRequest()));
         // And the documented bytes decode back to the value.
         DecodeResult decoded = new FrameDecoder(ProtocolLimits.DEFAULTS, Direction.TO_MANAGER)
                 .decode(ByteBuffer.wrap(HexFormat.of().parseHex(example("QUERY"))));

@@ -23,7 +23,9 @@ final class RandomFrames {
             case REGISTER_REGION -> {
                 int pageBytes = 1 + r.nextInt(1 << 21);
                 int pages = 1 + r.nextInt(4096);
-                yield new Request.RegisterRegion(text(r, 1), (long) pageBytes * pages + r.nextInt(4096), pageBytes, pages);
+                Request.RegionSource source = r.nextBoolean() ? new Request.FromPath(text(r, 1))
+                        : new Request.FromDescriptor(ticket(r));
+                yield new Request.RegisterRegion(source, (long) pageBytes * pages + r.nextInt(4096), pageBytes, pages);
             }
             case QUERY -> query(r);
             case QUERY_POLL -> new Request.QueryPoll(id(r), r.nextInt(Integer.MAX_VALUE));
@@ -53,13 +55,14 @@ final class RandomFrames {
                 List<Reply.ArenaFile> arenas = new ArrayList<>();
                 for (int i = 0, n = 1 + r.nextInt(4); i < n; i++) {
                     int slot = 1 + r.nextInt(1 << 22);
-                    arenas.add(new Reply.ArenaFile(text(r, 1), (long) slot * (1 + r.nextInt(1 << 12)), slot));
+                    arenas.add(new Reply.ArenaFile((long) slot * (1 + r.nextInt(1 << 12)), slot));
                 }
                 ProtocolLimits limits = r.nextBoolean() ? ProtocolLimits.DEFAULTS : new ProtocolLimits(
                         16 + r.nextInt(1 << 20), 1 + r.nextInt(100), 1 + r.nextInt(1 << 20), 1 + r.nextInt(9999),
                         1 + r.nextInt(9999), 1 + r.nextInt(9999), 1 + r.nextInt(999), 1 + r.nextInt(999),
                         1 + r.nextInt(9999), 1 + r.nextInt(9999), 1 + r.nextInt(9999), 1 + r.nextInt(9999), 1 + r.nextInt(99));
-                yield new Reply.Registered(id(r), r.nextLong(Long.MAX_VALUE), limits, arenas);
+                yield new Reply.Registered(id(r), r.nextLong(Long.MAX_VALUE), limits, ticket(r),
+                        "/run/orbitkv-" + r.nextInt(1000) + "/manager.sock.fd", arenas);
             }
             case REGION_REGISTERED -> new Reply.RegionRegistered(r.nextInt(Integer.MAX_VALUE));
             case QUERY_RESULT -> queryResult(r);
@@ -199,5 +202,11 @@ final class RandomFrames {
 
     private static <T> T pick(Random r, T[] values) {
         return values[r.nextInt(values.length)];
+    }
+
+    private static DescriptorTicket ticket(java.util.Random r) {
+        byte[] b = new byte[DescriptorTicket.BYTES];
+        r.nextBytes(b);
+        return DescriptorTicket.of(b);
     }
 }

@@ -5,8 +5,9 @@ import java.util.Objects;
 
 /**
  * Everything another process needs to map the DRAM tier's arenas: one entry per size class,
- * each naming its file, the file's size and where its slots lie. The Manager sends this in
- * REGISTER replies; slot references ({@link SlotRef}) in later replies are relative to it.
+ * each with its descriptor, the file's size and where its slots lie. The Manager sends the sizes in
+ * REGISTERED and the descriptors over the descriptor socket; slot references ({@link SlotRef}) in
+ * later replies are relative to it.
  *
  * <p>Immutable value. See {@link DramArenaLayout} for the file format this describes.
  *
@@ -31,17 +32,18 @@ public record ArenaGeometry(long incarnation, List<ClassArena> arenas) {
      * One arena file dedicated to one size class.
      *
      * @param classIndex      position of the class, 0 = smallest slots
-     * @param path            absolute path of the file (map it with {@code MAP_SHARED})
+     * @param descriptor      the tier's own descriptor of the memfd, borrowed (valid while the tier is
+     *                        open; never closed by a borrower), or -1 in the namespace-less shape
      * @param fileBytes       size of the file: {@code firstSlotOffset + slotBytes * slotCount}
      * @param slotBytes       bytes per slot, multiple of 4096
      * @param slotCount       number of slots
      * @param firstSlotOffset offset of slot 0, 4096 (the header page precedes it)
      */
-    public record ClassArena(int classIndex, String path, long fileBytes, int slotBytes, int slotCount,
+    public record ClassArena(int classIndex, int descriptor, long fileBytes, int slotBytes, int slotCount,
                              long firstSlotOffset) {
 
         public ClassArena {
-            Objects.requireNonNull(path, "path");
+            if (descriptor < -1) throw new IllegalArgumentException("descriptor must be >= -1: " + descriptor);
             if (classIndex < 0) throw new IllegalArgumentException("classIndex must be >= 0: " + classIndex);
             if (slotBytes <= 0 || slotBytes % DramArenaLayout.PAGE_BYTES != 0) {
                 throw new IllegalArgumentException("slotBytes must be a positive multiple of 4096: " + slotBytes);

@@ -17,9 +17,9 @@ import static java.lang.foreign.MemoryLayout.PathElement.groupElement;
  * One {@code memfd} per size class and per namespace (named {@code <arenaName>.ns<id>.c<class>}
  * for {@code /proc/<pid>/fd} listings only), created at its fixed size, sparse, the first time the
  * namespace needs it, mapped {@code READ_WRITE}/{@code MAP_SHARED}, and closed when the tier
- * closes; it exists on no file system. Engines open it as {@code /proc/<manager pid>/fd/<n>}
- * ({@link #procPath}); a client that still has it mapped after the Manager stopped keeps valid
- * (orphaned) memory. {@link #fileOf} names the files of the format's earlier placement in a
+ * closes; it exists on no file system. An engine receives its namespace's descriptors over the
+ * descriptor socket ({@code SCM_RIGHTS}, protocol §6.11) and maps them; a client that still has
+ * one mapped after the Manager stopped keeps valid (orphaned) memory. {@link #fileOf} names the files of the format's earlier placement in a
  * directory, which the Manager no longer creates.
  *
  * <h2>Geometry</h2>
@@ -114,15 +114,6 @@ public final class DramArenaLayout {
     /** The file of class {@code classIndex} whose slots are {@code slotBytes} each. */
     public static Path fileOf(Path directory, String arenaName, int classIndex, int slotBytes) {
         return directory.resolve(arenaName + ".c" + classIndex + "-" + (slotBytes / 1024) + "k" + SUFFIX);
-    }
-
-    /**
-     * The path through which a process of the Manager's user can open the Manager's descriptor
-     * {@code fd} ({@code /proc/<pid>/fd/<fd>}); the kernel allows it only to processes that may
-     * trace the Manager, so other users cannot.
-     */
-    static String procPath(int fd) {
-        return "/proc/" + ProcessHandle.current().pid() + "/fd/" + fd;
     }
 
     /** Size of the file of a class. */

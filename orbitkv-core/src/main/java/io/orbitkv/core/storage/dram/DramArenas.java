@@ -66,7 +66,7 @@ final class DramArenas implements AutoCloseable {
         List<ArenaGeometry.ClassArena> classes = new ArrayList<>();
         for (int i = 0; i < config.sizeClasses().size(); i++) {
             SizeClass c = config.sizeClasses().get(i);
-            classes.add(new ArenaGeometry.ClassArena(i, "", DramArenaLayout.fileBytes(c), c.slotBytes(), c.slotCount(),
+            classes.add(new ArenaGeometry.ClassArena(i, -1, DramArenaLayout.fileBytes(c), c.slotBytes(), c.slotCount(),
                     DramArenaLayout.FIRST_SLOT_OFFSET));
         }
         this.shape = new ArenaGeometry(incarnation, classes);
@@ -116,7 +116,7 @@ final class DramArenas implements AutoCloseable {
                 }
                 DramArenaLayout.writeHeader(segment, i, c, incarnation);
                 segments.add(segment);
-                classes.add(new ArenaGeometry.ClassArena(i, DramArenaLayout.procPath(fd), bytes, c.slotBytes(),
+                classes.add(new ArenaGeometry.ClassArena(i, fd, bytes, c.slotBytes(),
                         c.slotCount(), DramArenaLayout.FIRST_SLOT_OFFSET));
             }
         } catch (IOException | RuntimeException e) {
@@ -164,7 +164,7 @@ final class DramArenas implements AutoCloseable {
         return a;
     }
 
-    /** The classes' layout without any namespace's descriptors (paths empty). */
+    /** The classes' layout without any namespace's descriptors (each -1). */
     ArenaGeometry geometry() {
         return shape;
     }

@@ -41,7 +41,7 @@ class DramNamespaceArenasTest {
 
     private static MemorySegment map(ArenaGeometry geometry, Arena arena) throws IOException {
         ArenaGeometry.ClassArena a = geometry.arenas().getFirst();
-        try (FileChannel ch = FileChannel.open(Path.of(a.path()), StandardOpenOption.READ, StandardOpenOption.WRITE)) {
+        try (FileChannel ch = FileChannel.open(Path.of("/proc/self/fd/" + a.descriptor()), StandardOpenOption.READ, StandardOpenOption.WRITE)) {
             return ch.map(FileChannel.MapMode.READ_WRITE, 0, a.fileBytes(), arena);
         }
     }
@@ -60,8 +60,8 @@ class DramNamespaceArenasTest {
             Reservation ofA = publish(tier, key(2), A, (byte) 0x5A);
             ArenaGeometry geometryA = tier.arenasFor(A).orElseThrow();
             ArenaGeometry geometryB = tier.arenasFor(B).orElseThrow();
-            assertThat(geometryA.arenas().getFirst().path()).as("another descriptor")
-                    .isNotEqualTo(geometryB.arenas().getFirst().path());
+            assertThat(geometryA.arenas().getFirst().descriptor()).as("another descriptor")
+                    .isNotEqualTo(geometryB.arenas().getFirst().descriptor());
             MemorySegment seenByA = map(geometryA, client);
             MemorySegment seenByB = map(geometryB, client);
             long atB = ofB.slotRef().offsetBytes();

@@ -1,14 +1,13 @@
 package io.orbitkv.core.storage.ssd.uring;
 
+import io.orbitkv.state.unix.NativeCall;
+
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.Linker;
-import java.lang.foreign.MemoryLayout.PathElement;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.StructLayout;
 import java.lang.invoke.MethodHandle;
-import java.lang.invoke.VarHandle;
-import java.util.Locale;
 
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
@@ -32,15 +31,11 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 @SuppressWarnings("restricted") // FFM downcalls are this class's job; the launchers grant --enable-native-access
 public final class Libc {
 
-    private static final Linker LINKER = Linker.nativeLinker();
-    private static final StructLayout CAPTURE = Linker.Option.captureStateLayout();
-    private static final VarHandle ERRNO = CAPTURE.varHandle(PathElement.groupElement("errno"));
-    private static final Linker.Option CAPTURE_ERRNO = Linker.Option.captureCallState("errno");
+    private static final StructLayout CAPTURE = NativeCall.CAPTURE;
 
     /** Linux on x86_64 or aarch64; elsewhere the route reports itself unavailable and no call is made. */
-    private static final String ARCH = System.getProperty("os.arch", "").toLowerCase(Locale.ROOT);
-    static final boolean SUPPORTED = System.getProperty("os.name", "").toLowerCase(Locale.ROOT).contains("linux")
-            && (ARCH.equals("amd64") || ARCH.equals("x86_64") || ARCH.equals("aarch64"));
+    private static final String ARCH = NativeCall.ARCH;
+    static final boolean SUPPORTED = NativeCall.SUPPORTED;
     static final long SYS_IO_URING_SETUP = 425;
     static final long SYS_IO_URING_ENTER = 426;
     static final int O_RDONLY = 0;
@@ -87,15 +82,13 @@ public final class Libc {
     }
 
     private static MethodHandle handle(String name, FunctionDescriptor fd, boolean variadicAfterFirst) {
-        MemorySegment symbol = LINKER.defaultLookup().find(name)
-                .orElseThrow(() -> new UnsatisfiedLinkError("libc symbol " + name));
         return variadicAfterFirst
-                ? LINKER.downcallHandle(symbol, fd, CAPTURE_ERRNO, Linker.Option.firstVariadicArg(1))
-                : LINKER.downcallHandle(symbol, fd, CAPTURE_ERRNO);
+                ? NativeCall.handle(name, fd, Linker.Option.firstVariadicArg(1))
+                : NativeCall.handle(name, fd);
     }
 
     private static int errno(MemorySegment state) {
-        return (int) ERRNO.get(state, 0L);
+        return NativeCall.errno(state);
     }
 
     /** {@code io_uring_setup(entries, params)}: the ring fd or -errno. */
@@ -233,8 +226,6 @@ public final class Libc {
     }
 
     private static RuntimeException rethrow(Throwable t) {
-        if (t instanceof RuntimeException r) return r;
-        if (t instanceof Error e) throw e;
-        return new IllegalStateException("native call failed", t);
+        return NativeCall.rethrow(t);
     }
 }
