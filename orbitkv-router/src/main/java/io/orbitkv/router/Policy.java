@@ -4,7 +4,7 @@ import java.util.List;
 
 /**
  * Chooses a worker among the {@link Candidate}s of one request. Implementations are pure
- * functions of the candidates (no state, no I/O), so they can be compared on identical input.
+ * functions of the candidates and the {@link Backlog} (no state, no I/O), so they can be compared on identical input.
  */
 public sealed interface Policy permits JointPolicy, LoadOnlyPolicy, OverlapOnlyPolicy {
 
@@ -13,6 +13,14 @@ public sealed interface Policy permits JointPolicy, LoadOnlyPolicy, OverlapOnlyP
 
     /** The chosen candidate's index in {@code candidates} (non-empty). */
     int choose(List<Candidate> candidates);
+
+    /**
+     * The chosen candidate's index given what the router measured of the arrivals; only a policy
+     * that prices the work a choice imposes on later requests ({@link JointPolicy}) reads it.
+     */
+    default int choose(List<Candidate> candidates, Backlog backlog) {
+        return choose(candidates);
+    }
 
     /** The policy named {@code name} ({@code joint}, {@code load}, {@code overlap}). */
     static Policy named(String name) {

@@ -32,6 +32,13 @@ public final class Router {
     /** Outstanding requests tracked one by one per worker; past it, new charges join the youngest entry. */
     static final int MAX_JOBS_PER_WORKER = 65_536;
 
+    /**
+     * Route times kept to measure the arrival rate ({@link Backlog}); past it the oldest is
+     * overwritten and a longer horizon is extrapolated from the span kept. 65,536 × 8 B = 512 KiB;
+     * at the shipped trace's densest minute (a few requests per second) it spans hours.
+     */
+    static final int MAX_ARRIVALS_KEPT = 65_536;
+
     private enum Trust { TRUSTED, REPAIRING }
 
     /** Per worker, owned by the router. */
@@ -89,6 +96,10 @@ public final class Router {
     private long restarts;
     private long duplicates;
     private long ignored;
+    /** Ring of the last {@link #arrivalCount} route times (capped at its length), oldest at {@link #arrivalHead}. */
+    private final long[] arrivalNanos = new long[MAX_ARRIVALS_KEPT];
+    private int arrivalHead;
+    private int arrivalCount;
 
     public Router(RouterSettings settings, List<String> workerNames) {
         this.settings = Objects.requireNonNull(settings, "settings");
@@ -148,7 +159,8 @@ public final class Router {
             candidates.add(new Candidate(i, k.name, (trustedMask & (1L << i)) != 0, queued,
                     queued / rate, cost.transferSeconds(coverage[i]), recompute / rate, recompute, coverage[i]));
         }
-        Candidate chosen = candidates.get(policy.choose(candidates));
+        Candidate chosen = candidates.get(policy.choose(candidates, backlog(candidates, nowNanos)));
+        recordArrival(nowNanos);
         Worker k = workers.get(chosen.worker());
         if (k.jobs.isEmpty()) k.headStartNanos = nowNanos;
         if (k.jobs.size() < MAX_JOBS_PER_WORKER) {
@@ -300,6 +312,49 @@ public final class Router {
     public Counters counters() {
         return new Counters(routedByPolicy, fallbackDecisions, batches, gaps, repairsCompleted, repairsAbandoned, restarts,
                 duplicates, ignored, index.size(), index.maxBlocks(), index.evictedTotal());
+    }
+
+    /**
+     * Requests expected while the shortest queue drains: those routed in the last (shortest queue)
+     * seconds, the rate measured over the same horizon it is applied to, so no window is chosen.
+     */
+    private Backlog backlog(List<Candidate> candidates, long nowNanos) {
+        double min = Double.POSITIVE_INFINITY;
+        for (Candidate c : candidates) min = Math.min(min, c.queueSeconds());
+        double horizon = min;
+        if (!(horizon > 0) || !Double.isFinite(horizon) || arrivalCount == 0) return Backlog.NONE;
+        long from = nowNanos - (long) (horizon * 1e9);
+        // binary search of the first kept arrival after `from` (route times never decrease)
+        int lo = 0;
+        int hi = arrivalCount;
+        while (lo < hi) {
+            int mid = (lo + hi) >>> 1;
+            if (arrivalAt(mid) > from) hi = mid; else lo = mid + 1;
+        }
+        double arrivals = arrivalCount - lo;
+        if (lo == 0 && arrivalCount == MAX_ARRIVALS_KEPT) {
+            long span = nowNanos - arrivalAt(0);
+            if (span > 0) arrivals = arrivalCount * (horizon * 1e9 / span);
+        }
+        return new Backlog(horizon, arrivals);
+    }
+
+    private long arrivalAt(int i) {
+        return arrivalNanos[(arrivalHead + i) % MAX_ARRIVALS_KEPT];
+    }
+
+    private void recordArrival(long nowNanos) {
+        if (arrivalCount > 0 && nowNanos < arrivalAt(arrivalCount - 1)) {
+            // a clock that went back: keep the ring sorted by treating this route as simultaneous
+            nowNanos = arrivalAt(arrivalCount - 1);
+        }
+        if (arrivalCount < MAX_ARRIVALS_KEPT) {
+            arrivalNanos[(arrivalHead + arrivalCount) % MAX_ARRIVALS_KEPT] = nowNanos;
+            arrivalCount++;
+        } else {
+            arrivalNanos[arrivalHead] = nowNanos;
+            arrivalHead = (arrivalHead + 1) % MAX_ARRIVALS_KEPT;
+        }
     }
 
     /**

@@ -138,6 +138,64 @@ class RouterTest {
         assertThat(OVERLAP.choose(c)).isEqualTo(1);
     }
 
+    static Candidate candidate(int worker, double queueSeconds, double recomputeSeconds) {
+        return new Candidate(worker, "w" + worker, true, (long) (queueSeconds * 100), queueSeconds, 0,
+                recomputeSeconds, (long) (recomputeSeconds * 100), new Coverage(0, 0, 0, 0, 0));
+    }
+
+    @Test
+    void theBacklogTermIsZeroWhileAWorkerIsIdle() {
+        // w0 idle, w1 holds the prefix behind a queue: with a worker idle, arrivals change nothing
+        List<Candidate> c = List.of(candidate(0, 0, 0.16), candidate(1, 0.1, 0.01));
+        int before = JOINT.choose(c);
+        assertThat(before).isEqualTo(1);   // w0 0.16 + 0.1 rise = 0.26 > w1 0.11
+        assertThat(JOINT.choose(c, new Backlog(0, 1_000))).isEqualTo(before);
+        // w0 0.16 + 0.16 rise = 0.32 < w1 5.01
+        List<Candidate> far = List.of(candidate(0, 0, 0.16), candidate(1, 5, 0.01));
+        assertThat(JOINT.choose(far)).isEqualTo(0);
+        assertThat(JOINT.choose(far, new Backlog(0, 1_000))).isEqualTo(0);
+    }
+
+    @Test
+    void underLongQueuesJointPrefersTheWorkerThatAddsTheLeastWork() {
+        // w0: 10 s queue, 1 s recompute (12 s with the rise); w1 holds the prefix: 12 s queue, 0.01 s
+        List<Candidate> c = List.of(candidate(0, 10, 1.0), candidate(1, 12, 0.01));
+        assertThat(JOINT.choose(c)).isEqualTo(0);
+        assertThat(JOINT.choose(c, Backlog.NONE)).isEqualTo(0);
+        // 4 arrivals expected over 2 workers: 0.99 s extra work x 2 behind = 1.98 s more for w0
+        assertThat(JOINT.choose(c, new Backlog(10, 4))).isEqualTo(1);
+        // one arrival: 0.99 s x 0.5 = 0.495 s, 12.495 > 12.01; a hundredth of one: 12.005 < 12.01
+        assertThat(JOINT.choose(c, new Backlog(10, 1))).isEqualTo(1);
+        assertThat(JOINT.choose(c, new Backlog(10, 0.01))).isEqualTo(0);
+        // the baselines ignore the backlog
+        assertThat(LOAD.choose(c, new Backlog(10, 4))).isEqualTo(0);
+    }
+
+    @Test
+    void theRouterCountsArrivalsOverTheShortestQueue() {
+        // both routers: w1 holds the prefix; at t = 20 s the queues are w0 10.03 s, w1 10.4 s; three
+        // small requests were routed at 5 s (outside the 10.03 s horizon) or at 15 s (inside it)
+        for (long smallAtSeconds : new long[] {5, 15}) {
+            Router r = router(2);
+            r.onBatch(1, 0, stored(Tier.HBM, 1, 2, 3, 4), 0);
+            r.route(new RouteRequest(chain(90), 3_000), LOAD, 0);
+            r.route(new RouteRequest(chain(91), 3_040), LOAD, 0);
+            for (int i = 0; i < 3; i++) r.route(new RouteRequest(chain(100 + i), 1), LOAD, smallAtSeconds * SECOND);
+            Decision d = r.route(FOUR_BLOCKS, JOINT, 20 * SECOND);
+            assertThat(d.candidates().get(0).queueSeconds()).isCloseTo(10.03, org.assertj.core.data.Offset.offset(1e-9));
+            assertThat(d.candidates().get(1).queueSeconds()).isCloseTo(10.4, org.assertj.core.data.Offset.offset(1e-9));
+            // no arrivals in the horizon: w0 10.03 + 0.16 + 0.16 rise = 10.35 < w1 10.41; three arrivals
+            // over 2 workers add 0.15 s x 1.5 = 0.225 s to w0, which then loses
+            assertThat(d.worker()).as("small requests at %d s", smallAtSeconds).isEqualTo(smallAtSeconds == 5 ? 0 : 1);
+        }
+    }
+
+    @Test
+    void aBacklogRejectsNonsense() {
+        assertThatThrownBy(() -> new Backlog(-1, 0)).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> new Backlog(1, Double.NaN)).isInstanceOf(IllegalArgumentException.class);
+    }
+
     @Test
     void jointDiffersFromLoadOnlyWhenTheLocalPrefixOutweighsASmallQueue() {
         Router r = router(2);
