@@ -4,6 +4,7 @@ import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.core.engine.DescriptorHandoff;
+import io.orbitkv.core.fd.OwnerOnly;
 import io.orbitkv.core.fd.Posix;
 import io.orbitkv.core.log.RateLimitedLog;
 import io.orbitkv.state.protocol.DescriptorExchange;
@@ -153,6 +154,9 @@ public final class DescriptorServer implements DescriptorHandoff, AutoCloseable 
     public static DescriptorServer start(Settings settings, MeterRegistry registry, LongSupplier nanoClock) throws IOException {
         if (!UnixSocket.supported()) throw new IOException("the descriptor socket needs Linux on x86_64 or aarch64");
         Path path = settings.socketPath();
+        // it starts before the channel socket, beside it: the first start makes their directory
+        Path parent = path.toAbsolutePath().getParent();
+        if (parent != null && !Files.isDirectory(parent)) OwnerOnly.createDirectories(parent);
         removeIfStale(path);
         int fd = UnixSocket.open();
         if (fd < 0) throw new IOException("socket() failed: errno " + -fd);

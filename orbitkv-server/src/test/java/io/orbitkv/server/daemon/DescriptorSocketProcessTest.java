@@ -140,7 +140,13 @@ class DescriptorSocketProcessTest {
             String arena = null;
             try (var fds = Files.list(Path.of("/proc/" + pid + "/fd"))) {
                 for (Path fd : fds.toList()) {
-                    if (Files.readSymbolicLink(fd).toString().startsWith("/memfd:")) {
+                    String target;
+                    try {
+                        target = Files.readSymbolicLink(fd).toString();
+                    } catch (java.nio.file.NoSuchFileException closedMeanwhile) {
+                        continue; // a descriptor the Manager closed between the listing and this read
+                    }
+                    if (target.startsWith("/memfd:")) {
                         arena = fd.toString();
                         break;
                     }
