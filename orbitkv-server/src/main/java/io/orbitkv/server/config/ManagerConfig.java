@@ -304,6 +304,12 @@ public record ManagerConfig(
             ReadPath readPath, SsdAdmissionPolicy policy, long writeBytesPerSecond, long writeBurstBytes, long writeQueueBytes,
             int maxInflightStages, long drainTimeoutMillis) {
         if (slotBytes.isEmpty()) throw new IllegalArgumentException("dramSlotBytes needs at least one size");
+        if (slotBytes.size() > io.orbitkv.state.unix.UnixSocket.MAX_DESCRIPTORS_PER_MESSAGE) {
+            // an engine receives one arena descriptor per class in one SCM_RIGHTS message (protocol 6.11)
+            throw new IllegalArgumentException("dramSlotBytes has " + slotBytes.size() + " sizes; at most "
+                    + io.orbitkv.state.unix.UnixSocket.MAX_DESCRIPTORS_PER_MESSAGE
+                    + " (one arena descriptor per size goes to an engine in one message)");
+        }
         List<SizeClass> classes = new ArrayList<>();
         for (int i = 0; i < slotBytes.size(); i++) {
             long share = slotBytes.size() == 1 ? dramBytes

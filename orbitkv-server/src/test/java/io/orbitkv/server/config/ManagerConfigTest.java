@@ -99,6 +99,14 @@ class ManagerConfigTest {
     }
 
     @Test
+    void moreSizeClassesThanOneDescriptorMessageCarriesAreRefusedAtStart() {
+        String sizes = java.util.stream.IntStream.rangeClosed(1, 254).mapToObj(i -> (i * 4) + "k")
+                .collect(java.util.stream.Collectors.joining(","));
+        assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("dramSlotBytes", sizes, "dramBytes", "4g")))
+                .hasMessageContaining("dramSlotBytes has 254 sizes; at most 253");
+    }
+
+    @Test
     void kvEventsAreOffByDefaultAndTheirEndpointsAreChecked() {
         ManagerConfig c = ManagerConfig.defaults();
         assertThat(c.kvEvents().enabled()).isFalse();
