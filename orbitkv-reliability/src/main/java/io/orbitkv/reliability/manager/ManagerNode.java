@@ -195,10 +195,7 @@ public final class ManagerNode {
     /** Best effort: {@code jcmd <pid> Thread.print} into {@code file}, so a start that hangs says where. */
     private static void threadDump(long pid, Path file) {
         try {
-            Process jcmd = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "jcmd").toString(),
-                    Long.toString(pid), "Thread.print").redirectErrorStream(true)
-                    .redirectOutput(ProcessBuilder.Redirect.to(file.toFile())).start();
-            if (!jcmd.waitFor(30, TimeUnit.SECONDS)) jcmd.destroyForcibly();
+            Files.writeString(file, Jcmd.run(pid, "Thread.print"));
         } catch (IOException e) {
             System.err.println("could not dump the Manager's threads: " + e);
         } catch (InterruptedException e) {

@@ -1,14 +1,12 @@
 package io.orbitkv.reliability.soak;
 
+import io.orbitkv.reliability.manager.Jcmd;
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 
 /**
  * One {@code jcmd <pid> GC.class_histogram} of a process: bytes per class of the objects that
@@ -33,14 +31,7 @@ public record ClassHistogram(Map<String, Long> bytesByClass, long totalBytes) {
 
     /** Runs {@code jcmd} of this JVM against {@code pid} and parses its answer. */
     static ClassHistogram of(long pid) throws IOException, InterruptedException {
-        Process jcmd = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin", "jcmd").toString(),
-                Long.toString(pid), "GC.class_histogram").redirectErrorStream(true).start();
-        String out = new String(jcmd.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        if (!jcmd.waitFor(60, TimeUnit.SECONDS) || jcmd.exitValue() != 0) {
-            jcmd.destroyForcibly();
-            throw new IOException("jcmd " + pid + " GC.class_histogram failed: " + out);
-        }
-        return parse(out);
+        return parse(Jcmd.run(pid, "GC.class_histogram"));
     }
 
     /** Parses the text of {@code GC.class_histogram}: {@code num: instances bytes class [module]} rows and a Total row. */
