@@ -12,8 +12,10 @@ import java.util.List;
  *                      with {@link Router#completed}
  * @param fallback      true when at least one worker was scored by load only (untrusted index)
  * @param candidates    every worker, in worker order
+ * @param outlook       what the router measured of the cluster for this decision (read by joint only)
  */
-public record Decision(Candidate chosen, String policy, long chargedTokens, boolean fallback, List<Candidate> candidates) {
+public record Decision(Candidate chosen, String policy, long chargedTokens, boolean fallback, List<Candidate> candidates,
+                       Outlook outlook) {
 
     public Decision {
         candidates = List.copyOf(candidates);

@@ -4,7 +4,7 @@ import java.util.List;
 
 /**
  * Chooses a worker among the {@link Candidate}s of one request. Implementations are pure
- * functions of the candidates and the {@link Backlog} (no state, no I/O), so they can be compared on identical input.
+ * functions of the candidates and the {@link Outlook} (no state, no I/O), so they can be compared on identical input.
  */
 public sealed interface Policy permits JointPolicy, LoadOnlyPolicy, OverlapOnlyPolicy {
 
@@ -18,7 +18,7 @@ public sealed interface Policy permits JointPolicy, LoadOnlyPolicy, OverlapOnlyP
      * The chosen candidate's index given what the router measured of the arrivals; only a policy
      * that prices the work a choice imposes on later requests ({@link JointPolicy}) reads it.
      */
-    default int choose(List<Candidate> candidates, Backlog backlog) {
+    default int choose(List<Candidate> candidates, Outlook outlook) {
         return choose(candidates);
     }
 

@@ -33,7 +33,7 @@ public final class Router {
     static final int MAX_JOBS_PER_WORKER = 65_536;
 
     /**
-     * Route times kept to measure the arrival rate ({@link Backlog}); past it the oldest is
+     * Route times kept to measure the arrival rate ({@link Outlook}); past it the oldest is
      * overwritten and a longer horizon is extrapolated from the span kept. 65,536 × 8 B = 512 KiB;
      * at the shipped trace's densest minute (a few requests per second) it spans hours.
      */
@@ -100,6 +100,14 @@ public final class Router {
     private final long[] arrivalNanos = new long[MAX_ARRIVALS_KEPT];
     private int arrivalHead;
     private int arrivalCount;
+    /** When the first request was routed (-1: none yet): the start of every since-the-start measure below. */
+    private long firstArrivalNanos = -1;
+    /** Engine seconds (transfer + recompute) charged to the chosen workers since the start. */
+    private double routedWorkSeconds;
+    /** Blocks stored in an engine's or a host's memory (HBM and DRAM events; SSD copies are not new residents). */
+    private long storedBlocks;
+    /** Blocks the chosen workers were estimated to obtain without recompute. */
+    private long reusedBlocks;
 
     public Router(RouterSettings settings, List<String> workerNames) {
         this.settings = Objects.requireNonNull(settings, "settings");
@@ -159,8 +167,12 @@ public final class Router {
             candidates.add(new Candidate(i, k.name, (trustedMask & (1L << i)) != 0, queued,
                     queued / rate, cost.transferSeconds(coverage[i]), recompute / rate, recompute, coverage[i]));
         }
-        Candidate chosen = candidates.get(policy.choose(candidates, backlog(candidates, nowNanos)));
+        Outlook outlook = outlook(candidates, nowNanos);
+        Candidate chosen = candidates.get(policy.choose(candidates, outlook));
         recordArrival(nowNanos);
+        if (firstArrivalNanos < 0) firstArrivalNanos = nowNanos;
+        routedWorkSeconds += chosen.workSeconds();
+        reusedBlocks += chosen.coverage().prefixBlocks();
         Worker k = workers.get(chosen.worker());
         if (k.jobs.isEmpty()) k.headStartNanos = nowNanos;
         if (k.jobs.size() < MAX_JOBS_PER_WORKER) {
@@ -178,7 +190,7 @@ public final class Router {
         boolean fallback = trustedMask != (n == 64 ? -1L : (1L << n) - 1);
         if (fallback) fallbackDecisions++;
         routedByPolicy.merge(policy.name(), 1L, Long::sum);
-        return new Decision(chosen, policy.name(), chosen.recomputeTokens(), fallback, candidates);
+        return new Decision(chosen, policy.name(), chosen.recomputeTokens(), fallback, candidates, outlook);
     }
 
     /**
@@ -315,14 +327,22 @@ public final class Router {
     }
 
     /**
-     * Requests expected while the shortest queue drains: those routed in the last (shortest queue)
-     * seconds, the rate measured over the same horizon it is applied to, so no window is chosen.
+     * The backlog's horizon and the arrivals expected in it, and the measured worth of a stored block.
+     * Horizon: while every worker is busy the shortest queue drains at 1 − ρ of the engines' speed
+     * (ρ = work routed since the start over the workers' time since the start; the engines also
+     * serve what keeps arriving), so it lasts {@code q_min / (1 − ρ)}; at ρ ≥ 1, or longer than the
+     * time measured, it is the time measured. The arrival rate is measured over the horizon it is
+     * applied to, so there is no window to choose.
      */
-    private Backlog backlog(List<Candidate> candidates, long nowNanos) {
+    private Outlook outlook(List<Candidate> candidates, long nowNanos) {
+        double reuse = reuseSecondsPerBlock();
         double min = Double.POSITIVE_INFINITY;
         for (Candidate c : candidates) min = Math.min(min, c.queueSeconds());
-        double horizon = min;
-        if (!(horizon > 0) || !Double.isFinite(horizon) || arrivalCount == 0) return Backlog.NONE;
+        if (!(min > 0) || !Double.isFinite(min) || arrivalCount == 0) return new Outlook(0, 0, reuse);
+        double measured = (nowNanos - firstArrivalNanos) / 1e9;
+        double rho = routedWorkSeconds / (workers.size() * measured);
+        double horizon = rho < 1 ? Math.min(min / (1 - rho), measured) : measured;
+        if (!(horizon > 0)) return new Outlook(0, 0, reuse);
         long from = nowNanos - (long) (horizon * 1e9);
         // binary search of the first kept arrival after `from` (route times never decrease)
         int lo = 0;
@@ -336,7 +356,21 @@ public final class Router {
             long span = nowNanos - arrivalAt(0);
             if (span > 0) arrivals = arrivalCount * (horizon * 1e9 / span);
         }
-        return new Backlog(horizon, arrivals);
+        return new Outlook(horizon, arrivals, reuse);
+    }
+
+    /**
+     * Recompute seconds a block stored in memory has saved so far, on average: blocks reused without
+     * recompute over blocks stored, times one block's prefill at the workers' mean rate. In a full
+     * cache every block stored evicts one, so this is also what a block a choice copies to a second
+     * host costs in the cache it displaces.
+     */
+    private double reuseSecondsPerBlock() {
+        if (storedBlocks == 0) return 0;
+        double rate = 0;
+        for (Worker k : workers) rate += k.prefillTokensPerSecond;
+        rate /= workers.size();
+        return (double) reusedBlocks / storedBlocks * cost.blockTokens() / rate;
     }
 
     private long arrivalAt(int i) {
@@ -386,6 +420,7 @@ public final class Router {
             switch (e) {
                 case IndexEvent.Stored s -> {
                     for (long key : s.keys()) index.stored(worker, s.tier(), key);
+                    if (s.tier() != Tier.SSD) storedBlocks += s.keys().length;
                 }
                 case IndexEvent.Removed r -> {
                     for (long key : r.keys()) index.removed(worker, r.tier(), key);

@@ -149,11 +149,11 @@ class RouterTest {
         List<Candidate> c = List.of(candidate(0, 0, 0.16), candidate(1, 0.1, 0.01));
         int before = JOINT.choose(c);
         assertThat(before).isEqualTo(1);   // w0 0.16 + 0.1 rise = 0.26 > w1 0.11
-        assertThat(JOINT.choose(c, new Backlog(0, 1_000))).isEqualTo(before);
+        assertThat(JOINT.choose(c, new Outlook(0, 1_000))).isEqualTo(before);
         // w0 0.16 + 0.16 rise = 0.32 < w1 5.01
         List<Candidate> far = List.of(candidate(0, 0, 0.16), candidate(1, 5, 0.01));
         assertThat(JOINT.choose(far)).isEqualTo(0);
-        assertThat(JOINT.choose(far, new Backlog(0, 1_000))).isEqualTo(0);
+        assertThat(JOINT.choose(far, new Outlook(0, 1_000))).isEqualTo(0);
     }
 
     @Test
@@ -161,39 +161,103 @@ class RouterTest {
         // w0: 10 s queue, 1 s recompute (12 s with the rise); w1 holds the prefix: 12 s queue, 0.01 s
         List<Candidate> c = List.of(candidate(0, 10, 1.0), candidate(1, 12, 0.01));
         assertThat(JOINT.choose(c)).isEqualTo(0);
-        assertThat(JOINT.choose(c, Backlog.NONE)).isEqualTo(0);
+        assertThat(JOINT.choose(c, Outlook.NONE)).isEqualTo(0);
         // 4 arrivals expected over 2 workers: 0.99 s extra work x 2 behind = 1.98 s more for w0
-        assertThat(JOINT.choose(c, new Backlog(10, 4))).isEqualTo(1);
+        assertThat(JOINT.choose(c, new Outlook(10, 4))).isEqualTo(1);
         // one arrival: 0.99 s x 0.5 = 0.495 s, 12.495 > 12.01; a hundredth of one: 12.005 < 12.01
-        assertThat(JOINT.choose(c, new Backlog(10, 1))).isEqualTo(1);
-        assertThat(JOINT.choose(c, new Backlog(10, 0.01))).isEqualTo(0);
-        // the baselines ignore the backlog
-        assertThat(LOAD.choose(c, new Backlog(10, 4))).isEqualTo(0);
+        assertThat(JOINT.choose(c, new Outlook(10, 1))).isEqualTo(1);
+        assertThat(JOINT.choose(c, new Outlook(10, 0.01))).isEqualTo(0);
+        // the baselines ignore the outlook
+        assertThat(LOAD.choose(c, new Outlook(10, 4))).isEqualTo(0);
     }
 
     @Test
-    void theRouterCountsArrivalsOverTheShortestQueue() {
-        // both routers: w1 holds the prefix; at t = 20 s the queues are w0 10.03 s, w1 10.4 s; three
-        // small requests were routed at 5 s (outside the 10.03 s horizon) or at 15 s (inside it)
-        for (long smallAtSeconds : new long[] {5, 15}) {
+    void theRouterCountsArrivalsOverTheBacklogsHorizon() {
+        // both routers: a 1-token request at 0 s starts the clock; w1 holds the prefix; at 120 s the
+        // queues are w0 10.03 s, w1 10.4 s; three small requests were routed at 105 s or at 115 s
+        for (long smallAtSeconds : new long[] {105, 115}) {
             Router r = router(2);
-            r.onBatch(1, 0, stored(Tier.HBM, 1, 2, 3, 4), 0);
-            r.route(new RouteRequest(chain(90), 3_000), LOAD, 0);
-            r.route(new RouteRequest(chain(91), 3_040), LOAD, 0);
+            r.route(new RouteRequest(chain(89), 1), LOAD, 0);
+            r.completed(0, 1, 0, 0, 0);
+            long t0 = 100 * SECOND;
+            r.onBatch(1, 0, stored(Tier.HBM, 1, 2, 3, 4), t0);
+            r.route(new RouteRequest(chain(90), 3_000), LOAD, t0);
+            r.route(new RouteRequest(chain(91), 3_040), LOAD, t0);
             for (int i = 0; i < 3; i++) r.route(new RouteRequest(chain(100 + i), 1), LOAD, smallAtSeconds * SECOND);
-            Decision d = r.route(FOUR_BLOCKS, JOINT, 20 * SECOND);
+            Decision d = r.route(FOUR_BLOCKS, JOINT, 120 * SECOND);
             assertThat(d.candidates().get(0).queueSeconds()).isCloseTo(10.03, org.assertj.core.data.Offset.offset(1e-9));
             assertThat(d.candidates().get(1).queueSeconds()).isCloseTo(10.4, org.assertj.core.data.Offset.offset(1e-9));
-            // no arrivals in the horizon: w0 10.03 + 0.16 + 0.16 rise = 10.35 < w1 10.41; three arrivals
-            // over 2 workers add 0.15 s x 1.5 = 0.225 s to w0, which then loses
-            assertThat(d.worker()).as("small requests at %d s", smallAtSeconds).isEqualTo(smallAtSeconds == 5 ? 0 : 1);
+            // ρ = (0.01 + 30 + 30.4 + 0.03) s of work / (2 workers × 120 s) = 0.25183; H = 10.03 / (1 − ρ)
+            assertThat(d.outlook().horizonSeconds()).isCloseTo(10.03 / (1 - 60.44 / 240), org.assertj.core.data.Offset.offset(1e-9));
+            assertThat(d.outlook().horizonSeconds()).isCloseTo(13.406, org.assertj.core.data.Offset.offset(1e-3));
+            // no arrivals in the 13.4 s horizon: w0 10.03 + 0.16 + 0.16 rise = 10.35 < w1 10.41; three
+            // arrivals over 2 workers add 0.15 s x 1.5 = 0.225 s to w0, which then loses
+            assertThat(d.outlook().expectedArrivals()).isEqualTo(smallAtSeconds == 105 ? 0 : 3);
+            assertThat(d.worker()).as("small requests at %d s", smallAtSeconds).isEqualTo(smallAtSeconds == 105 ? 0 : 1);
         }
     }
 
     @Test
-    void aBacklogRejectsNonsense() {
-        assertThatThrownBy(() -> new Backlog(-1, 0)).isInstanceOf(IllegalArgumentException.class);
-        assertThatThrownBy(() -> new Backlog(1, Double.NaN)).isInstanceOf(IllegalArgumentException.class);
+    void anOverloadedClusterLooksBackOverEverythingItMeasured() {
+        // 60.4 s of work routed over 2 workers in 20 s: ρ > 1, the backlog's end is not in sight
+        Router r = router(2);
+        r.route(new RouteRequest(chain(90), 3_000), LOAD, 0);
+        r.route(new RouteRequest(chain(91), 3_040), LOAD, 0);
+        r.route(new RouteRequest(chain(92), 1), LOAD, 10 * SECOND);
+        Decision d = r.route(FOUR_BLOCKS, JOINT, 20 * SECOND);
+        assertThat(d.outlook().horizonSeconds()).isEqualTo(20.0);
+        // the window is the last 20 s, (0 s, 20 s]: the request at 10 s, not the two at 0 s
+        assertThat(d.outlook().expectedArrivals()).isEqualTo(1);
+        // a worker idle: no backlog at all
+        Decision idle = router(2).route(FOUR_BLOCKS, JOINT, 20 * SECOND);
+        assertThat(idle.outlook().horizonSeconds()).isZero();
+        assertThat(idle.outlook().expectedArrivals()).isZero();
+    }
+
+    @Test
+    void theReuseOfAStoredBlockIsMeasuredFromDecisionsAndMemoryEvents() {
+        Router r = router(2);
+        assertThat(r.route(FOUR_BLOCKS, LOAD, 0).outlook().reuseSecondsPerBlock()).isZero();
+        // 4 blocks into w1's host DRAM, 4 more onto its SSD (copies, not new residents), 2 into w0's HBM
+        r.onBatch(1, 0, stored(Tier.DRAM, 1, 2, 3, 4), 0);
+        r.onBatch(1, 1, stored(Tier.SSD, 1, 2, 3, 4), 0);
+        r.onBatch(0, 0, stored(Tier.HBM, 7, 8), 0);
+        assertThat(r.route(FOUR_BLOCKS, LOAD, SECOND).chosen().coverage().prefixBlocks()).isEqualTo(4);
+        // that decision obtained 4 blocks without recompute (w0 from w1's DRAM, or w1 locally): 4 reused
+        // over 6 stored, × 4 tokens a block / 100 tokens/s
+        Decision d = r.route(new RouteRequest(chain(50), 8), LOAD, 2 * SECOND);
+        assertThat(d.outlook().reuseSecondsPerBlock()).isCloseTo(4.0 / 6 * 4 / 100, org.assertj.core.data.Offset.offset(1e-12));
+    }
+
+    @Test
+    void jointChargesAPeerCopyForTheCacheItDisplaces() {
+        // w0 idle reads the 4-block prefix from w1's host (0.03 s); w1 holds it behind a 0.2 s queue
+        Candidate peer = new Candidate(0, "w0", true, 0, 0, 0.03, 0.01, 1, new Coverage(0, 0, 4, 0, 0));
+        Candidate holder = new Candidate(1, "w1", true, 20, 0.2, 0.001, 0.01, 1, new Coverage(4, 0, 0, 0, 4));
+        List<Candidate> c = List.of(peer, holder);
+        // w0: 0.04 + 0.04 rise = 0.08 < w1 0.211; a stored block worth 0.02 s: + 4 × 0.02 = 0.16 still
+        assertThat(JOINT.choose(c, Outlook.NONE)).isEqualTo(0);
+        assertThat(JOINT.choose(c, new Outlook(0, 0, 0.02))).isEqualTo(0);
+        // worth 0.05 s: + 0.2 = 0.28 > 0.211
+        assertThat(JOINT.choose(c, new Outlook(0, 0, 0.05))).isEqualTo(1);
+        // under a backlog (2 requests behind each worker) the displaced recompute delays them too:
+        // w0 10.04 + 0.04 + 0.029 × 2 = 10.138 < w1 10.211 without it, + 4 × 0.02 × 3 = 10.378 with it
+        Candidate busyPeer = new Candidate(0, "w0", true, 1_000, 10, 0.03, 0.01, 1, new Coverage(0, 0, 4, 0, 0));
+        Candidate busyHolder = new Candidate(1, "w1", true, 1_020, 10.2, 0.001, 0.01, 1, new Coverage(4, 0, 0, 0, 4));
+        List<Candidate> busy = List.of(busyPeer, busyHolder);
+        assertThat(JOINT.choose(busy, new Outlook(10, 4, 0))).isEqualTo(0);
+        assertThat(JOINT.choose(busy, new Outlook(10, 4, 0.02))).isEqualTo(1);
+        // the baselines ignore it
+        assertThat(LOAD.choose(busy, new Outlook(10, 4, 0.02))).isEqualTo(0);
+        assertThat(OVERLAP.choose(c, new Outlook(0, 0, 0))).isEqualTo(1);
+    }
+
+    @Test
+    void anOutlookRejectsNonsense() {
+        assertThatThrownBy(() -> new Outlook(-1, 0)).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> new Outlook(1, Double.NaN)).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> new Outlook(1, 1, Double.POSITIVE_INFINITY)).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> new Outlook(1, 1, -0.1)).isInstanceOf(IllegalArgumentException.class);
     }
 
     @Test

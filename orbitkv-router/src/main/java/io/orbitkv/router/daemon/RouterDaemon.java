@@ -251,6 +251,10 @@ public final class RouterDaemon implements AutoCloseable {
         out.put("fallback", d.fallback());
         out.put("charged_tokens", d.chargedTokens());
         terms(out, d.chosen());
+        ObjectNode outlook = out.putObject("outlook");
+        outlook.put("horizon_s", d.outlook().horizonSeconds());
+        outlook.put("expected_arrivals", d.outlook().expectedArrivals());
+        outlook.put("reuse_s_per_block", d.outlook().reuseSecondsPerBlock());
         ArrayNode all = out.putArray("candidates");
         for (Candidate c : d.candidates()) {
             ObjectNode o = all.addObject();
