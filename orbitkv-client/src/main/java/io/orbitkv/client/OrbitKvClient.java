@@ -322,17 +322,19 @@ public final class OrbitKvClient implements AutoCloseable {
             return restoreHeld(awaitSettled(query(query)), region, mapping);
         }
         CompletableFuture<Reply.QueryResult> answered = send(query, Reply.QueryResult.class);
-        CompletableFuture<Reply.RestoreAccepted> accepted = send(new Request.Restore(op, region.regionId(), mapping),
-                Reply.RestoreAccepted.class);
+        CompletableFuture<Reply.Completion> done = restoreAsync(op, region, mapping);
+        // The caller waits once, for the pipeline's last frame (the QUERY_RESULT came before it), not
+        // once per reply: a small restore's RESTORE_DONE arrives right behind its RESTORE_ACCEPTED.
+        OrbitKvException refused;
+        try {
+            Reply.Completion completion = await(done, "RESTORE_DONE");
+            return new Restored(await(answered, "QUERY"), Optional.of(completion));
+        } catch (OrbitKvException e) {
+            refused = e;
+        }
         // A refused QUERY throws here; its RESTORE was refused too (no such operation) and is dropped.
         Reply.QueryResult result = await(answered, "QUERY");
-        try {
-            await(accepted, "RESTORE");
-            return new Restored(result, Optional.of(await(events.await(op, CompletionEvent.RESTORE_DONE),
-                    "RESTORE_DONE")));
-        } catch (OrbitKvException refused) {
-            if (refused.code() != ErrorCode.NOT_FOUND && refused.code() != ErrorCode.INVALID_DEMAND) throw refused;
-        }
+        if (refused.code() != ErrorCode.NOT_FOUND && refused.code() != ErrorCode.INVALID_DEMAND) throw refused;
         return restoreHeld(awaitSettled(result), region, mapping);
     }
 

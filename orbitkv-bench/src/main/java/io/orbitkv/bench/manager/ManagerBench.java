@@ -129,7 +129,7 @@ public final class ManagerBench {
 
             rows.addAll(queryVersusEcho(client, small, o, manager.pid()));
             rows.add(missingQuery(client, absent, o));
-            for (int pages : o.restorePages()) rows.add(restore(client, big, pages, o));
+            for (int pages : o.restorePages()) rows.add(restore(client, big, pages, o, manager.pid()));
             rows.add(concurrent(manager.socket(), ns, small, absent, o, manager.pid()));
         }
         return rows;
@@ -295,7 +295,8 @@ public final class ManagerBench {
 
     // ---- ENGINE_RESTORE of 2 MiB pages vs MemorySegment.copy ------------------------------------
 
-    private static BenchRow restore(OrbitKvClient client, Prefix big, int pages, Options o) throws IOException {
+    private static BenchRow restore(OrbitKvClient client, Prefix big, int pages, Options o, long managerPid)
+            throws IOException {
         long bytes = (long) pages * BIG_PAGE_BYTES;
         Path regionFile = o.shmDir().resolve("region-" + pages);
         Files.deleteIfExists(regionFile);
@@ -367,8 +368,31 @@ public final class ManagerBench {
                 subject.getAsLong();
                 oneThread.getAsLong();
             }
-            p = Throughput.pairedRoundsAgainstEach(() -> rate(subject, opsPerRound),
-                    List.of(() -> rate(oneThread, opsPerRound), parallelRound), o.rounds());
+            // Where a restore's wall time goes: CPU of both processes and their run-queue wait, per
+            // restore and per one-thread copy, over the timed rounds (schedstat).
+            Schedstat[] restoreTime = {Schedstat.ZERO, Schedstat.ZERO};
+            Schedstat[] copyTime = {Schedstat.ZERO};
+            long self = ProcessHandle.current().pid();
+            p = Throughput.pairedRoundsAgainstEach(() -> {
+                Schedstat bench0 = Schedstat.of(self);
+                Schedstat manager0 = Schedstat.of(managerPid);
+                double r = rate(subject, opsPerRound);
+                restoreTime[0] = restoreTime[0].plus(Schedstat.of(self).minus(bench0));
+                restoreTime[1] = restoreTime[1].plus(Schedstat.of(managerPid).minus(manager0));
+                return r;
+            }, List.of(() -> {
+                Schedstat bench0 = Schedstat.of(self);
+                double r = rate(oneThread, opsPerRound);
+                copyTime[0] = copyTime[0].plus(Schedstat.of(self).minus(bench0));
+                return r;
+            }, parallelRound), o.rounds());
+            double ops = (double) opsPerRound * o.rounds();
+            log(String.format(java.util.Locale.ROOT, "restore %d × 2 MiB, per restore: CPU Manager %.1f µs, bench JVM"
+                            + " %.1f µs, run-queue wait Manager %.1f µs, bench JVM %.1f µs; per one-thread copy: CPU %.1f"
+                            + " µs, wait %.1f µs", pages, restoreTime[1].runNanos() / 1e3 / ops,
+                    restoreTime[0].runNanos() / 1e3 / ops, restoreTime[1].waitNanos() / 1e3 / ops,
+                    restoreTime[0].waitNanos() / 1e3 / ops, copyTime[0].runNanos() / 1e3 / ops,
+                    copyTime[0].waitNanos() / 1e3 / ops));
         }
         lastRelease.get(0).join();
         long copied = client.stats().get("restore_bytes") - copiedBefore;

@@ -40,7 +40,8 @@ import java.util.concurrent.Executor;
  * operations, its publish reservations and its destination regions.
  *
  * <p>Thread model: the transport calls {@link #handle} one request at a time; stagings and
- * copies complete on other threads and re-enter through {@link OperationHost#callbacks()}. All
+ * copies complete on other threads and re-enter through {@link OperationHost#callbacks()}, except
+ * a small RESTORE's copy, which runs on the calling thread inside {@code handle}, without the lock. All
  * mutable state is guarded by {@code lock} (this session's monitor, shared with its operations);
  * REGISTER waits for a fenced incarnation's drain without holding it. {@link #close()} may come
  * from any thread, any number of times.
@@ -57,7 +58,8 @@ import java.util.concurrent.Executor;
  * I/O completions (at most {@code stagesPerOperation} per operation), never across connections.
  * Because {@code handle} holds the lock, a completion can never be emitted before the reply of
  * the request that started its work has been built: a staging that finishes first makes that
- * reply FINAL instead.
+ * reply FINAL instead. The one exception is an inline RESTORE's RESTORE_DONE (see
+ * {@link EventSink}), which the transport writes after the reply.
  */
 final class EngineSession implements ChannelSession, OperationHost {
 
@@ -97,11 +99,10 @@ final class EngineSession implements ChannelSession, OperationHost {
     public Reply handle(Request request) {
         if (request instanceof Request.Register register) return register(register);
         if (request instanceof Request.RegisterRegion region) return registerRegion(region);
+        if (request instanceof Request.Restore restore) return restore(restore);
         synchronized (lock) {
-            if (phase == Phase.CLOSED) return new Reply.Error(closedCode, "the session is closed");
-            if (phase == Phase.CONNECTED) {
-                return new Reply.Error(ErrorCode.OUT_OF_ORDER, request.type() + " before REGISTERED");
-            }
+            Optional<Reply.Error> unregistered = notRegistered(request);
+            if (unregistered.isPresent()) return unregistered.get();
             return switch (request) {
                 case Request.Register ignored -> throw new IllegalStateException("handled above");
                 case Request.RegisterRegion ignored -> throw new IllegalStateException("handled above");
@@ -112,10 +113,19 @@ final class EngineSession implements ChannelSession, OperationHost {
                 case Request.PublishReserve r -> reserve(r);
                 case Request.PublishCommit c -> commit(c);
                 case Request.PublishAbort a -> abort(a);
-                case Request.Restore r -> restore(r);
+                case Request.Restore ignored -> throw new IllegalStateException("handled above");
                 case Request.Stats ignored -> core.stats();
             };
         }
+    }
+
+    /** The ERROR for {@code request} when the session is not REGISTERED (closed, or not yet); under the lock. */
+    private Optional<Reply.Error> notRegistered(Request request) {
+        if (phase == Phase.CLOSED) return Optional.of(new Reply.Error(closedCode, "the session is closed"));
+        if (phase == Phase.CONNECTED) {
+            return Optional.of(new Reply.Error(ErrorCode.OUT_OF_ORDER, request.type() + " before REGISTERED"));
+        }
+        return Optional.empty();
     }
 
     // ---- session ---------------------------------------------------------------------------
@@ -284,18 +294,30 @@ final class EngineSession implements ChannelSession, OperationHost {
                 : new Reply.Cancelled(operationId, s.drained(), s.pagesReleased());
     }
 
+    /**
+     * RESTORE: checked and started under the lock; a small restore's copy then runs here, on the
+     * calling (connection) thread, without the lock, so this connection's completions and a fence
+     * are not held up by it. Its RESTORE_DONE is emitted before this returns the RESTORE_ACCEPTED;
+     * the transport writes the reply first (protocol §9.3), right before that event.
+     */
     private Reply restore(Request.Restore r) {
-        QueryOperation op = live.get(r.operationId());
-        if (op == null || op.state() == QueryOperation.State.DRAINING) {
-            return new Reply.Error(ErrorCode.NOT_FOUND, "operation " + r.operationId() + " is not live");
+        QueryOperation.Restoring started;
+        synchronized (lock) {
+            Optional<Reply.Error> unregistered = notRegistered(r);
+            if (unregistered.isPresent()) return unregistered.get();
+            QueryOperation op = live.get(r.operationId());
+            if (op == null || op.state() == QueryOperation.State.DRAINING) {
+                return new Reply.Error(ErrorCode.NOT_FOUND, "operation " + r.operationId() + " is not live");
+            }
+            EngineRegion region = regions.get(r.regionId());
+            if (region == null) return new Reply.Error(ErrorCode.NOT_FOUND, "region " + r.regionId() + " is not registered");
+            started = op.restore(r, region);
+            if (started.reply() instanceof Reply.Error(ErrorCode code, String ignored) && code == ErrorCode.BUSY) {
+                core.metrics().busy(ManagerMetrics.Table.RESTORES);
+            }
         }
-        EngineRegion region = regions.get(r.regionId());
-        if (region == null) return new Reply.Error(ErrorCode.NOT_FOUND, "region " + r.regionId() + " is not registered");
-        Reply reply = op.restore(r, region);
-        if (reply instanceof Reply.Error(ErrorCode code, String ignored) && code == ErrorCode.BUSY) {
-            core.metrics().busy(ManagerMetrics.Table.RESTORES);
-        }
-        return reply;
+        started.copyHere().run();
+        return started.reply();
     }
 
     /**
@@ -466,6 +488,11 @@ final class EngineSession implements ChannelSession, OperationHost {
     @Override
     public RestoreCopier copier() {
         return core.copier();
+    }
+
+    @Override
+    public long restoreInlineBytes() {
+        return core.config().restoreInlineBytes();
     }
 
     @Override

@@ -14,6 +14,12 @@ import io.orbitkv.state.protocol.Reply;
  * So the transport must put a {@code handle}'s reply on the connection's outbound path before
  * anything queued by {@code complete} after that return, e.g. by enqueueing replies and events
  * on one queue and enqueueing the reply under the same lock {@code complete} takes.
+ *
+ * <p>One exception: a RESTORE small enough to be copied inline (ManagerBounds
+ * {@code restoreInlineBytes}) is copied on the thread calling {@code handle}, and its
+ * RESTORE_DONE is passed to {@link #complete} on that thread before {@code handle} returns the
+ * RESTORE_ACCEPTED. The transport must write that event after the reply, as it writes any event
+ * queued while a request is in hand after that request's reply.
  */
 public interface EventSink {
 

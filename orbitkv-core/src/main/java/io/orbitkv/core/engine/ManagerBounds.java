@@ -14,6 +14,8 @@ import java.util.concurrent.TimeUnit;
  *                                in the operation's queue, and CANCEL drops them without I/O
  * @param restoreCopyThreads      platform threads copying leased pages into engine regions
  * @param restoreQueuedTasks      copy tasks queued or running at once over all sessions; one more is BUSY
+ * @param restoreInlineBytes      a RESTORE of at most this many bytes is copied on the thread that handles it
+ *                                (the connection's), not by the copy threads; 0 sends every RESTORE to them
  * @param maxInstances            instance records (highest epoch per instance id) kept; records without an
  *                                open session are dropped oldest-first when full
  * @param maxReplans              times one query operation re-selects its boundary after staging failures
@@ -27,15 +29,26 @@ import java.util.concurrent.TimeUnit;
  *                                peer fetches), whatever {@code peer_wait_millis} it asks; 0 never waits
  */
 public record ManagerBounds(long maxLeases, long stagingBudgetBytes, int stagesPerOperation, int restoreCopyThreads,
-                            int restoreQueuedTasks, int maxInstances, int maxReplans, long fenceDrainTimeoutNanos,
+                            int restoreQueuedTasks, long restoreInlineBytes, int maxInstances, int maxReplans, long fenceDrainTimeoutNanos,
                             long publishQuarantineNanos, long publishQuarantineBytes, long peerWaitMaxNanos) {
+
+    /**
+     * The default {@code restoreInlineBytes}: 16 MiB, an 8-page restore of 2 MiB pages, copied in
+     * about 1 ms at 16 GB/s on one thread. Below it the hand-offs of the copy threads (submit,
+     * one completion hop, the connection's writer) cost as much as the copy saves by running on
+     * several threads, and on a loaded host each waits for a core (docs/performance.md, Manager);
+     * above it a restore would hold the connection's thread (its carrier) for more than a
+     * millisecond, so the copy threads take it. The connection's next request waits for an
+     * inline copy, which an engine restoring a hit does anyway.
+     */
+    public static final long RESTORE_INLINE_BYTES = 16L << 20;
 
     /**
      * Defaults for a single-node daemon: 1 M leases (a 16-token page each: 16 M tokens), 1 GiB
      * staging, a 5 s publish quarantine of at most 256 MiB, peer waits of at most 5 s.
      */
-    public static final ManagerBounds DEFAULTS = new ManagerBounds(1 << 20, 1L << 30, 64, 4, 1024, 4096, 4,
-            TimeUnit.SECONDS.toNanos(30), TimeUnit.SECONDS.toNanos(5), 256L << 20, TimeUnit.SECONDS.toNanos(5));
+    public static final ManagerBounds DEFAULTS = new ManagerBounds(1 << 20, 1L << 30, 64, 4, 1024, RESTORE_INLINE_BYTES,
+            4096, 4, TimeUnit.SECONDS.toNanos(30), TimeUnit.SECONDS.toNanos(5), 256L << 20, TimeUnit.SECONDS.toNanos(5));
 
     public ManagerBounds {
         if (maxLeases < 1) throw new IllegalArgumentException("maxLeases must be >= 1: " + maxLeases);
@@ -45,6 +58,7 @@ public record ManagerBounds(long maxLeases, long stagingBudgetBytes, int stagesP
         if (restoreQueuedTasks < restoreCopyThreads) {
             throw new IllegalArgumentException("restoreQueuedTasks must be >= restoreCopyThreads");
         }
+        if (restoreInlineBytes < 0) throw new IllegalArgumentException("restoreInlineBytes must be >= 0");
         if (maxInstances < 1) throw new IllegalArgumentException("maxInstances must be >= 1");
         if (maxReplans < 0) throw new IllegalArgumentException("maxReplans must be >= 0");
         if (fenceDrainTimeoutNanos < 1) throw new IllegalArgumentException("fenceDrainTimeoutNanos must be >= 1");
@@ -55,42 +69,50 @@ public record ManagerBounds(long maxLeases, long stagingBudgetBytes, int stagesP
 
     public ManagerBounds withMaxLeases(long leases) {
         return new ManagerBounds(leases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
-                restoreQueuedTasks, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
-                publishQuarantineBytes, peerWaitMaxNanos);
+                restoreQueuedTasks, restoreInlineBytes, maxInstances, maxReplans, fenceDrainTimeoutNanos,
+                publishQuarantineNanos, publishQuarantineBytes, peerWaitMaxNanos);
     }
 
     public ManagerBounds withStagingBudgetBytes(long bytes) {
         return new ManagerBounds(maxLeases, bytes, stagesPerOperation, restoreCopyThreads, restoreQueuedTasks,
-                maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos, publishQuarantineBytes,
-                peerWaitMaxNanos);
+                restoreInlineBytes, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
+                publishQuarantineBytes, peerWaitMaxNanos);
     }
 
     public ManagerBounds withStagesPerOperation(int stages) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stages, restoreCopyThreads, restoreQueuedTasks,
-                maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos, publishQuarantineBytes,
-                peerWaitMaxNanos);
+                restoreInlineBytes, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
+                publishQuarantineBytes, peerWaitMaxNanos);
     }
 
     public ManagerBounds withRestore(int threads, int queuedTasks) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, threads, queuedTasks,
-                maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos, publishQuarantineBytes,
-                peerWaitMaxNanos);
+                restoreInlineBytes, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
+                publishQuarantineBytes, peerWaitMaxNanos);
+    }
+
+    /** These bounds with RESTOREs of at most {@code bytes} copied on the connection's thread (0: none). */
+    public ManagerBounds withRestoreInlineBytes(long bytes) {
+        return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
+                restoreQueuedTasks, bytes, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
+                publishQuarantineBytes, peerWaitMaxNanos);
     }
 
     public ManagerBounds withFenceDrainTimeoutNanos(long nanos) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
-                restoreQueuedTasks, maxInstances, maxReplans, nanos, publishQuarantineNanos, publishQuarantineBytes,
-                peerWaitMaxNanos);
+                restoreQueuedTasks, restoreInlineBytes, maxInstances, maxReplans, nanos, publishQuarantineNanos,
+                publishQuarantineBytes, peerWaitMaxNanos);
     }
 
     public ManagerBounds withPublishQuarantine(long nanos, long bytes) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
-                restoreQueuedTasks, maxInstances, maxReplans, fenceDrainTimeoutNanos, nanos, bytes, peerWaitMaxNanos);
+                restoreQueuedTasks, restoreInlineBytes, maxInstances, maxReplans, fenceDrainTimeoutNanos, nanos, bytes,
+                peerWaitMaxNanos);
     }
 
     public ManagerBounds withPeerWaitMaxNanos(long nanos) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
-                restoreQueuedTasks, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
+                restoreQueuedTasks, restoreInlineBytes, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
                 publishQuarantineBytes, nanos);
     }
 }

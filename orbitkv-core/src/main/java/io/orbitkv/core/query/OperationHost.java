@@ -34,6 +34,9 @@ public interface OperationHost {
     /** The bounded executor of restore copies. */
     RestoreCopier copier();
 
+    /** A RESTORE of at most this many bytes is copied on the thread that handles it, not by {@link #copier()}. */
+    long restoreInlineBytes();
+
     /** Stagings one operation submits at once. */
     int stagesPerOperation();
 

@@ -22,7 +22,6 @@ import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
 
 import java.lang.foreign.MemorySegment;
-import java.lang.invoke.VarHandle;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -40,9 +39,10 @@ import java.util.concurrent.TimeUnit;
  *
  * <p>Thread model: confined to the owning session's lock ({@link OperationHost#lock()}); the
  * session calls every method with it held, and I/O completions re-enter through
- * {@link OperationHost#callbacks()} and take it first. The copy tasks themselves run without the
- * lock and read only final fields, the leases (held until the copies drain) and the volatile
- * {@code stopCopies}.
+ * {@link OperationHost#callbacks()} and take it first. A RESTORE's copies ({@link RestoreBatch})
+ * run without the lock, on the copier's threads or, for a small one, on the connection's thread
+ * right after it let go of the lock, and read only final fields, the leases (held until the
+ * copies drain) and the volatile {@code stopCopies}.
  *
  * <p>States, all transitions in {@link #transition}: PENDING (a catalog lookup of pages only
  * peers may hold, or stagings queued or running) →
@@ -73,10 +73,6 @@ import java.util.concurrent.TimeUnit;
  */
 public final class QueryOperation {
 
-    /** Region faults repeat per restore of a broken region: one WARN line per 10 s with a count. */
-    private static final io.orbitkv.core.log.RateLimitedLog RESTORE_FAULTS =
-            io.orbitkv.core.log.RateLimitedLog.tenSeconds(QueryOperation.class.getName());
-
     /**
      * Keys one QUERY asks the catalog about at once when it waits for peers (32 bytes each on the
      * wire; a 65,536-page query asks for its first 4,096 missing pages).
@@ -103,11 +99,8 @@ public final class QueryOperation {
     private List<Reply.GroupResult> missGroups = List.of();
     private long leaseTickets;
     private int stagingInFlight;
-    private int copyTasksInFlight;
-    private boolean copyFailed;
-    /** A copy of the current restore faulted on the region's mapping (its file shrank): FAILED NOT_FOUND. */
-    private boolean copyRegionFault;
-    private long copiedBytes;
+    /** A RESTORE's copies are running (inline on the connection's thread or on the copier) and not reported yet. */
+    private boolean restoreInFlight;
     /** Cost sample of the restore in flight: accepted instant (0 when observations are off), bytes, pages. */
     private long restoreAcceptedNanos;
     private long restoreLogicalBytes;
@@ -133,8 +126,6 @@ public final class QueryOperation {
     private final long arrivedNanos;
     /** When the RESTORE in flight was accepted, for the restore latency histogram. */
     private long restoreStartedNanos;
-    /** Bytes the RESTORE in flight copied so far, by the tier each page came from. */
-    private OperationHost.TierCounts restoreCopied = OperationHost.TierCounts.ZERO;
 
     public QueryOperation(OperationHost host, Request.Query query, SessionScope scope) {
         this.host = Objects.requireNonNull(host, "host");
@@ -570,149 +561,125 @@ public final class QueryOperation {
     // ---- restore ---------------------------------------------------------------------------
 
     /**
-     * Submits the copies of a RESTORE into {@code region}; the reply (RESTORE_ACCEPTED or the
-     * ERROR of protocol §5.8). COMPLETION RESTORE_DONE follows once every copy task ended.
+     * What a RESTORE started: the reply (RESTORE_ACCEPTED or the ERROR of protocol §5.8) and, for
+     * a restore of at most {@link OperationHost#restoreInlineBytes()}, the copy the caller runs
+     * right after it lets go of the session lock ({@code copyHere}; a no-op otherwise). Either way
+     * COMPLETION RESTORE_DONE follows once every page was copied.
      */
-    public Reply restore(Request.Restore request, EngineRegion region) {
+    public record Restoring(Reply reply, Runnable copyHere) {
+        static Restoring refused(Reply.Error error) {
+            return new Restoring(error, () -> { });
+        }
+    }
+
+    /**
+     * Checks a RESTORE into {@code region} and starts its copies: a small one (by bytes) on the
+     * caller's thread through {@link Restoring#copyHere}, a larger one as copier tasks.
+     */
+    public Restoring restore(Request.Restore request, EngineRegion region) {
+        Optional<Reply.Error> refused = restoreRefusal(request, region);
+        if (refused.isPresent()) return Restoring.refused(refused.get());
+        List<PageSlot> sources = new ArrayList<>(request.pages().size());
+        List<MemorySegment> targets = new ArrayList<>(request.pages().size());
+        long bytes = 0;
+        for (Request.RestorePage rp : request.pages()) {
+            PageSlot slot = find(rp.groupId(), rp.sourcePage()).orElseThrow();
+            sources.add(slot);
+            targets.add(region.page(rp.destinationPage(), slot.lease.lengthBytes()));
+            bytes += slot.lease.lengthBytes();
+        }
+        boolean inline = bytes <= host.restoreInlineBytes();
+        RestoreBatch batch = new RestoreBatch(sources, targets, region, () -> stopCopies, copied -> {
+            if (inline) {
+                synchronized (host.lock()) {
+                    onCopied(copied);
+                }
+            } else {
+                // a copy thread never waits on a session lock: one hop per batch, by its last share
+                host.callbacks().execute(() -> {
+                    synchronized (host.lock()) {
+                        onCopied(copied);
+                    }
+                });
+            }
+        });
+        if (!inline && !host.copier().trySubmit(batch.shares(host.copier().parallelism()))) {
+            return Restoring.refused(new Reply.Error(ErrorCode.BUSY, "restore copy queue is full"));
+        }
+        restoreInFlight = true;
+        restoreStartedNanos = host.nanoTime();
+        restoreAcceptedNanos = restoreObservations().enabled() ? System.nanoTime() : 0;
+        restorePages = sources.size();
+        restoreLogicalBytes = bytes;
+        copying.clear();
+        copying.addAll(sources);
+        return new Restoring(new Reply.RestoreAccepted(operationId(), request.pages().size()),
+                inline ? batch::copyAll : () -> { });
+    }
+
+    /** Why a RESTORE is refused before any byte of the region is written, if it is. */
+    private Optional<Reply.Error> restoreRefusal(Request.Restore request, EngineRegion region) {
         if (query.target() != CompletionTarget.ENGINE_RESTORE) {
-            return new Reply.Error(ErrorCode.INVALID_DEMAND, "operation " + operationId() + " targets HOST_READY");
+            return Optional.of(new Reply.Error(ErrorCode.INVALID_DEMAND, "operation " + operationId() + " targets HOST_READY"));
         }
         if (state != State.FINAL || !hit) {
-            return new Reply.Error(ErrorCode.INVALID_DEMAND, "operation " + operationId() + " is not a FINAL hit");
+            return Optional.of(new Reply.Error(ErrorCode.INVALID_DEMAND, "operation " + operationId() + " is not a FINAL hit"));
         }
-        if (copyTasksInFlight > 0) {
-            return new Reply.Error(ErrorCode.BUSY, "a restore of operation " + operationId() + " is in flight");
+        if (restoreInFlight) {
+            return Optional.of(new Reply.Error(ErrorCode.BUSY, "a restore of operation " + operationId() + " is in flight"));
         }
         if (region.isFaulted()) {
-            return new Reply.Error(ErrorCode.NOT_FOUND, "region " + request.regionId() + " is unusable: a copy into it"
-                    + " faulted (its file shrank or was replaced after REGISTER_REGION); register it again");
+            return Optional.of(new Reply.Error(ErrorCode.NOT_FOUND, "region " + request.regionId() + " is unusable: a copy"
+                    + " into it faulted (its file shrank or was replaced after REGISTER_REGION); register it again"));
         }
-        List<PageSlot> sources = new ArrayList<>(request.pages().size());
         for (Request.RestorePage rp : request.pages()) {
             Optional<PageSlot> slot = find(rp.groupId(), rp.sourcePage());
             if (slot.isEmpty() || slot.get().lease == null) {
-                return new Reply.Error(ErrorCode.NOT_FOUND, "source page " + rp.sourcePage() + " of group "
-                        + rp.groupId() + " is not leased by operation " + operationId());
+                return Optional.of(new Reply.Error(ErrorCode.NOT_FOUND, "source page " + rp.sourcePage() + " of group "
+                        + rp.groupId() + " is not leased by operation " + operationId()));
             }
             if (rp.destinationPage() >= region.pageCount()) {
-                return new Reply.Error(ErrorCode.INVALID_DEMAND, "destination page " + rp.destinationPage()
-                        + " is outside the region's " + region.pageCount() + " pages");
+                return Optional.of(new Reply.Error(ErrorCode.INVALID_DEMAND, "destination page " + rp.destinationPage()
+                        + " is outside the region's " + region.pageCount() + " pages"));
             }
             if (slot.get().lease.lengthBytes() > region.pageBytes()) {
-                return new Reply.Error(ErrorCode.NAMESPACE_MISMATCH, "page image of " + slot.get().lease.lengthBytes()
-                        + " bytes exceeds the region's page_bytes " + region.pageBytes());
+                return Optional.of(new Reply.Error(ErrorCode.NAMESPACE_MISMATCH, "page image of "
+                        + slot.get().lease.lengthBytes() + " bytes exceeds the region's page_bytes " + region.pageBytes()));
             }
             // A READY page was copied and fenced by an earlier RESTORE of this operation: the protocol
             // restores each leased page once (its source must be RESIDENT), so a repeat is refused
             // before any byte of the region is written again.
             if (slot.get().state == PageSlot.State.READY) {
-                return new Reply.Error(ErrorCode.INVALID_DEMAND, "source page " + rp.sourcePage() + " of group "
-                        + rp.groupId() + " is READY: operation " + operationId() + " restored it already");
+                return Optional.of(new Reply.Error(ErrorCode.INVALID_DEMAND, "source page " + rp.sourcePage() + " of group "
+                        + rp.groupId() + " is READY: operation " + operationId() + " restored it already"));
             }
-            sources.add(slot.get());
         }
-        int taskCount = Math.min(request.pages().size(), Math.max(1, host.copier().parallelism()));
-        List<Runnable> tasks = new ArrayList<>(taskCount);
-        for (int t = 0; t < taskCount; t++) {
-            int from = request.pages().size() * t / taskCount;
-            int to = request.pages().size() * (t + 1) / taskCount;
-            List<Lease> leases = new ArrayList<>(to - from);
-            List<OperationHost.Tier> tiers = new ArrayList<>(to - from);
-            List<MemorySegment> targets = new ArrayList<>(to - from);
-            for (int i = from; i < to; i++) {
-                Lease lease = sources.get(i).lease;
-                leases.add(lease);
-                tiers.add(sources.get(i).tier);
-                targets.add(region.page(request.pages().get(i).destinationPage(), lease.lengthBytes()));
-            }
-            tasks.add(() -> copy(leases, tiers, targets, region));
-        }
-        if (!host.copier().trySubmit(tasks)) {
-            return new Reply.Error(ErrorCode.BUSY, "restore copy queue is full");
-        }
-        copyTasksInFlight = taskCount;
-        copyFailed = false;
-        copyRegionFault = false;
-        copiedBytes = 0;
-        restoreCopied = OperationHost.TierCounts.ZERO;
-        restoreStartedNanos = host.nanoTime();
-        restoreAcceptedNanos = restoreObservations().enabled() ? System.nanoTime() : 0;
-        restorePages = sources.size();
-        restoreLogicalBytes = 0;
-        for (PageSlot p : sources) restoreLogicalBytes += p.lease.lengthBytes();
-        copying.clear();
-        copying.addAll(sources);
-        return new Reply.RestoreAccepted(operationId(), request.pages().size());
+        return Optional.empty();
     }
 
-    /** Runs on a copy thread, without the session lock. */
-    private void copy(List<Lease> leases, List<OperationHost.Tier> tiers, List<MemorySegment> targets,
-                      EngineRegion region) {
-        long bytes = 0;
-        OperationHost.TierCounts byTier = OperationHost.TierCounts.ZERO;
-        boolean failed = false;
-        boolean regionFault = false;
-        try {
-            for (int i = 0; i < leases.size(); i++) {
-                if (stopCopies) break;
-                MemorySegment src = leases.get(i).segment();
-                MemorySegment.copy(src, 0, targets.get(i), 0, src.byteSize());
-                bytes += src.byteSize();
-                byTier = byTier.plus(tiers.get(i), src.byteSize());
-            }
-            VarHandle.releaseFence();
-        } catch (InternalError fault) {
-            // The JVM turns SIGBUS on a mapped page with no file behind it (the engine truncated its
-            // region file) into this error. The region is unusable, not the Manager: the restore ends
-            // FAILED NOT_FOUND and everything it holds drains as for any failed copy.
-            region.markFaulted();
-            RESTORE_FAULTS.log(System.Logger.Level.WARNING, "region-fault", "a restore into region file "
-                    + region.path() + " faulted (" + fault.getMessage() + "): the engine shrank or replaced the"
-                    + " file after REGISTER_REGION; the RESTORE ends FAILED and the region is refused from now on");
-            failed = true;
-            regionFault = true;
-        } catch (RuntimeException e) {
-            System.getLogger(QueryOperation.class.getName()).log(System.Logger.Level.ERROR, "restore copy failed", e);
-            failed = true;
-        }
-        long copied = bytes;
-        OperationHost.TierCounts copiedByTier = byTier;
-        boolean copyError = failed;
-        boolean faulted = regionFault;
-        host.callbacks().execute(() -> {
-            synchronized (host.lock()) {
-                onCopied(copied, copiedByTier, copyError, faulted);
-            }
-        });
-    }
-
-    private void onCopied(long bytes, OperationHost.TierCounts byTier, boolean failed, boolean regionFault) {
-        copyTasksInFlight--;
-        copiedBytes += bytes;
-        restoreCopied = new OperationHost.TierCounts(restoreCopied.dram() + byTier.dram(),
-                restoreCopied.ssd() + byTier.ssd(), restoreCopied.peer() + byTier.peer());
-        copyFailed |= failed;
-        copyRegionFault |= regionFault;
-        if (copyTasksInFlight > 0) return;
+    /** Every copy of the RESTORE in flight ended: mark its pages READY, count it, send RESTORE_DONE. */
+    private void onCopied(RestoreBatch.Copied copied) {
+        restoreInFlight = false;
         Reply.Outcome outcome;
         Terminal terminal;
-        if (state == State.FINAL && !copyFailed) {
+        if (state == State.FINAL && !copied.failed()) {
             for (PageSlot p : copying) p.state = PageSlot.State.READY;
             outcome = Reply.Settled.OK;
             terminal = Terminal.SUCCEEDED;
         } else {
             outcome = state == State.FINAL
-                    ? new Reply.Failed(copyRegionFault ? ErrorCode.NOT_FOUND : ErrorCode.INTERNAL) : Reply.Settled.CANCELLED;
+                    ? new Reply.Failed(copied.regionFault() ? ErrorCode.NOT_FOUND : ErrorCode.INTERNAL)
+                    : Reply.Settled.CANCELLED;
             terminal = state == State.FINAL ? Terminal.FAILED : Terminal.CANCELLED;
         }
         host.countRestore(switch (terminal) {
             case SUCCEEDED -> OperationHost.RestoreOutcome.OK;
             case CANCELLED -> OperationHost.RestoreOutcome.CANCELLED;
             case FAILED, TIMED_OUT -> OperationHost.RestoreOutcome.FAILED;
-        }, restoreCopied, Math.max(0, host.nanoTime() - restoreStartedNanos));
+        }, copied.byTier(), Math.max(0, host.nanoTime() - restoreStartedNanos));
         RestoreObservations observations = restoreObservations();
         if (observations.enabled()) {
-            observations.restored(terminal, restoreLogicalBytes, restorePages, copiedBytes, restoreAcceptedNanos,
+            observations.restored(terminal, restoreLogicalBytes, restorePages, copied.bytes(), restoreAcceptedNanos,
                     System.nanoTime());
         }
         copying.clear();
@@ -752,7 +719,7 @@ public final class QueryOperation {
             p.state = PageSlot.State.FAILED;
         }
         queue.clear();
-        int released = copyTasksInFlight == 0 ? releaseAllLeases() : 0;
+        int released = restoreInFlight ? 0 : releaseAllLeases();
         transition(State.DRAINING);
         drainedEventWanted = notifyDrained;
         boolean drained = drainCheckQuietly();
@@ -768,7 +735,7 @@ public final class QueryOperation {
 
     /** Ends the operation if nothing is in flight; true if it is ENDED now. */
     private boolean drainCheckQuietly() {
-        if (stagingInFlight > 0 || copyTasksInFlight > 0 || abandonedInFlight > 0) return false;
+        if (stagingInFlight > 0 || restoreInFlight || abandonedInFlight > 0) return false;
         releaseAllLeases();
         host.leases().release(leaseTickets);
         leaseTickets = 0;

@@ -40,7 +40,9 @@ class ManagerDrainTest {
 
     @Test
     void releaseDuringARestoreDropsQueuedCopiesAndDrainsBeforeReleasing() throws Exception {
-        m = new ManagerFixture(dir, 64, ProtocolLimits.DEFAULTS, ManagerBounds.DEFAULTS.withRestore(1, 8));
+        // every restore on the one copy thread (none inline), so this one queues behind a blocked copy
+        m = new ManagerFixture(dir, 64, ProtocolLimits.DEFAULTS, ManagerBounds.DEFAULTS.withRestore(1, 8)
+                .withRestoreInlineBytes(0));
         Path regionFile = Files.write(dir.resolve("region"), new byte[4 * ManagerFixture.SLOT]);
         try (Client c = m.register("e1", 1, NS, ManagerFixture.FULL)) {
             c.publish(3, 0, 0, 1);
@@ -50,13 +52,7 @@ class ManagerDrainTest {
                     new int[] {0}, 2))).hit()).isTrue();
 
             CountDownLatch gate = new CountDownLatch(1);
-            assertThat(m.core.copier().trySubmit(List.of(() -> {
-                try {
-                    gate.await();
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
-            }))).isTrue();
+            m.occupyCopyThread(gate);
             assertThat(c.send(new Request.Restore(1, region, List.of(new Request.RestorePage(0, 0, 0),
                     new Request.RestorePage(0, 1, 1))))).isEqualTo(new Reply.RestoreAccepted(1, 2));
             assertThat(Client.error(c.send(new Request.Restore(1, region, List.of(new Request.RestorePage(0, 0, 2))))))

@@ -136,6 +136,17 @@ final class ManagerFixture implements AutoCloseable {
         return c;
     }
 
+    /** Submits one copier task that holds a copy thread until {@code gate} opens. */
+    void occupyCopyThread(java.util.concurrent.CountDownLatch gate) {
+        assertThat(core.copier().trySubmit(List.of(() -> {
+            try {
+                gate.await();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }))).isTrue();
+    }
+
     /**
      * Everything of every session is back once the publish quarantine's grace has passed: no lease,
      * no staging byte, no reservation, no DRAM pin.

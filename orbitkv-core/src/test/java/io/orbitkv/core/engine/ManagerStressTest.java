@@ -53,7 +53,9 @@ class ManagerStressTest {
         long seed = TestSeed.get();
         System.out.println("ManagerStressTest " + TestSeed.describe());
         try (ManagerFixture m = new ManagerFixture(dir, 40, ProtocolLimits.DEFAULTS,
-                ManagerBounds.DEFAULTS.withStagesPerOperation(2).withMaxLeases(200))) {
+                // restores of up to 3 pages are copied inline, larger ones by the copy threads: both paths race
+                ManagerBounds.DEFAULTS.withStagesPerOperation(2).withMaxLeases(200)
+                        .withRestoreInlineBytes(3L * ManagerFixture.PAGE_BYTES))) {
             AtomicLong hits = new AtomicLong();
             AtomicLong pending = new AtomicLong();
             ExecutorService pool = Executors.newFixedThreadPool(THREADS);

@@ -79,7 +79,10 @@ final class SimManager implements AutoCloseable {
     private final FaultPlan plan;
     private final AtomicLong skewNanos;
     private final Wiring wiring;
+    // Restores of 1-2 pages are copied inline (on the connection's thread), larger ones by the copy
+    // thread, so a RESTORE_DEATH still finds copies in flight in most schedules.
     final ManagerBounds bounds = ManagerBounds.DEFAULTS.withRestore(1, 64)
+            .withRestoreInlineBytes(2L * PAGE_BYTES)
             .withFenceDrainTimeoutNanos(TimeUnit.SECONDS.toNanos(5));
     SimpleMeterRegistry registry;
     NamespaceTable namespaces;

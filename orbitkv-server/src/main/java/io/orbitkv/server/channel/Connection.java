@@ -12,6 +12,8 @@ import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
 import java.io.IOException;
 import java.nio.file.attribute.UserPrincipal;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Optional;
 import jdk.net.ExtendedSocketOptions;
 import java.nio.ByteBuffer;
@@ -35,8 +37,11 @@ import java.util.logging.Logger;
  * <em>writer</em> virtual thread drains the COMPLETION queue when no request is being handled,
  * and the reader drains it after each reply (so a client that pipelines requests still gets its
  * events promptly). Both write whole frames under {@link #writeLock} and take events from the
- * queue only while holding it, so frames never interleave and events keep their queue order. {@link #complete} and {@link #fence} are called
- * from any thread. The reader alone calls {@code handle} and, once, {@code close}.
+ * queue only while holding it, so frames never interleave and events keep their queue order;
+ * a reply and the events drained behind it go out in one gathering write. {@link #complete} and
+ * {@link #fence} are called from any thread; an event the reader itself queues (inside
+ * {@code handle}: an inline restore's RESTORE_DONE) does not wake the writer, as the reader
+ * writes it right after the reply. The reader alone calls {@code handle} and, once, {@code close}.
  *
  * <p>Invariants: a COMPLETION is never written while a request is being handled and its reply
  * not yet written ({@link #inHandle}), so an event caused by a request always follows that
@@ -83,6 +88,8 @@ final class Connection implements EventSink {
     private final Runnable onLeftUnregistered;
     private final Runnable onExit;
     private volatile Thread writer;
+    /** The reader thread; an event it queues (inside {@code handle}) it writes itself after the reply. */
+    private volatile Thread reader;
     private ByteBuffer receive = ByteBuffer.allocate(INITIAL_RECEIVE_BYTES);
 
     /**
@@ -158,6 +165,7 @@ final class Connection implements EventSink {
     /** The reader loop; returns when the connection is closed, after the session is closed. */
     void run(SessionFactory sessions) {
         ChannelSession session = null;
+        reader = Thread.currentThread();
         try {
             switch (sessions.open(this, peer())) {
                 case OpenResult.Opened o -> session = o.session();
@@ -262,9 +270,9 @@ final class Connection implements EventSink {
         boolean timedOut;
         writeLock.lock();
         try {
-            writeFrameLocked(bytes);
+            // the reply and the events queued meanwhile (an inline restore's RESTORE_DONE) in one write
+            writeWithCompletionsLocked(bytes);
             if (reply instanceof Reply.Registered) leaveUnregistered();
-            drainCompletionsLocked();
             // The deadline fired while this request was in hand and it did not register: close now.
             timedOut = deadlinePassed && unregistered.get();
             if (timedOut) {
@@ -282,9 +290,28 @@ final class Connection implements EventSink {
 
     /** Writes every queued COMPLETION, oldest first; the caller holds {@link #writeLock}. */
     private void drainCompletionsLocked() throws IOException {
-        for (Reply.Completion event = outbound.poll(); event != null; event = outbound.poll()) {
-            writeFrameLocked(FrameEncoder.toBytes(0, event));
+        writeWithCompletionsLocked(null);
+    }
+
+    /**
+     * Writes {@code first} (a reply; null for none), then every queued COMPLETION, oldest first,
+     * in one gathering write: a reply and the event right behind it cost one system call and
+     * reach the client in one read. At most {@code outboundQueueFrames} + 1 frames. The caller
+     * holds {@link #writeLock}.
+     */
+    private void writeWithCompletionsLocked(byte[] first) throws IOException {
+        Reply.Completion event = outbound.poll();
+        if (event == null) {
+            if (first != null) writeFrameLocked(first);
+            return;
         }
+        List<ByteBuffer> frames = new ArrayList<>(outbound.size() + 2);
+        if (first != null) frames.add(ByteBuffer.wrap(first));
+        for (; event != null; event = outbound.poll()) frames.add(ByteBuffer.wrap(FrameEncoder.toBytes(0, event)));
+        ByteBuffer[] buffers = frames.toArray(ByteBuffer[]::new);
+        ByteBuffer last = buffers[buffers.length - 1]; // a blocking channel writes the buffers in order
+        while (last.hasRemaining()) channel.write(buffers);
+        metrics.framesOut.increment(buffers.length);
     }
 
     /** A bug seen on this connection: counted by the caller, logged rate-limited (a report with it helps). */
@@ -372,7 +399,9 @@ final class Connection implements EventSink {
     public boolean complete(Reply.Completion event) {
         if (closed.get()) return false;
         if (outbound.offer(event)) {
-            queued.release();
+            // Offered by the reader itself (inside handle: an inline restore): serve() writes it
+            // after the reply, so waking the writer would only cost a thread switch.
+            if (Thread.currentThread() != reader) queued.release();
             return true;
         }
         metrics.completionsDropped.increment();

@@ -234,7 +234,7 @@ public record ManagerConfig(
             int restoreCopyThreads, long drainTimeoutMillis, long publishQuarantineMillis) {
         io.orbitkv.core.engine.ManagerBounds d = io.orbitkv.core.engine.ManagerBounds.DEFAULTS;
         return new io.orbitkv.core.engine.ManagerBounds(maxLeases, stagingBytes, d.stagesPerOperation(),
-                restoreCopyThreads, Math.max(d.restoreQueuedTasks(), restoreCopyThreads), d.maxInstances(),
+                restoreCopyThreads, Math.max(d.restoreQueuedTasks(), restoreCopyThreads), d.restoreInlineBytes(), d.maxInstances(),
                 d.maxReplans(), java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(drainTimeoutMillis),
                 java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(publishQuarantineMillis), d.publishQuarantineBytes(),
                 d.peerWaitMaxNanos());

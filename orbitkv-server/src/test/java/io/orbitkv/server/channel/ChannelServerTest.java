@@ -240,6 +240,8 @@ class ChannelServerTest {
                 assertThat(event.reply()).isEqualTo(new Reply.Completion(i, 1, CompletionEvent.DRAINED, Reply.Settled.OK));
             }
         }
+        // each reply and its event leave in one gathering write, counted as two frames
+        assertThat(registry.counter("orbitkv.channel.frames.out").count()).isEqualTo(100);
     }
 
     @Test
