@@ -245,7 +245,6 @@ public final class DramTier implements AutoCloseable {
             winner = displace(reservation.key(), fresh, false);
         }
         if (winner == fresh) {
-            metrics.inserted();
             enforceLruBound();
             return new CommitResult.Inserted(fresh.imageId());
         }
@@ -277,7 +276,6 @@ public final class DramTier implements AutoCloseable {
             winner = displace(reservation.key(), fresh, true);
         }
         if (winner == fresh) {
-            metrics.inserted();
             enforceLruBound();
             return newLease(reservation.key(), fresh);
         }
@@ -308,7 +306,6 @@ public final class DramTier implements AutoCloseable {
             metrics.miss();
             return new AcquireResult.Miss(key);
         }
-        metrics.hit();
         return newLease(key, image);
     }
 
@@ -358,7 +355,6 @@ public final class DramTier implements AutoCloseable {
             }
             int pinned = n == 0 ? 0 : slots.pinUseRun(runSlots, runImages, n);
             for (int k = 0; k < pinned; k++) leases[i + k] = newLease(keys[i + k], images[k]);
-            metrics.hits(pinned);
             i += pinned;
             if (stopped || pinned < n) return i;
         }
@@ -560,14 +556,13 @@ public final class DramTier implements AutoCloseable {
                 && cause != DramMetrics.EvictionCause.DISPLACED;
         boolean offer = false;
         if (listened && handOver) {
-            offer = slots.retireHandingOver(image.slot(), image.imageId()); // retires either way
+            offer = slots.retireHandingOver(image.slot(), image.imageId(), cause); // retires either way
         } else {
-            slots.retire(image.slot(), image.imageId());
+            slots.retire(image.slot(), image.imageId(), cause);
         }
         if (listened && !offer) metrics.handOverSkipped();
         residency.append(key, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.REMOVED, image.imageId(), image.lengthBytes());
         residency.retainedInDram(image.namespaceId(), key, ResidencyEvent.Kind.REMOVED, image.lengthBytes());
-        metrics.evicted(cause);
         if (offer) listener.onEvicted(newLease(key, image), image.namespaceId());
     }
 
