@@ -38,9 +38,9 @@ import java.util.function.ToLongFunction;
  * configuration and closed enums only.
  *
  * <p>Design note: the three counters of every put+get+evict were atomic adds on three more cache
- * lines; after a 256 KiB copy has pushed the tier's state out of the core's caches each was a
- * miss, ~90 ns (measured median on this machine), while the slot table's lines are loaded by the
- * transition anyway.
+ * lines, each a miss once a 256 KiB copy has pushed the tier's state out of the core's caches
+ * (the bookkeeping runs between copies: {@code dram-steps} in docs/performance.md), while the slot
+ * table's lines are loaded by the transition anyway.
  */
 final class DramMetrics implements AutoCloseable {
 
