@@ -4,6 +4,7 @@ import io.orbitkv.bench.manager.ManagerBench;
 import io.orbitkv.bench.storage.BenchRow;
 import io.orbitkv.bench.storage.CostOverheadBench;
 import io.orbitkv.bench.storage.DramPutGetBench;
+import io.orbitkv.bench.storage.DramStepProfile;
 import io.orbitkv.bench.storage.Fio;
 import io.orbitkv.bench.storage.HeapFootprintBench;
 import io.orbitkv.bench.storage.SsdThroughputBench;
@@ -26,6 +27,7 @@ import java.util.Set;
  * <pre>
  *   java -jar orbitkv-bench.jar dram      [--shm-dir=/dev/shm/orbitkv-bench] [--sizes-kib=256,2048] [--rounds=21]
  *                                         [--resident-kib=0,131072] [--mib-per-round=512]
+ *   java -jar orbitkv-bench.jar dram-steps [--shm-dir=...] [--sizes-kib=4,256] [--windows=4,512] [--ops=5000]
  *   java -jar orbitkv-bench.jar ssd       [--dir=var/bench] [--sizes-kib=256,2048] [--depths=1,16]
  *                                         [--dataset-mib=1024] [--round-seconds=1] [--rounds=7] [--probe-seconds=1]
  *                                         [--writes=true] [--read-path=auto|positional|uring]
@@ -48,6 +50,7 @@ public final class BenchMain {
 
     private static final Map<String, Set<String>> OPTIONS = Map.of(
             "dram", Set.of("shm-dir", "sizes-kib", "rounds", "resident-kib", "mib-per-round"),
+            "dram-steps", Set.of("shm-dir", "sizes-kib", "windows", "ops"),
             "ssd", Set.of("dir", "sizes-kib", "depths", "dataset-mib", "round-seconds", "rounds", "probe-seconds",
                     "writes", "read-path"),
             "ssd-uring", Set.of("dir", "sizes-kib", "depths", "dataset-mib", "round-seconds", "rounds"),
@@ -76,6 +79,10 @@ public final class BenchMain {
                     ints(opts.getOrDefault("resident-kib", "0,131072")).stream().map(k -> k * 1024L).toList(),
                     Integer.parseInt(opts.getOrDefault("rounds", "21")),
                     Long.parseLong(opts.getOrDefault("mib-per-round", "512")) << 20));
+            case "dram-steps" -> DramStepProfile.run(new DramStepProfile.Options(shm,
+                    ints(opts.getOrDefault("sizes-kib", "4,256")).stream().map(k -> k * 1024).toList(),
+                    ints(opts.getOrDefault("windows", "4,512")),
+                    Integer.parseInt(opts.getOrDefault("ops", "5000"))));
             case "ssd" -> SsdThroughputBench.run(new SsdThroughputBench.Options(dir, sizes,
                     ints(opts.getOrDefault("depths", "1,16")),
                     Long.parseLong(opts.getOrDefault("dataset-mib", "1024")) << 20,

@@ -40,9 +40,11 @@ import java.util.List;
  * {@link #run}. Invariant: at most {@code residentWindow + 1} images are resident, so Caffeine's
  * bound (sized to {@code residentWindow + 3} slots) never evicts and every get hits.
  *
- * <p>Design note: the bookkeeping costs ~1.6 µs per put+get+evict here (measured step by step:
- * reserve 0.2, commit 0.6, acquire 0.2, release 0.1, evict 0.5 µs), a fixed cost, so the ratio
- * depends on how long the copies take. With the slots in cache (a few resident images) a 256 KiB
+ * <p>Design note: the bookkeeping is a fixed cost per put+get+evict, so the ratio depends on how
+ * long the copies take. It is ~0.5 µs of CPU with the tier's state in cache (4 KiB blocks), but
+ * 1.5–2.5 µs at 256 KiB, where every step runs after a copy that pushed that state out of the
+ * core's caches ({@link DramStepProfile} times each step; commit and evict, Caffeine's two writes,
+ * are two thirds or more of it). With the slots in cache (a few resident images) a 256 KiB
  * copy runs at ~35 GB/s (~7 µs for both) and the ratio is ~0.8; with a resident set larger than
  * the last-level cache (32 MiB here), as in any real tier of gigabytes, the slot side of each copy
  * comes from DRAM and the ratio rises. Both are reported. Rounds move 512 MiB per side, 21

@@ -139,12 +139,12 @@ class ManagerCoreTest {
             c.publish(8, 0, 0, 1);
             c.publish(8, 1, 0, 1, 2, 3, 4, 5, 6, 7, 8);
             double missesBefore = m.registry.get("orbitkv.dram.misses").counter().count();
-            double hitsBefore = m.registry.get("orbitkv.dram.hits").counter().count();
+            double hitsBefore = m.registry.get("orbitkv.dram.hits").functionCounter().count();
             Reply.QueryResult r = (Reply.QueryResult) c.send(Client.query(1, 0, CompletionTarget.HOST_READY,
                     1024 * 16 + 1, 0, 8, new int[] {0, 1, 2}, 1024));
             assertThat(r.hit()).as("no checkpoint published").isFalse();
             double lookups = m.registry.get("orbitkv.dram.misses").counter().count() - missesBefore
-                    + m.registry.get("orbitkv.dram.hits").counter().count() - hitsBefore;
+                    + m.registry.get("orbitkv.dram.hits").functionCounter().count() - hitsBefore;
             assertThat(lookups).as("3 full pages, 2 window pages, 2 checkpoints of 3 x 1,024").isEqualTo(7);
             c.send(new Request.Release(1));
         }

@@ -142,7 +142,8 @@ class TieredStoreStressTest {
     }
 
     private static double sum(SimpleMeterRegistry registry, String name) {
-        return registry.find(name).counters().stream().mapToDouble(c -> c.count()).sum();
+        return registry.find(name).counters().stream().mapToDouble(c -> c.count()).sum()
+                + registry.find(name).functionCounters().stream().mapToDouble(c -> c.count()).sum();
     }
 
     private static void stageAndCheck(TieredStore store, StateKey k, ConcurrentLinkedQueue<String> failures,

@@ -19,7 +19,7 @@ import java.util.concurrent.ConcurrentHashMap;
  * {@link #close()} and every descriptor closed. Nothing is ever created on a file system.
  *
  * <p>Thread model: {@link #arenasFor} creates under {@code lock} and publishes through a
- * {@link ConcurrentHashMap}, so {@link #segment}, {@link #punch} and {@link #allocatedBytes}
+ * {@link ConcurrentHashMap} (and, for small ids, a copy-on-write array), so {@link #segment}, {@link #punch} and {@link #allocatedBytes}
  * may run on any thread without locking once the namespace's arenas exist. A segment used after
  * close fails with {@link IllegalStateException} (the FFM API's liveness check), never touches
  * unmapped memory.
@@ -51,11 +51,21 @@ final class DramArenas implements AutoCloseable {
     private final Object lock = new Object();
     /** By namespace id; at most {@code maxArenaNamespaces} entries. */
     private final ConcurrentHashMap<Integer, NamespaceArenas> byNamespace = new ConcurrentHashMap<>();
+    /**
+     * The entries of {@link #byNamespace} with ids below {@value #DENSE_IDS}, indexed by id: a copy
+     * replaced under {@code lock} when a namespace gets arenas, read without locking. Every
+     * reservation and lease looks its namespace up, and an array read costs less than boxing the id
+     * and probing the map (the probes took 3.4 % of the CPU samples of a 4 KiB put+get+evict loop).
+     */
+    private volatile NamespaceArenas[] dense = new NamespaceArenas[0];
     /** Guarded by {@code lock}. */
     private int namespaces;
     /** Guarded by {@code lock}. */
     private boolean closed;
     private final ArenaGeometry shape;
+
+    /** Namespace ids below this are looked up in {@link #dense} (at most 8 KiB of references). */
+    static final int DENSE_IDS = 1024;
 
     DramArenas(DramTierConfig config, long incarnation) {
         if (!Posix.supported()) {
@@ -80,7 +90,7 @@ final class DramArenas implements AutoCloseable {
      */
     Optional<NamespaceArenas> arenasFor(int namespaceId) throws IOException {
         if (namespaceId < 0) throw new IllegalArgumentException("namespaceId must be >= 0: " + namespaceId);
-        NamespaceArenas known = byNamespace.get(namespaceId);
+        NamespaceArenas known = lookup(namespaceId);
         if (known != null) return Optional.of(known);
         synchronized (lock) {
             known = byNamespace.get(namespaceId);
@@ -89,9 +99,26 @@ final class DramArenas implements AutoCloseable {
             if (namespaces >= config.maxArenaNamespaces()) return Optional.empty();
             NamespaceArenas created = create(namespaceId);
             byNamespace.put(namespaceId, created);
+            if (namespaceId < DENSE_IDS) {
+                NamespaceArenas[] grown = java.util.Arrays.copyOf(dense, Math.max(dense.length, namespaceId + 1));
+                grown[namespaceId] = created;
+                dense = grown;
+            }
             namespaces++;
             return Optional.of(created);
         }
+    }
+
+    /** True when {@code namespaceId} has arenas now or they could be created; creates them. */
+    boolean ensure(int namespaceId) throws IOException {
+        return lookup(namespaceId) != null || arenasFor(namespaceId).isPresent();
+    }
+
+    /** The arenas of {@code namespaceId} if it has them, else null; never creates. */
+    private NamespaceArenas lookup(int namespaceId) {
+        NamespaceArenas[] d = dense;
+        if (namespaceId >= 0 && namespaceId < d.length) return d[namespaceId];
+        return namespaceId < DENSE_IDS ? null : byNamespace.get(namespaceId);
     }
 
     /** Called under {@code lock}. */
@@ -159,7 +186,7 @@ final class DramArenas implements AutoCloseable {
     }
 
     private NamespaceArenas existing(int namespaceId) {
-        NamespaceArenas a = byNamespace.get(namespaceId);
+        NamespaceArenas a = lookup(namespaceId);
         if (a == null) throw new IllegalStateException("namespace " + namespaceId + " has no arenas");
         return a;
     }

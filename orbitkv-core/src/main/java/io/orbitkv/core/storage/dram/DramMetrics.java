@@ -1,6 +1,7 @@
 package io.orbitkv.core.storage.dram;
 
 import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.Meter;
 import io.micrometer.core.instrument.MeterRegistry;
@@ -29,9 +30,17 @@ import java.util.function.ToLongFunction;
  * Every meter carries the tag {@code arena} = the configured arena name, so two tiers can share
  * a registry without one's gauges shadowing the other's.
  *
- * <p>Thread model: counters are lock-free and may be bumped from any thread; a gauge read takes
- * the slot table's lock once (a scrape reads eight, every few seconds). Key, namespace and slot
- * identities never become tags: tag values come from configuration and closed enums only.
+ * <p>Thread model: {@code hits}, {@code inserts} and {@code evictions} are function counters over
+ * counts the {@link SlotTable} keeps under its lock in the transitions they count (pin, publish,
+ * retire); the other counters are lock-free and may be bumped from any thread. A gauge or
+ * function-counter read takes the slot table's lock once (a scrape reads about twenty, every few
+ * seconds). Key, namespace and slot identities never become tags: tag values come from
+ * configuration and closed enums only.
+ *
+ * <p>Design note: the three counters of every put+get+evict were atomic adds on three more cache
+ * lines, each a miss once a 256 KiB copy has pushed the tier's state out of the core's caches
+ * (the bookkeeping runs between copies: {@code dram-steps} in docs/performance.md), while the slot
+ * table's lines are loaded by the transition anyway.
  */
 final class DramMetrics implements AutoCloseable {
 
@@ -56,12 +65,9 @@ final class DramMetrics implements AutoCloseable {
     private final MeterRegistry registry;
     private final Tags arenaTag;
     private final List<Meter> meters = new ArrayList<>();
-    private final Counter hits;
     private final Counter misses;
-    private final Counter inserts;
     private final Counter duplicates;
     private final Counter handOversSkipped;
-    private final Map<EvictionCause, Counter> evictions = new EnumMap<>(EvictionCause.class);
     private final Map<ReserveResult.FullReason, Counter> reservationFailures =
             new EnumMap<>(ReserveResult.FullReason.class);
 
@@ -80,18 +86,17 @@ final class DramMetrics implements AutoCloseable {
                 .tags(arenaTag).description("outstanding leases").register(registry));
         meters.add(Gauge.builder("orbitkv.dram.images.resident", slots, s -> s.usage().residentImages())
                 .tags(arenaTag).description("images in the index").register(registry));
-        this.hits = counter("orbitkv.dram.hits", "acquires that leased an image");
+        slotCounter("orbitkv.dram.hits", Tags.empty(), slots, SlotTable::usePins, "acquires that leased an image");
         this.misses = counter("orbitkv.dram.misses", "acquires that found no resident image");
-        this.inserts = counter("orbitkv.dram.inserts", "commits that made an image resident");
+        slotCounter("orbitkv.dram.inserts", Tags.empty(), slots, SlotTable::publishes,
+                "commits that made an image resident");
         this.duplicates = counter("orbitkv.dram.commits.duplicate", "commits of an already resident key");
         this.handOversSkipped = counter("orbitkv.dram.handovers.skipped",
                 "evicted images not handed to the eviction listener: evicted-leased budget full, or the last "
                         + "eviction a reservation may make");
         for (EvictionCause cause : EvictionCause.values()) {
-            Counter c = Counter.builder("orbitkv.dram.evictions").tag("cause", cause.tag())
-                    .tags(arenaTag).description("images removed from the index").register(registry);
-            meters.add(c);
-            evictions.put(cause, c);
+            slotCounter("orbitkv.dram.evictions", Tags.of("cause", cause.tag()), slots, t -> t.retirements(cause),
+                    "images removed from the index");
         }
         for (ReserveResult.FullReason reason : ReserveResult.FullReason.values()) {
             Counter c = Counter.builder("orbitkv.dram.reservations.failed")
@@ -105,6 +110,13 @@ final class DramMetrics implements AutoCloseable {
     private void bytesGauge(String name, SlotTable slots, ToLongFunction<DramUsage> field, String description) {
         meters.add(Gauge.builder(name, slots, s -> field.applyAsLong(s.usage()))
                 .baseUnit(BaseUnits.BYTES).tags(arenaTag).description(description).register(registry));
+    }
+
+    /** A counter the slot table keeps under its lock (hits, inserts, evictions; see {@link SlotTable#usePins}). */
+    private void slotCounter(String name, Tags tags, SlotTable slots, ToLongFunction<SlotTable> count,
+                             String description) {
+        meters.add(FunctionCounter.builder(name, slots, t -> count.applyAsLong(t))
+                .tags(tags).tags(arenaTag).description(description).register(registry));
     }
 
     private Counter counter(String name, String description) {
@@ -123,28 +135,12 @@ final class DramMetrics implements AutoCloseable {
                 .register(registry));
     }
 
-    void hit() {
-        hits.increment();
-    }
-
-    void hits(int n) {
-        if (n > 0) hits.increment(n);
-    }
-
     void miss() {
         misses.increment();
     }
 
-    void inserted() {
-        inserts.increment();
-    }
-
     void duplicate() {
         duplicates.increment();
-    }
-
-    void evicted(EvictionCause cause) {
-        evictions.get(cause).increment();
     }
 
     void handOverSkipped() {

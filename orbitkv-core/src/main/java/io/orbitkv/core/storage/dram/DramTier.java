@@ -196,7 +196,7 @@ public final class DramTier implements AutoCloseable {
         requireOpen();
         int sizeClass = slots.classFor(lengthBytes);
         if (sizeClass < 0) return refuse(ReserveResult.FullReason.NO_SIZE_CLASS);
-        if (arenasFor(namespaceId).isEmpty()) return refuse(ReserveResult.FullReason.ARENA_NAMESPACES);
+        if (!hasArenas(namespaceId)) return refuse(ReserveResult.FullReason.ARENA_NAMESPACES);
         ResidentImage resident = index.policy().getIfPresentQuietly(key);
         // Another namespace's image of the same key bytes is invisible here (see the class note on
         // namespaces): answering ALREADY_RESIDENT for it would tell the caller what another tenant holds.
@@ -245,7 +245,6 @@ public final class DramTier implements AutoCloseable {
             winner = displace(reservation.key(), fresh, false);
         }
         if (winner == fresh) {
-            metrics.inserted();
             enforceLruBound();
             return new CommitResult.Inserted(fresh.imageId());
         }
@@ -277,7 +276,6 @@ public final class DramTier implements AutoCloseable {
             winner = displace(reservation.key(), fresh, true);
         }
         if (winner == fresh) {
-            metrics.inserted();
             enforceLruBound();
             return newLease(reservation.key(), fresh);
         }
@@ -308,7 +306,6 @@ public final class DramTier implements AutoCloseable {
             metrics.miss();
             return new AcquireResult.Miss(key);
         }
-        metrics.hit();
         return newLease(key, image);
     }
 
@@ -358,7 +355,6 @@ public final class DramTier implements AutoCloseable {
             }
             int pinned = n == 0 ? 0 : slots.pinUseRun(runSlots, runImages, n);
             for (int k = 0; k < pinned; k++) leases[i + k] = newLease(keys[i + k], images[k]);
-            metrics.hits(pinned);
             i += pinned;
             if (stopped || pinned < n) return i;
         }
@@ -539,7 +535,8 @@ public final class DramTier implements AutoCloseable {
     // Runs inside Caffeine's computeIfAbsent for the key: the slot turns RESIDENT and ADDED is
     // appended atomically with the insertion.
     private ResidentImage publish(StateKey key, ResidentImage fresh) {
-        slotKeys.set(fresh.slot(), key);
+        // Release order suffices: the slot table's lock (taken next) publishes it to the clock's readers.
+        slotKeys.setRelease(fresh.slot(), key);
         slots.publish(fresh.slot(), fresh.imageId());
         residency.append(key, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.ADDED, fresh.imageId(), fresh.lengthBytes());
         residency.retainedInDram(fresh.namespaceId(), key, ResidencyEvent.Kind.ADDED, fresh.lengthBytes());
@@ -552,19 +549,20 @@ public final class DramTier implements AutoCloseable {
     // parked slot would not fit evictedLeasedBudgetBytes.
     private void onLeftIndex(StateKey key, ResidentImage image, DramMetrics.EvictionCause cause, boolean handOver) {
         EvictionListener listener = evictionListener;
-        slotKeys.compareAndSet(image.slot(), key, null);
+        // Only this image's insertion and this removal write the slot's key while it is RESIDENT (both
+        // under the key's bin lock), so a read and a release store replace the compare-and-set.
+        if (slotKeys.get(image.slot()) == key) slotKeys.setRelease(image.slot(), null);
         boolean listened = listener != null && cause != DramMetrics.EvictionCause.NAMESPACE
                 && cause != DramMetrics.EvictionCause.DISPLACED;
         boolean offer = false;
         if (listened && handOver) {
-            offer = slots.retireHandingOver(image.slot(), image.imageId()); // retires either way
+            offer = slots.retireHandingOver(image.slot(), image.imageId(), cause); // retires either way
         } else {
-            slots.retire(image.slot(), image.imageId());
+            slots.retire(image.slot(), image.imageId(), cause);
         }
         if (listened && !offer) metrics.handOverSkipped();
         residency.append(key, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.REMOVED, image.imageId(), image.lengthBytes());
         residency.retainedInDram(image.namespaceId(), key, ResidencyEvent.Kind.REMOVED, image.lengthBytes());
-        metrics.evicted(cause);
         if (offer) listener.onEvicted(newLease(key, image), image.namespaceId());
     }
 
@@ -675,8 +673,12 @@ public final class DramTier implements AutoCloseable {
      * bytes: a slot is allocated only once its last lease was released.
      */
     private void takeOver(int slot, int namespaceId) {
-        int previous = slotOwners.getAndSet(slot, namespaceId);
-        if (previous >= 0 && previous != namespaceId) {
+        // The reserver owns the slot until it commits or aborts, so nobody else writes its owner
+        // now: a plain read skips the exchange (a full fence) when the owner stays the same.
+        int previous = slotOwners.get(slot);
+        if (previous == namespaceId) return;
+        slotOwners.set(slot, namespaceId);
+        if (previous >= 0) {
             arenas.punch(previous, slots.classOf(slot), slotOffset(slot), slots.slotBytes(slot));
         }
     }
@@ -689,6 +691,15 @@ public final class DramTier implements AutoCloseable {
     public Optional<ArenaGeometry> arenasFor(int namespaceId) {
         try {
             return arenas.arenasFor(namespaceId).map(DramArenas.NamespaceArenas::geometry);
+        } catch (IOException e) {
+            throw new UncheckedIOException("creating the DRAM arenas of namespace " + namespaceId, e);
+        }
+    }
+
+    /** As {@link #arenasFor}, without building the geometry: true when the namespace has (or now got) arenas. */
+    private boolean hasArenas(int namespaceId) {
+        try {
+            return arenas.ensure(namespaceId);
         } catch (IOException e) {
             throw new UncheckedIOException("creating the DRAM arenas of namespace " + namespaceId, e);
         }

@@ -104,6 +104,12 @@ final class SlotTable {
     private long leaseCount;
     private long residentImages;
     private long lastImageId;
+    /** Leases taken by {@link #pinUse} and {@link #pinUseRun}: the tier's hits. */
+    private long usePins;
+    /** Images made RESIDENT by {@link #publish}: the tier's inserts. */
+    private long publishes;
+    /** Images retired, by why they left the index ({@link DramMetrics.EvictionCause} ordinal). */
+    private final long[] retirements = new long[DramMetrics.EvictionCause.values().length];
 
     SlotTable(List<SizeClass> sizeClasses, long reservedBudgetBytes, long evictedLeasedBudgetBytes) {
         int classes = sizeClasses.size();
@@ -219,6 +225,7 @@ final class SlotTable {
             reservedBytes -= bytes;
             usedBytes += bytes;
             residentImages++;
+            publishes++;
         } finally {
             lock.unlock();
         }
@@ -243,7 +250,10 @@ final class SlotTable {
             if (states[slot] != RESIDENT || imageIds[slot] != imageId) return false;
             if (leases[slot]++ == 0) leasedBytes += classSlotBytes[classOf(slot)];
             leaseCount++;
-            if (use) markUsed(slot);
+            if (use) {
+                markUsed(slot);
+                usePins++;
+            }
             return true;
         } finally {
             lock.unlock();
@@ -266,6 +276,7 @@ final class SlotTable {
                 if (leases[slot]++ == 0) leasedBytes += classSlotBytes[classOf(slot)];
                 leaseCount++;
                 markUsed(slot);
+                usePins++;
             }
             return n;
         } finally {
@@ -396,12 +407,14 @@ final class SlotTable {
 
     /**
      * RESIDENT image leaves the index: its slot is free at once if unleased, otherwise it waits
-     * in EVICTED_LEASED for its last lease. Returns true when the slot was freed now.
+     * in EVICTED_LEASED for its last lease, counted under {@code cause}. Returns true when the
+     * slot was freed now.
      */
-    boolean retire(int slot, long imageId) {
+    boolean retire(int slot, long imageId, DramMetrics.EvictionCause cause) {
         lock.lock();
         try {
             expect(slot, imageId, RESIDENT);
+            retirements[cause.ordinal()]++;
             int bytes = classSlotBytes[classOf(slot)];
             unlink(slot);
             usedBytes -= bytes;
@@ -425,18 +438,18 @@ final class SlotTable {
      * hand-overs cannot overshoot the budget. Returns true when it took the lease (the caller
      * owns it and must release it once); false when the image was retired without one.
      */
-    boolean retireHandingOver(int slot, long imageId) {
+    boolean retireHandingOver(int slot, long imageId, DramMetrics.EvictionCause cause) {
         lock.lock();
         try {
             expect(slot, imageId, RESIDENT);
             int bytes = classSlotBytes[classOf(slot)];
             if (leases[slot] == 0 && evictedLeasedBytes + bytes > evictedLeasedBudgetBytes) {
-                retire(slot, imageId);
+                retire(slot, imageId, cause);
                 return false;
             }
             if (leases[slot]++ == 0) leasedBytes += bytes;
             leaseCount++;
-            retire(slot, imageId);
+            retire(slot, imageId, cause);
             return true;
         } finally {
             lock.unlock();
@@ -491,6 +504,40 @@ final class SlotTable {
         lock.lock();
         try {
             return leases[slot] > 0;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * The event counts kept under the lock, for the tier's counters: hits (leases that were uses),
+     * inserts (publishes) and retirements by cause. Counting here, where the transition already
+     * holds the lock and its cache lines, saves the tier a separate atomic add per event.
+     */
+    long usePins() {
+        lock.lock();
+        try {
+            return usePins;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Images published so far (see {@link #usePins}). */
+    long publishes() {
+        lock.lock();
+        try {
+            return publishes;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Images retired with {@code cause} so far (see {@link #usePins}). */
+    long retirements(DramMetrics.EvictionCause cause) {
+        lock.lock();
+        try {
+            return retirements[cause.ordinal()];
         } finally {
             lock.unlock();
         }

@@ -203,7 +203,8 @@ class DramEvictionHookTest {
         assertThat(tier.usage().reservedBytes()).isZero();
     }
 
+    /** A counter the slot table keeps ({@code hits}, {@code inserts}, {@code evictions}). */
     private double counterOf(String name) {
-        return registry.get("orbitkv.dram." + name).counter().count();
+        return registry.get("orbitkv.dram." + name).functionCounter().count();
     }
 }

@@ -79,7 +79,7 @@ class DramLruEvictionTest {
         assertThat(tier.contains(key(2))).isFalse();
         assertThat(tier.usage().residentImages()).isEqualTo(INDEX_PAGES);
         assertThat(tier.usage().usedBytes()).isEqualTo(tier.config().indexWeightBytes());
-        assertThat(registry.get("orbitkv.dram.evictions").tag("cause", "policy").counter().count()).isEqualTo(2);
+        assertThat(registry.get("orbitkv.dram.evictions").tag("cause", "policy").functionCounter().count()).isEqualTo(2);
     }
 
     @Test

@@ -114,4 +114,33 @@ class DramNamespaceArenasTest {
             }
         }
     }
+
+    @Test
+    void idsOnEitherSideOfTheDenseTableFindTheirOwnMemfdAndCountTowardsTheBound() throws IOException {
+        int small = 0;
+        int edge = DramArenas.DENSE_IDS - 1;
+        int large = DramArenas.DENSE_IDS + 5;
+        SimpleMeterRegistry registry = new SimpleMeterRegistry();
+        try (DramTier tier = open(8, 3, registry); Arena client = Arena.ofConfined()) {
+            int[] namespaces = {large, small, edge};
+            for (int i = 0; i < namespaces.length; i++) publish(tier, key(10 + i), namespaces[i], (byte) (0x30 + i));
+            for (int i = 0; i < namespaces.length; i++) {
+                try (Lease lease = (Lease) tier.acquire(key(10 + i))) {
+                    assertThat(lease.namespaceId()).isEqualTo(namespaces[i]);
+                    assertThat(lease.segment().toArray(ValueLayout.JAVA_BYTE)).as("namespace %d", namespaces[i])
+                            .containsOnly((byte) (0x30 + i));
+                    MemorySegment own = map(tier.arenasFor(namespaces[i]).orElseThrow(), client);
+                    assertThat(own.get(ValueLayout.JAVA_BYTE, lease.slotRef().offsetBytes())).as("its own memfd")
+                            .isEqualTo((byte) (0x30 + i));
+                }
+            }
+            assertThat(tier.reserve(key(20), 7, SLOT)).as("a fourth namespace, below the dense bound")
+                    .isEqualTo(new ReserveResult.Full(ReserveResult.FullReason.ARENA_NAMESPACES));
+            assertThat(tier.reserve(key(21), DramArenas.DENSE_IDS * 4, SLOT)).as("a fourth namespace, above it")
+                    .isEqualTo(new ReserveResult.Full(ReserveResult.FullReason.ARENA_NAMESPACES));
+            ReserveResult again = tier.reserve(key(22), edge, SLOT);
+            assertThat(again).as("a namespace that has arenas").isInstanceOf(Reservation.class);
+            assertThat(tier.abort((Reservation) again)).isTrue();
+        }
+    }
 }

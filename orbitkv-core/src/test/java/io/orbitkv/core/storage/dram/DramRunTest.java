@@ -53,7 +53,7 @@ class DramRunTest {
     }
 
     private double hits() {
-        return registry.get("orbitkv.dram.hits").counter().count();
+        return registry.get("orbitkv.dram.hits").functionCounter().count();
     }
 
     @Test

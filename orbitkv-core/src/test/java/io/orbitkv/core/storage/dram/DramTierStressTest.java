@@ -102,8 +102,8 @@ class DramTierStressTest {
             }
             assertThat(leasesTaken.get()).isGreaterThan(10_000);
             assertThat(commits.get()).isGreaterThan(1000);
-            assertThat(registry.get("orbitkv.dram.evictions").tag("cause", "policy").counter().count()
-                    + registry.get("orbitkv.dram.evictions").tag("cause", "class_pressure").counter().count())
+            assertThat(registry.get("orbitkv.dram.evictions").tag("cause", "policy").functionCounter().count()
+                    + registry.get("orbitkv.dram.evictions").tag("cause", "class_pressure").functionCounter().count())
                     .isGreaterThan(100);
 
             residencyEventsAgreeWithTheIndex(tier, stream);

@@ -35,6 +35,10 @@ class SlotTableProperties {
         final Map<Integer, Long> evictedLeased = new HashMap<>();
         final Map<Integer, Integer> leases = new HashMap<>();
         long lastImageId;
+        /** What the table's event counts should say: publishes, pins that were uses, retirements by cause. */
+        long publishes;
+        long usePins;
+        final Map<DramMetrics.EvictionCause, Long> retirements = new java.util.EnumMap<>(DramMetrics.EvictionCause.class);
 
         long bytes(Map<Integer, Long> slots) {
             return slots.keySet().stream().mapToLong(table::slotBytes).sum();
@@ -100,6 +104,12 @@ class SlotTableProperties {
         assertThat(u.residentImages()).isEqualTo(m.resident.size());
         assertThat(m.table.recencyOrder()).as("the recency list holds exactly the resident slots")
                 .doesNotHaveDuplicates().containsExactlyInAnyOrderElementsOf(m.resident.keySet());
+        assertThat(m.table.publishes()).as("inserts").isEqualTo(m.publishes);
+        assertThat(m.table.usePins()).as("hits: pins that are uses, not quiet pins").isEqualTo(m.usePins);
+        for (DramMetrics.EvictionCause cause : DramMetrics.EvictionCause.values()) {
+            assertThat(m.table.retirements(cause)).as("evictions, cause " + cause)
+                    .isEqualTo(m.retirements.getOrDefault(cause, 0L));
+        }
     }
 
     static void liveSlotsDoNotOverlap(Model m) {
@@ -189,6 +199,7 @@ class SlotTableProperties {
             long id = m.reserved.remove(slot);
             m.table.publish(slot, id);
             m.resident.put(slot, id);
+            m.publishes++;
         }
     }
 
@@ -224,7 +235,8 @@ class SlotTableProperties {
 
         void apply(Model m, int slot) {
             long id = m.resident.remove(slot);
-            boolean freed = m.table.retire(slot, id);
+            boolean freed = m.table.retire(slot, id, DramMetrics.EvictionCause.EXPLICIT);
+            m.retirements.merge(DramMetrics.EvictionCause.EXPLICIT, 1L, Long::sum);
             assertThat(freed).isEqualTo(!m.leases.containsKey(slot));
             if (!freed) m.evictedLeased.put(slot, id);
         }
@@ -243,7 +255,8 @@ class SlotTableProperties {
             long id = m.resident.remove(slot);
             boolean fits = m.leases.containsKey(slot)
                     || m.bytes(m.evictedLeased) + m.table.slotBytes(slot) <= EVICTED_LEASED_BUDGET;
-            assertThat(m.table.retireHandingOver(slot, id)).isEqualTo(fits);
+            assertThat(m.table.retireHandingOver(slot, id, DramMetrics.EvictionCause.POLICY)).isEqualTo(fits);
+            m.retirements.merge(DramMetrics.EvictionCause.POLICY, 1L, Long::sum);
             if (fits) {
                 m.leases.merge(slot, 1, Integer::sum);
                 m.evictedLeased.put(slot, id);
@@ -260,6 +273,7 @@ class SlotTableProperties {
         void apply(Model m, int slot) {
             assertThat(m.table.pinUse(slot, m.resident.get(slot))).isTrue();
             m.leases.merge(slot, 1, Integer::sum);
+            m.usePins++;
         }
     }
 
