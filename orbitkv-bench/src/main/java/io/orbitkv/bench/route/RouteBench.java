@@ -40,7 +40,7 @@ public final class RouteBench {
               --requests=N             use the first N requests of the file only
               --dram-blocks=B          host DRAM capacity per worker in blocks (default 4096 = 16 GiB of 4 MiB blocks)
               --ssd-blocks=B           host SSD capacity per worker in blocks (default 0: no SSD tier)
-              --eviction=w-tinylfu|lru host cache eviction (default w-tinylfu, the Manager's)
+              --eviction=w-tinylfu|lru host cache eviction (default w-tinylfu, the tables' setting; lru is the Manager's default)
               --load=U                 cold prefill work / worker capacity (default 0.8); or
               --speedup=X              X times faster than the trace's clock (overrides --load)
               --event-delay-ms=D       residency change to router (default 2, the Manager's publish period)

@@ -48,7 +48,7 @@ public final class RouteSimulation {
      * @param workers             simulated workers (1..64)
      * @param dramBlocks          host DRAM capacity per worker, in blocks
      * @param ssdBlocks           host SSD capacity per worker, in blocks (0: no SSD tier)
-     * @param eviction            {@code w-tinylfu} (the Manager's default) or {@code lru}
+     * @param eviction            {@code w-tinylfu} or {@code lru} (the Manager's default); the two DRAM policies the Manager offers
      * @param costs               the prefill and transfer constants
      * @param timeScale           simulated nanoseconds per trace nanosecond (> 1: slower than the trace)
      * @param eventDelayNanos     from a residency change to the router seeing it

@@ -250,7 +250,7 @@ public record ManagerConfig(
         String user = System.getProperty("user.name", "user").replaceAll("[^A-Za-z0-9_-]", "_");
         Path ssd = VAR_DIR.resolve("ssd");
         return new ManagerConfig(Path.of("/dev/shm", "orbitkv-" + user), "manager", 1L << 30,
-                DramTierConfig.DEFAULT_SLOT_BYTES, DramEviction.W_TINY_LFU, (1L << 30) / 8, ssd, 4L << 30, 4, 4, true, ReadPath.AUTO,
+                DramTierConfig.DEFAULT_SLOT_BYTES, DramEviction.LRU, (1L << 30) / 8, ssd, 4L << 30, 4, 4, true, ReadPath.AUTO,
                 new SsdAdmissionPolicy.WriteThrough(), 1L << 30, 64L << 20, 256L << 20, 256,
                 io.orbitkv.core.engine.ManagerBounds.DEFAULTS.maxLeases(),
                 io.orbitkv.core.engine.ManagerBounds.DEFAULTS.restoreCopyThreads(), VAR_DIR.resolve("manager.sock"), "0600", "127.0.0.1", DEFAULT_HTTP_PORT,

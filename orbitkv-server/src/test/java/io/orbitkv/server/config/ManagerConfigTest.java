@@ -124,11 +124,12 @@ class ManagerConfigTest {
     }
 
     @Test
-    void dramEvictionDefaultsToWTinyLfuAndReachesTheDramTier() {
+    void dramEvictionDefaultsToLruAndReachesTheDramTier() {
         ManagerConfig c = ManagerConfig.defaults();
-        assertThat(c.dramEviction()).isEqualTo(io.orbitkv.core.storage.dram.DramEviction.W_TINY_LFU);
-        assertThat(c.withOverrides(Map.of("dramEviction", "LRU")).storeConfig().dram().eviction())
-                .isEqualTo(io.orbitkv.core.storage.dram.DramEviction.LRU);
+        assertThat(c.dramEviction()).isEqualTo(io.orbitkv.core.storage.dram.DramEviction.LRU);
+        assertThat(c.storeConfig().dram().eviction()).isEqualTo(io.orbitkv.core.storage.dram.DramEviction.LRU);
+        assertThat(c.withOverrides(Map.of("dramEviction", "w-tinylfu")).storeConfig().dram().eviction())
+                .isEqualTo(io.orbitkv.core.storage.dram.DramEviction.W_TINY_LFU);
         assertThatThrownBy(() -> c.withOverrides(Map.of("dramEviction", "arc")))
                 .isInstanceOf(ConfigException.class).hasMessageContaining("dramEviction")
                 .hasMessageContaining("w-tinylfu or lru");
