@@ -99,7 +99,9 @@ class ClusterFaultsProcessTest {
                 for (ManagerProcess m : List.of(a, b, c)) assertThat(m.metric("orbitkv_membership_live")).isEqualTo(3);
                 assertThat(ClusterProcessTest.locate(channels, c, keys)).as("no key handed to w")
                         .allMatch(l -> ClusterProcessTest.heldBy(l, "a"));
-                assertThat(a.metric("orbitkv_catalog_push_failures_total")).as("no push toward w").isZero();
+                // a push toward w would fail authentication and be logged naming w (pushes to b or c
+                // may time out on a loaded machine, so the failure count alone does not tell)
+                assertThat(a.stderrText()).as("no push toward w").doesNotContain("catalog push to w#");
                 assertThat(w.stderrText()).contains("cluster authentication failure");
                 assertThat(a.stderrText()).contains("cluster authentication failure (bad_token)");
                 assertThat(w.terminate()).isZero();
