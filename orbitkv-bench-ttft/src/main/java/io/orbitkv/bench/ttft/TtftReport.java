@@ -30,7 +30,7 @@ public final class TtftReport {
     private TtftReport() {
     }
 
-    /** The Markdown tables: per arm, then the two targets. */
+    /** The Markdown tables: per arm, the two targets, then where a full-prefix hit's TTFT went. */
     static String markdown(List<TtftRun.Result> results) {
         StringBuilder md = new StringBuilder();
         md.append("| engine | arm | requests | TTFT p50 ms | p95 ms | p99 ms | prefill tokens / request | restored tokens / request | restored KiB / request | hit source |\n");
@@ -64,6 +64,15 @@ public final class TtftReport {
                     r.engine(), h.requests(), h.medianRestoredBytes() / 1024, h.medianModelMs(),
                     h.medianRestoredBytes() / r.copyBytesPerSecond() * 1e3, r.stepNanos() / 1e6, h.medianTtftMs(),
                     h.p50Ratio(), h.p95Ratio(), HIT_MODEL_TARGET, h.p50Ratio() <= HIT_MODEL_TARGET ? "yes" : "**no**"));
+        }
+        md.append('\n');
+        md.append("| engine | full-prefix DRAM hit, inside the runner (median of the requests, ms) | lookup: QUERY + leases | copy | engine import | release | prefill step | rest | TTFT |\n");
+        md.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        for (TtftRun.Result r : results) {
+            TtftStats.Split split = TtftStats.split(r.engine(), Arm.DRAM_FULL, r.samples());
+            md.append(String.format(Locale.ROOT, "| %s | %d requests | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |%n",
+                    r.engine(), split.requests(), split.lookupMs(), split.copyMs(), split.importMs(), split.releaseMs(),
+                    split.prefillMs(), split.restMs(), split.ttftMs()));
         }
         return md.toString();
     }
