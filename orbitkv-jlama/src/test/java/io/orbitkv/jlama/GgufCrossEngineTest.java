@@ -45,7 +45,9 @@ class GgufCrossEngineTest {
             int[] greedy;
             try {
                 var ns = JlamaNamespace.of(files, 16);
-                greedy = new JlamaSessionRunner(jlama, ns, KvPageStore.cold()).run(prompt, steps, System.nanoTime()).generated();
+                try (JlamaSessionRunner runner = new JlamaSessionRunner(jlama, ns, KvPageStore.cold())) {
+                    greedy = runner.run(prompt, steps, System.nanoTime()).generated();
+                }
             } finally {
                 jlama.close();
             }

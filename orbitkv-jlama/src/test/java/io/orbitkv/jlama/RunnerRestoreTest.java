@@ -104,6 +104,22 @@ class RunnerRestoreTest {
     }
 
     @Test
+    void oneRunnerServesAShortPromptAfterALongConversationAsAFreshOneWould() {
+        var store = new InMemoryPageStore();
+        try (var runner = new JlamaSessionRunner(model, ns, store)) {
+            int[] longer = ParityGateTest.prompt(14, 120);
+            int[] other = ParityGateTest.prompt(15, 20);
+            control.assertParity(runner.run(longer, ParityGateTest.NEW_TOKENS, System.nanoTime()), longer);
+            RequestReport hit = runner.run(longer, ParityGateTest.NEW_TOKENS, System.nanoTime());
+            assertThat(hit.restoredTokens()).isEqualTo(112);
+            control.assertParity(hit, longer);
+            RequestReport shorter = runner.run(other, ParityGateTest.NEW_TOKENS, System.nanoTime());
+            assertThat(shorter.restoredTokens()).isZero();
+            control.assertParity(shorter, other);
+        }
+    }
+
+    @Test
     void pageLayoutIsLayerMajorKBeforeV() {
         JlamaKvPageLayout layout = new JlamaKvPageLayout(2, 32, 16);
         assertThat(layout.vectorBytes()).isEqualTo(128);
