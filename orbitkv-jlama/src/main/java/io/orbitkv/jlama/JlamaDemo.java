@@ -1,7 +1,6 @@
 package io.orbitkv.jlama;
 
 import com.github.tjake.jlama.model.AbstractModel;
-import com.github.tjake.jlama.tensor.KvBufferCache;
 import io.orbitkv.engine.ConversationDemo;
 import io.orbitkv.engine.KvPageStore;
 import io.orbitkv.state.Namespace;
@@ -11,7 +10,6 @@ import io.orbitkv.testmodel.TinyLlamaSpec;
 
 import java.io.PrintStream;
 import java.nio.file.Path;
-import java.util.UUID;
 
 /**
  * {@code bin/orbitkv demo}: a Manager, a generated Llama and a Jlama engine, a short multi-turn
@@ -19,8 +17,7 @@ import java.util.UUID;
  * prefilled, and where the hit came from; then the Manager restarts and the last turn is served
  * again from its SSD store.
  *
- * <p>Owns the two Jlama model instances and the warm engine's KV buffer (closed at the end; every
- * warm runner borrows the buffer, one request at a time); the conversation, the Managers and
+ * <p>Owns the two Jlama model instances (closed at the end); the conversation, the Managers and
  * the table are {@link ConversationDemo}'s. Single-threaded. The cold column is a second engine
  * on its own model instance that never talks to OrbitKV.
  *
@@ -46,12 +43,11 @@ public final class JlamaDemo {
         Namespace ns = JlamaNamespace.of(files, ConversationDemo.PAGE_TOKENS);
         AbstractModel warmModel = JlamaSessionRunner.loadModel(files.dir());
         AbstractModel coldModel = JlamaSessionRunner.loadModel(files.dir());
-        try (JlamaSessionRunner cold = new JlamaSessionRunner(coldModel, ns, KvPageStore.cold());
-             KvBufferCache warmKv = new KvBufferCache(warmModel)) {
-            KvBufferCache.KvBuffer kv = warmKv.getKvBuffer(UUID.randomUUID());
+        try {
+            JlamaSessionRunner cold = new JlamaSessionRunner(coldModel, ns, KvPageStore.cold());
             long pageBytes = new JlamaKvPageLayout(spec.layers(), spec.kvWidth(), ConversationDemo.PAGE_TOKENS).pageBytes();
             ConversationDemo.Engine engine = new ConversationDemo.Engine(ns, pageBytes, "demo-engine", cold::run,
-                    store -> new JlamaSessionRunner(warmModel, ns, store, kv)::run,
+                    store -> new JlamaSessionRunner(warmModel, ns, store)::run,
                     new ConversationDemo.Vocab(ByteFallbackVocab::encode, ByteFallbackVocab::encodeContinuation), false);
             return ConversationDemo.run(engine, work.resolve("manager"), out);
         } finally {

@@ -32,8 +32,8 @@ import java.util.List;
  * {@code [positions, W]} tensor per context page), so a page of {@code P} positions that lies in
  * one context page is one {@code P * W} copy per (layer, kind): {@code 2 * L} copies per page
  * instead of {@code 2 * L * P} vector copies (5,632 for a 22-page bench hit, against 352). A page
- * that straddles two context pages (not seen with the context page sizes Jlama picks, multiples
- * of 16 positions) is copied vector by vector. CI model: L = 2, W = 32, P = 16 gives 8 KiB pages; bench
+ * that straddles context pages is copied vector by vector: so is every page of the CI model,
+ * whose 256-token context makes Jlama fall back to one context page per position. CI model: L = 2, W = 32, P = 16 gives 8 KiB pages; bench
  * model: L = 8, W = 256, P = 16 gives 256 KiB pages. F32 because that is Jlama's working dtype
  * for F32 weights; a BF16 model would be another layout name.
  *
@@ -101,25 +101,6 @@ public record JlamaKvPageLayout(int layers, int kvWidth, int pageTokens) {
             for (int kind = 0; kind < 2; kind++) {
                 AbstractTensor<?, ?>[] runs = runs(kv, layer, kind, images.size() * pageTokens);
                 for (int page = 0; page < images.size(); page++) copyRun(runs, layer, kind, page, images.get(page), false);
-            }
-        }
-    }
-
-    /**
-     * Zeroes positions {@code [0, positions)} of every layer's K and V in {@code kv}: afterwards
-     * those positions read as in a freshly allocated buffer (Jlama zeroes its pages).
-     */
-    public void clear(KvBufferCache.KvBuffer kv, int positions) {
-        if (positions <= 0) return;
-        for (int layer = 0; layer < layers; layer++) {
-            for (int kind = 0; kind < 2; kind++) {
-                long left = positions * vectorBytes();
-                for (AbstractTensor<?, ?> run : runs(kv, layer, kind, positions)) {
-                    MemorySegment segment = run.getMemorySegment();
-                    long bytes = Math.min(left, segment.byteSize());
-                    segment.asSlice(0, bytes).fill((byte) 0);
-                    left -= bytes;
-                }
             }
         }
     }

@@ -22,7 +22,7 @@ import java.util.UUID;
 
 /**
  * Serves one greedy request at a time on a Jlama model, reusing KV pages through a
- * {@link KvPageStore}: lease the longest restorable prefix, copy it into the runner's Jlama
+ * {@link KvPageStore}: lease the longest restorable prefix, copy it into a fresh Jlama
  * {@link KvBufferCache.KvBuffer} at the same absolute positions, prefill the rest with
  * {@code batchForward}, decode greedily with {@code forward}, then publish every page that became
  * complete and was not restored.
@@ -33,12 +33,9 @@ import java.util.UUID;
  *   published: pages [restored, (prompt + n - 1) / P), each exported after the last forward
  * </pre>
  *
- * <p>Owns one KV buffer, kept across requests and returned to Jlama's tensor cache by
- * {@link #close()} (or borrows one, {@link #JlamaSessionRunner(AbstractModel, Namespace,
- * KvPageStore, KvBufferCache.KvBuffer)}), and borrows the model and the store. Thread model: confined; {@link #run} is
- * called by one thread at a time (Jlama parallelises each forward internally). Invariants: a
- * request starts on a buffer whose positions all read zero, as a freshly allocated one (each
- * request zeroes the positions it wrote before it returns, or throws); at least one prompt token is always
+ * <p>Owns the KV buffers of its requests (one per request, closed at its end) and borrows the
+ * model and the store. Thread model: confined; {@link #run} is called by one thread at a time
+ * (Jlama parallelises each forward internally). Invariants: at least one prompt token is always
  * computed (the logits of the last prompt position are needed, and the contract's cap says so);
  * restored page {@code i} lands at positions {@code [i*P, (i+1)*P)}; a page is published only
  * when all its positions were written by this request's forwards or restore.
@@ -49,13 +46,8 @@ import java.util.UUID;
  * contains the previous answer, and those positions' K/V are bit-identical whether computed by
  * {@code forward} or by {@code batchForward} (the parity gates check the consequence, logits).
  * Keys are the project's {@link io.orbitkv.state.TokenChain} with no salt.
- *
- * <p>Design note (one buffer): a fresh {@link KvBufferCache} per request took its pages from
- * Jlama's tensor pool and zeroed them on close; keeping the buffer saves the allocation and the
- * per-request setup, and zeroing only the positions a request wrote (after its last token, off
- * the time to first token) keeps every request's start state identical to a fresh buffer's.
  */
-public final class JlamaSessionRunner implements AutoCloseable {
+public final class JlamaSessionRunner {
 
     private static final byte[] NO_SALT = new byte[0];
 
@@ -65,9 +57,6 @@ public final class JlamaSessionRunner implements AutoCloseable {
     private final byte[] namespaceDigest;
     private final int pageTokens;
     private final int vocab;
-    /** The cache that owns {@link #kv} when this runner does; null when the buffer is borrowed. */
-    private final KvBufferCache ownCache;
-    private final KvBufferCache.KvBuffer kv;
 
     /**
      * @param model     a loaded Jlama model whose working dtype is F32
@@ -75,24 +64,6 @@ public final class JlamaSessionRunner implements AutoCloseable {
      * @param store     where pages come from and go to ({@link KvPageStore#cold()} for the control)
      */
     public JlamaSessionRunner(AbstractModel model, Namespace namespace, KvPageStore store) {
-        this(model, namespace, store, new KvBufferCache(model));
-    }
-
-    /**
-     * As {@link #JlamaSessionRunner(AbstractModel, Namespace, KvPageStore)}, on {@code kv}, a
-     * buffer of {@code model} whose positions all read zero, borrowed: runners that share one
-     * must serve their requests one at a time, and it is left zeroed after each request.
-     */
-    public JlamaSessionRunner(AbstractModel model, Namespace namespace, KvPageStore store, KvBufferCache.KvBuffer kv) {
-        this(model, namespace, store, null, kv);
-    }
-
-    private JlamaSessionRunner(AbstractModel model, Namespace namespace, KvPageStore store, KvBufferCache ownCache) {
-        this(model, namespace, store, ownCache, ownCache.getKvBuffer(UUID.randomUUID()));
-    }
-
-    private JlamaSessionRunner(AbstractModel model, Namespace namespace, KvPageStore store, KvBufferCache ownCache,
-                               KvBufferCache.KvBuffer kv) {
         if (model.getWorkingDType() != DType.F32) {
             throw new IllegalArgumentException("the " + JlamaKvPageLayout.NAME + " layout is F32; model works in "
                     + model.getWorkingDType());
@@ -106,8 +77,6 @@ public final class JlamaSessionRunner implements AutoCloseable {
         this.namespaceDigest = namespace.digest();
         this.layout = new JlamaKvPageLayout(model.getConfig().numberOfLayers, model.getConfig().kvLength, pageTokens);
         this.vocab = model.getConfig().vocabularySize;
-        this.ownCache = ownCache;
-        this.kv = kv;
     }
 
     /** Loads a model directory (safetensors + config.json + tokenizer.json) with F32 weights and work. */
@@ -129,7 +98,8 @@ public final class JlamaSessionRunner implements AutoCloseable {
             throw new IllegalArgumentException("prompt " + prompt.length + " + " + newTokens + " exceeds context "
                     + model.getConfig().contextLength);
         }
-        try {
+        try (KvBufferCache cache = new KvBufferCache(model)) {
+            KvBufferCache.KvBuffer kv = cache.getKvBuffer(UUID.randomUUID());
             int restorablePages = (prompt.length - 1) / pageTokens;
             List<StateKey> promptKeys = StateKeys.forTokens(namespaceDigest, JlamaNamespace.GROUP,
                     Arrays.copyOf(prompt, restorablePages * pageTokens), pageTokens, NO_SALT);
@@ -163,28 +133,20 @@ public final class JlamaSessionRunner implements AutoCloseable {
             int[] generated = new int[newTokens];
             float[][] logits = new float[newTokens][];
             long[] prefillNanos = new long[1];
-            long ttft = decode(prompt, restored, generated, logits, arrivalNanos, prefillNanos);
+            long ttft = decode(kv, prompt, restored, generated, logits, arrivalNanos, prefillNanos);
 
             int kvTokens = prompt.length + newTokens - 1;
             int[] sequence = Arrays.copyOf(prompt, kvTokens);
             System.arraycopy(generated, 0, sequence, prompt.length, newTokens - 1);
-            KvPageStore.PublishReport published = publishNewPages(sequence, restoredPages);
+            KvPageStore.PublishReport published = publishNewPages(kv, sequence, restoredPages);
             return new RequestReport(generated, logits, prompt.length, restored, prompt.length - restored,
                     restoredPages * layout.pageBytes(), source, ttft, published, steps.withPrefill(prefillNanos[0]));
-        } finally {
-            layout.clear(kv, prompt.length + newTokens);
-            kv.setCurrentContextPosition(0);
         }
     }
 
-    /** Returns an owned KV buffer's pages to Jlama's tensor cache (a borrowed one stays); the runner serves no request after. */
-    @Override
-    public void close() {
-        if (ownCache != null) ownCache.close();
-    }
-
-    private long decode(int[] prompt, int restored, int[] generated, float[][] logits, long arrivalNanos,
-                        long[] prefillNanos) {
+    /** Prefill and greedy decode; returns the TTFT and puts the prefill's own time in {@code prefillNanos[0]}. */
+    private long decode(KvBufferCache.KvBuffer kv, int[] prompt, int restored, int[] generated, float[][] logits,
+                        long arrivalNanos, long[] prefillNanos) {
         long ttft;
         try (AbstractTensor<?, ?> logitsRow = model.makeDenseTensor(vocab)) {
             int next;
@@ -210,7 +172,7 @@ public final class JlamaSessionRunner implements AutoCloseable {
         return ttft;
     }
 
-    private KvPageStore.PublishReport publishNewPages(int[] sequence, int firstNewPage) {
+    private KvPageStore.PublishReport publishNewPages(KvBufferCache.KvBuffer kv, int[] sequence, int firstNewPage) {
         int completePages = sequence.length / pageTokens;
         if (completePages <= firstNewPage) return KvPageStore.PublishReport.NONE;
         List<StateKey> keys = StateKeys.forTokens(namespaceDigest, JlamaNamespace.GROUP, sequence, pageTokens, NO_SALT);

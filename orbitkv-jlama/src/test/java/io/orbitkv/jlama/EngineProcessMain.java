@@ -43,9 +43,8 @@ public final class EngineProcessMain {
         Namespace ns = JlamaNamespace.of(files, ParityGateTest.PAGE_TOKENS);
         int[] prompt = ParityGateTest.prompt(Long.parseLong(args[4]), Integer.parseInt(args[5]));
         var model = JlamaSessionRunner.loadModel(files.dir());
-        try (OrbitKvPageStore store = OrbitKvPageStore.connect(socket, args[2], Long.parseLong(args[3]), ns);
-             JlamaSessionRunner runner = new JlamaSessionRunner(model, ns, store)) {
-            RequestReport r = runner.run(prompt, ParityGateTest.NEW_TOKENS, System.nanoTime());
+        try (OrbitKvPageStore store = OrbitKvPageStore.connect(socket, args[2], Long.parseLong(args[3]), ns)) {
+            RequestReport r = new JlamaSessionRunner(model, ns, store).run(prompt, ParityGateTest.NEW_TOKENS, System.nanoTime());
             System.out.println("RESULT restored=" + r.restoredTokens() + " published=" + r.published().sealed()
                     + " tokens=" + Arrays.toString(r.generated()));
             if (args.length > 6) ParityGateSupport.writeReport(r, Path.of(args[6]));

@@ -45,9 +45,7 @@ class GgufCrossEngineTest {
             int[] greedy;
             try {
                 var ns = JlamaNamespace.of(files, 16);
-                try (JlamaSessionRunner runner = new JlamaSessionRunner(jlama, ns, KvPageStore.cold())) {
-                    greedy = runner.run(prompt, steps, System.nanoTime()).generated();
-                }
+                greedy = new JlamaSessionRunner(jlama, ns, KvPageStore.cold()).run(prompt, steps, System.nanoTime()).generated();
             } finally {
                 jlama.close();
             }

@@ -44,9 +44,9 @@ class HandoffTest {
             ColdControl control = new ColdControl(controlModel, ns, ParityGateTest.NEW_TOKENS);
 
             // host A prefills and publishes: the 3 prompt pages and the page the decode completed
-            try (OrbitKvPageStore onA = OrbitKvPageStore.connect(hosts.prefillHost().socket(), "prefill-a", 1, ns);
-                 JlamaSessionRunner prefill = new JlamaSessionRunner(prefillModel, ns, onA)) {
-                RequestReport prefilled = prefill.run(p, ParityGateTest.NEW_TOKENS, System.nanoTime());
+            try (OrbitKvPageStore onA = OrbitKvPageStore.connect(hosts.prefillHost().socket(), "prefill-a", 1, ns)) {
+                RequestReport prefilled = new JlamaSessionRunner(prefillModel, ns, onA)
+                        .run(p, ParityGateTest.NEW_TOKENS, System.nanoTime());
                 assertThat(prefilled.restoredTokens()).isZero();
                 assertThat(prefilled.published().sealed()).isEqualTo(4);
                 control.assertParity(prefilled, p);

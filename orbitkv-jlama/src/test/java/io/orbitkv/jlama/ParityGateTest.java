@@ -84,9 +84,7 @@ class ParityGateTest {
     }
 
     static RequestReport serve(OrbitKvPageStore store, AbstractModel model, int[] prompt) {
-        try (JlamaSessionRunner runner = new JlamaSessionRunner(model, ns, store)) {
-            return runner.run(prompt, NEW_TOKENS, System.nanoTime());
-        }
+        return new JlamaSessionRunner(model, ns, store).run(prompt, NEW_TOKENS, System.nanoTime());
     }
 
     @Test
@@ -213,15 +211,10 @@ class ParityGateTest {
              OrbitKvPageStore a = OrbitKvPageStore.connect(m.socket(), "engine-a", 1, ns);
              OrbitKvPageStore other = OrbitKvPageStore.connect(m.socket(), "engine-other", 1, otherNs)) {
             assertThat(serve(a, engineModel, p).published().sealed()).isEqualTo(4);
-            RequestReport r;
-            RequestReport otherCold;
-            try (JlamaSessionRunner warm = new JlamaSessionRunner(otherModel, otherNs, other);
-                 JlamaSessionRunner coldRunner = new JlamaSessionRunner(otherModel, otherNs, KvPageStore.cold())) {
-                r = warm.run(p, NEW_TOKENS, System.nanoTime());
-                otherCold = coldRunner.run(p, NEW_TOKENS, System.nanoTime());
-            }
+            RequestReport r = new JlamaSessionRunner(otherModel, otherNs, other).run(p, NEW_TOKENS, System.nanoTime());
             assertThat(r.restoredTokens()).isZero();
             assertThat(r.source()).isEqualTo(HitSource.NONE);
+            RequestReport otherCold = new JlamaSessionRunner(otherModel, otherNs, KvPageStore.cold()).run(p, NEW_TOKENS, System.nanoTime());
             assertThat(r.generated()).containsExactly(otherCold.generated());
             assertThat(r.generated()).as("other weights, other answer").isNotEqualTo(cold(p).generated());
         } finally {

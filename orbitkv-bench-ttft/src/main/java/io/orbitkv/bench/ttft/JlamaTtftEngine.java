@@ -16,8 +16,7 @@ import java.util.UUID;
 /**
  * Jlama under the TTFT benchmark: one F32 model shared by every arm's {@link JlamaSessionRunner}.
  *
- * <p>Owns the model and one KV buffer that every runner borrows (the arms take turns, one
- * request at a time). Thread model: confined (Jlama parallelises each forward on its own pool).
+ * <p>Owns the model. Thread model: confined (Jlama parallelises each forward on its own pool).
  *
  * <p>Design note: the benchmark JVM runs Jlama with the Vector API enabled (the fast mode, not the
  * bit-exact {@code -XX:-EnableVectorSupport} of the parity gates and the demo): timings are the
@@ -30,8 +29,6 @@ final class JlamaTtftEngine implements TtftEngine {
     private final Namespace missNamespace;
     private final long pageBytes;
     private final int pageTokens;
-    private final KvBufferCache kvCache;
-    private final KvBufferCache.KvBuffer kv;
 
     private JlamaTtftEngine(AbstractModel model, Namespace namespace, Namespace missNamespace, long pageBytes,
                             int pageTokens) {
@@ -40,8 +37,6 @@ final class JlamaTtftEngine implements TtftEngine {
         this.missNamespace = missNamespace;
         this.pageBytes = pageBytes;
         this.pageTokens = pageTokens;
-        this.kvCache = new KvBufferCache(model);
-        this.kv = kvCache.getKvBuffer(UUID.randomUUID());
     }
 
     static JlamaTtftEngine load(TinyLlamaModel files, int pageTokens) {
@@ -85,7 +80,7 @@ final class JlamaTtftEngine implements TtftEngine {
 
     @Override
     public Runner runner(Namespace ns, KvPageStore store) {
-        return new JlamaSessionRunner(model, ns, store, kv)::run;
+        return new JlamaSessionRunner(model, ns, store)::run;
     }
 
     /** One-token {@code batchForward} at the next position and the greedy pick, as a hit's prefill runs it. */
@@ -111,7 +106,6 @@ final class JlamaTtftEngine implements TtftEngine {
 
     @Override
     public void close() {
-        kvCache.close();
         model.close();
     }
 }
