@@ -36,7 +36,7 @@ public final class TtftReport {
         md.append("| engine | arm | requests | TTFT p50 ms | p95 ms | p99 ms | prefill tokens / request | restored tokens / request | restored KiB / request | hit source |\n");
         md.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
         for (TtftRun.Result r : results) {
-            for (Arm arm : Arm.values()) {
+            for (Arm arm : ran(r)) {
                 TtftStats.ArmSummary a = TtftStats.summary(r.engine(), arm, r.samples());
                 md.append(String.format(Locale.ROOT, "| %s | %s | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f | %s |%n",
                         r.engine(), arm.label, a.requests(), a.p50Ms(), a.p95Ms(), a.p99Ms(), a.prefilledPerRequest(),
@@ -110,7 +110,7 @@ public final class TtftReport {
             chart.getStyler().setYAxisLogarithmic(true);
             double[] x = new double[turns];
             for (int t = 0; t < turns; t++) x[t] = t + 1;
-            for (Arm arm : Arm.values()) {
+            for (Arm arm : ran(r)) {
                 double[] y = new double[turns];
                 for (int t = 0; t < turns; t++) {
                     final int turn = t;
@@ -136,7 +136,7 @@ public final class TtftReport {
         List<Double> p95 = new ArrayList<>();
         List<Double> p99 = new ArrayList<>();
         for (TtftRun.Result r : results) {
-            for (Arm arm : Arm.values()) {
+            for (Arm arm : ran(r)) {
                 TtftStats.ArmSummary a = TtftStats.summary(r.engine(), arm, r.samples());
                 categories.add(r.engine() + " " + arm.label);
                 p50.add(a.p50Ms());
@@ -150,6 +150,11 @@ public final class TtftReport {
         Path file = dir.resolve("ttft-percentiles.png");
         BitmapEncoder.saveBitmap(chart, stripPng(file), BitmapEncoder.BitmapFormat.PNG);
         return file;
+    }
+
+    /** The arms {@code r} has samples of, in {@link Arm} order (a run may skip some, {@code --skip}). */
+    private static List<Arm> ran(TtftRun.Result r) {
+        return java.util.Arrays.stream(Arm.values()).filter(a -> r.samples().stream().anyMatch(s -> s.arm() == a)).toList();
     }
 
     private static long sessions(TtftRun.Result r) {
