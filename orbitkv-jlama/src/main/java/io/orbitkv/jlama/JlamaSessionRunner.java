@@ -120,7 +120,7 @@ public final class JlamaSessionRunner {
                     try (hit) {
                         restoredPages = Math.min(hit.pages(), restorablePages);
                         copyStart = System.nanoTime();
-                        layout.importPages(hit.images().subList(0, restoredPages), kv);
+                        for (int page = 0; page < restoredPages; page++) layout.importPage(hit.images().get(page), kv, page);
                         copied = System.nanoTime();
                     }
                     steps = new TtftBreakdown(lookupNanos, copied - copyStart, 0, System.nanoTime() - copied, 0);

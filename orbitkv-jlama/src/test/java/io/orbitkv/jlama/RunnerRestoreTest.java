@@ -110,7 +110,7 @@ class RunnerRestoreTest {
         int[] longer = ParityGateTest.prompt(14, 120);
         control.assertParity(runner.run(longer, ParityGateTest.NEW_TOKENS, System.nanoTime()), longer);
         RequestReport hit = runner.run(longer, ParityGateTest.NEW_TOKENS, System.nanoTime());
-        assertThat(hit.restoredTokens()).as("7 pages, restored by the per-layer copies").isEqualTo(112);
+        assertThat(hit.restoredTokens()).as("7 pages").isEqualTo(112);
         assertThat(hit.breakdown().copyNanos()).isPositive();
         control.assertParity(hit, longer);
     }
