@@ -373,6 +373,14 @@ public final class OrbitKvClient implements AutoCloseable {
     }
 
     /**
+     * Waits for a future this client handed out ({@link #releaseAsync}) as its blocking calls wait:
+     * at most the reply timeout, a refusal rethrown as an {@link OrbitKvException}.
+     */
+    public <T> T join(CompletableFuture<T> future, String what) {
+        return await(future, what);
+    }
+
+    /**
      * Ends a FINAL operation (RELEASE; of a PENDING one, as CANCEL) and returns once everything
      * it held is released: when the reply says I/O is still draining, after COMPLETION DRAINED.
      */

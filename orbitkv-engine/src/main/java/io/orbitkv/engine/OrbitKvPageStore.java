@@ -26,16 +26,19 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 
 /**
  * A {@link KvPageStore} backed by an OrbitKV Manager: QUERY with target HOST_READY for the
  * prompt's page keys, read the leased images from the mapped arena, RELEASE after the copy;
  * publish through PUBLISH_RESERVE, a write into the granted slot, PUBLISH_COMMIT.
  *
- * <p>Owns its {@link OrbitKvClient} (one connection, one registered engine instance) and the
- * operation-id counter. Thread model: confined to the runner's thread (the client itself is
- * thread-safe; the counter is not). Invariants: every QUERY is ended by a RELEASE, on a hit
- * after the images were copied ({@link PrefixLookup.Hit#close()}), on a miss at once; a hit
+ * <p>Owns its {@link OrbitKvClient} (one connection, one registered engine instance), the
+ * operation-id counter and at most one RELEASE in flight. Thread model: confined to the runner's
+ * thread (the client itself is thread-safe; the counter is not). Invariants: every QUERY is ended
+ * by a RELEASE, on a hit after the images were copied ({@link PrefixLookup.Hit#close()}), on a
+ * miss at once; a prefix hit's RELEASE is sent without waiting, and its answer is checked before
+ * the store's next lookup or publish, so a refusal still surfaces; a hit
  * hands out only a gap-free run of RESIDENT pages starting at page 0 whose lease length is the
  * page size, so a short or odd lease shortens the prefix, never corrupts a restore.
  *
@@ -49,12 +52,20 @@ import java.util.Map;
  * llama.cpp takes K/V only through {@code llama_state_seq_set_data}); the runner copies out of
  * the shared arena mapping. Publishing builds each image in a confined arena first because the client copies it
  * into the slot it is granted; one extra copy of an 8 KiB (CI) to 256 KiB (bench) page.
+ *
+ * <p>Design note (pipelined RELEASE): a prefix hit's lease ends once the runner copied the images,
+ * before the prefill; waiting there for the Manager's answer put one UDS round trip into every
+ * hit's time to first token. The Manager handles a connection's requests in order (protocol.md
+ * 9.3), so a QUERY or PUBLISH sent after the RELEASE is judged after it; the answer is read when
+ * the next request starts, by then usually long arrived.
  */
 public final class OrbitKvPageStore implements KvPageStore {
 
     private final OrbitKvClient client;
     private final RecoveryContract contract;
     private long nextOperationId = 1;
+    /** The last prefix hit's RELEASE, sent and not yet checked; null when none. */
+    private CompletableFuture<Reply.Released> releaseInFlight;
     /** The runner's last measured prefill rate in tokens/s, sent in every QUERY; 0 = unknown. */
     private int prefillTokensPerSecond;
     private boolean closed;
@@ -130,6 +141,7 @@ public final class OrbitKvPageStore implements KvPageStore {
 
     @Override
     public PrefixLookup lookupPrefix(List<StateKey> pageKeys, long promptTokens) {
+        settleRelease();
         long operationId = nextOperationId++;
         // A clustered Manager may wait for peers as long as recomputing the prompt would take.
         Request.Query query = new Request.Query(operationId, 0, CompletionTarget.HOST_READY, promptTokens, 0,
@@ -143,7 +155,7 @@ public final class OrbitKvPageStore implements KvPageStore {
             release(operationId);
             return new PrefixLookup.Miss(result.hit() ? "hit without a usable page 0" : "boundary " + result.boundaryTokens());
         }
-        return new PrefixLookup.Hit(images, source, () -> release(operationId));
+        return new PrefixLookup.Hit(images, source, () -> releaseInFlight = client.releaseAsync(operationId));
     }
 
     private List<MemorySegment> leasedPrefix(Reply.QueryResult result, int maxPages) {
@@ -174,6 +186,7 @@ public final class OrbitKvPageStore implements KvPageStore {
      */
     @Override
     public StateLookup lookupBoundary(Map<Integer, List<StateKey>> keysByGroup, long promptTokens) {
+        settleRelease();
         List<Request.QueryGroup> groups = new ArrayList<>(contract.groups().size());
         for (StateGroup g : contract.groups()) {
             List<StateKey> keys = keysByGroup.get(g.id());
@@ -238,9 +251,25 @@ public final class OrbitKvPageStore implements KvPageStore {
         try {
             client.release(operationId);
         } catch (OrbitKvException e) {
-            // a FINAL miss may hold nothing the Manager still tracks: NOT_FOUND ends it as well
-            if (e.code() != io.orbitkv.state.protocol.ErrorCode.NOT_FOUND) throw e;
+            requireReleased(e);
         }
+    }
+
+    /** Waits for the pipelined RELEASE of the last prefix hit, if one is in flight; a refusal is thrown. */
+    private void settleRelease() {
+        CompletableFuture<Reply.Released> inFlight = releaseInFlight;
+        if (inFlight == null) return;
+        releaseInFlight = null;
+        try {
+            client.join(inFlight, "RELEASE");
+        } catch (OrbitKvException e) {
+            requireReleased(e);
+        }
+    }
+
+    /** A FINAL miss may hold nothing the Manager still tracks: NOT_FOUND ends it as well; anything else is thrown. */
+    private static void requireReleased(OrbitKvException e) {
+        if (e.code() != io.orbitkv.state.protocol.ErrorCode.NOT_FOUND) throw e;
     }
 
     @Override
@@ -250,6 +279,7 @@ public final class OrbitKvPageStore implements KvPageStore {
 
     @Override
     public PublishReport publish(int groupId, List<StateKey> pageKeys, long imageBytes, PageImageWriter writer) {
+        settleRelease();
         if (pageKeys.isEmpty()) return PublishReport.NONE;
         try (Arena images = Arena.ofConfined()) {
             List<PageToPublish> pages = new ArrayList<>(pageKeys.size());
@@ -277,6 +307,7 @@ public final class OrbitKvPageStore implements KvPageStore {
     public void close() {
         if (closed) return;
         closed = true;
+        releaseInFlight = null;   // a closed connection ends its operations anyway (protocol.md 9.6)
         client.close();
     }
 }

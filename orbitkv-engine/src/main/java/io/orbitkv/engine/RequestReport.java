@@ -17,16 +17,25 @@ import java.util.Objects;
  * @param source          where the restored prefix came from
  * @param ttftNanos       nanoTime from request arrival to the first generated token
  * @param published       outcome of publishing the newly completed pages
+ * @param breakdown       where the TTFT went, step by step ({@link TtftBreakdown#NONE} when not measured)
  */
 public record RequestReport(int[] generated, float[][] logits, int promptTokens, int restoredTokens,
                             int prefilledTokens, long restoredBytes, HitSource source, long ttftNanos,
-                            KvPageStore.PublishReport published) {
+                            KvPageStore.PublishReport published, TtftBreakdown breakdown) {
+
+    /** A report without a step breakdown. */
+    public RequestReport(int[] generated, float[][] logits, int promptTokens, int restoredTokens, int prefilledTokens,
+                         long restoredBytes, HitSource source, long ttftNanos, KvPageStore.PublishReport published) {
+        this(generated, logits, promptTokens, restoredTokens, prefilledTokens, restoredBytes, source, ttftNanos,
+                published, TtftBreakdown.NONE);
+    }
 
     public RequestReport {
         Objects.requireNonNull(generated, "generated");
         Objects.requireNonNull(logits, "logits");
         Objects.requireNonNull(source, "source");
         Objects.requireNonNull(published, "published");
+        Objects.requireNonNull(breakdown, "breakdown");
         if (logits.length != generated.length) throw new IllegalArgumentException("one logits row per token");
         if (restoredTokens + prefilledTokens != promptTokens || prefilledTokens < 1) {
             throw new IllegalArgumentException("restored " + restoredTokens + " + prefilled " + prefilledTokens

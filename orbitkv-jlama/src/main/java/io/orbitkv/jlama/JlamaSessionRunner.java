@@ -4,6 +4,7 @@ import io.orbitkv.engine.HitSource;
 import io.orbitkv.engine.KvPageStore;
 import io.orbitkv.engine.PrefixLookup;
 import io.orbitkv.engine.RequestReport;
+import io.orbitkv.engine.TtftBreakdown;
 import com.github.tjake.jlama.model.AbstractModel;
 import com.github.tjake.jlama.model.ModelSupport;
 import com.github.tjake.jlama.safetensors.DType;
@@ -102,19 +103,27 @@ public final class JlamaSessionRunner {
             int restorablePages = (prompt.length - 1) / pageTokens;
             List<StateKey> promptKeys = StateKeys.forTokens(namespaceDigest, JlamaNamespace.GROUP,
                     Arrays.copyOf(prompt, restorablePages * pageTokens), pageTokens, NO_SALT);
+            long lookupStart = System.nanoTime();
             PrefixLookup lookup = restorablePages == 0
                     ? new PrefixLookup.Miss("prompt shorter than one page plus one token")
                     : store.lookupPrefix(promptKeys, prompt.length);
+            long lookupNanos = System.nanoTime() - lookupStart;
             int restoredPages = 0;
             HitSource source = HitSource.NONE;
+            TtftBreakdown steps = new TtftBreakdown(lookupNanos, 0, 0, 0, 0);
             switch (lookup) {
                 case PrefixLookup.Miss miss -> {
                 }
                 case PrefixLookup.Hit hit -> {
+                    long copyStart;
+                    long copied;
                     try (hit) {
                         restoredPages = Math.min(hit.pages(), restorablePages);
+                        copyStart = System.nanoTime();
                         for (int page = 0; page < restoredPages; page++) layout.importPage(hit.images().get(page), kv, page);
+                        copied = System.nanoTime();
                     }
+                    steps = new TtftBreakdown(lookupNanos, copied - copyStart, 0, System.nanoTime() - copied, 0);
                     source = hit.source();
                 }
             }
@@ -123,19 +132,21 @@ public final class JlamaSessionRunner {
 
             int[] generated = new int[newTokens];
             float[][] logits = new float[newTokens][];
-            long ttft = decode(kv, prompt, restored, generated, logits, arrivalNanos);
+            long[] prefillNanos = new long[1];
+            long ttft = decode(kv, prompt, restored, generated, logits, arrivalNanos, prefillNanos);
 
             int kvTokens = prompt.length + newTokens - 1;
             int[] sequence = Arrays.copyOf(prompt, kvTokens);
             System.arraycopy(generated, 0, sequence, prompt.length, newTokens - 1);
             KvPageStore.PublishReport published = publishNewPages(kv, sequence, restoredPages);
             return new RequestReport(generated, logits, prompt.length, restored, prompt.length - restored,
-                    restoredPages * layout.pageBytes(), source, ttft, published);
+                    restoredPages * layout.pageBytes(), source, ttft, published, steps.withPrefill(prefillNanos[0]));
         }
     }
 
+    /** Prefill and greedy decode; returns the TTFT and puts the prefill's own time in {@code prefillNanos[0]}. */
     private long decode(KvBufferCache.KvBuffer kv, int[] prompt, int restored, int[] generated, float[][] logits,
-                        long arrivalNanos) {
+                        long arrivalNanos, long[] prefillNanos) {
         long ttft;
         try (AbstractTensor<?, ?> logitsRow = model.makeDenseTensor(vocab)) {
             int next;
@@ -145,6 +156,7 @@ public final class JlamaSessionRunner {
                 next = model.sample(prefill.slice(prefill.shape().first() - 1), 0f, 0f, logitsRow);
             }
             long now = System.nanoTime();
+            prefillNanos[0] = now - prefillStart;
             store.prefillObserved(prompt.length - restored, now - prefillStart);
             ttft = now - arrivalNanos;
             int position = prompt.length;

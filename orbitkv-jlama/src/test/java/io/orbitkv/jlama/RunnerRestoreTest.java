@@ -104,6 +104,18 @@ class RunnerRestoreTest {
     }
 
     @Test
+    void aSevenPageHitRestoresWithParity() {
+        var store = new InMemoryPageStore();
+        var runner = new JlamaSessionRunner(model, ns, store);
+        int[] longer = ParityGateTest.prompt(14, 120);
+        control.assertParity(runner.run(longer, ParityGateTest.NEW_TOKENS, System.nanoTime()), longer);
+        RequestReport hit = runner.run(longer, ParityGateTest.NEW_TOKENS, System.nanoTime());
+        assertThat(hit.restoredTokens()).as("7 pages").isEqualTo(112);
+        assertThat(hit.breakdown().copyNanos()).isPositive();
+        control.assertParity(hit, longer);
+    }
+
+    @Test
     void pageLayoutIsLayerMajorKBeforeV() {
         JlamaKvPageLayout layout = new JlamaKvPageLayout(2, 32, 16);
         assertThat(layout.vectorBytes()).isEqualTo(128);

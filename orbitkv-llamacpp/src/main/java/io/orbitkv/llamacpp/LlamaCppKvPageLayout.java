@@ -141,8 +141,21 @@ public record LlamaCppKvPageLayout(int layers, int kType, long kRowBytes, int vT
      */
     public MemorySegment assemble(List<MemorySegment> pages, Arena arena) {
         if (pages.isEmpty()) throw new IllegalArgumentException("nothing to assemble");
+        return assemble(pages, arena.allocate(blobBytes(pages.size() * pageTokens), 8));
+    }
+
+    /**
+     * As {@link #assemble(List, Arena)}, into {@code buffer} (at least {@link #blobBytes} of the
+     * cells long; its old content does not matter: every byte of the blob is written). Returns
+     * the blob, the first {@code blobBytes(pages.size() * P)} bytes of {@code buffer}.
+     */
+    public MemorySegment assemble(List<MemorySegment> pages, MemorySegment buffer) {
+        if (pages.isEmpty()) throw new IllegalArgumentException("nothing to assemble");
         int n = pages.size() * pageTokens;
-        MemorySegment blob = arena.allocate(blobBytes(n), 8);
+        if (buffer.byteSize() < blobBytes(n)) {
+            throw new IllegalArgumentException("buffer of " + buffer.byteSize() + " bytes, a blob of " + n + " cells needs " + blobBytes(n));
+        }
+        MemorySegment blob = buffer.asSlice(0, blobBytes(n));
         blob.set(JAVA_INT_UNALIGNED, 0, n);
         for (int c = 0; c < n; c++) {
             blob.set(JAVA_INT_UNALIGNED, 4 + 8L * c, c);

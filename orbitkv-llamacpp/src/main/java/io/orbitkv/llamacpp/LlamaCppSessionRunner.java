@@ -5,6 +5,7 @@ import io.orbitkv.engine.HitSource;
 import io.orbitkv.engine.KvPageStore;
 import io.orbitkv.engine.PrefixLookup;
 import io.orbitkv.engine.RequestReport;
+import io.orbitkv.engine.TtftBreakdown;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.StateKeys;
@@ -43,7 +44,14 @@ import java.util.List;
  * recomputes the previous answer in its prefill batch and publishes it then. Unlike Jlama, whose
  * forward and batch paths write identical K/V, this costs one answer's prefill per turn, and keeps
  * every warm run bit-identical to a cold run that prefills the whole prompt at once. One blob for
- * the whole prefix because {@code set_data} first removes the sequence. Keys are the project's
+ * the whole prefix because {@code set_data} first removes the sequence.
+ *
+ * <p>Design note (the restore's copies): {@code set_data} reads one contiguous blob and copies it
+ * into the cache's tensors; the b4916 C API has no other way in, so a restore is two copies:
+ * leased pages into the blob, the blob into the cache. The blob lives in one buffer kept by the
+ * runner (an automatic arena, grown by doubling) instead of a fresh allocation
+ * per request, which zero-filled it and faulted its pages in before the copy; the lease is
+ * released as soon as the blob holds the pages, before {@code set_data} runs. Keys are the project's
  * {@link io.orbitkv.state.TokenChain} with no salt, in the llama.cpp namespace.
  */
 public final class LlamaCppSessionRunner {
@@ -58,6 +66,8 @@ public final class LlamaCppSessionRunner {
     private final LlamaCppKvPageLayout layout;
     private final byte[] namespaceDigest;
     private final int pageTokens;
+    /** Where restores assemble their blob, kept across requests and grown to the largest (see the design note). */
+    private MemorySegment blobBuffer = MemorySegment.NULL;
 
     /**
      * @param engine    the engine (its KV cache is cleared at the start of every request)
@@ -145,13 +155,16 @@ public final class LlamaCppSessionRunner {
         int restorablePages = Math.max(0, prompt.length - MIN_PREFILL_TOKENS) / pageTokens;
         List<StateKey> promptKeys = StateKeys.forTokens(namespaceDigest, FullAttention.GROUP,
                 Arrays.copyOf(prompt, restorablePages * pageTokens), pageTokens, NO_SALT);
+        long lookupStart = System.nanoTime();
         PrefixLookup lookup = restorablePages == 0
                 ? new PrefixLookup.Miss("prompt shorter than one page plus " + MIN_PREFILL_TOKENS + " tokens")
                 : store.lookupPrefix(promptKeys, prompt.length);
-        int restoredPages = switch (lookup) {
-            case PrefixLookup.Miss miss -> 0;
-            case PrefixLookup.Hit hit -> restore(hit, restorablePages, cancellation);
+        long lookupNanos = System.nanoTime() - lookupStart;
+        Restored restoredPrefix = switch (lookup) {
+            case PrefixLookup.Miss miss -> new Restored(0, new TtftBreakdown(lookupNanos, 0, 0, 0, 0));
+            case PrefixLookup.Hit hit -> restore(hit, restorablePages, cancellation, lookupNanos);
         };
+        int restoredPages = restoredPrefix.pages();
         if (restoredPages == CANCELLED) {
             return new Outcome.Cancelled(Phase.RESTORE, ((PrefixLookup.Hit) lookup).pages());
         }
@@ -169,30 +182,53 @@ public final class LlamaCppSessionRunner {
         long now = System.nanoTime();
         store.prefillObserved(prompt.length - restored, now - prefillStart);
         long ttft = now - arrivalNanos;
+        TtftBreakdown breakdown = restoredPrefix.steps().withPrefill(now - prefillStart);
         decodeGreedy(engine, row, generated, logits);
 
         KvPageStore.PublishReport published = publishNewPages(prompt, restoredPages);
         return new Outcome.Served(new RequestReport(generated, logits, prompt.length, restored, prompt.length - restored,
-                restoredPages * layout.pageBytes(), source, ttft, published));
+                restoredPages * layout.pageBytes(), source, ttft, published, breakdown));
     }
 
-    /** {@link #restore}'s answer when the request was cancelled at {@link Phase#RESTORE}. */
+    /** {@link Restored#pages()} when the request was cancelled at {@link Phase#RESTORE}. */
     private static final int CANCELLED = -1;
+
+    /** What {@link #restore} did: pages restored (or {@link #CANCELLED}) and the steps' times so far. */
+    private record Restored(int pages, TtftBreakdown steps) {
+    }
 
     /**
      * Restores the hit's first pages; 0 when llama.cpp refuses the blob (the cache is then empty),
      * {@link #CANCELLED} when the request was cancelled before the copy. The lease ends here in
-     * every case.
+     * every case, as soon as the blob holds the pages (before {@code set_data} reads it).
      */
-    private int restore(PrefixLookup.Hit hit, int restorablePages, Cancellation cancellation) {
-        try (hit; Arena a = Arena.ofConfined()) {
-            if (cancellation.cancelledAt(Phase.RESTORE)) return CANCELLED;
+    private Restored restore(PrefixLookup.Hit hit, int restorablePages, Cancellation cancellation, long lookupNanos) {
+        MemorySegment blob;
+        long copyStart;
+        long copied;
+        try (hit) {
+            if (cancellation.cancelledAt(Phase.RESTORE)) return new Restored(CANCELLED, TtftBreakdown.NONE);
+            copyStart = System.nanoTime();
             int pages = Math.min(hit.pages(), restorablePages);
-            MemorySegment blob = layout.assemble(hit.images().subList(0, pages), a);
-            if (engine.importSequence(blob)) return pages;
-            engine.clear();
-            return 0;
+            blob = layout.assemble(hit.images().subList(0, pages), blobBuffer(layout.blobBytes(pages * pageTokens)));
+            copied = System.nanoTime();
         }
+        long released = System.nanoTime();
+        boolean imported = engine.importSequence(blob);
+        TtftBreakdown steps = new TtftBreakdown(lookupNanos, copied - copyStart, System.nanoTime() - released,
+                released - copied, 0);
+        if (imported) return new Restored(LlamaCppKvPageLayout.cells(blob) / pageTokens, steps);
+        engine.clear();
+        return new Restored(0, steps);
+    }
+
+    /**
+     * {@link #blobBuffer}, first grown to at least {@code bytes} when it is smaller (to twice its
+     * size at least, so a conversation's growing prefix reallocates it a few times, not per turn).
+     */
+    private MemorySegment blobBuffer(long bytes) {
+        if (blobBuffer.byteSize() < bytes) blobBuffer = Arena.ofAuto().allocate(Math.max(bytes, 2 * blobBuffer.byteSize()), 8);
+        return blobBuffer;
     }
 
     /** Publishes the complete pages of the prompt (positions a batch computed) from {@code firstNewPage} on. */

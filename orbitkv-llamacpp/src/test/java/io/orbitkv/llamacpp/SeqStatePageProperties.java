@@ -98,6 +98,9 @@ class SeqStatePageProperties {
             }
             byte[] expected = state(layers, kvDims * el, vTrans, el, kvDims, pages * pageTokens);
             assertThat(layout.assemble(images, a).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE)).isEqualTo(expected);
+            MemorySegment dirty = a.allocate(expected.length + 64L).fill((byte) 0x5A);
+            assertThat(layout.assemble(images, dirty).toArray(java.lang.foreign.ValueLayout.JAVA_BYTE))
+                    .as("a reused buffer: every byte of the blob is written, whatever it held").isEqualTo(expected);
         }
     }
 

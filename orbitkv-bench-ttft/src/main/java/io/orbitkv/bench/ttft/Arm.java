@@ -29,6 +29,24 @@ enum Arm {
 
     final String label;
 
+    /**
+     * {@link #PAIRED} without the arms {@code skip} names ({@code ssd}, {@code cross}, comma-separated;
+     * the others are needed by the report's targets): the two arms that start Manager processes per
+     * request, the slowest part of a run on shared cores.
+     */
+    static java.util.List<Arm> paired(String skip) {
+        java.util.Set<Arm> skipped = java.util.EnumSet.noneOf(Arm.class);
+        for (String s : skip.split(",")) {
+            switch (s.trim()) {
+                case "" -> { }
+                case "ssd" -> skipped.add(SSD);
+                case "cross" -> skipped.add(CROSS);
+                default -> throw new IllegalArgumentException("--skip takes ssd and cross, not " + s);
+            }
+        }
+        return PAIRED.stream().filter(a -> !skipped.contains(a)).toList();
+    }
+
     Arm(String label) {
         this.label = label;
     }

@@ -24,7 +24,7 @@ import java.util.stream.Stream;
  * <pre>
  *   java --add-modules jdk.incubator.vector -jar orbitkv-bench-ttft.jar [--out=bench-results/ttft] [--work=var/ttft]
  *        [--engines=jlama,llamacpp] [--sessions=4] [--turns=3] [--system-tokens=256] [--user-tokens=48]
- *        [--answer-tokens=16] [--page-tokens=16] [--model=bench|ci] [--llamacpp-threads=1]
+ *        [--answer-tokens=16] [--page-tokens=16] [--model=bench|ci] [--llamacpp-threads=1] [--skip=ssd,cross]
  * </pre>
  *
  * <p>Single-threaded (the engines use their own threads). The cross-host arm starts its own etcd
@@ -36,7 +36,7 @@ import java.util.stream.Stream;
 public final class TtftBench {
 
     private static final Set<String> OPTIONS = Set.of("out", "work", "engines", "sessions", "turns", "system-tokens",
-            "user-tokens", "answer-tokens", "page-tokens", "model", "llamacpp-threads");
+            "user-tokens", "answer-tokens", "page-tokens", "model", "llamacpp-threads", "skip");
 
     private static String loadAtStart = "";
 
@@ -77,7 +77,7 @@ public final class TtftBench {
                             num(o, "llamacpp-threads", 1));
                     default -> throw new IllegalArgumentException("unknown engine " + e + " (jlama, llamacpp)");
                 }) {
-                    results.add(TtftRun.run(engine, workload, work, log));
+                    results.add(TtftRun.run(engine, workload, work, log, Arm.paired(o.getOrDefault("skip", ""))));
                 }
             }
             String table = TtftReport.markdown(results);

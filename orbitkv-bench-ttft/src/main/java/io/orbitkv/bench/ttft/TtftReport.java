@@ -30,13 +30,13 @@ public final class TtftReport {
     private TtftReport() {
     }
 
-    /** The Markdown tables: per arm, then the two targets. */
+    /** The Markdown tables: per arm, the two targets, then where a full-prefix hit's TTFT went. */
     static String markdown(List<TtftRun.Result> results) {
         StringBuilder md = new StringBuilder();
         md.append("| engine | arm | requests | TTFT p50 ms | p95 ms | p99 ms | prefill tokens / request | restored tokens / request | restored KiB / request | hit source |\n");
         md.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
         for (TtftRun.Result r : results) {
-            for (Arm arm : Arm.values()) {
+            for (Arm arm : ran(r)) {
                 TtftStats.ArmSummary a = TtftStats.summary(r.engine(), arm, r.samples());
                 md.append(String.format(Locale.ROOT, "| %s | %s | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.0f | %s |%n",
                         r.engine(), arm.label, a.requests(), a.p50Ms(), a.p95Ms(), a.p99Ms(), a.prefilledPerRequest(),
@@ -64,6 +64,15 @@ public final class TtftReport {
                     r.engine(), h.requests(), h.medianRestoredBytes() / 1024, h.medianModelMs(),
                     h.medianRestoredBytes() / r.copyBytesPerSecond() * 1e3, r.stepNanos() / 1e6, h.medianTtftMs(),
                     h.p50Ratio(), h.p95Ratio(), HIT_MODEL_TARGET, h.p50Ratio() <= HIT_MODEL_TARGET ? "yes" : "**no**"));
+        }
+        md.append('\n');
+        md.append("| engine | full-prefix DRAM hit, inside the runner (median of the requests, ms) | lookup: QUERY + leases | copy | engine import | release | prefill step | rest | TTFT |\n");
+        md.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        for (TtftRun.Result r : results) {
+            TtftStats.Split split = TtftStats.split(r.engine(), Arm.DRAM_FULL, r.samples());
+            md.append(String.format(Locale.ROOT, "| %s | %d requests | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |%n",
+                    r.engine(), split.requests(), split.lookupMs(), split.copyMs(), split.importMs(), split.releaseMs(),
+                    split.prefillMs(), split.restMs(), split.ttftMs()));
         }
         return md.toString();
     }
@@ -101,7 +110,7 @@ public final class TtftReport {
             chart.getStyler().setYAxisLogarithmic(true);
             double[] x = new double[turns];
             for (int t = 0; t < turns; t++) x[t] = t + 1;
-            for (Arm arm : Arm.values()) {
+            for (Arm arm : ran(r)) {
                 double[] y = new double[turns];
                 for (int t = 0; t < turns; t++) {
                     final int turn = t;
@@ -127,7 +136,7 @@ public final class TtftReport {
         List<Double> p95 = new ArrayList<>();
         List<Double> p99 = new ArrayList<>();
         for (TtftRun.Result r : results) {
-            for (Arm arm : Arm.values()) {
+            for (Arm arm : ran(r)) {
                 TtftStats.ArmSummary a = TtftStats.summary(r.engine(), arm, r.samples());
                 categories.add(r.engine() + " " + arm.label);
                 p50.add(a.p50Ms());
@@ -141,6 +150,11 @@ public final class TtftReport {
         Path file = dir.resolve("ttft-percentiles.png");
         BitmapEncoder.saveBitmap(chart, stripPng(file), BitmapEncoder.BitmapFormat.PNG);
         return file;
+    }
+
+    /** The arms {@code r} has samples of, in {@link Arm} order (a run may skip some, {@code --skip}). */
+    private static List<Arm> ran(TtftRun.Result r) {
+        return java.util.Arrays.stream(Arm.values()).filter(a -> r.samples().stream().anyMatch(s -> s.arm() == a)).toList();
     }
 
     private static long sessions(TtftRun.Result r) {

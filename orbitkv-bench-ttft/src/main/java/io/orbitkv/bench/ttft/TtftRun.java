@@ -52,6 +52,7 @@ final class TtftRun {
     private final List<Sample> discarded = new ArrayList<>();
     private final Path dir;
     private final PrintStream log;
+    private final List<Arm> paired;
     private CrossHostArm cross;
     private ManagerLauncher ssdManager;
     private OrbitKvPageStore ssdStore;
@@ -60,16 +61,20 @@ final class TtftRun {
     /** A warm-up prompt whose pages the SSD arm's Manager holds (empty until the warm-up's first SSD request). */
     private int[] ssdPrimer = new int[0];
 
-    private TtftRun(TtftEngine engine, Path dir, PrintStream log) {
+    private TtftRun(TtftEngine engine, Path dir, PrintStream log, List<Arm> paired) {
         this.engine = engine;
         this.dir = dir;
         this.log = log;
+        this.paired = paired;
     }
 
-    /** Runs {@code workload} (after its warm-up) on {@code engine} with Managers under {@code dir}. */
-    static Result run(TtftEngine engine, Workload workload, Path dir, PrintStream log)
+    /**
+     * Runs {@code workload} (after its warm-up) on {@code engine} with Managers under {@code dir},
+     * through the {@code paired} arms (a subset of {@link Arm#PAIRED} in its order).
+     */
+    static Result run(TtftEngine engine, Workload workload, Path dir, PrintStream log, List<Arm> paired)
             throws IOException, InterruptedException {
-        return new TtftRun(engine, dir, log).run(workload);
+        return new TtftRun(engine, dir, log, paired).run(workload);
     }
 
     private Result run(Workload workload) throws IOException, InterruptedException {
@@ -81,14 +86,14 @@ final class TtftRun {
             ssdManager = ManagerLauncher.start(dir.resolve(slug() + "-ssd-arm"), engine.pageBytes());
             ssdStore = OrbitKvPageStore.connect(ssdManager.socket(), slug() + "-ssd", ++ssdEpoch, engine.namespace());
             try {
-                cross = CrossHostArm.start(engine, dir.resolve(slug() + "-cross-arm"));
+                if (paired.contains(Arm.CROSS)) cross = CrossHostArm.start(engine, dir.resolve(slug() + "-cross-arm"));
                 TtftEngine.Runner cold = engine.runner(engine.namespace(), KvPageStore.cold());
                 TtftEngine.Runner miss = engine.runner(engine.missNamespace(), missStore);
                 TtftEngine.Runner warm = engine.runner(engine.namespace(), dramStore);
                 log.printf("ttft: %s warm-up (%s)%n", engine.name(), workload.warmup());
                 conversation(workload.warmup(), cold, miss, warm, discarded);
                 restarts = 0;
-                int warmupHosts = cross.hostsStarted();
+                int warmupHosts = cross == null ? 0 : cross.hostsStarted();
                 List<Sample> samples = new ArrayList<>();
                 log.printf("ttft: %s measured run (%s)%n", engine.name(), workload);
                 conversation(workload, cold, miss, warm, samples);
@@ -110,7 +115,7 @@ final class TtftRun {
                         lookupPages, lookup / 1e6);
                 return new Result(engine.name(), List.copyOf(samples), step, stepAt, copy, engine.pageBytes(),
                         engine.pageTokens(), restarts, missStore.queries(), lookup, lookupPages, missLookup,
-                        cross.hostsStarted() - warmupHosts, cross.missedPrimers());
+                        cross == null ? 0 : cross.hostsStarted() - warmupHosts, cross == null ? 0 : cross.missedPrimers());
             } finally {
                 if (cross != null) cross.close();
                 ssdStore.close();
@@ -125,8 +130,8 @@ final class TtftRun {
         int request = 0;
         for (int turn = 0; turn < w.turns(); turn++) {
             for (int s = 0; s < w.sessions(); s++) {
-                for (int k = 0; k < Arm.PAIRED.size(); k++) {
-                    Arm arm = Arm.PAIRED.get((request + k) % Arm.PAIRED.size());
+                for (int k = 0; k < paired.size(); k++) {
+                    Arm arm = paired.get((request + k) % paired.size());
                     int[] prompt = w.prompt(history[arm.ordinal()][s], s, turn);
                     if (arm == Arm.CROSS) {
                         CrossHostArm.Served served = cross.serve(prompt, w.answerTokens());

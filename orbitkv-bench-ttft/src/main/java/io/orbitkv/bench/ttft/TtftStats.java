@@ -43,6 +43,15 @@ public final class TtftStats {
                     double p50Ratio, double p95Ratio) {
     }
 
+    /**
+     * The median of each step of the runners' {@link io.orbitkv.engine.TtftBreakdown} over one
+     * arm's requests; {@code restMs} is the median of each request's TTFT minus its measured steps
+     * (page keys, buffer setup, sampling), so the columns need not add up to {@code ttftMs}.
+     */
+    record Split(int requests, double lookupMs, double copyMs, double importMs, double releaseMs, double prefillMs,
+                 double restMs, double ttftMs) {
+    }
+
     /** Nearest-rank percentile {@code p} (0 < p <= 100) of {@code values}. */
     public static double percentile(double[] values, double p) {
         if (values.length == 0) throw new IllegalArgumentException("no values");
@@ -90,6 +99,18 @@ public final class TtftStats {
         return new HitModel(full.size(), median(full.stream().mapToDouble(Sample::restoredBytes).toArray()),
                 median(models) / 1e6, median(full.stream().mapToDouble(Sample::ttftMillis).toArray()),
                 percentile(ratios, 50), percentile(ratios, 95));
+    }
+
+    static Split split(String engine, Arm arm, List<Sample> samples) {
+        List<Sample> mine = samples.stream().filter(s -> s.engine().equals(engine) && s.arm() == arm).toList();
+        return new Split(mine.size(), medianMs(mine, s -> s.breakdown().lookupNanos()),
+                medianMs(mine, s -> s.breakdown().copyNanos()), medianMs(mine, s -> s.breakdown().importNanos()),
+                medianMs(mine, s -> s.breakdown().releaseNanos()), medianMs(mine, s -> s.breakdown().prefillNanos()),
+                medianMs(mine, s -> s.ttftNanos() - s.breakdown().measuredNanos()), medianMs(mine, Sample::ttftNanos));
+    }
+
+    private static double medianMs(List<Sample> samples, java.util.function.ToLongFunction<Sample> nanos) {
+        return median(samples.stream().mapToDouble(s -> nanos.applyAsLong(s) / 1e6).toArray());
     }
 
     /** restored bytes / copy bandwidth + one minimum compute step, in nanoseconds. */
