@@ -25,17 +25,23 @@ import java.util.concurrent.TimeUnit;
  * @param publishQuarantineBytes  slot bytes held in that quarantine at most; past it the oldest are freed early
  * @param peerWaitMaxNanos        the longest a QUERY may stay PENDING waiting for peers (catalog lookup and
  *                                peer fetches), whatever {@code peer_wait_millis} it asks; 0 never waits
+ * @param reconnectGraceNanos     how long a REGISTER with the epoch of a still-connected incarnation waits for
+ *                                that connection's close to be processed before it is refused STALE_EPOCH
+ *                                (protocol §9.2; 250 ms default)
  */
 public record ManagerBounds(long maxLeases, long stagingBudgetBytes, int stagesPerOperation, int restoreCopyThreads,
                             int restoreQueuedTasks, int maxInstances, int maxReplans, long fenceDrainTimeoutNanos,
-                            long publishQuarantineNanos, long publishQuarantineBytes, long peerWaitMaxNanos) {
+                            long publishQuarantineNanos, long publishQuarantineBytes, long peerWaitMaxNanos,
+                            long reconnectGraceNanos) {
 
     /**
      * Defaults for a single-node daemon: 1 M leases (a 16-token page each: 16 M tokens), 1 GiB
-     * staging, a 5 s publish quarantine of at most 256 MiB, peer waits of at most 5 s.
+     * staging, a 5 s publish quarantine of at most 256 MiB, peer waits of at most 5 s, a 250 ms
+     * reconnect grace.
      */
     public static final ManagerBounds DEFAULTS = new ManagerBounds(1 << 20, 1L << 30, 64, 4, 1024, 4096, 4,
-            TimeUnit.SECONDS.toNanos(30), TimeUnit.SECONDS.toNanos(5), 256L << 20, TimeUnit.SECONDS.toNanos(5));
+            TimeUnit.SECONDS.toNanos(30), TimeUnit.SECONDS.toNanos(5), 256L << 20, TimeUnit.SECONDS.toNanos(5),
+            TimeUnit.MILLISECONDS.toNanos(250));
 
     public ManagerBounds {
         if (maxLeases < 1) throw new IllegalArgumentException("maxLeases must be >= 1: " + maxLeases);
@@ -51,46 +57,54 @@ public record ManagerBounds(long maxLeases, long stagingBudgetBytes, int stagesP
         if (publishQuarantineNanos < 0) throw new IllegalArgumentException("publishQuarantineNanos must be >= 0");
         if (publishQuarantineBytes < 0) throw new IllegalArgumentException("publishQuarantineBytes must be >= 0");
         if (peerWaitMaxNanos < 0) throw new IllegalArgumentException("peerWaitMaxNanos must be >= 0");
+        if (reconnectGraceNanos < 0) throw new IllegalArgumentException("reconnectGraceNanos must be >= 0");
     }
 
     public ManagerBounds withMaxLeases(long leases) {
         return new ManagerBounds(leases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
                 restoreQueuedTasks, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
-                publishQuarantineBytes, peerWaitMaxNanos);
+                publishQuarantineBytes, peerWaitMaxNanos, reconnectGraceNanos);
     }
 
     public ManagerBounds withStagingBudgetBytes(long bytes) {
         return new ManagerBounds(maxLeases, bytes, stagesPerOperation, restoreCopyThreads, restoreQueuedTasks,
                 maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos, publishQuarantineBytes,
-                peerWaitMaxNanos);
+                peerWaitMaxNanos, reconnectGraceNanos);
     }
 
     public ManagerBounds withStagesPerOperation(int stages) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stages, restoreCopyThreads, restoreQueuedTasks,
                 maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos, publishQuarantineBytes,
-                peerWaitMaxNanos);
+                peerWaitMaxNanos, reconnectGraceNanos);
     }
 
     public ManagerBounds withRestore(int threads, int queuedTasks) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, threads, queuedTasks,
                 maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos, publishQuarantineBytes,
-                peerWaitMaxNanos);
+                peerWaitMaxNanos, reconnectGraceNanos);
     }
 
     public ManagerBounds withFenceDrainTimeoutNanos(long nanos) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
                 restoreQueuedTasks, maxInstances, maxReplans, nanos, publishQuarantineNanos, publishQuarantineBytes,
-                peerWaitMaxNanos);
+                peerWaitMaxNanos, reconnectGraceNanos);
     }
 
     public ManagerBounds withPublishQuarantine(long nanos, long bytes) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
-                restoreQueuedTasks, maxInstances, maxReplans, fenceDrainTimeoutNanos, nanos, bytes, peerWaitMaxNanos);
+                restoreQueuedTasks, maxInstances, maxReplans, fenceDrainTimeoutNanos, nanos, bytes, peerWaitMaxNanos,
+                reconnectGraceNanos);
     }
 
     public ManagerBounds withPeerWaitMaxNanos(long nanos) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
                 restoreQueuedTasks, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
-                publishQuarantineBytes, nanos);
+                publishQuarantineBytes, nanos, reconnectGraceNanos);
+    }
+
+    public ManagerBounds withReconnectGraceNanos(long nanos) {
+        return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
+                restoreQueuedTasks, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
+                publishQuarantineBytes, peerWaitMaxNanos, nanos);
     }
 }
