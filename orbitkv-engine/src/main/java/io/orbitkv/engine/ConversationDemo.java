@@ -2,16 +2,14 @@ package io.orbitkv.engine;
 
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.RecoveryContract;
+import io.orbitkv.state.unix.FileTrees;
 
-import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
-import java.util.Comparator;
 import java.util.List;
 import java.util.function.Function;
-import java.util.stream.Stream;
 
 /**
  * The engine-neutral driver of {@code bin/orbitkv demo}: a short multi-turn conversation run
@@ -92,7 +90,7 @@ public final class ConversationDemo {
             body.run(work, bench);
         } finally {
             if (keep) System.out.println("kept " + work);
-            else deleteTree(work);
+            else FileTrees.delete(work);
         }
         System.exit(0);
     }
@@ -174,11 +172,5 @@ public final class ConversationDemo {
         int[] out = Arrays.copyOf(a, a.length + b.length);
         System.arraycopy(b, 0, out, a.length, b.length);
         return out;
-    }
-
-    private static void deleteTree(Path dir) throws IOException {
-        try (Stream<Path> s = Files.walk(dir)) {
-            for (Path p : s.sorted(Comparator.reverseOrder()).toList()) Files.deleteIfExists(p);
-        }
     }
 }

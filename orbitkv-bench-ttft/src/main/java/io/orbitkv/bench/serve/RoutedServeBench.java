@@ -8,6 +8,7 @@ import io.orbitkv.llamacpp.LlamaCppEngine;
 import io.orbitkv.llamacpp.LlamaCppNamespace;
 import io.orbitkv.llamacpp.LlamaCppSessionRunner;
 import io.orbitkv.state.Namespace;
+import io.orbitkv.state.unix.FileTrees;
 import io.orbitkv.testmodel.TinyLlamaModel;
 import io.orbitkv.testmodel.TinyLlamaSpec;
 
@@ -160,7 +161,7 @@ public final class RoutedServeBench {
     }
 
     static Outcome run(Config config, PrintStream log) throws IOException, InterruptedException {
-        TtftBench.deleteTree(config.work());
+        FileTrees.delete(config.work());
         Files.createDirectories(config.work());
         List<ServeRequest> requests = ServeWorkload.synthetic(config.shape());
         int context = 0;
@@ -206,9 +207,9 @@ public final class RoutedServeBench {
             }
             return new Outcome(List.copyOf(cells), rate, requests.size());
         } finally {
-            TtftBench.deleteTree(config.work().resolve("cells"));
-            TtftBench.deleteTree(config.work().resolve("model"));
-            TtftBench.deleteTree(config.work().resolve("etcd"));
+            FileTrees.delete(config.work().resolve("cells"));
+            FileTrees.delete(config.work().resolve("model"));
+            FileTrees.delete(config.work().resolve("etcd"));
         }
     }
 
@@ -246,7 +247,7 @@ public final class RoutedServeBench {
                 pool.arm(i -> "COLD");
             }
         } finally {
-            TtftBench.deleteTree(dir);
+            FileTrees.delete(dir);
         }
     }
 

@@ -6,6 +6,7 @@ import io.orbitkv.bench.trace.TraceReader;
 import io.orbitkv.bench.ttft.TtftBench;
 import io.orbitkv.llamacpp.LlamaCppEngine;
 import io.orbitkv.llamacpp.LlamaCppSessionRunner;
+import io.orbitkv.state.unix.FileTrees;
 import io.orbitkv.testmodel.ByteFallbackVocab;
 import io.orbitkv.testmodel.TinyLlamaModel;
 import io.orbitkv.testmodel.TinyLlamaSpec;
@@ -180,8 +181,8 @@ public final class ServeBench {
      * its finished cells behind).
      */
     static Outcome run(Config config, PrintStream log, Progress progress) throws IOException, InterruptedException {
-        TtftBench.deleteTree(config.work());
-        TtftBench.deleteTree(config.shm());
+        FileTrees.delete(config.work());
+        FileTrees.delete(config.shm());
         Files.createDirectories(config.work());
         try {
             TinyLlamaModel model = TinyLlamaModel.generate(config.spec(), config.work().resolve("model"));
@@ -222,9 +223,9 @@ public final class ServeBench {
             int[] parity = parity(cells);
             return new Outcome(sorted(config, cells), parity[0], parity[1], drained, pageBytes);
         } finally {
-            TtftBench.deleteTree(config.shm());
-            TtftBench.deleteTree(config.work().resolve("managers"));
-            TtftBench.deleteTree(config.work().resolve("model"));
+            FileTrees.delete(config.shm());
+            FileTrees.delete(config.work().resolve("managers"));
+            FileTrees.delete(config.work().resolve("model"));
         }
     }
 

@@ -15,6 +15,7 @@ import io.orbitkv.server.cluster.proto.LookupRequest;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.StateKeys;
 
+import io.orbitkv.state.unix.FileTrees;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -125,7 +126,7 @@ final class CrossHostArm implements AutoCloseable {
             int exit = b.stop();
             if (exit != 0) throw new IOException("host B's Manager exited " + exit + ": " + b.stderr());
         } finally {
-            TtftBench.deleteTree(bDir);
+            FileTrees.delete(bDir);
         }
         RequestReport onAReport = engine.runner(engine.namespace(), onA).run(prompt, answerTokens, System.nanoTime());
         if (primer.length == 0) primer = prompt;

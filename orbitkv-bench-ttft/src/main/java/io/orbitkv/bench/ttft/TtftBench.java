@@ -1,5 +1,6 @@
 package io.orbitkv.bench.ttft;
 
+import io.orbitkv.state.unix.FileTrees;
 import io.orbitkv.testmodel.TinyLlamaModel;
 import io.orbitkv.testmodel.TinyLlamaSpec;
 
@@ -8,13 +9,11 @@ import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
-import java.util.stream.Stream;
 
 /**
  * Entry point of {@code orbitkv-bench-ttft.jar} ({@code bin/bench-ttft}): generates the bench
@@ -61,7 +60,7 @@ public final class TtftBench {
         Path out = Path.of(o.getOrDefault("out", "bench-results/ttft"));
         Path work = Path.of(o.getOrDefault("work", "var/ttft"));
         Files.createDirectories(out);
-        deleteTree(work);
+        FileTrees.delete(work);
         Files.createDirectories(work);
         PrintStream log = System.err;
         long t0 = System.nanoTime();
@@ -89,7 +88,7 @@ public final class TtftBench {
             Files.writeString(out.resolve("ttft.md"), md);
             System.out.print(md);
         } finally {
-            deleteTree(work);
+            FileTrees.delete(work);
         }
         System.exit(0);
     }
@@ -144,13 +143,5 @@ public final class TtftBench {
 
     private static int num(Map<String, String> o, String key, int dflt) {
         return o.containsKey(key) ? Integer.parseInt(o.get(key)) : dflt;
-    }
-
-    /** Deletes {@code dir} and everything under it; nothing when it does not exist. */
-    public static void deleteTree(Path dir) throws IOException {
-        if (!Files.exists(dir)) return;
-        try (Stream<Path> s = Files.walk(dir)) {
-            for (Path p : s.sorted(Comparator.reverseOrder()).toList()) Files.deleteIfExists(p);
-        }
     }
 }

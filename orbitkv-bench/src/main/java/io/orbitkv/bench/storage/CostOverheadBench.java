@@ -13,6 +13,7 @@ import io.orbitkv.core.storage.ssd.SsdConfig;
 import io.orbitkv.core.storage.ssd.SsdStore;
 import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
+import io.orbitkv.state.unix.FileTrees;
 import org.HdrHistogram.Histogram;
 
 import java.io.IOException;
@@ -62,7 +63,7 @@ public final class CostOverheadBench {
 
     public static List<BenchRow> run(Options o) throws IOException, InterruptedException {
         Path dir = o.directory().resolve("cost-overhead");
-        SsdThroughputBench.deleteTree(dir);
+        FileTrees.delete(dir);
         long footprint = ExtentLayout.footprintBytes(o.blockBytes());
         SsdConfig config = SsdConfig.of(dir).withFiles(1, o.extents() * footprint).withMaxPayloadBytes(o.blockBytes())
                 .withIo(1, 16).withBuffers(1 << 20, 4 << 20).withReadPath(ReadPath.POSITIONAL)
@@ -132,7 +133,7 @@ public final class CostOverheadBench {
                 return rows;
             }
         } finally {
-            SsdThroughputBench.deleteTree(dir);
+            FileTrees.delete(dir);
         }
     }
 

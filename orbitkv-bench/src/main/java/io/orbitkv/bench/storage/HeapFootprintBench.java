@@ -12,6 +12,7 @@ import io.orbitkv.core.storage.ssd.SsdConfig;
 import io.orbitkv.core.storage.ssd.SsdStore;
 import io.orbitkv.state.NamespaceDigest;
 
+import io.orbitkv.state.unix.FileTrees;
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
@@ -82,7 +83,7 @@ public final class HeapFootprintBench {
         long perFile = SSD_FILE_BYTES / footprint;
         int files = (int) ((blocks + perFile - 1) / perFile);
         Path dir = directory.resolve("heap-ssd");
-        SsdThroughputBench.deleteTree(dir);
+        FileTrees.delete(dir);
         Files.createDirectories(dir);
         FileStore fs = Files.getFileStore(dir);
         long needed = files * SSD_FILE_BYTES;
@@ -109,7 +110,7 @@ public final class HeapFootprintBench {
                     (System.nanoTime() - t0) / 1e9);
             return row("Heap per resident block, SSD store (index + ring map), " + count(blocks), perBlock);
         } finally {
-            SsdThroughputBench.deleteTree(dir);
+            FileTrees.delete(dir);
         }
     }
 

@@ -11,19 +11,17 @@ import io.orbitkv.core.storage.ssd.SsdStore;
 import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
+import io.orbitkv.state.unix.FileTrees;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.DoubleSupplier;
-import java.util.stream.Stream;
 
 /**
  * SSD store reads and writes against {@code fio} on the same file, block size, depth and
@@ -88,7 +86,7 @@ public final class SsdThroughputBench {
         int extents = BenchSsdRing.extents(o.datasetBytes(), blockBytes);
         int maxDepth = o.depths().stream().mapToInt(Integer::intValue).max().orElseThrow();
         Path dir = o.directory().resolve("ssd-" + (blockBytes >> 10) + "k");
-        deleteTree(dir);
+        FileTrees.delete(dir);
         SsdConfig config = BenchSsdRing.config(dir, extents, blockBytes, maxDepth).withReadPath(o.readPath());
         List<BenchRow> rows = new ArrayList<>();
         try (Arena arena = Arena.ofShared();
@@ -120,7 +118,7 @@ public final class SsdThroughputBench {
                 }
             }
         } finally {
-            deleteTree(dir);
+            FileTrees.delete(dir);
         }
         return rows;
     }
@@ -189,13 +187,6 @@ public final class SsdThroughputBench {
             };
         } catch (IOException e) {
             throw new UncheckedIOException(e);
-        }
-    }
-
-    static void deleteTree(Path dir) throws IOException {
-        if (!Files.exists(dir)) return;
-        try (Stream<Path> s = Files.walk(dir)) {
-            for (Path p : s.sorted(Comparator.reverseOrder()).toList()) Files.delete(p);
         }
     }
 }

@@ -11,6 +11,7 @@ import io.orbitkv.core.storage.ssd.SsdStore;
 import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
+import io.orbitkv.state.unix.FileTrees;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.lang.foreign.Arena;
@@ -71,7 +72,7 @@ public final class UringRouteBench {
         int extents = BenchSsdRing.extents(o.datasetBytes(), blockBytes);
         int maxDepth = o.depths().stream().mapToInt(Integer::intValue).max().orElseThrow();
         Path dir = o.directory().resolve("ssd-uring-" + (blockBytes >> 10) + "k");
-        SsdThroughputBench.deleteTree(dir);
+        FileTrees.delete(dir);
         SsdConfig config = BenchSsdRing.config(dir, extents, blockBytes, maxDepth).withReadPath(ReadPath.URING)
                 .withUringInflightReads(4 * maxDepth);
         List<BenchRow> rows = new ArrayList<>();
@@ -104,7 +105,7 @@ public final class UringRouteBench {
                         BenchRow.Target.atLeast(TARGET)));
             }
         } finally {
-            SsdThroughputBench.deleteTree(dir);
+            FileTrees.delete(dir);
         }
         return rows;
     }

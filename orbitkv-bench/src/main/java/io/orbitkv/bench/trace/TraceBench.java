@@ -2,6 +2,7 @@ package io.orbitkv.bench.trace;
 
 import io.orbitkv.bench.ManagerProcess;
 import com.fasterxml.jackson.databind.JsonNode;
+import io.orbitkv.state.unix.FileTrees;
 import org.HdrHistogram.Histogram;
 import org.knowm.xchart.BitmapEncoder;
 import org.knowm.xchart.XYChart;
@@ -217,7 +218,7 @@ public final class TraceBench {
         String name = spec.label().toLowerCase(Locale.ROOT).replaceAll("[^a-z0-9]+", "-");
         Path runDir = dir.resolve(name);
         Path runShm = shm.resolve(name);
-        deleteTree(runDir.resolve("ssd"));
+        FileTrees.delete(runDir.resolve("ssd"));
         log(spec.label() + ": " + spec.dramBlocks() + " DRAM blocks (dram-bytes " + dramBytes + ", index bound "
                 + ManagerCapacity.indexPages(dramBytes, blockBytes, stagingBytes) + " pages)"
                 + (spec.ssdBlocks() > 0 ? ", " + spec.ssdBlocks() + " SSD blocks" : ""));
@@ -239,8 +240,8 @@ public final class TraceBench {
                     + " / " + byReason(metrics, "orbitkv_publish_ssd_dropped_total")
                     + " of " + counterSum(metrics, "orbitkv_dram_evictions_total");
         } finally {
-            deleteTree(runShm);
-            deleteTree(runDir.resolve("ssd"));
+            FileTrees.delete(runShm);
+            FileTrees.delete(runDir.resolve("ssd"));
         }
         log(spec.label() + ": hit " + fmt(r.hitRatio(), 4) + " (DRAM " + fmt(r.dramHitRatio(), 4) + ", SSD "
                 + fmt(r.ssdHitRatio(), 4) + "), LRU " + fmt(s[0].hitRatio(), 4) + ", Belady " + fmt(s[1].hitRatio(), 4)
@@ -486,12 +487,5 @@ public final class TraceBench {
 
     private static void log(String line) {
         System.err.println("bench-trace: " + line);
-    }
-
-    static void deleteTree(Path p) throws IOException {
-        if (!Files.exists(p)) return;
-        try (var walk = Files.walk(p)) {
-            for (Path q : walk.sorted(java.util.Comparator.reverseOrder()).toList()) Files.deleteIfExists(q);
-        }
     }
 }

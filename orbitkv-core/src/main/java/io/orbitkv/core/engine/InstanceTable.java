@@ -42,12 +42,6 @@ import java.util.function.LongSupplier;
  */
 final class InstanceTable {
 
-    /**
-     * How long a REGISTER with the epoch of a still-connected incarnation waits for that
-     * connection's close to be processed before it is refused STALE_EPOCH, in nanoseconds.
-     */
-    static final long RECONNECT_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(250);
-
     private final java.util.function.IntPredicate arenas;
     private final NamespaceTable namespaces;
     private final ManagerBounds bounds;
@@ -105,7 +99,7 @@ final class InstanceTable {
      * Admits a REGISTER (protocol §9.2): refuses a lower epoch, or the same epoch while that
      * incarnation is connected; fences a connected lower epoch and waits for its drain; waits too
      * for a disconnected predecessor that is still draining. A same-epoch REGISTER whose previous
-     * connection still looks open first waits up to {@link #RECONNECT_GRACE_NANOS} for that
+     * connection still looks open first waits up to {@link ManagerBounds#reconnectGraceNanos} for that
      * connection's close (a reconnect racing the old reader's EOF), then decides again.
      */
     Admission admit(EngineSession session, Request.Register r) {
@@ -119,7 +113,7 @@ final class InstanceTable {
         // Same epoch while the previous connection looks open: a client that closed its socket
         // and reconnected at once usually arrives before its old reader has seen EOF. Wait a
         // bounded time for that close; a connection that is really still open stays and wins.
-        await(previous.closedSignal(), RECONNECT_GRACE_NANOS);
+        await(previous.closedSignal(), bounds.reconnectGraceNanos());
         metrics.reconnectWaits.increment();
         return switch (decide(session, r, false)) {
             case Decision.Decided(Admission admission) -> admission;

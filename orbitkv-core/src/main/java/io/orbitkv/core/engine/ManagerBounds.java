@@ -27,10 +27,14 @@ import java.util.concurrent.TimeUnit;
  * @param publishQuarantineBytes  slot bytes held in that quarantine at most; past it the oldest are freed early
  * @param peerWaitMaxNanos        the longest a QUERY may stay PENDING waiting for peers (catalog lookup and
  *                                peer fetches), whatever {@code peer_wait_millis} it asks; 0 never waits
+ * @param reconnectGraceNanos     how long a REGISTER with the epoch of a still-connected incarnation waits for
+ *                                that connection's close to be processed before it is refused STALE_EPOCH
+ *                                (protocol §9.2; 250 ms default)
  */
 public record ManagerBounds(long maxLeases, long stagingBudgetBytes, int stagesPerOperation, int restoreCopyThreads,
                             int restoreQueuedTasks, long restoreInlineBytes, int maxInstances, int maxReplans, long fenceDrainTimeoutNanos,
-                            long publishQuarantineNanos, long publishQuarantineBytes, long peerWaitMaxNanos) {
+                            long publishQuarantineNanos, long publishQuarantineBytes, long peerWaitMaxNanos,
+                            long reconnectGraceNanos) {
 
     /**
      * The default {@code restoreInlineBytes}: 16 MiB, an 8-page restore of 2 MiB pages, copied in
@@ -45,10 +49,12 @@ public record ManagerBounds(long maxLeases, long stagingBudgetBytes, int stagesP
 
     /**
      * Defaults for a single-node daemon: 1 M leases (a 16-token page each: 16 M tokens), 1 GiB
-     * staging, a 5 s publish quarantine of at most 256 MiB, peer waits of at most 5 s.
+     * staging, a 5 s publish quarantine of at most 256 MiB, peer waits of at most 5 s, a 250 ms
+     * reconnect grace.
      */
     public static final ManagerBounds DEFAULTS = new ManagerBounds(1 << 20, 1L << 30, 64, 4, 1024, RESTORE_INLINE_BYTES,
-            4096, 4, TimeUnit.SECONDS.toNanos(30), TimeUnit.SECONDS.toNanos(5), 256L << 20, TimeUnit.SECONDS.toNanos(5));
+            4096, 4, TimeUnit.SECONDS.toNanos(30), TimeUnit.SECONDS.toNanos(5), 256L << 20, TimeUnit.SECONDS.toNanos(5),
+            TimeUnit.MILLISECONDS.toNanos(250));
 
     public ManagerBounds {
         if (maxLeases < 1) throw new IllegalArgumentException("maxLeases must be >= 1: " + maxLeases);
@@ -65,54 +71,61 @@ public record ManagerBounds(long maxLeases, long stagingBudgetBytes, int stagesP
         if (publishQuarantineNanos < 0) throw new IllegalArgumentException("publishQuarantineNanos must be >= 0");
         if (publishQuarantineBytes < 0) throw new IllegalArgumentException("publishQuarantineBytes must be >= 0");
         if (peerWaitMaxNanos < 0) throw new IllegalArgumentException("peerWaitMaxNanos must be >= 0");
+        if (reconnectGraceNanos < 0) throw new IllegalArgumentException("reconnectGraceNanos must be >= 0");
     }
 
     public ManagerBounds withMaxLeases(long leases) {
         return new ManagerBounds(leases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
                 restoreQueuedTasks, restoreInlineBytes, maxInstances, maxReplans, fenceDrainTimeoutNanos,
-                publishQuarantineNanos, publishQuarantineBytes, peerWaitMaxNanos);
+                publishQuarantineNanos, publishQuarantineBytes, peerWaitMaxNanos, reconnectGraceNanos);
     }
 
     public ManagerBounds withStagingBudgetBytes(long bytes) {
         return new ManagerBounds(maxLeases, bytes, stagesPerOperation, restoreCopyThreads, restoreQueuedTasks,
                 restoreInlineBytes, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
-                publishQuarantineBytes, peerWaitMaxNanos);
+                publishQuarantineBytes, peerWaitMaxNanos, reconnectGraceNanos);
     }
 
     public ManagerBounds withStagesPerOperation(int stages) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stages, restoreCopyThreads, restoreQueuedTasks,
                 restoreInlineBytes, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
-                publishQuarantineBytes, peerWaitMaxNanos);
+                publishQuarantineBytes, peerWaitMaxNanos, reconnectGraceNanos);
     }
 
     public ManagerBounds withRestore(int threads, int queuedTasks) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, threads, queuedTasks,
                 restoreInlineBytes, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
-                publishQuarantineBytes, peerWaitMaxNanos);
+                publishQuarantineBytes, peerWaitMaxNanos, reconnectGraceNanos);
     }
 
     /** These bounds with RESTOREs of at most {@code bytes} copied on the connection's thread (0: none). */
     public ManagerBounds withRestoreInlineBytes(long bytes) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
                 restoreQueuedTasks, bytes, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
-                publishQuarantineBytes, peerWaitMaxNanos);
+                publishQuarantineBytes, peerWaitMaxNanos, reconnectGraceNanos);
     }
 
     public ManagerBounds withFenceDrainTimeoutNanos(long nanos) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
                 restoreQueuedTasks, restoreInlineBytes, maxInstances, maxReplans, nanos, publishQuarantineNanos,
-                publishQuarantineBytes, peerWaitMaxNanos);
+                publishQuarantineBytes, peerWaitMaxNanos, reconnectGraceNanos);
     }
 
     public ManagerBounds withPublishQuarantine(long nanos, long bytes) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
                 restoreQueuedTasks, restoreInlineBytes, maxInstances, maxReplans, fenceDrainTimeoutNanos, nanos, bytes,
-                peerWaitMaxNanos);
+                peerWaitMaxNanos, reconnectGraceNanos);
     }
 
     public ManagerBounds withPeerWaitMaxNanos(long nanos) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
                 restoreQueuedTasks, restoreInlineBytes, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
-                publishQuarantineBytes, nanos);
+                publishQuarantineBytes, nanos, reconnectGraceNanos);
+    }
+
+    public ManagerBounds withReconnectGraceNanos(long nanos) {
+        return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
+                restoreQueuedTasks, restoreInlineBytes, maxInstances, maxReplans, fenceDrainTimeoutNanos,
+                publishQuarantineNanos, publishQuarantineBytes, peerWaitMaxNanos, nanos);
     }
 }

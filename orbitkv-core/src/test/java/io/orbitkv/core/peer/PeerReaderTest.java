@@ -222,7 +222,7 @@ class PeerReaderTest {
                 PeerNode.DIGEST, PeerMedium.DRAM, a1, a.store.residency().lastSequence());
         members.live.put("a", new NodeIncarnation("a", 1));
         PeerSource restartedA = new PeerSource(new NodeIncarnation("a", 2), a.store, a.namespaces, members, a.tickets, a.clock::get);
-        transport.sources.put("mem:a", restartedA);
+        transport.add("mem:a", restartedA);
         PeerCandidate staleA2 = new PeerCandidate(staleA1.source(), k2, PeerNode.DIGEST, PeerMedium.DRAM, a2,
                 a.store.residency().lastSequence());
 

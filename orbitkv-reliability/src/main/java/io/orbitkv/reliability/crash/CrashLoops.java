@@ -6,6 +6,7 @@ import io.orbitkv.reliability.manager.CampaignEngine;
 import io.orbitkv.reliability.manager.DerivedPages;
 import io.orbitkv.reliability.manager.HeldResources;
 import io.orbitkv.reliability.manager.ManagerNode;
+import io.orbitkv.state.unix.FileTrees;
 import io.orbitkv.testkit.TestSeed;
 import java.io.BufferedReader;
 import java.io.IOException;
@@ -118,7 +119,7 @@ public final class CrashLoops implements Callable<Integer> {
                 rounds, clientRounds < 0 ? rounds : clientRounds, s, work);
         Result r = loops(work, s);
         print(r, s);
-        if (temporary && r.passed()) ManagerNode.deleteTree(work);
+        if (temporary && r.passed()) FileTrees.delete(work);
         return r.passed() ? 0 : 1;
     }
 
@@ -135,7 +136,7 @@ public final class CrashLoops implements Callable<Integer> {
             return new Result(m.rounds, m.published, m.acknowledged, m.reads.asked.get() + clientPages[0],
                     m.reads.served.get() + clientPages[1], m.reads.corrupt.get() + clientPages[2], m.dropped, done, leaks[0], failures);
         } finally {
-            ManagerNode.deleteTree(shm);
+            FileTrees.delete(shm);
         }
     }
 

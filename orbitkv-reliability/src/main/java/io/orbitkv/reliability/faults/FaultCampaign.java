@@ -1,6 +1,7 @@
 package io.orbitkv.reliability.faults;
 
 import io.orbitkv.reliability.manager.ManagerNode;
+import io.orbitkv.state.unix.FileTrees;
 import io.orbitkv.testkit.TestSeed;
 
 import java.io.IOException;
@@ -178,7 +179,7 @@ public final class FaultCampaign {
 
     private static void delete(Path dir) {
         try {
-            ManagerNode.deleteTree(dir);
+            FileTrees.delete(dir);
         } catch (IOException e) {
             throw new UncheckedIOException("could not delete " + dir, e);
         }

@@ -12,6 +12,7 @@ import io.orbitkv.core.catalog.ShardState;
 import io.orbitkv.core.cost.CostObserver;
 import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.peer.CatalogCandidates;
+import io.orbitkv.core.peer.LocalTransport;
 import io.orbitkv.core.peer.MembershipMembers;
 import io.orbitkv.core.peer.NodeIncarnation;
 import io.orbitkv.core.peer.PayloadTransport;
@@ -70,7 +71,8 @@ final class SimPeers implements AutoCloseable {
     static final long TICKET_WINDOW_NANOS = TimeUnit.SECONDS.toNanos(30);
     private static final Duration LOOKUP_DEADLINE = Duration.ofMillis(500);
 
-    private final LocalTransport network = new LocalTransport();
+    /** 8 KiB chunks: a 20 KiB page moves in three, and a reset can stop it after one or two. */
+    private final LocalTransport network = new LocalTransport(8 * 1024);
     final FaultyTransport transport;
     private final Map<String, ShardState> owners = new ConcurrentHashMap<>();
     private final Map<String, Member> live = new ConcurrentHashMap<>();

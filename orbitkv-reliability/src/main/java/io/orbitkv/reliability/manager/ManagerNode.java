@@ -169,14 +169,6 @@ public final class ManagerNode {
         return tail(dir.resolve("manager.log"));
     }
 
-    /** Deletes {@code root} and everything under it; nothing when it does not exist. */
-    public static void deleteTree(Path root) throws IOException {
-        if (!Files.exists(root)) return;
-        try (var paths = Files.walk(root)) {
-            for (Path p : paths.sorted(java.util.Comparator.reverseOrder()).toList()) Files.deleteIfExists(p);
-        }
-    }
-
     private String get(String path) throws IOException, InterruptedException {
         HttpResponse<String> r = HTTP_CLIENT.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + httpPort + path))
                 .timeout(Duration.ofSeconds(10)).build(), HttpResponse.BodyHandlers.ofString());

@@ -2,6 +2,7 @@ package io.orbitkv.reliability.soak;
 
 import io.orbitkv.reliability.manager.HeldResources;
 import io.orbitkv.reliability.manager.ManagerNode;
+import io.orbitkv.state.unix.FileTrees;
 import io.orbitkv.testkit.TestSeed;
 import java.io.IOException;
 import java.nio.file.Files;
@@ -106,7 +107,7 @@ public final class Soak implements Callable<Integer> {
         Path work = temporary ? Files.createTempDirectory("orbitkv-soak-") : dir;
         System.out.printf("soak: %d min, %d clients, %d s periods, seed %d, dir %s%n", minutes, clients, sampleSeconds, s, work);
         Result r = soak(work, s);
-        if (temporary && r.passed()) ManagerNode.deleteTree(work);
+        if (temporary && r.passed()) FileTrees.delete(work);
         return r.passed() ? 0 : 1;
     }
 
@@ -166,7 +167,7 @@ public final class Soak implements Callable<Integer> {
         }
         if (firstAfterWarmup != null && lastHistogram != firstAfterWarmup) printGrowth(firstAfterWarmup, lastHistogram);
         Result r = judge(periods, counters, failures, manager);
-        ManagerNode.deleteTree(shm);
+        FileTrees.delete(shm);
         return r;
     }
 

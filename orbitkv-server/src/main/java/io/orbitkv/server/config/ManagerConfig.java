@@ -237,7 +237,7 @@ public record ManagerConfig(
                 restoreCopyThreads, Math.max(d.restoreQueuedTasks(), restoreCopyThreads), d.restoreInlineBytes(), d.maxInstances(),
                 d.maxReplans(), java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(drainTimeoutMillis),
                 java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(publishQuarantineMillis), d.publishQuarantineBytes(),
-                d.peerWaitMaxNanos());
+                d.peerWaitMaxNanos(), d.reconnectGraceNanos());
     }
 
     /**

@@ -1,5 +1,6 @@
 package io.orbitkv.core.storage.ssd;
 
+import io.orbitkv.state.unix.FileTrees;
 import io.orbitkv.testkit.Environment;
 import io.orbitkv.testkit.ProcessTest;
 import org.junit.jupiter.api.Test;
@@ -57,7 +58,7 @@ class SsdIoModeTest {
                 assertThat(s.readAndCheck(1, 20_000)).isInstanceOf(ReadResult.Served.class);
             }
         } finally {
-            deleteTree(storeDir);
+            FileTrees.delete(storeDir);
         }
     }
 
@@ -96,12 +97,6 @@ class SsdIoModeTest {
             return false;
         } finally {
             Files.deleteIfExists(probe);
-        }
-    }
-
-    private static void deleteTree(Path root) throws IOException {
-        try (var paths = Files.walk(root)) {
-            for (Path p : paths.sorted(java.util.Comparator.reverseOrder()).toList()) Files.deleteIfExists(p);
         }
     }
 }

@@ -1,13 +1,4 @@
-package io.orbitkv.reliability.faults;
-
-import io.orbitkv.core.peer.AuthorizeRequest;
-import io.orbitkv.core.peer.AuthorizeResult;
-import io.orbitkv.core.peer.NodeIncarnation;
-import io.orbitkv.core.peer.PayloadSink;
-import io.orbitkv.core.peer.PayloadTransport;
-import io.orbitkv.core.peer.PeerEndpoint;
-import io.orbitkv.core.peer.PeerSource;
-import io.orbitkv.core.peer.TicketTable;
+package io.orbitkv.core.peer;
 
 import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
@@ -17,33 +8,41 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.zip.CRC32C;
 
 /**
- * The campaign's network between Managers in one JVM: each call goes straight to the real
- * {@link PeerSource} serving the endpoint's address, as the gRPC and bulk services do after
- * decoding, and a transfer streams the pinned image in {@link #CHUNK_BYTES} chunks followed by
- * the CRC32C the source computed over what it sent. An address nobody serves (its Manager is
- * down) answers as an unreachable host: UNREACHABLE, BROKEN, FAILED.
+ * The network between Managers in one JVM (the reliability campaign's, and the peer tests'):
+ * each call goes straight to the real {@link PeerSource} serving the endpoint's address, as the
+ * gRPC and bulk services do after decoding, and a transfer streams the pinned image in chunks of
+ * {@code chunkBytes} followed by the CRC32C the source computed over what it sent. An address
+ * nobody serves (its Manager is down) answers as an unreachable host: UNREACHABLE, BROKEN, FAILED.
  *
  * <p>Owns the map of serving addresses; borrows the sources. Thread-safe. Never late and never
  * lost: every future is complete when the call returns, except an SSD authorize, which the
- * source completes on its SSD worker. Lateness, loss and damage are {@link FaultyTransport}'s.
+ * source completes on its SSD worker. Lateness, loss and damage belong to a decorator (the
+ * campaign's {@code FaultyTransport}, the tests' {@code InMemoryTransport}): a sink that takes no
+ * more ends the transfer BROKEN, and a chunk the sink changes is not in the checksum.
  *
- * <p>Design note: the chunk is 8 KiB so that a 20 KiB page of the campaign moves in three
- * chunks and a reset can stop it after one or two; the source is called under the same ticket
- * rules as over the wire ({@link PeerSource#beginTransfer} / {@link PeerSource#endTransfer}).
+ * <p>Design note: the source is called under the same ticket rules as over the wire
+ * ({@link PeerSource#beginTransfer} / {@link PeerSource#endTransfer}); the chunk size is the
+ * caller's (the campaign moves a 20 KiB page in three 8 KiB chunks so that a reset can stop it
+ * after one or two).
  */
-final class LocalTransport implements PayloadTransport {
+public final class LocalTransport implements PayloadTransport {
 
-    static final int CHUNK_BYTES = 8 * 1024;
-
+    private final int chunkBytes;
     private final Map<String, PeerSource> serving = new ConcurrentHashMap<>();
 
+    /** @param chunkBytes the largest chunk a transfer hands the sink at once */
+    public LocalTransport(int chunkBytes) {
+        if (chunkBytes < 1) throw new IllegalArgumentException("chunkBytes must be >= 1: " + chunkBytes);
+        this.chunkBytes = chunkBytes;
+    }
+
     /** {@code source} answers for {@code address} from now on. */
-    void serve(String address, PeerSource source) {
+    public void serve(String address, PeerSource source) {
         serving.put(address, source);
     }
 
     /** Nobody answers for {@code address} any more (its Manager died). */
-    void down(String address) {
+    public void down(String address) {
         serving.remove(address);
     }
 
@@ -72,11 +71,11 @@ final class LocalTransport implements PayloadTransport {
     }
 
     /** Sends {@code payload} in chunks, then its CRC32C; BROKEN as soon as the sink takes no more. */
-    private static TransferEnd stream(MemorySegment payload, PayloadSink sink) {
+    private TransferEnd stream(MemorySegment payload, PayloadSink sink) {
         CRC32C crc = new CRC32C();
         long length = payload.byteSize();
-        for (long off = 0; off < length; off += CHUNK_BYTES) {
-            int n = (int) Math.min(CHUNK_BYTES, length - off);
+        for (long off = 0; off < length; off += chunkBytes) {
+            int n = (int) Math.min(chunkBytes, length - off);
             ByteBuffer chunk = ByteBuffer.allocate(n);
             MemorySegment.copy(payload, off, MemorySegment.ofBuffer(chunk), 0, n);
             // the checksum covers what the source sent: damage on the way must not be in it
