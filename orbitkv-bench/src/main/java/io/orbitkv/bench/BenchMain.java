@@ -9,6 +9,7 @@ import io.orbitkv.bench.storage.Fio;
 import io.orbitkv.bench.storage.HeapFootprintBench;
 import io.orbitkv.bench.storage.SsdThroughputBench;
 import io.orbitkv.bench.storage.UringRouteBench;
+import io.orbitkv.core.storage.dram.DramEviction;
 
 import java.nio.file.Path;
 import java.util.Arrays;
@@ -26,8 +27,8 @@ import java.util.Set;
  *
  * <pre>
  *   java -jar orbitkv-bench.jar dram      [--shm-dir=/dev/shm/orbitkv-bench] [--sizes-kib=256,2048] [--rounds=21]
- *                                         [--resident-kib=0,131072] [--mib-per-round=512]
- *   java -jar orbitkv-bench.jar dram-steps [--shm-dir=...] [--sizes-kib=4,256] [--windows=4,512] [--ops=5000]
+ *                                         [--resident-kib=0,131072] [--mib-per-round=512] [--eviction=lru|w-tinylfu]
+ *   java -jar orbitkv-bench.jar dram-steps [--shm-dir=...] [--sizes-kib=4,256] [--windows=4,512] [--ops=5000] [--eviction=lru|w-tinylfu]
  *   java -jar orbitkv-bench.jar ssd       [--dir=var/bench] [--sizes-kib=256,2048] [--depths=1,16]
  *                                         [--dataset-mib=1024] [--round-seconds=1] [--rounds=7] [--probe-seconds=1]
  *                                         [--writes=true] [--read-path=auto|positional|uring]
@@ -49,8 +50,8 @@ import java.util.Set;
 public final class BenchMain {
 
     private static final Map<String, Set<String>> OPTIONS = Map.of(
-            "dram", Set.of("shm-dir", "sizes-kib", "rounds", "resident-kib", "mib-per-round"),
-            "dram-steps", Set.of("shm-dir", "sizes-kib", "windows", "ops"),
+            "dram", Set.of("shm-dir", "sizes-kib", "rounds", "resident-kib", "mib-per-round", "eviction"),
+            "dram-steps", Set.of("shm-dir", "sizes-kib", "windows", "ops", "eviction"),
             "ssd", Set.of("dir", "sizes-kib", "depths", "dataset-mib", "round-seconds", "rounds", "probe-seconds",
                     "writes", "read-path"),
             "ssd-uring", Set.of("dir", "sizes-kib", "depths", "dataset-mib", "round-seconds", "rounds"),
@@ -74,15 +75,17 @@ public final class BenchMain {
         Path shm = Path.of(opts.getOrDefault("shm-dir", "/dev/shm/orbitkv-bench"));
         Path dir = Path.of(opts.getOrDefault("dir", "var/bench"));
         List<Integer> sizes = ints(opts.getOrDefault("sizes-kib", "256,2048")).stream().map(k -> k * 1024).toList();
+        // the DRAM benches measure the Manager's default eviction unless told otherwise
+        DramEviction eviction = DramEviction.parse(opts.getOrDefault("eviction", "lru"));
         List<BenchRow> rows = switch (name) {
             case "dram" -> DramPutGetBench.run(new DramPutGetBench.Options(shm, sizes,
                     ints(opts.getOrDefault("resident-kib", "0,131072")).stream().map(k -> k * 1024L).toList(),
                     Integer.parseInt(opts.getOrDefault("rounds", "21")),
-                    Long.parseLong(opts.getOrDefault("mib-per-round", "512")) << 20));
+                    Long.parseLong(opts.getOrDefault("mib-per-round", "512")) << 20, eviction));
             case "dram-steps" -> DramStepProfile.run(new DramStepProfile.Options(shm,
                     ints(opts.getOrDefault("sizes-kib", "4,256")).stream().map(k -> k * 1024).toList(),
                     ints(opts.getOrDefault("windows", "4,512")),
-                    Integer.parseInt(opts.getOrDefault("ops", "5000"))));
+                    Integer.parseInt(opts.getOrDefault("ops", "5000")), eviction));
             case "ssd" -> SsdThroughputBench.run(new SsdThroughputBench.Options(dir, sizes,
                     ints(opts.getOrDefault("depths", "1,16")),
                     Long.parseLong(opts.getOrDefault("dataset-mib", "1024")) << 20,

@@ -5,6 +5,7 @@ import io.orbitkv.bench.Throughput;
 import io.orbitkv.core.storage.dram.AcquireResult;
 import io.orbitkv.core.storage.dram.CommitResult;
 import io.orbitkv.core.storage.dram.DramTier;
+import io.orbitkv.core.storage.dram.DramEviction;
 import io.orbitkv.core.storage.dram.DramTierConfig;
 import io.orbitkv.core.storage.dram.Lease;
 import io.orbitkv.core.storage.dram.Reservation;
@@ -61,9 +62,10 @@ public final class DramPutGetBench {
      *                       stay in cache, larger than the last-level cache = slots come from DRAM
      * @param rounds         paired rounds per configuration
      * @param bytesPerRound  bytes each side moves per round (two copies count twice)
+     * @param eviction       the tier's eviction policy (the Manager's default is {@code lru})
      */
     public record Options(Path shmDirectory, List<Integer> blockSizes, List<Long> residentBytes, int rounds,
-                          long bytesPerRound) {}
+                          long bytesPerRound, DramEviction eviction) {}
 
     /** Fewest images kept resident. */
     static final int MIN_WINDOW = 4;
@@ -87,7 +89,8 @@ public final class DramPutGetBench {
     private static BenchRow runOne(Options o, int blockBytes, int window) throws IOException {
         int slots = window + 4;
         DramTierConfig config = new DramTierConfig(o.shmDirectory(), "bench" + (blockBytes >> 10) + "k",
-                List.of(new SizeClass(blockBytes, slots)), blockBytes, 0, DramTierConfig.DEFAULT_PRESSURE_SCAN_ENTRIES);
+                List.of(new SizeClass(blockBytes, slots)), blockBytes, 0, DramTierConfig.DEFAULT_PRESSURE_SCAN_ENTRIES,
+                o.eviction());
         Path baselineFile = o.shmDirectory().resolve("baseline-" + (blockBytes >> 10) + "k.buf");
         try (Arena arena = Arena.ofConfined();
              DramTier tier = DramTier.open(config, new ResidencyStream(1024), new SimpleMeterRegistry());
@@ -115,7 +118,7 @@ public final class DramPutGetBench {
             System.err.printf("dram %d KiB, %d resident: tier %.2f GB/s, copy %.2f GB/s, ratio %.3f (%d rounds of %d ops)%n",
                     blockBytes >> 10, window, p.subjectRate(), p.baselineRate(), p.ratio(), p.rounds(), opsPerRound);
             long residentMib = ((long) window * blockBytes) >> 20;
-            return new BenchRow("DRAM put+get " + size(blockBytes) + ", " + window + " resident ("
+            return new BenchRow("DRAM put+get " + size(blockBytes) + ", " + o.eviction().word() + ", " + window + " resident ("
                             + (residentMib > 0 ? residentMib + " MiB" : ((long) window * blockBytes >> 10) + " KiB") + ")",
                     BenchRow.fmt(p.subjectRate(), 2) + " GB/s",
                     BenchRow.fmt(p.baselineRate(), 2) + " GB/s (2× MemorySegment.copy)",

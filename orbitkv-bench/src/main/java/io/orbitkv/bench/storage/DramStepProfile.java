@@ -2,6 +2,7 @@ package io.orbitkv.bench.storage;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.core.storage.dram.DramTier;
+import io.orbitkv.core.storage.dram.DramEviction;
 import io.orbitkv.core.storage.dram.DramTierConfig;
 import io.orbitkv.core.storage.dram.Lease;
 import io.orbitkv.core.storage.dram.Reservation;
@@ -41,8 +42,10 @@ public final class DramStepProfile {
      * @param blockSizes    block sizes, bytes, multiples of 4096
      * @param windows       images kept resident while cycling (as {@link DramPutGetBench}'s window)
      * @param ops           operations per pass; {@value #PASSES} passes, the last one measured
+     * @param eviction      the tier's eviction policy (the Manager's default is {@code lru})
      */
-    public record Options(Path shmDirectory, List<Integer> blockSizes, List<Integer> windows, int ops) {}
+    public record Options(Path shmDirectory, List<Integer> blockSizes, List<Integer> windows, int ops,
+                          DramEviction eviction) {}
 
     private static final String[] STEPS = {"reserve", "copy in", "commit", "acquire", "copy out", "release", "evict",
         "baseline copy in", "baseline copy out"};
@@ -63,7 +66,8 @@ public final class DramStepProfile {
 
     private static BenchRow runOne(Options o, int block, int window) throws IOException {
         DramTierConfig config = new DramTierConfig(o.shmDirectory(), "steps" + (block >> 10) + "k",
-                List.of(new SizeClass(block, window + 4)), block, 0, DramTierConfig.DEFAULT_PRESSURE_SCAN_ENTRIES);
+                List.of(new SizeClass(block, window + 4)), block, 0, DramTierConfig.DEFAULT_PRESSURE_SCAN_ENTRIES,
+                o.eviction());
         Path baselineFile = o.shmDirectory().resolve("steps-baseline-" + (block >> 10) + "k.buf");
         try (Arena arena = Arena.ofConfined();
              DramTier tier = DramTier.open(config, new ResidencyStream(1024), new SimpleMeterRegistry());
@@ -121,7 +125,8 @@ public final class DramStepProfile {
             long baseline = median[7] + median[8];
             System.err.printf("dram-steps %d KiB, %d resident: median ns per step: %s; bookkeeping %d ns%n",
                     block >> 10, window, detail, bookkeeping);
-            return new BenchRow("DRAM put+get step medians " + DramPutGetBench.size(block) + ", " + window + " resident",
+            return new BenchRow("DRAM put+get step medians " + DramPutGetBench.size(block) + ", " + o.eviction().word()
+                    + ", " + window + " resident",
                     tierCopies + " ns copies + " + bookkeeping + " ns bookkeeping",
                     baseline + " ns (2× MemorySegment.copy)", (double) baseline / (tierCopies + bookkeeping),
                     BenchRow.Target.atLeast(0.9));

@@ -18,9 +18,9 @@ class DramStepProfileTest {
 
     @Test
     void profilesEachConfigurationAndCleansUp() throws IOException {
-        List<BenchRow> rows = DramStepProfile.run(new DramStepProfile.Options(dir, List.of(4096, 8192), List.of(4), 300));
+        List<BenchRow> rows = DramStepProfile.run(new DramStepProfile.Options(dir, List.of(4096, 8192), List.of(4), 300, io.orbitkv.core.storage.dram.DramEviction.LRU));
         assertThat(rows).extracting(BenchRow::benchmark).containsExactly(
-                "DRAM put+get step medians 4 KiB, 4 resident", "DRAM put+get step medians 8 KiB, 4 resident");
+                "DRAM put+get step medians 4 KiB, lru, 4 resident", "DRAM put+get step medians 8 KiB, lru, 4 resident");
         for (BenchRow row : rows) {
             assertThat(row.subject()).matches("\\d+ ns copies \\+ \\d+ ns bookkeeping");
             assertThat(row.value()).isPositive();
