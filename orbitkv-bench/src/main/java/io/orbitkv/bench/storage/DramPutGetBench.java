@@ -1,27 +1,18 @@
 package io.orbitkv.bench.storage;
 
-import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.bench.Throughput;
 import io.orbitkv.core.storage.dram.AcquireResult;
 import io.orbitkv.core.storage.dram.CommitResult;
 import io.orbitkv.core.storage.dram.DramTier;
 import io.orbitkv.core.storage.dram.DramEviction;
-import io.orbitkv.core.storage.dram.DramTierConfig;
 import io.orbitkv.core.storage.dram.Lease;
 import io.orbitkv.core.storage.dram.Reservation;
-import io.orbitkv.core.storage.dram.ReserveResult;
-import io.orbitkv.core.storage.dram.SizeClass;
-import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.state.StateKey;
 
 import java.io.IOException;
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -71,7 +62,6 @@ public final class DramPutGetBench {
     static final int MIN_WINDOW = 4;
 
     private static final double TARGET_RATIO = 0.9;
-    private static final int KEY_RING = 1024;
 
     private DramPutGetBench() {}
 
@@ -87,32 +77,17 @@ public final class DramPutGetBench {
     }
 
     private static BenchRow runOne(Options o, int blockBytes, int window) throws IOException {
-        int slots = window + 4;
-        DramTierConfig config = new DramTierConfig(o.shmDirectory(), "bench" + (blockBytes >> 10) + "k",
-                List.of(new SizeClass(blockBytes, slots)), blockBytes, 0, DramTierConfig.DEFAULT_PRESSURE_SCAN_ENTRIES,
-                o.eviction());
-        Path baselineFile = o.shmDirectory().resolve("baseline-" + (blockBytes >> 10) + "k.buf");
-        try (Arena arena = Arena.ofConfined();
-             DramTier tier = DramTier.open(config, new ResidencyStream(1024), new SimpleMeterRegistry());
-             FileChannel ch = FileChannel.open(baselineFile, StandardOpenOption.CREATE, StandardOpenOption.READ,
-                     StandardOpenOption.WRITE, StandardOpenOption.TRUNCATE_EXISTING)) {
-            MemorySegment source = arena.allocate(blockBytes, 4096);
-            for (long i = 0; i < blockBytes; i += 8) source.set(ValueLayout.JAVA_LONG, i, BenchKeys.mix(i));
-            MemorySegment destination = arena.allocate(blockBytes, 4096);
-            MemorySegment middle = ch.map(FileChannel.MapMode.READ_WRITE, 0, (long) blockBytes * (window + 1), arena);
-            StateKey[] keys = new StateKey[KEY_RING];
-            for (int i = 0; i < KEY_RING; i++) keys[i] = BenchKeys.key(i);
-
+        try (DramBenchRig rig = DramBenchRig.open(o.shmDirectory(), "bench", blockBytes, window, o.eviction())) {
             long[] subjectOps = {0};
             long[] baselineOps = {0};
             int opsPerRound = (int) Math.max(8, o.bytesPerRound() / (2L * blockBytes));
             Throughput.Paired p = Throughput.paired(
-                    () -> putGetEvict(tier, keys, subjectOps[0]++, window, source, destination),
-                    () -> copyTwice(middle, baselineOps[0]++, window, source, destination),
+                    () -> putGetEvict(rig, subjectOps[0]++, window),
+                    () -> copyTwice(rig, baselineOps[0]++, window),
                     opsPerRound * 2, opsPerRound, o.rounds());
-            destination.fill((byte) 0);
-            putGetEvict(tier, keys, subjectOps[0]++, window, source, destination);
-            if (destination.mismatch(source) != -1) {
+            rig.destination.fill((byte) 0);
+            putGetEvict(rig, subjectOps[0]++, window);
+            if (rig.destination.mismatch(rig.source) != -1) {
                 throw new IllegalStateException("the bytes read back differ from the bytes put");
             }
             System.err.printf("dram %d KiB, %d resident: tier %.2f GB/s, copy %.2f GB/s, ratio %.3f (%d rounds of %d ops)%n",
@@ -123,15 +98,14 @@ public final class DramPutGetBench {
                     BenchRow.fmt(p.subjectRate(), 2) + " GB/s",
                     BenchRow.fmt(p.baselineRate(), 2) + " GB/s (2× MemorySegment.copy)",
                     p.ratio(), BenchRow.Target.atLeast(TARGET_RATIO));
-        } finally {
-            Files.deleteIfExists(baselineFile);
         }
     }
 
     /** One put, one get, one eviction of the image put {@code window} operations ago; returns the bytes copied. */
-    private static long putGetEvict(DramTier tier, StateKey[] keys, long op, int window, MemorySegment source,
-                                    MemorySegment destination) {
-        StateKey key = keys[(int) (op % KEY_RING)];
+    private static long putGetEvict(DramBenchRig rig, long op, int window) {
+        DramTier tier = rig.tier;
+        MemorySegment source = rig.source;
+        StateKey key = rig.key(op);
         int length = (int) source.byteSize();
         if (!(tier.reserve(key, 1, length) instanceof Reservation reservation)) {
             throw new IllegalStateException("reserve failed at op " + op + ": " + tier.usage());
@@ -142,20 +116,19 @@ public final class DramPutGetBench {
         }
         AcquireResult acquired = tier.acquire(key);
         if (!(acquired instanceof Lease lease)) throw new IllegalStateException("get missed at op " + op);
-        MemorySegment.copy(lease.segment(), 0, destination, 0, length);
+        MemorySegment.copy(lease.segment(), 0, rig.destination, 0, length);
         lease.release();
-        if (op >= window && !tier.evict(keys[(int) ((op - window) % KEY_RING)])) {
+        if (op >= window && !tier.evict(rig.key(op - window))) {
             throw new IllegalStateException("eviction found nothing at op " + op);
         }
         return 2L * length;
     }
 
-    private static long copyTwice(MemorySegment middle, long op, int window, MemorySegment source,
-                                  MemorySegment destination) {
-        long length = source.byteSize();
+    private static long copyTwice(DramBenchRig rig, long op, int window) {
+        long length = rig.source.byteSize();
         long at = (op % (window + 1)) * length;
-        MemorySegment.copy(source, 0, middle, at, length);
-        MemorySegment.copy(middle, at, destination, 0, length);
+        MemorySegment.copy(rig.source, 0, rig.middle, at, length);
+        MemorySegment.copy(rig.middle, at, rig.destination, 0, length);
         return 2L * length;
     }
 

@@ -1,22 +1,15 @@
 package io.orbitkv.bench.storage;
 
-import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.core.storage.dram.DramTier;
 import io.orbitkv.core.storage.dram.DramEviction;
-import io.orbitkv.core.storage.dram.DramTierConfig;
 import io.orbitkv.core.storage.dram.Lease;
 import io.orbitkv.core.storage.dram.Reservation;
-import io.orbitkv.core.storage.dram.SizeClass;
-import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.state.StateKey;
 
 import java.io.IOException;
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -49,7 +42,6 @@ public final class DramStepProfile {
 
     private static final String[] STEPS = {"reserve", "copy in", "commit", "acquire", "copy out", "release", "evict",
         "baseline copy in", "baseline copy out"};
-    private static final int KEY_RING = 1024;
     /** Passes of {@code ops} operations; all but the last warm the JIT (C2 compiles after ~10 k calls). */
     private static final int PASSES = 6;
 
@@ -65,25 +57,16 @@ public final class DramStepProfile {
     }
 
     private static BenchRow runOne(Options o, int block, int window) throws IOException {
-        DramTierConfig config = new DramTierConfig(o.shmDirectory(), "steps" + (block >> 10) + "k",
-                List.of(new SizeClass(block, window + 4)), block, 0, DramTierConfig.DEFAULT_PRESSURE_SCAN_ENTRIES,
-                o.eviction());
-        Path baselineFile = o.shmDirectory().resolve("steps-baseline-" + (block >> 10) + "k.buf");
-        try (Arena arena = Arena.ofConfined();
-             DramTier tier = DramTier.open(config, new ResidencyStream(1024), new SimpleMeterRegistry());
-             FileChannel ch = FileChannel.open(baselineFile, StandardOpenOption.CREATE, StandardOpenOption.READ,
-                     StandardOpenOption.WRITE, StandardOpenOption.TRUNCATE_EXISTING)) {
-            MemorySegment source = arena.allocate(block, 4096);
-            source.fill((byte) 0x5A);
-            MemorySegment destination = arena.allocate(block, 4096);
-            MemorySegment middle = ch.map(FileChannel.MapMode.READ_WRITE, 0, (long) block * (window + 1), arena);
-            StateKey[] keys = new StateKey[KEY_RING];
-            for (int i = 0; i < KEY_RING; i++) keys[i] = BenchKeys.key(i);
+        try (DramBenchRig rig = DramBenchRig.open(o.shmDirectory(), "steps", block, window, o.eviction())) {
+            DramTier tier = rig.tier;
+            MemorySegment source = rig.source;
+            MemorySegment destination = rig.destination;
+            MemorySegment middle = rig.middle;
             long[][] nanos = new long[STEPS.length][o.ops()];
             long op = 0;
             for (int pass = 0; pass < PASSES; pass++) { // the last pass is the one kept
                 for (int i = 0; i < o.ops(); i++, op++) {
-                    StateKey key = keys[(int) (op % KEY_RING)];
+                    StateKey key = rig.key(op);
                     long t0 = System.nanoTime();
                     Reservation r = (Reservation) tier.reserve(key, 1, block);
                     long t1 = System.nanoTime();
@@ -97,7 +80,7 @@ public final class DramStepProfile {
                     long t5 = System.nanoTime();
                     lease.release();
                     long t6 = System.nanoTime();
-                    if (op >= window) tier.evict(keys[(int) ((op - window) % KEY_RING)]);
+                    if (op >= window) tier.evict(rig.key(op - window));
                     long t7 = System.nanoTime();
                     long at = (op % (window + 1)) * block;
                     MemorySegment.copy(source, 0, middle, at, block);
@@ -109,7 +92,7 @@ public final class DramStepProfile {
                 }
             }
             destination.fill((byte) 0);
-            try (Lease lease = (Lease) tier.acquire(keys[(int) ((op - 1) % KEY_RING)])) {
+            try (Lease lease = (Lease) tier.acquire(rig.key(op - 1))) {
                 MemorySegment.copy(lease.segment(), 0, destination, 0, block);
             }
             if (destination.mismatch(source) != -1) throw new IllegalStateException("the bytes read back differ from the bytes put");
@@ -130,8 +113,6 @@ public final class DramStepProfile {
                     tierCopies + " ns copies + " + bookkeeping + " ns bookkeeping",
                     baseline + " ns (2× MemorySegment.copy)", (double) baseline / (tierCopies + bookkeeping),
                     BenchRow.Target.atLeast(0.9));
-        } finally {
-            Files.deleteIfExists(baselineFile);
         }
     }
 }
