@@ -4,6 +4,7 @@ import com.github.tjake.jlama.tensor.AbstractTensor;
 import com.github.tjake.jlama.tensor.KvBufferCache;
 
 import java.lang.foreign.MemorySegment;
+import java.util.List;
 
 /**
  * The Jlama KV page image ({@code kv_layout = "jlama-kv-v1"}): every layer's K and V vectors of
@@ -25,10 +26,18 @@ import java.lang.foreign.MemorySegment;
  * positions {@code [i*P, (i+1)*P)} is imported at the same positions, because keys were rotated
  * for those positions (RoPE) and would be wrong anywhere else.
  *
- * <p>Design note: layer-major, K before V, one contiguous run per (layer, kind). Jlama keeps each
- * (layer, position) vector as its own tensor, so the copy is {@code 2 * L * P} small copies either
- * way; the order is chosen so that a future engine with a contiguous per-layer cache can copy one
- * {@code P * W} run per (layer, kind). CI model: L = 2, W = 32, P = 16 gives 8 KiB pages; bench
+ * <p>Design note: layer-major, K before V, one contiguous run per (layer, kind). Jlama 0.8.4's
+ * {@link KvBufferCache.KvBuffer} holds, per (layer, kind), the vectors of consecutive positions
+ * back to back within one of its context pages ({@code getKeyTensorsUptoPosition} hands out one
+ * {@code [positions, W]} tensor per context page), so a page of {@code P} positions that lies in
+ * one context page is one {@code P * W} copy per (layer, kind): {@code 2 * L} copies per page
+ * instead of {@code 2 * L * P} vector copies (5,632 for a 22-page bench hit, against 352). A page
+ * that straddles two context pages (the CI model's 256-token context makes Jlama pick one
+ * position per context page) is copied vector by vector. The buffer must be an ephemeral one
+ * ({@link KvBufferCache#getEphemeralKvBuffer()}, pages from Jlama's tensor pool): a session
+ * buffer maps each context page from a file in the model's working directory, and
+ * {@code getKeyTensorsUptoPosition} names every page it creates after the last one, so the pages
+ * it creates map one file and alias each other. CI model: L = 2, W = 32, P = 16 gives 8 KiB pages; bench
  * model: L = 8, W = 256, P = 16 gives 256 KiB pages. F32 because that is Jlama's working dtype
  * for F32 weights; a BF16 model would be another layout name.
  *
@@ -68,11 +77,9 @@ public record JlamaKvPageLayout(int layers, int kvWidth, int pageTokens) {
     /** Copies page {@code pageIndex} of {@code kv} into {@code image} ({@link #pageBytes()} long). */
     public void exportPage(KvBufferCache.KvBuffer kv, int pageIndex, MemorySegment image) {
         requireImage(image);
-        int first = pageIndex * pageTokens;
         for (int layer = 0; layer < layers; layer++) {
-            for (int slot = 0; slot < pageTokens; slot++) {
-                copy(kv.getKeyTensorForPosition(layer, first + slot), image, offset(layer, 0, slot), true);
-                copy(kv.getValTensorForPosition(layer, first + slot), image, offset(layer, 1, slot), true);
+            for (int kind = 0; kind < 2; kind++) {
+                copyRun(runs(kv, layer, kind, (pageIndex + 1) * pageTokens), layer, kind, pageIndex, image, true);
             }
         }
     }
@@ -80,23 +87,66 @@ public record JlamaKvPageLayout(int layers, int kvWidth, int pageTokens) {
     /** Copies {@code image} into page {@code pageIndex}'s positions of {@code kv}. */
     public void importPage(MemorySegment image, KvBufferCache.KvBuffer kv, int pageIndex) {
         requireImage(image);
-        int first = pageIndex * pageTokens;
         for (int layer = 0; layer < layers; layer++) {
-            for (int slot = 0; slot < pageTokens; slot++) {
-                copy(kv.getKeyTensorForPosition(layer, first + slot), image, offset(layer, 0, slot), false);
-                copy(kv.getValTensorForPosition(layer, first + slot), image, offset(layer, 1, slot), false);
+            for (int kind = 0; kind < 2; kind++) {
+                copyRun(runs(kv, layer, kind, (pageIndex + 1) * pageTokens), layer, kind, pageIndex, image, false);
             }
         }
     }
 
-    private void copy(AbstractTensor<?, ?> vector, MemorySegment image, long imageOffset, boolean toImage) {
-        MemorySegment tensor = vector.getMemorySegment();
-        if (tensor.byteSize() < vectorBytes()) {
-            throw new IllegalStateException("Jlama KV vector is " + tensor.byteSize() + " bytes, layout expects "
-                    + vectorBytes() + ": the model's working dtype is not " + DTYPE);
+    /**
+     * Copies {@code images} (image {@code i} is page {@code i}) into positions
+     * {@code [0, images.size() * P)} of {@code kv}: per layer and kind, the buffer's runs are
+     * looked up once and every page is one contiguous copy.
+     */
+    public void importPages(List<MemorySegment> images, KvBufferCache.KvBuffer kv) {
+        for (MemorySegment image : images) requireImage(image);
+        for (int layer = 0; layer < layers; layer++) {
+            for (int kind = 0; kind < 2; kind++) {
+                AbstractTensor<?, ?>[] runs = runs(kv, layer, kind, images.size() * pageTokens);
+                for (int page = 0; page < images.size(); page++) copyRun(runs, layer, kind, page, images.get(page), false);
+            }
         }
-        if (toImage) MemorySegment.copy(tensor, 0, image, imageOffset, vectorBytes());
-        else MemorySegment.copy(image, imageOffset, tensor, 0, vectorBytes());
+    }
+
+    /**
+     * The buffer's {@code [positions per context page, W]} tensors of ({@code layer}, {@code kind})
+     * covering positions {@code [0, positions)}, context page 0 first.
+     */
+    private AbstractTensor<?, ?>[] runs(KvBufferCache.KvBuffer kv, int layer, int kind, int positions) {
+        AbstractTensor<?, ?>[] runs = kind == 0 ? kv.getKeyTensorsUptoPosition(layer, positions - 1)
+                : kv.getValTensorsUptoPosition(layer, positions - 1);
+        for (AbstractTensor<?, ?> run : runs) {
+            if (run.getMemorySegment().byteSize() != (long) run.shape().first() * vectorBytes()) {
+                throw new IllegalStateException("Jlama KV run of " + run.shape().first() + " positions is "
+                        + run.getMemorySegment().byteSize() + " bytes, layout expects " + vectorBytes()
+                        + " per position: the model's working dtype is not " + DTYPE);
+            }
+        }
+        return runs;
+    }
+
+    /** Copies the ({@code layer}, {@code kind}) part of page {@code page} between the buffer's {@code runs} and {@code image}. */
+    private void copyRun(AbstractTensor<?, ?>[] runs, int layer, int kind, int page, MemorySegment image, boolean toImage) {
+        int perRun = runs[0].shape().first();
+        int first = page * pageTokens;
+        long imageAt = offset(layer, kind, 0);
+        if (first / perRun == (first + pageTokens - 1) / perRun) {
+            move(runs[first / perRun].getMemorySegment(), (long) (first % perRun) * vectorBytes(), image, imageAt,
+                    pageTokens * vectorBytes(), toImage);
+            return;
+        }
+        for (int slot = 0; slot < pageTokens; slot++) {
+            int position = first + slot;
+            move(runs[position / perRun].getMemorySegment(), (long) (position % perRun) * vectorBytes(), image,
+                    imageAt + slot * vectorBytes(), vectorBytes(), toImage);
+        }
+    }
+
+    private static void move(MemorySegment buffer, long bufferAt, MemorySegment image, long imageAt, long bytes,
+                             boolean toImage) {
+        if (toImage) MemorySegment.copy(buffer, bufferAt, image, imageAt, bytes);
+        else MemorySegment.copy(image, imageAt, buffer, bufferAt, bytes);
     }
 
     private void requireImage(MemorySegment image) {

@@ -18,7 +18,6 @@ import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Optional;
-import java.util.UUID;
 
 /**
  * Serves one greedy request at a time on a Jlama model, reusing KV pages through a
@@ -33,7 +32,8 @@ import java.util.UUID;
  *   published: pages [restored, (prompt + n - 1) / P), each exported after the last forward
  * </pre>
  *
- * <p>Owns the KV buffers of its requests (one per request, closed at its end) and borrows the
+ * <p>Owns the KV buffers of its requests (one per request, taken from Jlama's tensor pool and
+ * returned to it, zeroed, at the request's end; no files) and borrows the
  * model and the store. Thread model: confined; {@link #run} is called by one thread at a time
  * (Jlama parallelises each forward internally). Invariants: at least one prompt token is always
  * computed (the logits of the last prompt position are needed, and the contract's cap says so);
@@ -57,6 +57,8 @@ public final class JlamaSessionRunner {
     private final byte[] namespaceDigest;
     private final int pageTokens;
     private final int vocab;
+    /** Hands out each request's KV buffer; registers none, so there is nothing to close. */
+    private final KvBufferCache buffers;
 
     /**
      * @param model     a loaded Jlama model whose working dtype is F32
@@ -77,6 +79,7 @@ public final class JlamaSessionRunner {
         this.namespaceDigest = namespace.digest();
         this.layout = new JlamaKvPageLayout(model.getConfig().numberOfLayers, model.getConfig().kvLength, pageTokens);
         this.vocab = model.getConfig().vocabularySize;
+        this.buffers = new KvBufferCache(model);
     }
 
     /** Loads a model directory (safetensors + config.json + tokenizer.json) with F32 weights and work. */
@@ -98,8 +101,7 @@ public final class JlamaSessionRunner {
             throw new IllegalArgumentException("prompt " + prompt.length + " + " + newTokens + " exceeds context "
                     + model.getConfig().contextLength);
         }
-        try (KvBufferCache cache = new KvBufferCache(model)) {
-            KvBufferCache.KvBuffer kv = cache.getKvBuffer(UUID.randomUUID());
+        try (KvBufferCache.KvBuffer kv = buffers.getEphemeralKvBuffer()) {
             int restorablePages = (prompt.length - 1) / pageTokens;
             List<StateKey> promptKeys = StateKeys.forTokens(namespaceDigest, JlamaNamespace.GROUP,
                     Arrays.copyOf(prompt, restorablePages * pageTokens), pageTokens, NO_SALT);
@@ -120,7 +122,7 @@ public final class JlamaSessionRunner {
                     try (hit) {
                         restoredPages = Math.min(hit.pages(), restorablePages);
                         copyStart = System.nanoTime();
-                        for (int page = 0; page < restoredPages; page++) layout.importPage(hit.images().get(page), kv, page);
+                        layout.importPages(hit.images().subList(0, restoredPages), kv);
                         copied = System.nanoTime();
                     }
                     steps = new TtftBreakdown(lookupNanos, copied - copyStart, 0, System.nanoTime() - copied, 0);
