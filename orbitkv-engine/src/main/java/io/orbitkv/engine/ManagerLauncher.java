@@ -97,6 +97,15 @@ public final class ManagerLauncher implements AutoCloseable {
     }
 
     /**
+     * As {@link #start(Path, long)}, with {@code extraOptions} appended to the command line (for
+     * instance {@code --set maxLeases=2}); a later option wins.
+     */
+    public static ManagerLauncher start(Path dir, long pageBytes, List<String> extraOptions)
+            throws IOException, InterruptedException {
+        return launch(dir, pageBytes, extraOptions);
+    }
+
+    /**
      * As {@link #start(Path, long)}, as a member of {@code cluster}. Returns once the Manager is
      * ready; its membership view may still be converging (see {@link #awaitView}).
      */

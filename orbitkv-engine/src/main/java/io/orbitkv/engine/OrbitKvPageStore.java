@@ -12,6 +12,7 @@ import io.orbitkv.state.Requirement;
 import io.orbitkv.state.StateGroup;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.protocol.CompletionTarget;
+import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.Hashes;
 import io.orbitkv.state.protocol.KeyForm;
 import io.orbitkv.state.protocol.QueryStatus;
@@ -38,7 +39,9 @@ import java.util.concurrent.CompletableFuture;
  * thread (the client itself is thread-safe; the counter is not). Invariants: every QUERY is ended
  * by a RELEASE, on a hit after the images were copied ({@link PrefixLookup.Hit#close()}), on a
  * miss at once; a prefix hit's RELEASE is sent without waiting, and its answer is checked before
- * the store's next lookup or publish, so a refusal still surfaces; a hit
+ * the store's next lookup or publish, so a refusal still surfaces; a QUERY or PUBLISH the Manager
+ * refuses BUSY or NO_SPACE (a full table or budget, under load) is a miss or a page not cached,
+ * never a failed request; a hit
  * hands out only a gap-free run of RESIDENT pages starting at page 0 whose lease length is the
  * page size, so a short or odd lease shortens the prefix, never corrupts a restore.
  *
@@ -147,15 +150,33 @@ public final class OrbitKvPageStore implements KvPageStore {
         Request.Query query = new Request.Query(operationId, 0, CompletionTarget.HOST_READY, promptTokens, 0,
                 prefillTokensPerSecond, PeerWait.millisFor(promptTokens, prefillTokensPerSecond),
                 List.of(new Request.QueryGroup(FullAttention.GROUP, KeyForm.STATE_KEY, Hashes.ofKeys(pageKeys))));
-        Reply.QueryResult first = client.query(query);
-        HitSource source = first.status() == QueryStatus.FINAL ? HitSource.DRAM : HitSource.STAGED;
-        Reply.QueryResult result = client.awaitSettled(first);
+        Settled settled = settle(query);
+        if (settled.refusal() != null) return new PrefixLookup.Miss(settled.refusal());
+        Reply.QueryResult result = settled.result();
+        HitSource source = settled.source();
         List<MemorySegment> images = result.hit() ? leasedPrefix(result, pageKeys.size()) : List.of();
         if (images.isEmpty()) {
             release(operationId);
             return new PrefixLookup.Miss(result.hit() ? "hit without a usable page 0" : "boundary " + result.boundaryTokens());
         }
         return new PrefixLookup.Hit(images, source, () -> releaseInFlight = client.releaseAsync(operationId));
+    }
+
+    /** A settled QUERY and where its first answer said the hit comes from; or only why the Manager refused it. */
+    private record Settled(Reply.QueryResult result, HitSource source, String refusal) {
+    }
+
+    /** Sends {@code query} and waits until it settled; a refusal for now ({@link #refusedForNow}) is returned, not thrown. */
+    private Settled settle(Request.Query query) {
+        Reply.QueryResult first;
+        try {
+            first = client.query(query);
+        } catch (OrbitKvException e) {
+            if (!refusedForNow(e)) throw e;
+            return new Settled(null, HitSource.NONE, refusal("QUERY", e));
+        }
+        HitSource source = first.status() == QueryStatus.FINAL ? HitSource.DRAM : HitSource.STAGED;
+        return new Settled(client.awaitSettled(first), source, null);
     }
 
     private List<MemorySegment> leasedPrefix(Reply.QueryResult result, int maxPages) {
@@ -199,9 +220,10 @@ public final class OrbitKvPageStore implements KvPageStore {
         long operationId = nextOperationId++;
         Request.Query query = new Request.Query(operationId, 0, CompletionTarget.HOST_READY, promptTokens, 0,
                 prefillTokensPerSecond, PeerWait.millisFor(promptTokens, prefillTokensPerSecond), groups);
-        Reply.QueryResult first = client.query(query);
-        HitSource source = first.status() == QueryStatus.FINAL ? HitSource.DRAM : HitSource.STAGED;
-        Reply.QueryResult result = client.awaitSettled(first);
+        Settled settled = settle(query);
+        if (settled.refusal() != null) return new StateLookup.Miss(settled.refusal());
+        Reply.QueryResult result = settled.result();
+        HitSource source = settled.source();
         if (!result.hit()) {
             release(operationId);
             return new StateLookup.Miss("no legal boundary (boundary " + result.boundaryTokens() + ")");
@@ -267,6 +289,19 @@ public final class OrbitKvPageStore implements KvPageStore {
         }
     }
 
+    /**
+     * True for the refusals a busy Manager gives any request (protocol.md 7.2: BUSY, a bounded
+     * table is full; NO_SPACE, no room for the bytes now): the engine computes instead, as on a
+     * miss. Every other error is a fault of the caller or the connection and is thrown.
+     */
+    static boolean refusedForNow(OrbitKvException e) {
+        return e.code() == ErrorCode.BUSY || e.code() == ErrorCode.NO_SPACE;
+    }
+
+    private static String refusal(String request, OrbitKvException e) {
+        return "the Manager refused the " + request + " for now (" + e.code() + "): " + e.getMessage();
+    }
+
     /** A FINAL miss may hold nothing the Manager still tracks: NOT_FOUND ends it as well; anything else is thrown. */
     private static void requireReleased(OrbitKvException e) {
         if (e.code() != io.orbitkv.state.protocol.ErrorCode.NOT_FOUND) throw e;
@@ -288,10 +323,17 @@ public final class OrbitKvPageStore implements KvPageStore {
                 writer.write(i, image);
                 pages.add(PageToPublish.ofKey(groupId, pageKeys.get(i), image));
             }
+            List<PublishOutcome> outcomes;
+            try {
+                outcomes = client.publish(pages);
+            } catch (OrbitKvException e) {
+                if (!refusedForNow(e)) throw e;
+                return new PublishReport(0, 0, pages.size());   // not cached this time; the request's result stands
+            }
             int sealed = 0;
             int present = 0;
             int refused = 0;
-            for (PublishOutcome outcome : client.publish(pages)) {
+            for (PublishOutcome outcome : outcomes) {
                 switch (outcome) {
                     case SEALED -> sealed++;
                     case DISCARDED, ALREADY_RESIDENT -> present++;

@@ -111,6 +111,26 @@ class ParityGateTest {
     }
 
     @Test
+    void aQueryTheManagerRefusesBusyIsAMissAndTheRequestComputesAsCold() throws Exception {
+        int[] p = prompt(7, PROMPT_TOKENS);
+        long pageBytes = new JlamaKvPageLayout(2, 32, PAGE_TOKENS).pageBytes();
+        try (ManagerLauncher m = ManagerLauncher.start(tmp.resolve("mgr"), pageBytes, List.of("--set", "maxLeases=2"));
+             OrbitKvPageStore store = OrbitKvPageStore.connect(m.socket(), "engine-a", 1, ns)) {
+            assertThat(serve(store, engineModel, p).published().sealed()).isEqualTo(4);
+            RequestReport refused = serve(store, engineModel, p);
+            assertThat(refused.restoredTokens()).as("3 pages need 3 leases of 2: the QUERY is BUSY").isZero();
+            assertThat(refused.source()).isEqualTo(HitSource.NONE);
+            assertParity(refused, p);
+
+            int[] twoPages = Arrays.copyOf(p, 2 * PAGE_TOKENS + 1);
+            RequestReport hit = serve(store, engineModel, twoPages);
+            assertThat(hit.restoredTokens()).as("2 pages fit the lease table").isEqualTo(2 * PAGE_TOKENS);
+            assertParity(hit, twoPages);
+            assertThat(store.stats()).containsEntry("leases", 0L).containsEntry("operations", 0L);
+        }
+    }
+
+    @Test
     void partialHitAndAConversationThatRestoresDecodedPages() throws Exception {
         int[] p = prompt(2, PROMPT_TOKENS);
         int[] diverging = p.clone();
