@@ -32,9 +32,9 @@ import java.util.logging.Logger;
  * One accepted engine-channel connection: owns its socket, its receive buffer, its bounded
  * outbound COMPLETION queue and the {@link ChannelSession} opened for it.
  *
- * <p>Thread model: a <em>reader</em> virtual thread ({@link #run}) reads, decodes, calls
+ * <p>Thread model: a <em>reader</em> platform thread ({@link #run}) reads, decodes, calls
  * {@link ChannelSession#handle} one request at a time in arrival order and writes each reply; a
- * <em>writer</em> virtual thread drains the COMPLETION queue when no request is being handled,
+ * <em>writer</em> platform thread drains the COMPLETION queue when no request is being handled,
  * and the reader drains it after each reply (so a client that pipelines requests still gets its
  * events promptly). Both write whole frames under {@link #writeLock} and take events from the
  * queue only while holding it, so frames never interleave and events keep their queue order;
@@ -54,9 +54,10 @@ import java.util.logging.Logger;
  *
  * <p>Design note: the receive buffer starts at 64 KiB and grows to the frame's declared length
  * only when a frame needs it, so 256 idle connections cost 16 MiB of heap instead of the 1 GiB a
- * fixed {@code maxFrameBytes} (4 MiB) buffer each would. Blocking I/O on virtual threads keeps
- * the per-connection code a straight loop; a connection waits in {@code read} without holding a
- * carrier thread.
+ * fixed {@code maxFrameBytes} (4 MiB) buffer each would. Blocking I/O on a thread per
+ * connection keeps the per-connection code a straight loop; platform threads rather than virtual
+ * ones because a request after an idle pause is woken once, not via a poller and a carrier
+ * ({@link ChannelServer}'s design note has the measurement).
  */
 final class Connection implements EventSink {
 
@@ -174,7 +175,7 @@ final class Connection implements EventSink {
                     return;
                 }
             }
-            writer = Thread.ofVirtual().name("orbitkv-conn-" + id + "-writer").start(this::writeCompletions);
+            writer = Thread.ofPlatform().daemon().name("orbitkv-conn-" + id + "-writer").start(this::writeCompletions);
             readLoop(session);
         } catch (IOException e) {
             if (!closed.get()) LOG.log(Level.FINE, "connection " + id + " ended: " + e);
