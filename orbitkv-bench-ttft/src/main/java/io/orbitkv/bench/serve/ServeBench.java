@@ -282,8 +282,13 @@ public final class ServeBench {
             return cell;
         } finally {
             if (manager != null) {
-                pool.arm(i -> "COLD");
-                manager.close();
+                // the Manager goes even when re-arming fails (a dead engine process): a bench that
+                // ended on an exception used to leave its Manager process running
+                try {
+                    pool.arm(i -> "COLD");
+                } finally {
+                    manager.close();
+                }
             }
         }
     }
