@@ -304,7 +304,7 @@ public final class OrbitKvPageStore implements KvPageStore {
 
     /** A FINAL miss may hold nothing the Manager still tracks: NOT_FOUND ends it as well; anything else is thrown. */
     private static void requireReleased(OrbitKvException e) {
-        if (e.code() != io.orbitkv.state.protocol.ErrorCode.NOT_FOUND) throw e;
+        if (e.code() != ErrorCode.NOT_FOUND) throw e;
     }
 
     @Override
@@ -328,7 +328,9 @@ public final class OrbitKvPageStore implements KvPageStore {
                 outcomes = client.publish(pages);
             } catch (OrbitKvException e) {
                 if (!refusedForNow(e)) throw e;
-                return new PublishReport(0, 0, pages.size());   // not cached this time; the request's result stands
+                // not cached this time, the request's result stands; counted refused as a whole, though
+                // an earlier batch of a multi-batch publish may have sealed
+                return new PublishReport(0, 0, pages.size());
             }
             int sealed = 0;
             int present = 0;

@@ -84,16 +84,6 @@ public record JlamaKvPageLayout(int layers, int kvWidth, int pageTokens) {
         }
     }
 
-    /** Copies {@code image} into page {@code pageIndex}'s positions of {@code kv}. */
-    public void importPage(MemorySegment image, KvBufferCache.KvBuffer kv, int pageIndex) {
-        requireImage(image);
-        for (int layer = 0; layer < layers; layer++) {
-            for (int kind = 0; kind < 2; kind++) {
-                copyRun(runs(kv, layer, kind, (pageIndex + 1) * pageTokens), layer, kind, pageIndex, image, false);
-            }
-        }
-    }
-
     /**
      * Copies {@code images} (image {@code i} is page {@code i}) into positions
      * {@code [0, images.size() * P)} of {@code kv}: per layer and kind, the buffer's runs are
