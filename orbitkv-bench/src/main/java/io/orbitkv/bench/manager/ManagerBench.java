@@ -66,6 +66,11 @@ public final class ManagerBench {
     static final int WARMUP_OPS = 3000;
     static final int LATENCY_ROUNDS = 10;
     static final int CONCURRENT_HIT_PAGES = 64;
+    /** Pages of the paced QUERY: a 352-token prompt's full pages, as in the TTFT benchmark's hits. */
+    static final int PACED_PAGES = 22;
+    /** Idle pauses before each paced QUERY and echo: an engine queries once per request. */
+    static final long[] PACED_PAUSES_MILLIS = {20, 200};
+    static final int PACED_SAMPLES = 20;
 
     /**
      * @param managerJar    the shaded Manager jar ({@code orbitkv-server/target/orbitkv.jar})
@@ -129,6 +134,7 @@ public final class ManagerBench {
 
             rows.addAll(queryVersusEcho(client, small, o, manager.pid()));
             rows.add(missingQuery(client, absent, o));
+            for (long pause : PACED_PAUSES_MILLIS) rows.add(paced(client, small, pause, o));
             for (int pages : o.restorePages()) rows.add(restore(client, big, pages, o, manager.pid()));
             rows.add(concurrent(manager.socket(), ns, small, absent, o, manager.pid()));
         }
@@ -291,6 +297,42 @@ public final class ManagerBench {
         return new BenchRow("Missing QUERY (1,024 hashes, none resident), p50", p50p99(h), p50p99(echo)
                 + " (raw UDS echo, " + queryBytes + " B → " + resultBytes + " B)", p50Micros,
                 BenchRow.Target.atMost(50, "µs"));
+    }
+
+    // ---- a QUERY at an engine's cadence: after an idle pause -------------------------------------
+
+    /**
+     * A QUERY of {@value #PACED_PAGES} resident hashes (RELEASE untimed) and a raw echo of the same
+     * frame sizes, each after {@code pauseMillis} of idleness, alternating, {@value #PACED_SAMPLES}
+     * each, after the tight loops above warmed both sides' code: what an engine that queries once
+     * per request meets, where a tight loop keeps every thread awake.
+     */
+    private static BenchRow paced(OrbitKvClient client, Prefix prefix, long pauseMillis, Options o)
+            throws IOException, InterruptedException {
+        Request.Query query = prefix.query(3, CompletionTarget.HOST_READY, PACED_PAGES);
+        Reply.QueryResult first = client.query(query);
+        if (!first.hit()) throw new IllegalStateException("the paced prefix is not resident");
+        client.release(3);
+        Histogram q = histogram();
+        Histogram echo = histogram();
+        try (UdsEcho server = new UdsEcho(o.dir().resolve("echo-paced.sock"));
+             UdsEcho.Client e = server.connect(FrameEncoder.toBytes(3, query).length, FrameEncoder.toBytes(3, first).length)) {
+            for (int i = 0; i < WARMUP_OPS; i++) e.roundTrip();
+            for (int i = 0; i < PACED_SAMPLES; i++) {
+                Thread.sleep(pauseMillis);
+                long t0 = System.nanoTime();
+                client.query(query);
+                q.recordValue(System.nanoTime() - t0);
+                client.release(3);
+                Thread.sleep(pauseMillis);
+                long t1 = System.nanoTime();
+                e.roundTrip();
+                echo.recordValue(System.nanoTime() - t1);
+            }
+        }
+        return latencyRatio("QUERY " + PACED_PAGES + " resident hashes after a " + pauseMillis
+                + " ms idle pause, p50 (an engine's cadence; " + PACED_SAMPLES + " samples)", q, echo,
+                " (raw UDS echo after the same pause)");
     }
 
     // ---- ENGINE_RESTORE of 2 MiB pages vs MemorySegment.copy ------------------------------------

@@ -51,7 +51,9 @@ final class UdsEcho implements AutoCloseable {
         try {
             while (server.isOpen()) {
                 SocketChannel c = server.accept();
-                Thread.ofVirtual().name("uds-echo-conn").start(() -> serve(c));
+                // a platform thread, as the Manager's connections have: a virtual one is woken through the
+                // read poller and a carrier, which made the baseline slower than a raw echo is
+                Thread.ofPlatform().daemon().name("uds-echo-conn").start(() -> serve(c));
             }
         } catch (IOException e) {
             // closed
