@@ -208,8 +208,8 @@ final class TtftRun {
     /**
      * Brings the cache client's lookup path (QUERY, lease mapping, RELEASE; and the miss path) to
      * compiled code, as a long-running engine has it after its first few thousand requests: the
-     * measured run serves 12 requests per arm, and without this their lookups ran in the
-     * interpreter (1.2-2.2 ms for 22 pages instead of 0.3-0.5 ms warmed, docs/performance.md). Pages
+     * measured run serves 12 requests per arm, and without this their lookups ran before the JIT
+     * had warmed them (1.2-2.2 ms for 22 pages instead of 0.3-0.5 ms warmed, docs/performance.md). Pages
      * of the last turn's prompt reversed (so that no measured request hits them) are published once
      * (zero images) and looked up {@value #CLIENT_WARMUP_HITS} times; another prompt, never
      * published, {@value #CLIENT_WARMUP_MISSES} times.
