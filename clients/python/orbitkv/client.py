@@ -414,9 +414,18 @@ class Client:
     def stats(self) -> Dict[str, int]:
         return self.call(p.Stats(), p.StatsReply).as_dict()
 
+    @property
+    def failed(self) -> bool:
+        """True once the connection is lost (the Manager closed it, died, or a write failed): the
+        Manager has released, or will release, every lease of this session (protocol 9.6)."""
+        return self._failure is not None
+
     def read_lease(self, lease: p.Lease) -> memoryview:
         """A read-only view of a leased RESIDENT page in the shared arena, valid until the
-        operation is released; release the view before :meth:`close`."""
+        operation is released; release the view before :meth:`close`. Raises ValueError once the
+        connection is lost: its leases are void, and the slot may already hold another page."""
+        if self._failure is not None:
+            raise ValueError(f"the connection is lost ({self._failure}): its leases are void")
         arena = self._arenas[lease.arena_index]
         end = lease.offset_bytes + lease.length_bytes
         if end > len(arena):

@@ -34,7 +34,9 @@ def java() -> str:
 class ManagerProcess:
     """One Manager on private temp directories; ``stop`` sends SIGTERM and returns the exit status."""
 
-    def __init__(self):
+    def __init__(self, dram_bytes: str = "64m", ssd_bytes: str = "64m", extra_args=(), socket_path=None):
+        """``extra_args`` go to ``orbitkv manager`` as they are (e.g. ``["--set", "k=v"]``);
+        ``socket_path`` puts the socket at a path of the caller's (a restart on the same path)."""
         shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
         self.dir = tempfile.mkdtemp(prefix="okv-")
         self.dram_dir = tempfile.mkdtemp(prefix="okv-dram-", dir=shm)
@@ -42,18 +44,21 @@ class ManagerProcess:
         # quick start puts its region too) and be the client's own
         self.region_dir = tempfile.mkdtemp(prefix="okv-regions-", dir=shm)
         region_root = shm or self.region_dir
-        self.proc = subprocess.Popen(
-            [java(), "--enable-native-access=ALL-UNNAMED", "-jar", JAR, "manager",
-             "--dram-bytes", "64m", "--ssd-bytes", "64m", "--http", "0", "--dram-dir", self.dram_dir,
-             "--ssd-dir", os.path.join(self.dir, "ssd"), "--socket", os.path.join(self.dir, "m.sock"),
-             "--set", "regionDir=" + region_root],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=self.dir)
+        self.ssd_dir = os.path.join(self.dir, "ssd")
+        with open(os.path.join(self.dir, "stderr.log"), "w") as stderr:  # read back if it does not start
+            self.proc = subprocess.Popen(
+                [java(), "--enable-native-access=ALL-UNNAMED", "-jar", JAR, "manager",
+                 "--dram-bytes", dram_bytes, "--ssd-bytes", ssd_bytes, "--http", "0", "--dram-dir", self.dram_dir,
+                 "--ssd-dir", self.ssd_dir, "--socket", socket_path or os.path.join(self.dir, "m.sock"),
+                 "--set", "regionDir=" + region_root, *extra_args],
+                stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=self.dir)
         ready, _, _ = select.select([self.proc.stdout], [], [], 60)  # the ready line, or EOF if it failed
         line = self.proc.stdout.readline() if ready else ""
         match = READY.search(line)
         if not match:
             self.proc.kill()
-            raise RuntimeError(f"the Manager did not become ready (exit {self.proc.wait()}): {line!r}")
+            with open(os.path.join(self.dir, "stderr.log")) as err:
+                raise RuntimeError(f"the Manager did not become ready (exit {self.proc.wait()}): {line!r} {err.read()[-2000:]}")
         self.socket, self.http = match.group(1), match.group(2)
 
     def metrics(self) -> str:

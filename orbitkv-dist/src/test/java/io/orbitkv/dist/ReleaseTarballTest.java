@@ -28,7 +28,8 @@ import org.junit.jupiter.api.io.TempDir;
  * that tree, a JDK 25 and Python 3: no Maven, no sources.
  *
  * <p>Asserts: the tree holds the launcher, the jars, the example configuration, the systemd unit,
- * the Python client, the Java example, docs and licences, and no build files; {@code bin/orbitkv
+ * the Python client, the Java example, docs and licences, and no build files; the Python wheel
+ * installs into a fresh virtual environment with no registry and imports; {@code bin/orbitkv
  * --version} prints this build's version and commit; commands that need a checkout say so; the
  * README's quick start, read from the README inside the tarball, runs as written from the unpacked
  * tree with its own launcher ({@link QuickStartRun}: a Manager started by {@code bin/orbitkv
@@ -81,6 +82,28 @@ class ReleaseTarballTest {
                     .toList();
             assertThat(buildFiles).as("build files in the release tree").isEmpty();
         }
+    }
+
+    @Test
+    void thePythonWheelInstallsIntoAFreshVirtualEnvironmentWithoutAnyDownload() throws Exception {
+        Path dist = root.resolve("clients/python/dist");
+        List<Path> wheels;
+        try (Stream<Path> files = Files.list(dist)) {
+            wheels = files.filter(p -> p.getFileName().toString().endsWith("-py3-none-any.whl")).toList();
+        }
+        assertThat(wheels).as("one orbitkv wheel in clients/python/dist").hasSize(1);
+        Path venv = unpacked.resolve("wheel-venv");
+        Result create = run(unpacked, Map.of(), "python3", "-m", "venv", venv.toString());
+        assertThat(create.exit()).as("python3 -m venv: %s", create.output()).isZero();
+        // --no-index: the core has no dependencies, so the install must not need a registry
+        Result install = run(unpacked, Map.of(), venv.resolve("bin/pip").toString(), "install", "--no-index", "--no-deps",
+                wheels.getFirst().toString());
+        assertThat(install.exit()).as("pip install the wheel: %s", install.output()).isZero();
+        Result use = run(unpacked, Map.of(), venv.resolve("bin/python").toString(), "-c",
+                "import orbitkv.client, orbitkv.pages, orbitkv.identity, importlib.metadata as m;"
+                        + " print(m.version('orbitkv'), sorted(m.metadata('orbitkv').get_all('Provides-Extra')))");
+        assertThat(use.exit()).as("import the installed package: %s", use.output()).isZero();
+        assertThat(use.output()).contains("['lmcache', 'sglang', 'vllm']");
     }
 
     @Test

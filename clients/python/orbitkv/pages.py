@@ -1,0 +1,379 @@
+"""The Manager as a page store for engine adapters: every failure is a miss (stdlib only).
+
+:class:`ManagerPages` is what the vLLM, SGLang and LMCache adapters talk to. It owns one
+:class:`~orbitkv.client.Client` (connected and registered lazily), names pages in one state group
+of one namespace, and turns everything that can go wrong with a Manager (not running, restarting,
+slow, full, refusing) into an answer the engine can act on: a miss, a page left unstored, or a
+lookup still pending. It never raises for a Manager failure and never waits longer than
+``timeout_s`` for one answer.
+
+Operations (all thread-safe):
+
+- :meth:`lookup` — QUERY (HOST_READY) for a run of page names: a :class:`Lookup` with the length
+  of the longest consecutive prefix the Manager can hand out, whether it is still being staged
+  (PENDING: from SSD or a peer), and the leases it holds. Non-blocking beyond one round trip.
+  The caller reads (:meth:`Lookup.read_into`) or drops (:meth:`Lookup.close`) it.
+- :meth:`read_into` — lookup, wait (bounded) for staging, copy each page into the caller's
+  buffer, release.
+- :meth:`contains` — the length of the consecutive prefix present, holding nothing afterwards.
+- :meth:`write` — PUBLISH_RESERVE, copy each page into its granted arena slot, PUBLISH_COMMIT.
+
+Failure policy. A connection error, a timeout or an unexpected ERROR counts in :attr:`stats`
+(``failures_*``), closes the connection (the Manager then releases all it held for it, protocol
+9.6) and makes the store *down* for ``retry_after_s``: calls in that window return misses at once
+(``skipped_down``) instead of paying a timeout each; the next call after it reconnects and
+registers with a higher epoch. BUSY and NO_SPACE refusals are load, not failures: the answer is a
+miss or an unstored page, counted (``refused_busy``, ``write_refused``), and the connection stays.
+
+Counters are plain integers in a dict guarded by ``_lock``; their names are fixed (``COUNTERS``),
+so the table is bounded.
+
+Design note: one connection per store, not a pool. The client pipelines requests on one socket and
+a Manager answers a 22-page QUERY in 0.1–0.5 ms here (docs/performance.md), well below anything an
+engine step waits for; a second socket would add a second registration and session for no gain.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from . import protocol as p
+from .client import Client, OrbitKvError, PageToPublish, PublishOutcome
+from .state import FullGroup, Namespace, RecoveryContract
+
+log = logging.getLogger("orbitkv.pages")
+
+#: Default bound on one answer from the Manager (seconds); adapters expose it as ``timeout_s``.
+DEFAULT_TIMEOUT_S = 2.0
+#: Default time a store stays down after a failure before it reconnects (seconds).
+DEFAULT_RETRY_AFTER_S = 1.0
+
+COUNTERS = ("lookups", "lookup_pages", "hit_pages", "pending", "reads", "pages_read", "writes", "pages_written",
+            "write_refused", "write_already_resident", "refused_busy", "connects", "failures_connect",
+            "failures_timeout", "failures_error", "skipped_down")
+
+_LOAD_REFUSALS = (p.ErrorCode.BUSY, p.ErrorCode.NO_SPACE)
+
+
+class _Down(Exception):
+    """The store is down (a recent failure) or could not connect: answer a miss."""
+
+
+@dataclass
+class Lookup:
+    """A QUERY's answer for a run of page names: ``pages`` consecutive pages from the first are
+    present (leased, or being staged while ``pending``). Holds the Manager's leases until
+    :meth:`close` (or a completed :meth:`read_into`); a miss holds nothing."""
+    store: "ManagerPages"
+    pages: int
+    pending: bool
+    _client: Optional[Client] = None
+    _operation_id: int = 0
+    _result: Optional[p.QueryResult] = None
+    _closed: bool = field(default=False)
+
+    @property
+    def settled(self) -> bool:
+        """False while the Manager is still staging; polls without blocking."""
+        if not self.pending:
+            return True
+        return self.store._poll(self)
+
+    def read_into(self, sink: Callable[[int, memoryview], None], wait_s: Optional[float] = None) -> int:
+        """Waits (at most ``wait_s``, default the store's timeout) until settled, calls
+        ``sink(i, page_bytes)`` for each present page ``i`` in order, then releases. Returns how
+        many pages were handed to ``sink`` (0 on any failure: read none of them)."""
+        try:
+            return self.store._read(self, sink, wait_s)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Releases whatever this lookup holds (idempotent; never raises)."""
+        if not self._closed:
+            self._closed = True
+            self.store._release(self)
+
+
+class ManagerPages:
+    """One namespace's pages at a Manager, for one engine process; see the module header."""
+
+    def __init__(self, socket_path: str, namespace: Namespace, *, instance_id: Optional[str] = None,
+                 contract: Optional[RecoveryContract] = None, group_id: int = 0,
+                 timeout_s: float = DEFAULT_TIMEOUT_S, retry_after_s: float = DEFAULT_RETRY_AFTER_S,
+                 clock: Callable[[], float] = time.monotonic):
+        if timeout_s <= 0 or retry_after_s < 0:
+            raise ValueError("timeout_s must be > 0 and retry_after_s >= 0")
+        self.socket_path = os.fspath(socket_path)
+        self.namespace = namespace
+        self.page_tokens = namespace.page_tokens
+        self.contract = contract or RecoveryContract(namespace.page_tokens, [FullGroup(group_id)])
+        self.group_id = group_id
+        self.instance_id = instance_id or f"py-{os.uname().nodename}-{os.getpid()}-{id(self):x}"
+        self.timeout_s = timeout_s
+        self.retry_after_s = retry_after_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._connect_lock = threading.Lock()
+        self._client: Optional[Client] = None
+        self._down_until = float("-inf")
+        self._epoch = 0
+        self._operation_ids = itertools.count(1)
+        self._closed = False
+        self.stats: Dict[str, int] = dict.fromkeys(COUNTERS, 0)
+
+    # -- public operations -----------------------------------------------------------------------
+
+    def lookup(self, names: Sequence[bytes]) -> Lookup:
+        """QUERY HOST_READY for ``names`` (pages 0..n-1 of one group); never raises."""
+        self._count("lookups")
+        self._count("lookup_pages", len(names))
+        if not names:
+            return Lookup(self, 0, False)
+        try:
+            client = self._connected()
+        except _Down:
+            return Lookup(self, 0, False)
+        op = next(self._operation_ids)
+        try:
+            result = client.query(op, {self.group_id: list(names)},
+                                  prompt_tokens=len(names) * self.page_tokens + 1)
+        except OrbitKvError as e:
+            if e.code in _LOAD_REFUSALS:
+                self._count("refused_busy")
+                return Lookup(self, 0, False)
+            self._failed(client, "failures_error", e)
+            return Lookup(self, 0, False)
+        except Exception as e:  # noqa: BLE001 - every Manager failure is a miss, counted
+            self._failed(client, _failure_kind(e), e)
+            return Lookup(self, 0, False)
+        pages = self._present_pages(result, len(names))
+        lookup = Lookup(self, pages, result.status == p.QueryStatus.PENDING, client, op, result)
+        if pages == 0 and not lookup.pending:
+            lookup.close()
+        elif lookup.pending:
+            self._count("pending")
+        else:
+            self._count("hit_pages", pages)
+        return lookup
+
+    def contains(self, names: Sequence[bytes], wait_s: float = 0.0) -> int:
+        """How many consecutive pages of ``names``, from the first, the Manager can hand out.
+        A prefix still being staged counts as present only if it settles within ``wait_s``."""
+        lookup = self.lookup(names)
+        try:
+            if lookup.pending and not self._wait_settled(lookup, wait_s):
+                return 0
+            return lookup.pages
+        finally:
+            lookup.close()
+
+    def read_into(self, names: Sequence[bytes], sink: Callable[[int, memoryview], None],
+                  wait_s: Optional[float] = None) -> int:
+        """Copies the longest present prefix of ``names`` through ``sink(i, page_bytes)``; the
+        number of pages copied (0 on a miss or any failure)."""
+        return self.lookup(names).read_into(sink, wait_s)
+
+    def write(self, pages: Sequence[Tuple[bytes, object]]) -> List[bool]:
+        """Publishes ``(name, buffer)`` pairs (any buffer: bytes, memoryview, a numpy array's
+        ``data``); per page True when the Manager now holds it (sealed or already resident)."""
+        if not pages:
+            return []
+        self._count("writes")
+        try:
+            client = self._connected()
+        except _Down:
+            return [False] * len(pages)
+        try:
+            outcomes = client.publish([PageToPublish(self.group_id, bytes(name), _byte_view(data))
+                                       for name, data in pages])
+        except OrbitKvError as e:
+            if e.code in _LOAD_REFUSALS:
+                self._count("write_refused", len(pages))
+                return [False] * len(pages)
+            self._failed(client, "failures_error", e)
+            return [False] * len(pages)
+        except Exception as e:  # noqa: BLE001
+            self._failed(client, _failure_kind(e), e)
+            return [False] * len(pages)
+        stored = []
+        for o in outcomes:
+            ok = o in (PublishOutcome.SEALED, PublishOutcome.ALREADY_RESIDENT)
+            stored.append(ok)
+            if o == PublishOutcome.SEALED:
+                self._count("pages_written")
+            elif o == PublishOutcome.ALREADY_RESIDENT:
+                self._count("write_already_resident")
+            else:
+                self._count("write_refused")
+        return stored
+
+    def snapshot(self) -> Dict[str, int]:
+        """A copy of the counters."""
+        with self._lock:
+            return dict(self.stats)
+
+    @property
+    def up(self) -> bool:
+        """Whether a registered connection is open now (False as soon as it is known lost)."""
+        with self._lock:
+            return self._client is not None and not self._client.failed
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    # -- lookup internals ------------------------------------------------------------------------
+
+    def _present_pages(self, result: p.QueryResult, named: int) -> int:
+        if result.status == p.QueryStatus.FINAL:
+            return min(named, result.boundary_tokens // self.page_tokens) if result.hit else 0
+        # PENDING: the pages being staged or already resident, consecutive from page 0
+        count = 0
+        for index, page in result.group(self.group_id).pages() if result.groups else ():
+            if index != count or page.state not in (p.PageState.RESERVED, p.PageState.RESIDENT):
+                break
+            count += 1
+        return count
+
+    def _poll(self, lookup: Lookup) -> bool:
+        client = lookup._client
+        if client is None or lookup._closed:
+            return True
+        try:
+            result = client.poll(lookup._operation_id, lookup._result.revision)
+        except Exception as e:  # noqa: BLE001
+            self._failed(client, _failure_kind(e), e)
+            lookup.pages, lookup.pending, lookup._client = 0, False, None
+            return True
+        if result.status == p.QueryStatus.PENDING:
+            return False
+        lookup._result, lookup.pending = result, False
+        lookup.pages = self._present_pages(result, lookup.pages)
+        self._count("hit_pages", lookup.pages)
+        return True
+
+    def _wait_settled(self, lookup: Lookup, wait_s: Optional[float]) -> bool:
+        deadline = self._clock() + (self.timeout_s if wait_s is None else wait_s)
+        delay = 0.0005
+        while not lookup.settled:
+            if self._clock() >= deadline:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
+        return True
+
+    def _read(self, lookup: Lookup, sink: Callable[[int, memoryview], None], wait_s: Optional[float]) -> int:
+        if lookup.pages == 0 or lookup._client is None:
+            return 0
+        if lookup.pending and not self._wait_settled(lookup, wait_s):
+            return 0
+        if lookup.pages == 0 or lookup._result is None:
+            return 0
+        client = lookup._client
+        leases = []
+        for index, page in lookup._result.group(self.group_id).pages():
+            if index >= lookup.pages:
+                break
+            if page.state != p.PageState.RESIDENT:
+                return 0
+            leases.append(page.lease)
+        if len(leases) != lookup.pages:
+            return 0
+        self._count("reads")
+        for i, lease in enumerate(leases):
+            try:
+                view = client.read_lease(lease)
+            except (IndexError, ValueError) as e:
+                self._failed(client, "failures_error", e)
+                return 0
+            try:
+                sink(i, view)
+            finally:
+                view.release()
+        self._count("pages_read", len(leases))
+        return len(leases)
+
+    def _release(self, lookup: Lookup) -> None:
+        client, lookup._client = lookup._client, None
+        if client is None or lookup._operation_id == 0:
+            return
+        try:
+            client.release(lookup._operation_id)
+        except Exception as e:  # noqa: BLE001
+            self._failed(client, _failure_kind(e), e)
+
+    # -- connection ------------------------------------------------------------------------------
+
+    def _connected(self) -> Client:
+        with self._lock:
+            if self._closed:
+                raise _Down()
+            if self._client is not None:
+                return self._client
+            if self._clock() < self._down_until:
+                self.stats["skipped_down"] += 1
+                raise _Down()
+        with self._connect_lock:
+            with self._lock:
+                if self._client is not None:
+                    return self._client
+                if self._clock() < self._down_until:
+                    self.stats["skipped_down"] += 1
+                    raise _Down()
+            client = None
+            try:
+                client = Client(self.socket_path, timeout=self.timeout_s)
+                self._epoch = max(self._epoch + 1, time.time_ns() // 1000)
+                client.register(self.instance_id, self._epoch, self.namespace, self.contract)
+            except Exception as e:  # noqa: BLE001
+                if client is not None:
+                    client.close()
+                self._mark_down("failures_connect", e)
+                raise _Down() from None
+            with self._lock:
+                if self._closed:
+                    client.close()
+                    raise _Down()
+                self._client = client
+                self.stats["connects"] += 1
+            return client
+
+    def _failed(self, client: Client, counter: str, error: BaseException) -> None:
+        with self._lock:
+            if self._client is client:
+                self._client = None
+        client.close()
+        self._mark_down(counter, error)
+
+    def _mark_down(self, counter: str, error: BaseException) -> None:
+        with self._lock:
+            first = self.stats[counter] == 0
+            self.stats[counter] += 1
+            self._down_until = self._clock() + self.retry_after_s
+        if first:  # one line per kind of failure; the counters say how often
+            log.warning("OrbitKV Manager at %s: %s (%s); answering misses for %.1f s, then reconnecting",
+                        self.socket_path, counter, error, self.retry_after_s)
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self.stats[name] += n
+
+
+def _failure_kind(error: BaseException) -> str:
+    return "failures_timeout" if isinstance(error, TimeoutError) else "failures_error"
+
+
+def _byte_view(data: object) -> memoryview:
+    """A flat byte view of any buffer (no copy)."""
+    view = memoryview(data)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")

@@ -1,0 +1,195 @@
+"""ManagerPages, the adapters' facade, against a real Manager process: bytes round trip; two
+namespaces never see each other's pages; a gap ends the present prefix; a page only on SSD is
+PENDING and then read whole; and every Manager failure (no Manager, a Manager that never answers, a
+killed Manager, a restarted one) is a miss within the timeout, counted, then a reconnect."""
+
+import os
+import socket
+import tempfile
+import threading
+import time
+import unittest
+
+from orbitkv.identity import EngineIdentity
+from orbitkv.pages import ManagerPages
+from tests.test_manager import JAR, ManagerProcess
+
+PAGE_BYTES = 64 * 1024
+
+
+def identity(**changes):
+    fields = dict(model_id="test/pages", dtype="bfloat16", kv_dtype="auto", page_tokens=16, kv_layout="test:flat")
+    fields.update(changes)
+    return EngineIdentity(**fields).namespace()
+
+
+def names(n, tag=b"p"):
+    return [tag + i.to_bytes(4, "little") + bytes(27) for i in range(n)]
+
+
+def image(i):
+    return bytes([(i * 7 + 1) % 256]) * (PAGE_BYTES - 1) + bytes([i % 256])
+
+
+def read_all(store, page_names, wait_s=None):
+    got = {}
+    count = store.read_into(page_names, lambda i, view: got.__setitem__(i, bytes(view)), wait_s)
+    return count, [got[i] for i in range(count)]
+
+
+@unittest.skipUnless(JAR, "ORBITKV_JAR is not set: run through `bin/orbitkv test`")
+class ManagerPagesTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.manager = ManagerProcess()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.manager.stop()
+
+    def test_pages_written_by_one_store_are_read_by_another_byte_for_byte(self):
+        writer, reader = ManagerPages(self.manager.socket, identity()), ManagerPages(self.manager.socket, identity())
+        try:
+            page_names = names(4, b"rt")
+            self.assertEqual(writer.write([(n, image(i)) for i, n in enumerate(page_names)]), [True] * 4)
+            self.assertEqual(writer.write([(page_names[0], image(0))]), [True], "already resident is stored")
+            self.assertEqual(reader.contains(page_names), 4)
+            count, pages = read_all(reader, page_names)
+            self.assertEqual(count, 4)
+            self.assertEqual(pages, [image(i) for i in range(4)])
+            stats = reader.snapshot()
+            self.assertEqual((stats["pages_read"], stats["connects"]), (4, 1))
+            self.assertEqual(writer.snapshot()["write_already_resident"], 1)
+        finally:
+            writer.close()
+            reader.close()
+
+    def test_another_namespace_or_a_gap_ends_the_hit(self):
+        a = ManagerPages(self.manager.socket, identity())
+        other = ManagerPages(self.manager.socket, identity(kv_dtype="fp8_e4m3"))
+        try:
+            page_names = names(4, b"gap")
+            a.write([(n, image(i)) for i, n in enumerate(page_names) if i != 2])
+            self.assertEqual(a.contains(page_names), 2, "page 2 is missing: the prefix ends there")
+            self.assertEqual(other.contains(page_names), 0, "another KV dtype is another namespace")
+            self.assertEqual(read_all(other, page_names)[0], 0)
+        finally:
+            a.close()
+            other.close()
+
+    def test_a_store_keeps_no_lease_after_a_lookup_it_closed(self):
+        store = ManagerPages(self.manager.socket, identity())
+        try:
+            page_names = names(2, b"lease")
+            store.write([(n, image(i)) for i, n in enumerate(page_names)])
+            for _ in range(3):
+                lookup = store.lookup(page_names)
+                self.assertEqual(lookup.pages, 2)
+                lookup.close()
+                lookup.close()  # idempotent
+            self.assertEqual(store._client.stats().get("leases_held", 0), 0)
+        finally:
+            store.close()
+
+
+@unittest.skipUnless(JAR, "ORBITKV_JAR is not set: run through `bin/orbitkv test`")
+class StagingTest(unittest.TestCase):
+
+    def test_a_page_only_on_ssd_is_pending_then_read_whole(self):
+        manager = ManagerProcess(dram_bytes="16m", ssd_bytes="64m", extra_args=["--ssd-policy", "write-through"])
+        store = ManagerPages(manager.socket, identity(), timeout_s=10)
+        try:
+            page_names = names(384, b"ssd")  # 24 MiB through a 16 MiB DRAM tier: the first pages leave DRAM
+            for start in range(0, len(page_names), 32):
+                batch = page_names[start:start + 32]
+                deadline = time.monotonic() + 20  # NO_SPACE while the SSD writer catches up: publish again
+                while not all(store.write([(n, image(start + i)) for i, n in enumerate(batch)])):
+                    self.assertLess(time.monotonic(), deadline, f"batch at {start} was never stored")
+                    time.sleep(0.05)
+            first = page_names[:2]
+            deadline = time.monotonic() + 20
+            lookup = store.lookup(first)
+            while not lookup.pending and time.monotonic() < deadline:  # until the write-through copies landed
+                lookup.close()
+                time.sleep(0.05)
+                lookup = store.lookup(first)
+            self.assertTrue(lookup.pending, "the first pages are only on SSD: staging them is PENDING")
+            got = {}
+            self.assertEqual(lookup.read_into(lambda i, v: got.__setitem__(i, bytes(v))), 2)
+            self.assertEqual([got[0], got[1]], [image(0), image(1)])
+            self.assertGreaterEqual(store.snapshot()["pending"], 1)
+        finally:
+            store.close()
+            manager.stop()
+
+
+class FailureTest(unittest.TestCase):
+
+    def test_no_manager_is_a_miss_at_once_then_a_skip_until_the_retry_time(self):
+        now = [100.0]
+        store = ManagerPages(os.path.join(tempfile.gettempdir(), f"okv-none-{os.getpid()}.sock"), identity(),
+                             timeout_s=0.5, retry_after_s=5.0, clock=lambda: now[0])
+        started = time.monotonic()
+        self.assertEqual(store.contains(names(3)), 0)
+        self.assertEqual(store.write([(names(1)[0], image(0))]), [False])
+        self.assertEqual(read_all(store, names(3))[0], 0)
+        self.assertLess(time.monotonic() - started, 0.5)
+        stats = store.snapshot()
+        self.assertEqual((stats["failures_connect"], stats["skipped_down"]), (1, 2))
+        now[0] += 5.0
+        store.contains(names(1))
+        self.assertEqual(store.snapshot()["failures_connect"], 2, "after retry_after_s it tries again")
+
+    def test_a_manager_that_never_answers_costs_one_timeout_then_misses(self):
+        path = os.path.join(tempfile.mkdtemp(prefix="okv-mute-"), "m.sock")
+        mute = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        mute.bind(path)
+        mute.listen(8)
+        accepted = []
+        threading.Thread(target=lambda: accepted.append(mute.accept()[0]), daemon=True).start()
+        store = ManagerPages(path, identity(), timeout_s=0.3, retry_after_s=60)
+        try:
+            started = time.monotonic()
+            self.assertEqual(store.contains(names(2)), 0)
+            self.assertEqual(store.contains(names(2)), 0)
+            elapsed = time.monotonic() - started
+            self.assertLess(elapsed, 2.0, "one bounded wait, then misses without waiting")
+            self.assertGreaterEqual(elapsed, 0.3)
+            stats = store.snapshot()
+            self.assertEqual((stats["failures_connect"], stats["skipped_down"]), (1, 1))
+        finally:
+            store.close()
+            mute.close()
+            for connection in accepted:
+                connection.close()
+
+    @unittest.skipUnless(JAR, "ORBITKV_JAR is not set: run through `bin/orbitkv test`")
+    def test_a_killed_manager_is_a_miss_and_a_restarted_one_serves_again(self):
+        path = os.path.join(tempfile.mkdtemp(prefix="okv-restart-"), "m.sock")
+        manager = ManagerProcess(socket_path=path)
+        store = ManagerPages(path, identity(), timeout_s=2, retry_after_s=0.2)
+        try:
+            page_names = names(2, b"kill")
+            self.assertEqual(store.write([(n, image(i)) for i, n in enumerate(page_names)]), [True, True])
+            manager.proc.kill()
+            manager.proc.wait(30)
+            self.assertEqual(store.contains(page_names), 0)
+            self.assertEqual(store.write([(page_names[0], image(0))]), [False])
+            self.assertGreaterEqual(store.snapshot()["failures_error"] + store.snapshot()["failures_connect"], 1)
+            manager.stop()
+            os.unlink(path) if os.path.exists(path) else None
+            manager = ManagerProcess(socket_path=path)
+            deadline = time.monotonic() + 10
+            while not all(store.write([(n, image(i)) for i, n in enumerate(page_names)])):
+                self.assertLess(time.monotonic(), deadline, "the store did not reconnect")
+                time.sleep(0.1)
+            self.assertEqual(read_all(store, page_names)[1], [image(0), image(1)])
+            self.assertGreaterEqual(store.snapshot()["connects"], 2)
+        finally:
+            store.close()
+            manager.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()
