@@ -31,6 +31,7 @@ import mmap
 import os
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -266,6 +267,39 @@ class Client:
         if not isinstance(reply, reply_type):
             raise p.ProtocolError(p.ErrorCode.MALFORMED, f"{request.TYPE.name} answered by {reply.TYPE.name}")
         return reply
+
+    def call_all(self, requests: Sequence, reply_type) -> List[Union[object, OrbitKvError]]:
+        """Pipelines ``requests``: writes every one before reading the first reply, so n requests
+        cost one round trip; waits at most ``timeout`` for all of them together. Returns, in order,
+        each typed reply or the OrbitKvError its ERROR carried (the others' effects stand)."""
+        waiters = [self.send(r) for r in requests]
+        deadline = time.monotonic() + self.timeout
+        out: List[Union[object, OrbitKvError]] = []
+        for request, waiter in zip(requests, waiters):
+            reply = waiter.wait(max(0.0, deadline - time.monotonic()), request.TYPE.name)
+            if isinstance(reply, p.Error):
+                out.append(OrbitKvError(reply.code, reply.message))
+            elif not isinstance(reply, reply_type):
+                raise p.ProtocolError(p.ErrorCode.MALFORMED, f"{request.TYPE.name} answered by {reply.TYPE.name}")
+            else:
+                out.append(reply)
+        return out
+
+    def release_all(self, operation_ids: Sequence[int]) -> None:
+        """RELEASE of several operations, pipelined (:meth:`call_all`); returns once each is
+        released, after its DRAINED where its reply said drained = 0. Raises the first refusal."""
+        replies = self.call_all([p.Release(op) for op in operation_ids], p.Released)
+        errors = [r for r in replies if isinstance(r, OrbitKvError)]
+        deadline = time.monotonic() + self.timeout
+        for op, reply in zip(operation_ids, replies):
+            if isinstance(reply, p.Released) and not reply.drained:
+                try:
+                    self._operations.waiter(op, p.CompletionEvent.DRAINED).wait(
+                        max(0.0, deadline - time.monotonic()), "DRAINED")
+                finally:
+                    self._operations.forget_if_ended(op)
+        if errors:
+            raise errors[0]
 
     def register(self, instance_id: str, epoch: int, namespace: Namespace, contract: RecoveryContract) -> p.Registered:
         """Registers this connection's engine instance and maps every arena file read-write.

@@ -174,6 +174,61 @@ class ManagerPages:
         finally:
             lookup.close()
 
+    def present_each(self, names: Sequence[bytes], wait_s: float = 0.0) -> List[bool]:
+        """Whether each page of ``names`` is present on its own (not as a prefix: a store keyed by
+        independent chunks asks this). One QUERY per name, all written before the first answer is
+        read, then their RELEASEs the same way: two round trips for the batch, nothing held
+        afterwards. A page still being staged counts only if it settles within ``wait_s``."""
+        return self._each(names, None, wait_s)
+
+    def read_each(self, names: Sequence[bytes], sink: Callable[[int, memoryview], None],
+                  wait_s: float = 0.0) -> List[bool]:
+        """Like :meth:`present_each`, and hands each present page to ``sink(i, page_bytes)`` before
+        releasing it; True for each page handed over."""
+        return self._each(names, sink, wait_s)
+
+    def _each(self, names: Sequence[bytes], sink: Optional[Callable[[int, memoryview], None]],
+              wait_s: float) -> List[bool]:
+        if not names:
+            return []
+        self._count("lookups")
+        self._count("lookup_pages", len(names))
+        try:
+            client = self._connected()
+        except _Down:
+            return [False] * len(names)
+        ops = [next(self._operation_ids) for _ in names]
+        found = [False] * len(names)
+        held: List[int] = []
+        try:
+            replies = client.call_all(
+                [p.Query(op, 0, p.CompletionTarget.HOST_READY, self.page_tokens + 1, 0,
+                         [p.QueryGroup(self.group_id, p.KeyForm.BLOCK_HASH, [bytes(name)])], 0, 0)
+                 for op, name in zip(ops, names)], p.QueryResult)
+            for i, (op, reply) in enumerate(zip(ops, replies)):
+                if isinstance(reply, OrbitKvError):
+                    if reply.code not in _LOAD_REFUSALS:
+                        raise reply
+                    self._count("refused_busy")
+                    continue
+                held.append(op)
+                lookup = Lookup(self, self._present_pages(reply, 1), reply.status == p.QueryStatus.PENDING,
+                                client, op, reply)
+                if lookup.pending and not (lookup.pages and self._wait_settled(lookup, wait_s)):
+                    continue
+                if lookup.pages != 1:
+                    continue
+                if sink is None:
+                    found[i] = True
+                else:
+                    found[i] = self._read(lookup, lambda _, page, i=i: sink(i, page), 0.0) == 1
+            client.release_all(held)
+        except Exception as e:  # noqa: BLE001 - every Manager failure is a miss, counted
+            self._failed(client, _failure_kind(e), e)
+            return [False] * len(names)
+        self._count("hit_pages", sum(found))
+        return found
+
     def read_into(self, names: Sequence[bytes], sink: Callable[[int, memoryview], None],
                   wait_s: Optional[float] = None) -> int:
         """Copies the longest present prefix of ``names`` through ``sink(i, page_bytes)``; the
