@@ -23,7 +23,8 @@ Failure policy. A connection error, a timeout or an unexpected ERROR counts in :
 9.6) and makes the store *down* for ``retry_after_s``: calls in that window return misses at once
 (``skipped_down``) instead of paying a timeout each; the next call after it reconnects and
 registers with a higher epoch. BUSY and NO_SPACE refusals are load, not failures: the answer is a
-miss or an unstored page, counted (``refused_busy``, ``write_refused``), and the connection stays.
+miss or an unstored page, counted (``refused_busy``, ``write_refused``), and the connection stays;
+so is TOO_LARGE (a page above the Manager's largest slot, or a QUERY above its page limit).
 
 Counters are plain integers in a dict guarded by ``_lock``; their names are fixed (``COUNTERS``),
 so the table is bounded.
@@ -58,7 +59,9 @@ COUNTERS = ("lookups", "lookup_pages", "hit_pages", "pending", "reads", "pages_r
             "write_refused", "write_already_resident", "refused_busy", "connects", "failures_connect",
             "failures_timeout", "failures_error", "skipped_down")
 
-_LOAD_REFUSALS = (p.ErrorCode.BUSY, p.ErrorCode.NO_SPACE)
+# Refusals that leave the connection as it is: load (BUSY, NO_SPACE) and a request the Manager's
+# limits do not admit (TOO_LARGE: a page above the largest DRAM slot, too many pages in one QUERY).
+_LOAD_REFUSALS = (p.ErrorCode.BUSY, p.ErrorCode.NO_SPACE, p.ErrorCode.TOO_LARGE)
 
 
 class _Down(Exception):

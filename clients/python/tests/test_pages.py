@@ -78,6 +78,17 @@ class ManagerPagesTest(unittest.TestCase):
             a.close()
             other.close()
 
+    def test_a_page_above_the_largest_slot_is_refused_and_the_connection_stays(self):
+        store = ManagerPages(self.manager.socket, identity())
+        try:
+            big, small = names(2, b"big")
+            self.assertEqual(store.write([(big, bytes(3 << 20))]), [False])  # the largest slot is 2 MiB
+            self.assertEqual(store.write([(small, image(1))]), [True])
+            stats = store.snapshot()
+            self.assertEqual((stats["write_refused"], stats["connects"], stats["failures_error"]), (1, 1, 0))
+        finally:
+            store.close()
+
     def test_each_page_on_its_own_in_one_pipelined_batch(self):
         store = ManagerPages(self.manager.socket, identity())
         try:
