@@ -1,0 +1,402 @@
+"""OrbitKvConnector driven by the installed vLLM 0.33.0 against real Managers.
+
+Each engine is vLLM's own ``Scheduler`` with the connector its ``KVConnectorFactory`` builds from
+``kv_transfer_config``, real ``Request``s hashed by vLLM's block hasher, and the worker connector
+over the per-layer KV tensors vLLM's allocator carves out for the CPU attention backend
+(``connector_engine.CpuEngine``); the model's forward is a callback that writes random bytes
+into the blocks being computed. What is asserted:
+
+a. A request computes and publishes its whole blocks; a second request with the same prefix is
+   told by the scheduler that those tokens are computed, the worker restores them into other
+   block ids byte for byte, the scheduler's leases are held until the worker has loaded and
+   released after, and one QUERY is made per request. A prompt of exactly three blocks gets two:
+   the last prompt token is never claimed.
+b. A page that left DRAM and whose SSD copy has one flipped byte is a miss from that block on:
+   the lookup is PENDING (staged from SSD), the block before it is restored, the flipped one is
+   recomputed and never loaded.
+c. A Manager killed after the scheduler promised blocks and before the worker loaded them: the
+   worker reports those block ids (``get_block_ids_with_load_errors``) and vLLM recomputes them;
+   later requests are a miss at once (0 matched tokens, no exception, counted, the step bounded
+   by the timeout) and publishes fail counted. MLA and hybrid KV caches are refused when the
+   connector is built, in both roles.
+d. Another ``cache_salt`` or another model dtype never hits the pages of the first.
+Also: the page copies move exactly the named blocks on the LBNHC layout and with kernel-block
+splitting (vLLM's allocator), and each layout names its own pages.
+
+Run: ``ORBITKV_REQUIRE_ENVIRONMENT=1 ORBITKV_JAR=... JAVA_HOME=... var/venv-vllm/bin/python -m
+unittest discover -s tests_integration/vllm -t .`` (from ``clients/python``). This file: 55-70 s
+on a shared 2-core host, 15-25 s of it importing vLLM; three Managers (one shared by a and d).
+Random KV bytes come from ``ORBITKV_TEST_SEED`` (default below), named in failure messages.
+"""
+
+from __future__ import annotations
+
+import copy
+import glob
+import os
+import re
+import struct
+import tempfile
+import time
+import unittest
+
+from tests.test_manager import JAR, ManagerProcess
+from tests_integration.vllm.connector_engine import BLOCK, CpuEngine, cleanup_dir, tiny_llama_dir
+
+import torch  # noqa: E402  (connector_engine sets the vLLM platform before torch/vLLM load)
+
+from orbitkv.pages import ManagerPages  # noqa: E402
+from orbitkv.vllm.connector import UnsupportedKvLayout  # noqa: E402
+from orbitkv.vllm.connector_layout import KvPageBinding  # noqa: E402
+from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory  # noqa: E402
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole  # noqa: E402
+from vllm.v1.kv_cache_interface import (  # noqa: E402
+    FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, MLAAttentionSpec, SlidingWindowSpec)
+from vllm.v1.kv_cache_layout import KVCacheLayout  # noqa: E402
+from vllm.v1.worker.utils import allocate_kv_cache  # noqa: E402
+
+SEED = int(os.environ.get("ORBITKV_TEST_SEED", "20261205"))
+EXTENT_MAGIC = b"ORBKVEXT"
+EXTENT_HEADER_BYTES = 4096
+
+
+def tokens(base: int, count: int):
+    return [base + i for i in range(count)]
+
+
+def leases(manager: ManagerProcess) -> int:
+    match = re.search(r"^orbitkv_manager_leases\s+(\S+)", manager.metrics(), re.MULTILINE)
+    if match is None:
+        raise AssertionError("the Manager exports no orbitkv_manager_leases gauge")
+    return int(float(match.group(1)))
+
+
+class Forward:
+    """Stands in for the model: writes random KV bytes into every block a step computes part of."""
+
+    def __init__(self, engine: CpuEngine, seed: int):
+        self.engine = engine
+        self.generator = torch.Generator().manual_seed(seed)
+        self.during = []  # callbacks run inside the step, after start_load_kv
+
+    def __call__(self, req_id, block_ids, positions):
+        for check in self.during:
+            check(req_id, block_ids, positions)
+        touched = sorted({p // BLOCK for p in positions})
+        self.engine.fill_blocks([block_ids[b] for b in touched], self.generator)
+
+
+def new_request(step, req_id):
+    for new in step.output.scheduled_new_reqs:
+        if new.req_id == req_id:
+            return new
+    return None
+
+
+def delta(after, before, key):
+    return after[key] - before[key]
+
+
+@unittest.skipUnless(JAR, "ORBITKV_JAR is not set: run through `bin/orbitkv test`")
+class ConnectorTest(unittest.TestCase):
+    """One Manager and one bfloat16 engine shared by (a) and (d); (b) and (c) bring their own."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="okv-vllm-")
+        cls.manager = ManagerProcess()
+        cls.engine = CpuEngine(tiny_llama_dir(cls.tmp), cls.manager.socket)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.engine.close()
+        status = cls.manager.stop()
+        cleanup_dir(cls.tmp)
+        assert status == 0, f"the Manager exited with {status} on SIGTERM"
+
+    def compute(self, engine, forward, req_id, prompt, **kw):
+        """Admits a request and runs its prefill step; the page images of its whole blocks."""
+        engine.request(req_id, prompt, **kw)
+        step = engine.step(forward)
+        self.assertIsNotNone(new_request(step, req_id), f"{req_id} was not scheduled")
+        ids = engine.block_ids(req_id)
+        return step, ids, [engine.block_bytes(ids[b]) for b in range(len(prompt) // BLOCK)]
+
+    # -- a ---------------------------------------------------------------------------------------
+
+    def test_a_a_prefix_published_by_one_request_is_restored_into_another_byte_for_byte(self):
+        engine, forward = self.engine, Forward(self.engine, SEED)
+        prompt = tokens(1000, 3 * BLOCK + 4)
+        step1, ids1, images = self.compute(engine, forward, "a-1", prompt)
+        self.assertEqual(new_request(step1, "a-1").num_computed_tokens, 0, "nothing was published before")
+        saves = step1.output.kv_connector_metadata.saves
+        self.assertEqual([s.block_ids for s in saves], [ids1[:3]], "the three whole blocks are published")
+        self.assertEqual(engine.worker.snapshot()["pages_saved"], 3)
+
+        held_during_load = []
+        forward.during = [lambda *_: held_during_load.append(leases(self.manager))]
+        before = engine.connector.snapshot()
+        engine.request("a-2", prompt[:3 * BLOCK] + tokens(5000, 10))
+        step2 = engine.step(forward)
+        forward.during = []
+        new = new_request(step2, "a-2")
+        self.assertIsNotNone(new)
+        self.assertEqual(new.num_computed_tokens, 3 * BLOCK, "the scheduler takes the three blocks as computed")
+        self.assertEqual(step2.output.num_scheduled_tokens["a-2"], 10)
+        ids2 = engine.block_ids("a-2")
+        loads = step2.output.kv_connector_metadata.loads
+        self.assertEqual([(p.req_id, p.block_ids) for p in loads], [("a-2", ids2[:3])])
+        self.assertTrue(set(ids2[:3]).isdisjoint(ids1), f"other block ids: {ids2[:3]} vs {ids1}")
+        for b in range(3):
+            self.assertEqual(engine.block_bytes(ids2[b]), images[b], f"block {b} restored byte for byte (seed {SEED})")
+        self.assertEqual(step2.kv_output.invalid_block_ids, set())
+        after = engine.connector.snapshot()
+        self.assertEqual(delta(after, before, "lookups"), 1, "one QUERY for the request")
+        self.assertEqual((delta(after, before, "loads_done"), delta(after, before, "matched_tokens")), (1, 96))
+        self.assertGreaterEqual(held_during_load[0], 3, "the scheduler holds the three leases while the worker loads")
+        self.assertEqual(leases(self.manager), 0, "the worker's report released them")
+
+        before = engine.connector.snapshot()
+        engine.request("a-3", prompt[:3 * BLOCK])  # exactly three blocks
+        step3 = engine.step(forward)
+        self.assertEqual(new_request(step3, "a-3").num_computed_tokens, 2 * BLOCK,
+                         "the block holding the last prompt token is computed, not loaded")
+        self.assertEqual(step3.output.num_scheduled_tokens["a-3"], BLOCK)
+        ids3 = engine.block_ids("a-3")
+        for b in range(2):
+            self.assertEqual(engine.block_bytes(ids3[b]), images[b])
+        self.assertEqual(delta(engine.connector.snapshot(), before, "lookups"), 1)
+
+    # -- d ---------------------------------------------------------------------------------------
+
+    def test_d_another_cache_salt_or_model_dtype_never_hits(self):
+        engine, forward = self.engine, Forward(self.engine, SEED + 1)
+        prompt = tokens(2000, 2 * BLOCK + 5)
+        self.compute(engine, forward, "d-1", prompt)
+
+        _, _, salted = self.compute(engine, forward, "d-salt-1", prompt, cache_salt="tenant-b")
+        engine.request("d-salt-2", prompt, cache_salt="tenant-b")
+        step = engine.step(forward)
+        self.assertEqual(new_request(step, "d-salt-2").num_computed_tokens, 2 * BLOCK,
+                         "pages of one salt serve that salt")
+        engine.request("d-salt-3", prompt, cache_salt="tenant-c")
+        step = engine.step(forward)
+        self.assertEqual(new_request(step, "d-salt-3").num_computed_tokens, 0, "another salt is a miss")
+        ids = engine.block_ids("d-salt-2")
+        self.assertEqual(engine.block_bytes(ids[0]), salted[0])
+
+        other = CpuEngine(tiny_llama_dir(self.tmp, "float16"), self.manager.socket, dtype="float16")
+        try:
+            self.assertNotEqual(other.worker.get_handshake_metadata().namespace,
+                                engine.worker.get_handshake_metadata().namespace)
+            other.request("d-fp16", prompt)
+            step = other.step(Forward(other, SEED + 2))
+            self.assertEqual(new_request(step, "d-fp16").num_computed_tokens, 0,
+                             "a float16 engine never loads bfloat16 pages")
+            self.assertEqual(other.connector.snapshot()["store_hit_pages"], 0)
+            self.assertEqual(other.connector.snapshot()["lookups"], 1)
+        finally:
+            other.close()
+
+
+@unittest.skipUnless(JAR, "ORBITKV_JAR is not set: run through `bin/orbitkv test`")
+class SsdCorruptionTest(unittest.TestCase):
+
+    def test_b_a_flipped_byte_on_ssd_is_a_miss_from_that_block_on(self):
+        tmp = tempfile.mkdtemp(prefix="okv-vllm-")
+        # 4 MiB of 64 KiB slots (64 pages), every page also written to SSD
+        manager = ManagerProcess(dram_bytes="4m", ssd_bytes="64m",
+                                 extra_args=["--ssd-policy", "write-through", "--set", "dramSlotBytes=64k"])
+        engine = CpuEngine(tiny_llama_dir(tmp), manager.socket, timeout_s=5.0, max_pending_s=10.0)
+        filler = None
+        try:
+            forward = Forward(engine, SEED + 3)
+            prompt = tokens(3000, 3 * BLOCK + 4)
+            engine.request("b-1", prompt, max_tokens=2)
+            engine.step(forward)
+            ids1 = engine.block_ids("b-1")
+            images = [engine.block_bytes(ids1[b]) for b in range(3)]
+            engine.step(forward)  # b-1 decodes its last token and finishes: nothing of it stays leased
+
+            extents = wait_for_extents(os.path.join(manager.dir, "ssd"), images, deadline_s=20)
+            path, payload_at = extents[1]
+            flip_byte(path, payload_at + 1000)
+
+            # push the three pages out of DRAM (LRU): publish three DRAMs' worth of newer pages, 8 at a
+            # time (the default staging budget, dramBytes / 8, holds 8 slots of 64 KiB)
+            filler = ManagerPages(manager.socket, engine.worker.get_handshake_metadata().namespace, timeout_s=5.0)
+            stored = 0
+            for start in range(0, 192, 8):
+                stored += sum(filler.write([(b"filler" + i.to_bytes(4, "little"), bytes([i % 251]) * len(images[0]))
+                                            for i in range(start, start + 8)]))
+            self.assertGreaterEqual(stored, 128, "at least twice the DRAM tier was published after the pages")
+
+            engine.request("b-2", prompt[:3 * BLOCK] + tokens(6000, 10))
+            deadline = time.monotonic() + 20
+            step = engine.step(forward)
+            while new_request(step, "b-2") is None and time.monotonic() < deadline:
+                time.sleep(0.01)  # an engine steps every few ms; each step re-asks once
+                step = engine.step(forward)
+            new = new_request(step, "b-2")
+            self.assertIsNotNone(new, "b-2 was never scheduled")
+            stats = engine.connector.snapshot()
+            self.assertGreaterEqual(stats["pending_answers"], 1,
+                                    f"the pages came back from SSD (PENDING first): {stats}")
+            self.assertEqual(stats["lookups"], 2, "one QUERY per request, then polls")
+            self.assertEqual(new.num_computed_tokens, BLOCK, "the hit ends before the flipped block")
+            ids2 = engine.block_ids("b-2")
+            self.assertEqual([p.block_ids for p in step.output.kv_connector_metadata.loads], [ids2[:1]])
+            self.assertEqual(engine.block_bytes(ids2[0]), images[0])
+            self.assertEqual(step.computed["b-2"], range(BLOCK, 3 * BLOCK + 10), "blocks 1.. are recomputed")
+        finally:
+            if filler is not None:
+                filler.close()
+            engine.close()
+            manager.stop()
+            cleanup_dir(tmp)
+
+
+@unittest.skipUnless(JAR, "ORBITKV_JAR is not set: run through `bin/orbitkv test`")
+class FailureTest(unittest.TestCase):
+
+    def test_c_a_killed_manager_fails_the_promised_load_and_then_is_a_counted_miss(self):
+        tmp = tempfile.mkdtemp(prefix="okv-vllm-")
+        manager = ManagerProcess()
+        engine = CpuEngine(tiny_llama_dir(tmp), manager.socket, timeout_s=2.0)
+        try:
+            forward = Forward(engine, SEED + 4)
+            prompt = tokens(4000, 2 * BLOCK + 3)
+            engine.request("c-1", prompt)
+            engine.step(forward)
+
+            promised = []
+
+            def kill(output):  # after the scheduler promised c-2's blocks, before the worker loads them
+                self.assertEqual([p.req_id for p in output.kv_connector_metadata.loads], ["c-2"])
+                promised.extend(output.kv_connector_metadata.loads[0].block_ids)
+                manager.proc.kill()
+                manager.proc.wait(10)
+
+            engine.request("c-2", prompt)
+            step = engine.step(forward, before_worker=kill)
+            self.assertEqual(promised, engine.block_ids("c-2")[:2])
+            self.assertEqual(new_request(step, "c-2").num_computed_tokens, 2 * BLOCK)
+            self.assertEqual(step.kv_output.invalid_block_ids, set(promised), "the unloaded blocks are reported")
+            self.assertEqual(engine.connector.snapshot()["loads_failed"], 1)
+            self.assertEqual(engine.scheduler.requests["c-2"].num_computed_tokens, 0,
+                             "vLLM rewinds the request to recompute them")
+
+            engine.request("c-3", prompt)
+            started = time.monotonic()
+            step = engine.step(forward)  # c-2 recomputes; c-3 asks a dead Manager; c-2/c-3 publish
+            took = time.monotonic() - started
+            self.assertEqual(step.computed["c-2"], range(0, len(prompt)), "c-2 is recomputed from its first block")
+            self.assertEqual(new_request(step, "c-3").num_computed_tokens, 0)
+            self.assertLess(took, 2.0, "a dead Manager costs no timeout_s wait")
+            scheduler, worker = engine.connector.snapshot(), engine.worker.snapshot()
+            self.assertGreaterEqual(scheduler["store_failures_error"] + scheduler["store_failures_connect"]
+                                    + scheduler["store_skipped_down"], 1, f"counted: {scheduler}")
+            self.assertEqual(scheduler["errors"], 0, "a Manager failure is not a connector error")
+            self.assertEqual(worker["pages_load_failed"], 2)
+            self.assertEqual(worker["pages_save_refused"], 2,
+                             f"c-2's and c-3's blocks (the same two names) unpublished: {worker}")
+            self.assertGreaterEqual(worker["store_failures_error"] + worker["store_skipped_down"]
+                                    + worker["store_failures_connect"], 1)
+        finally:
+            engine.close()
+            manager.stop()
+            cleanup_dir(tmp)
+
+    def test_c_mla_and_hybrid_kv_caches_are_refused_when_the_connector_is_built(self):
+        tmp = tempfile.mkdtemp(prefix="okv-vllm-")
+        engine = CpuEngine(tiny_llama_dir(tmp), os.path.join(tmp, "no-manager.sock"))
+        try:
+            full = FullAttentionSpec(block_size=BLOCK, num_kv_heads=2, head_size=32, dtype=torch.bfloat16)
+            mla = MLAAttentionSpec(block_size=BLOCK, num_kv_heads=1, head_size=576, dtype=torch.bfloat16)
+            window = SlidingWindowSpec(block_size=BLOCK, num_kv_heads=2, head_size=32, dtype=torch.bfloat16,
+                                       sliding_window=128)
+            cases = {
+                "MLAAttentionSpec": [KVCacheGroupSpec(["model.layers.0.self_attn.attn"], mla)],
+                "hybrid": [KVCacheGroupSpec(["model.layers.0.self_attn.attn"], full),
+                           KVCacheGroupSpec(["model.layers.1.self_attn.attn"], window)],
+            }
+            for expected, groups in cases.items():
+                config = KVCacheConfig(num_blocks=16, kv_cache_tensors=[], kv_cache_groups=groups)
+                for role in (KVConnectorRole.SCHEDULER, KVConnectorRole.WORKER):
+                    with self.subTest(kind=expected, role=role.name):
+                        with self.assertRaisesRegex(UnsupportedKvLayout, expected):
+                            KVConnectorFactory.create_connector(engine.vllm_config, role, config)
+        finally:
+            engine.close()
+            cleanup_dir(tmp)
+
+
+class LayoutTest(unittest.TestCase):
+    """The page copies on layouts other than the CPU backend's, from vLLM's own allocator."""
+
+    def test_pages_move_whole_blocks_on_every_layout_and_name_it(self):
+        tmp = tempfile.mkdtemp(prefix="okv-vllm-")
+        engine = CpuEngine(tiny_llama_dir(tmp), os.path.join(tmp, "no-manager.sock"))
+        try:
+            config = engine.kv_cache_config
+            spec = config.kv_cache_groups[0].kv_cache_spec
+            generator = torch.Generator().manual_seed(SEED + 5)
+            descriptors = set()
+            for layout, kernel in [(KVCacheLayout.LBHNC, BLOCK), (KVCacheLayout.LBNHC, BLOCK),
+                                   (KVCacheLayout.LBHNC, BLOCK // 2)]:
+                with self.subTest(layout=layout.name, kernel_block=kernel):
+                    caches = allocate_kv_cache(copy.deepcopy(config), torch.device("cpu"), layout, [kernel])
+                    raw = {n: t.view(torch.uint8) for n, t in caches.items()}
+                    for view in raw.values():
+                        view.copy_(torch.randint(0, 256, view.shape, dtype=torch.uint8, generator=generator))
+                    before = {n: v.clone().unflatten(0, (config.num_blocks, -1)) for n, v in raw.items()}
+                    binding = KvPageBinding(caches, spec, config, "TEST", layout.name)
+                    binding.scatter([10, 11, 12], binding.gather([3, 5, 7]))
+                    for name, view in raw.items():
+                        blocks = view.unflatten(0, (config.num_blocks, -1))
+                        self.assertTrue(torch.equal(blocks[10:13], before[name][[3, 5, 7]]), name)
+                        self.assertTrue(torch.equal(blocks[:10], before[name][:10]), f"{name}: nothing else written")
+                        self.assertTrue(torch.equal(blocks[13:], before[name][13:]), f"{name}: nothing else written")
+                    descriptors.add(binding.format.descriptor)
+            self.assertEqual(len(descriptors), 3, f"each layout and kernel block names its own pages: {descriptors}")
+        finally:
+            engine.close()
+            cleanup_dir(tmp)
+
+
+def wait_for_extents(ssd_dir: str, images, deadline_s: float):
+    """(file, payload offset) of the SSD extent holding each image, once all are written."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        found = {}
+        for path in sorted(glob.glob(os.path.join(ssd_dir, "**", "extents-*.dat"), recursive=True)):
+            with open(path, "rb") as f:
+                data = f.read()
+            at = data.find(EXTENT_MAGIC)
+            while at >= 0:
+                if at % 4096 == 0:
+                    (length,) = struct.unpack_from("<I", data, at + 24)
+                    payload = data[at + EXTENT_HEADER_BYTES:at + EXTENT_HEADER_BYTES + length]
+                    for i, image in enumerate(images):
+                        if payload == image:
+                            found[i] = (path, at + EXTENT_HEADER_BYTES)
+                at = data.find(EXTENT_MAGIC, at + 1)
+        if len(found) == len(images):
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"only {sorted(found)} of {len(images)} pages reached {ssd_dir}")
+        time.sleep(0.05)
+
+
+def flip_byte(path: str, offset: int) -> None:
+    fd = os.open(path, os.O_RDWR)
+    try:
+        (value,) = os.pread(fd, 1, offset)
+        os.pwrite(fd, bytes([value ^ 0xFF]), offset)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+if __name__ == "__main__":
+    unittest.main()
