@@ -31,6 +31,8 @@ import unittest
 import uuid
 from array import array
 
+from orbitkv.protocol import contract_bytes
+from orbitkv.state import FullGroup, RecoveryContract
 from tests.test_manager import JAR, REQUIRE_ENVIRONMENT, ManagerProcess
 
 try:
@@ -266,6 +268,12 @@ class Namespaces(HiCacheCase):
         _, mha_rank3 = self.reader("mha", model=model, tp_rank=3, tp_size=4)
         self.assertEqual(mha_rank3.batch_exists(keys), 0)
         self.assertEqual((mha_rank3.identity.tp_size, mha_rank3.identity.tp_rank), (4, 3))
+        # the recovery contract every adapter registers (the vLLM tier's test checks the same bytes);
+        # the namespace names SGLang's page layout, so a vLLM page of the same model is never read
+        pages = mha_rank3._pages
+        self.assertEqual(contract_bytes(pages.contract),
+                         contract_bytes(RecoveryContract(pages.namespace.page_tokens, [FullGroup(0)])))
+        self.assertTrue(pages.namespace.kv_layout.startswith("sglang-hicache"), pages.namespace.kv_layout)
 
 
 class Refusals(HiCacheCase):

@@ -35,6 +35,8 @@ import tempfile
 import time
 import unittest
 
+from orbitkv.protocol import contract_bytes
+from orbitkv.state import FullGroup, RecoveryContract
 from tests.test_manager import JAR, REQUIRE_ENVIRONMENT, ManagerProcess
 from tests_integration.vllm.tier_probe import make_model_dir, vllm_config
 
@@ -273,6 +275,12 @@ class TierTest(unittest.TestCase):
         self.assertEqual(delta(b1, b0, "load_requeried_pages"), 0)  # the load used the lookup's leases
         self.assertEqual(delta(b1, b0, "errors"), 0)
         wait_for(lambda: manager_leases(ENV["manager"]) == 0, "the Manager's leases to be released")
+        # the recovery contract every adapter registers (the SGLang backend's test checks the same
+        # bytes): full attention over pages of the namespace's page size, in group 0
+        pages = self.b.tier.pages
+        self.assertEqual(contract_bytes(pages.contract),
+                         contract_bytes(RecoveryContract(pages.namespace.page_tokens, [FullGroup(0)])))
+        self.assertTrue(pages.namespace.kv_layout.startswith("vllm"), pages.namespace.kv_layout)
 
     def test_b_page_staged_from_ssd_is_retry_then_hit(self):
         keys, payloads = self.prefix(seed=2, chunks=6)
