@@ -203,6 +203,7 @@ class ManagerPages:
         ops = [next(self._operation_ids) for _ in names]
         found = [False] * len(names)
         held: List[int] = []
+        deadline = self._clock() + wait_s  # one wait for the whole batch, not one per staging page
         try:
             replies = client.call_all(
                 [p.Query(op, 0, p.CompletionTarget.HOST_READY, self.page_tokens + 1, 0,
@@ -217,8 +218,10 @@ class ManagerPages:
                 held.append(op)
                 lookup = Lookup(self, self._present_pages(reply, 1), reply.status == p.QueryStatus.PENDING,
                                 client, op, reply)
-                if lookup.pending and not (lookup.pages and self._wait_settled(lookup, wait_s)):
-                    continue
+                if lookup.pending:
+                    self._count("pending")
+                    if not (lookup.pages and self._wait_settled(lookup, max(0.0, deadline - self._clock()))):
+                        continue
                 if lookup.pages != 1:
                     continue
                 if sink is None:
@@ -407,11 +410,15 @@ class ManagerPages:
             return client
 
     def _failed(self, client: Client, counter: str, error: BaseException) -> None:
+        """Drops ``client`` and marks the store down, counted once per connection: later failures
+        of calls that were already in flight on it find it gone and count nothing."""
         with self._lock:
-            if self._client is client:
+            current = self._client is client
+            if current:
                 self._client = None
         client.close()
-        self._mark_down(counter, error)
+        if current:
+            self._mark_down(counter, error)
 
     def _mark_down(self, counter: str, error: BaseException) -> None:
         with self._lock:

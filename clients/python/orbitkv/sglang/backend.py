@@ -474,16 +474,23 @@ class OrbitKvHiCacheStorage(HiCacheStorage):
         self._count_many(exists_calls=1, exists_pages_asked=len(names), exists_pages_found=found)
         return found
 
-    def _get_v1(self, keys: List[str], host_indices: torch.Tensor) -> List[bool]:
-        n = len(keys)
+    def _v1_batch(self, keys: List[str], host_indices: torch.Tensor):
+        """(plan, pages, names, slot starts) of a v1 batch, or None when it must be all misses."""
         ready, names = self._ready(), self._names(keys)
-        if ready is None or names is None or n == 0:
-            return [False] * n
+        if ready is None or names is None or not keys:
+            return None
         plan, pages = ready
-        starts = plan.page_starts(n, host_indices)
+        starts = plan.page_starts(len(keys), host_indices)
         if starts is None:
             self._count("rejected_input")
+            return None
+        return plan, pages, names, starts
+
+    def _get_v1(self, keys: List[str], host_indices: torch.Tensor) -> List[bool]:
+        n, batch = len(keys), self._v1_batch(keys, host_indices)
+        if batch is None:
             return [False] * n
+        plan, pages, names, starts = batch
         began = time.perf_counter()
         read = self._read(pages, plan, names, lambda i, image: plan.fill(starts[i], image))
         self._count_many(get_calls=1, get_pages_asked=n, get_pages_read=read)
@@ -491,15 +498,10 @@ class OrbitKvHiCacheStorage(HiCacheStorage):
         return [True] * read + [False] * (n - read)
 
     def _set_v1(self, keys: List[str], host_indices: torch.Tensor) -> List[bool]:
-        n = len(keys)
-        ready, names = self._ready(), self._names(keys)
-        if ready is None or names is None or n == 0:
+        n, batch = len(keys), self._v1_batch(keys, host_indices)
+        if batch is None:
             return [False] * n
-        plan, pages = ready
-        starts = plan.page_starts(n, host_indices)
-        if starts is None:
-            self._count("rejected_input")
-            return [False] * n
+        plan, pages, names, starts = batch
         began = time.perf_counter()
         chunk = max(1, GATHER_CHUNK_BYTES // plan.page_bytes)
         stored: List[bool] = []
