@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import os
 import re
 import sys
+import tarfile
 import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -107,8 +109,29 @@ def get_requires_for_build_wheel(config_settings=None) -> list:
     return []
 
 
-def build_sdist(sdist_directory, config_settings=None):
-    raise NotImplementedError("orbitkv ships wheels; build one with build_wheel")
+def build_sdist(sdist_directory, config_settings=None) -> str:
+    """The source distribution: this directory's build files and package, plus PKG-INFO."""
+    project = _project()
+    dist = f"{project['name']}-{project['version']}"
+    os.makedirs(sdist_directory, exist_ok=True)
+    name = f"{dist}.tar.gz"
+    files = [os.path.join(HERE, f) for f in ("pyproject.toml", "build_backend.py", "README.md")
+             if os.path.exists(os.path.join(HERE, f))] + _package_files()
+    with tarfile.open(os.path.join(sdist_directory, name), "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        for file in files:
+            info = tar.gettarinfo(file, f"{dist}/{os.path.relpath(file, HERE)}")
+            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+            with open(file, "rb") as f:
+                tar.addfile(info, f)
+        metadata = _metadata(project).encode("utf-8")
+        info = tarfile.TarInfo(f"{dist}/PKG-INFO")
+        info.size, info.mode = len(metadata), 0o644
+        tar.addfile(info, io.BytesIO(metadata))
+    return name
+
+
+def get_requires_for_build_sdist(config_settings=None) -> list:
+    return []
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ Operations (all thread-safe):
 
 - :meth:`lookup` — QUERY (HOST_READY) for a run of page names: a :class:`Lookup` with the length
   of the longest consecutive prefix the Manager can hand out, whether it is still being staged
-  (PENDING: from SSD or a peer), and the leases it holds. Non-blocking beyond one round trip.
+  (PENDING: from SSD, or from a peer within ``peer_wait_ms`` on a clustered Manager), and the
+  leases it holds. Non-blocking beyond one round trip.
   The caller reads (:meth:`Lookup.read_into`) or drops (:meth:`Lookup.close`) it.
 - :meth:`read_into` — lookup, wait (bounded) for staging, copy each page into the caller's
   buffer, release.
@@ -45,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import protocol as p
-from .client import Client, OrbitKvError, PageToPublish, PublishOutcome
+from .client import PEER_WAIT_MAX_MILLIS, Client, OrbitKvError, PageToPublish, PublishOutcome
 from .state import FullGroup, Namespace, RecoveryContract
 
 log = logging.getLogger("orbitkv.pages")
@@ -54,6 +55,10 @@ log = logging.getLogger("orbitkv.pages")
 DEFAULT_TIMEOUT_S = 2.0
 #: Default time a store stays down after a failure before it reconnects (seconds).
 DEFAULT_RETRY_AFTER_S = 1.0
+#: Default peer wait of a QUERY (milliseconds): how long a clustered Manager may keep a lookup
+#: PENDING while it finds and fetches pages only peers hold (protocol 5.3); a single-node Manager
+#: ignores it. An engine that knows its prefill rate sizes it with ``client.peer_wait_for``.
+DEFAULT_PEER_WAIT_MS = 1000
 
 COUNTERS = ("lookups", "lookup_pages", "hit_pages", "pending", "reads", "pages_read", "writes", "pages_written",
             "write_refused", "write_already_resident", "refused_busy", "connects", "failures_connect",
@@ -80,6 +85,8 @@ class Lookup:
     _operation_id: int = 0
     _result: Optional[p.QueryResult] = None
     _closed: bool = field(default=False)
+    #: how many names the QUERY asked for (the most ``pages`` can become when it settles)
+    named: int = 0
 
     @property
     def settled(self) -> bool:
@@ -110,9 +117,10 @@ class ManagerPages:
     def __init__(self, socket_path: str, namespace: Namespace, *, instance_id: Optional[str] = None,
                  contract: Optional[RecoveryContract] = None, group_id: int = 0,
                  timeout_s: float = DEFAULT_TIMEOUT_S, retry_after_s: float = DEFAULT_RETRY_AFTER_S,
-                 clock: Callable[[], float] = time.monotonic):
-        if timeout_s <= 0 or retry_after_s < 0:
-            raise ValueError("timeout_s must be > 0 and retry_after_s >= 0")
+                 peer_wait_ms: int = DEFAULT_PEER_WAIT_MS, clock: Callable[[], float] = time.monotonic):
+        if timeout_s <= 0 or retry_after_s < 0 or not 0 <= peer_wait_ms <= PEER_WAIT_MAX_MILLIS:
+            raise ValueError(f"timeout_s must be > 0, retry_after_s >= 0, peer_wait_ms in [0, {PEER_WAIT_MAX_MILLIS}]")
+        self.peer_wait_ms = int(peer_wait_ms)
         self.socket_path = os.fspath(socket_path)
         self.namespace = namespace
         self.page_tokens = namespace.page_tokens
@@ -146,7 +154,7 @@ class ManagerPages:
         op = next(self._operation_ids)
         try:
             result = client.query(op, {self.group_id: list(names)},
-                                  prompt_tokens=len(names) * self.page_tokens + 1)
+                                  prompt_tokens=len(names) * self.page_tokens + 1, peer_wait_millis=self.peer_wait_ms)
         except OrbitKvError as e:
             if e.code in _LOAD_REFUSALS:
                 self._count("refused_busy")
@@ -157,7 +165,7 @@ class ManagerPages:
             self._failed(client, _failure_kind(e), e)
             return Lookup(self, 0, False)
         pages = self._present_pages(result, len(names))
-        lookup = Lookup(self, pages, result.status == p.QueryStatus.PENDING, client, op, result)
+        lookup = Lookup(self, pages, result.status == p.QueryStatus.PENDING, client, op, result, named=len(names))
         if pages == 0 and not lookup.pending:
             lookup.close()
         elif lookup.pending:
@@ -207,7 +215,7 @@ class ManagerPages:
         try:
             replies = client.call_all(
                 [p.Query(op, 0, p.CompletionTarget.HOST_READY, self.page_tokens + 1, 0,
-                         [p.QueryGroup(self.group_id, p.KeyForm.BLOCK_HASH, [bytes(name)])], 0, 0)
+                         [p.QueryGroup(self.group_id, p.KeyForm.BLOCK_HASH, [bytes(name)])], 0, self.peer_wait_ms)
                  for op, name in zip(ops, names)], p.QueryResult)
             for i, (op, reply) in enumerate(zip(ops, replies)):
                 if isinstance(reply, OrbitKvError):
@@ -217,10 +225,10 @@ class ManagerPages:
                     continue
                 held.append(op)
                 lookup = Lookup(self, self._present_pages(reply, 1), reply.status == p.QueryStatus.PENDING,
-                                client, op, reply)
-                if lookup.pending:
+                                client, op, reply, named=1)
+                if lookup.pending:  # staging from SSD, or (no pages yet) asking peers
                     self._count("pending")
-                    if not (lookup.pages and self._wait_settled(lookup, max(0.0, deadline - self._clock()))):
+                    if not self._wait_settled(lookup, max(0.0, deadline - self._clock())):
                         continue
                 if lookup.pages != 1:
                     continue
@@ -319,7 +327,7 @@ class ManagerPages:
         if result.status == p.QueryStatus.PENDING:
             return False
         lookup._result, lookup.pending = result, False
-        lookup.pages = self._present_pages(result, lookup.pages)
+        lookup.pages = self._present_pages(result, lookup.named)
         self._count("hit_pages", lookup.pages)
         return True
 
@@ -334,7 +342,7 @@ class ManagerPages:
         return True
 
     def _read(self, lookup: Lookup, sink: Callable[[int, memoryview], None], wait_s: Optional[float]) -> int:
-        if lookup.pages == 0 or lookup._client is None:
+        if lookup._client is None:
             return 0
         if lookup.pending and not self._wait_settled(lookup, wait_s):
             return 0

@@ -22,7 +22,7 @@ from orbitkv.state import FullGroup, Namespace, RecoveryContract, page_hashes
 JAR = os.environ.get("ORBITKV_JAR")
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUICKSTART = os.path.join(HERE, "..", "examples", "quickstart.py")
-READY = re.compile(r"orbitkv manager ready socket=(\S+) http=(\S+) pid=(\d+)")
+READY = re.compile(r"orbitkv manager ready socket=(\S+) http=(\S+) (?:.* )?pid=(\d+)")
 PAGE_TOKENS = 16
 
 

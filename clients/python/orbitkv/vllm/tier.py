@@ -58,6 +58,11 @@ Measured here (2 shared cores, 64 KiB rows, scheduler steps 2 ms apart): steady 
 tier one pass later, about 8 ms from the first lookup; the first request of a connection waits
 about 0.5 s (connect, register, map arenas). Storing 16 rows: about 12 ms.
 
+Size: ``OrbitKvTier`` is about 520 lines because vLLM's tier interface is 15 methods and the
+scheduler-side tables share their hand-off deques with the two worker loops; the loops
+(``_lookup_loop``, ``_io_loop`` and what they call) are the part to move into a class of their own
+when the tier grows.
+
 Design note: answers are batched per request because vLLM asks one key at a time but scans a
 request's whole prefix in one pass (it keeps scanning past RETRY), so one QUERY per request and
 group per step answers all of them; chained keys make the Manager's "longest present prefix" the
