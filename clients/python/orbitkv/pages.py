@@ -23,9 +23,13 @@ Failure policy. A connection error, a timeout or an unexpected ERROR counts in :
 (``failures_*``), closes the connection (the Manager then releases all it held for it, protocol
 9.6) and makes the store *down* for ``retry_after_s``: calls in that window return misses at once
 (``skipped_down``) instead of paying a timeout each; the next call after it reconnects and
-registers with a higher epoch. BUSY and NO_SPACE refusals are load, not failures: the answer is a
-miss or an unstored page, counted (``refused_busy``, ``write_refused``), and the connection stays;
-so is TOO_LARGE (a page above the Manager's largest slot, or a QUERY above its page limit).
+registers with a higher epoch. Each failure in a row doubles the window, up to
+``MAX_RETRY_AFTER_S`` (a registration resets it): a Manager that stays frozen would otherwise cost
+the engine one ``timeout_s`` stall every ``timeout_s + retry_after_s``. BUSY and NO_SPACE refusals
+are load, not failures: the answer is a miss or an unstored page, counted (``refused_busy``,
+``write_refused``), and the connection stays; so is TOO_LARGE (a page above the Manager's largest
+slot, or a QUERY above its page limit), which also counts ``write_too_large`` and logs once: it is a
+configuration mismatch (the Manager's ``dramSlotBytes``), not load.
 
 Counters are plain integers in a dict guarded by ``_lock``; their names are fixed (``COUNTERS``),
 so the table is bounded.
@@ -59,9 +63,11 @@ DEFAULT_RETRY_AFTER_S = 1.0
 #: PENDING while it finds and fetches pages only peers hold (protocol 5.3); a single-node Manager
 #: ignores it. An engine that knows its prefill rate sizes it with ``client.peer_wait_for``.
 DEFAULT_PEER_WAIT_MS = 1000
+#: Longest down window after failures in a row (seconds), unless ``retry_after_s`` is longer.
+MAX_RETRY_AFTER_S = 30.0
 
 COUNTERS = ("lookups", "lookup_pages", "hit_pages", "pending", "reads", "pages_read", "writes", "pages_written",
-            "write_refused", "write_already_resident", "refused_busy", "connects", "failures_connect",
+            "write_refused", "write_too_large", "write_already_resident", "refused_busy", "connects", "failures_connect",
             "failures_timeout", "failures_error", "skipped_down")
 
 # Refusals that leave the connection as it is: load (BUSY, NO_SPACE) and a request the Manager's
@@ -134,6 +140,7 @@ class ManagerPages:
         self._connect_lock = threading.Lock()
         self._client: Optional[Client] = None
         self._down_until = float("-inf")
+        self._failures_in_a_row = 0  # guarded by _lock; reset by a registration
         self._epoch = 0
         self._operation_ids = itertools.count(1)
         self._closed = False
@@ -265,6 +272,8 @@ class ManagerPages:
         except OrbitKvError as e:
             if e.code in _LOAD_REFUSALS:
                 self._count("write_refused", len(pages))
+                if e.code == p.ErrorCode.TOO_LARGE:
+                    self._too_large(len(pages), e)
                 return [False] * len(pages)
             self._failed(client, "failures_error", e)
             return [False] * len(pages)
@@ -282,6 +291,14 @@ class ManagerPages:
             else:
                 self._count("write_refused")
         return stored
+
+    def _too_large(self, pages: int, error: OrbitKvError) -> None:
+        with self._lock:
+            first = self.stats["write_too_large"] == 0
+            self.stats["write_too_large"] += pages
+        if first:
+            log.error("OrbitKV Manager at %s refused pages as too large (%s): give it a dramSlotBytes class that "
+                      "holds one page; these pages are not cached", self.socket_path, error)
 
     def snapshot(self) -> Dict[str, int]:
         """A copy of the counters."""
@@ -414,6 +431,7 @@ class ManagerPages:
                     client.close()
                     raise _Down()
                 self._client = client
+                self._failures_in_a_row = 0
                 self.stats["connects"] += 1
             return client
 
@@ -432,10 +450,13 @@ class ManagerPages:
         with self._lock:
             first = self.stats[counter] == 0
             self.stats[counter] += 1
-            self._down_until = self._clock() + self.retry_after_s
+            self._failures_in_a_row += 1
+            window = min(self.retry_after_s * 2 ** min(self._failures_in_a_row - 1, 16),
+                         max(self.retry_after_s, MAX_RETRY_AFTER_S))
+            self._down_until = self._clock() + window
         if first:  # one line per kind of failure; the counters say how often
             log.warning("OrbitKV Manager at %s: %s (%s); answering misses for %.1f s, then reconnecting",
-                        self.socket_path, counter, error, self.retry_after_s)
+                        self.socket_path, counter, error, window)
 
     def _count(self, name: str, n: int = 1) -> None:
         with self._lock:

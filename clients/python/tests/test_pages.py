@@ -85,7 +85,8 @@ class ManagerPagesTest(unittest.TestCase):
             self.assertEqual(store.write([(big, bytes(3 << 20))]), [False])  # the largest slot is 2 MiB
             self.assertEqual(store.write([(small, image(1))]), [True])
             stats = store.snapshot()
-            self.assertEqual((stats["write_refused"], stats["connects"], stats["failures_error"]), (1, 1, 0))
+            self.assertEqual((stats["write_refused"], stats["write_too_large"], stats["connects"],
+                              stats["failures_error"]), (1, 1, 1, 0))
         finally:
             store.close()
 
@@ -166,6 +167,12 @@ class FailureTest(unittest.TestCase):
         now[0] += 5.0
         store.contains(names(1))
         self.assertEqual(store.snapshot()["failures_connect"], 2, "after retry_after_s it tries again")
+        now[0] += 5.0
+        store.contains(names(1))
+        self.assertEqual(store.snapshot()["failures_connect"], 2, "a second failure in a row doubles the window")
+        now[0] += 5.0
+        store.contains(names(1))
+        self.assertEqual(store.snapshot()["failures_connect"], 3)
 
     def test_a_manager_that_never_answers_costs_one_timeout_then_misses(self):
         path = os.path.join(tempfile.mkdtemp(prefix="okv-mute-"), "m.sock")

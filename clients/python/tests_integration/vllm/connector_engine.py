@@ -12,7 +12,8 @@ chooses its platform):
 - the worker connector from ``KVConnectorFactory`` (role WORKER) with ``register_kv_caches``,
   and the real ``Scheduler`` (which builds the scheduler connector itself); the handshake the
   engine core passes from workers to the scheduler (``set_xfer_handshake_metadata_pp_aware``);
-- :meth:`step`: ``Scheduler.schedule()``, then the worker hooks in the model runner's order
+- :meth:`step`: ``Scheduler.schedule()`` (timed: where the scheduler connector's lookups run),
+  then the worker hooks in the model runner's order
   (``KVConnectorModelRunnerMixin._get_kv_connector_output``), with the forward replaced by a
   callback that writes KV bytes into the blocks being computed, then
   ``Scheduler.update_from_output`` with one sampled token per request that finished its prompt.
@@ -24,6 +25,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
@@ -77,6 +79,7 @@ class Step:
     output: object                       # SchedulerOutput
     kv_output: object                    # KVConnectorOutput
     computed: Dict[str, range] = field(default_factory=dict)  # req id -> token positions computed
+    schedule_s: float = 0.0              # wall time of Scheduler.schedule() (the connector's lookups)
 
 
 class CpuEngine:
@@ -138,7 +141,9 @@ class CpuEngine:
         """One engine step; ``forward(req_id, block_ids, positions)`` stands in for the model
         writing the KV of ``positions`` into the request's blocks; ``before_worker(output)`` runs
         between scheduling and the worker hooks (where a Manager may die)."""
+        started = time.monotonic()
         output = self.scheduler.schedule()
+        schedule_s = time.monotonic() - started
         if before_worker is not None:
             before_worker(output)
         computed: Dict[str, range] = {}
@@ -163,7 +168,7 @@ class CpuEngine:
         runner_output = ModelRunnerOutput(req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)},
                                           sampled_token_ids=sampled, kv_connector_output=kv_output)
         self.scheduler.update_from_output(output, runner_output)
-        return Step(output, kv_output, computed)
+        return Step(output, kv_output, computed, schedule_s)
 
     @staticmethod
     def _computed_before(output, req_id: str) -> int:

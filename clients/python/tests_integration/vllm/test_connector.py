@@ -19,13 +19,23 @@ c. A Manager killed after the scheduler promised blocks and before the worker lo
    later requests are a miss at once (0 matched tokens, no exception, counted, the step bounded
    by the timeout) and publishes fail counted. MLA and hybrid KV caches are refused when the
    connector is built, in both roles.
+   A frozen Manager (SIGSTOP) after a request published: the next request's ``schedule()`` waits
+   one ``timeout_s`` (not more) for its QUERY and is a miss, counted as a timeout; a request
+   inside ``retry_after_s`` is a miss at once, without waiting; after SIGCONT and that window
+   both roles reconnect (once each) and a request with the prefix restores it byte for byte.
+   A full Manager (a page above its largest slot: TOO_LARGE; its reservation budget held by
+   another engine's open publish: NO_SPACE): publishes are refused and counted, nothing raises,
+   neither role reconnects, later requests are misses; once the budget frees, the same
+   connections publish and a later request hits.
 d. Another ``cache_salt`` or another model dtype never hits the pages of the first.
 Also: the page copies move exactly the named blocks on the LBNHC layout and with kernel-block
 splitting (vLLM's allocator), and each layout names its own pages.
 
 Run: ``ORBITKV_REQUIRE_ENVIRONMENT=1 ORBITKV_JAR=... JAVA_HOME=... var/venv-vllm/bin/python -m
-unittest discover -s tests_integration/vllm -t .`` (from ``clients/python``). This file: 55-70 s
-on a shared 2-core host, 15-25 s of it importing vLLM; three Managers (one shared by a and d).
+unittest discover -s tests_integration/vllm -t .`` (from ``clients/python``). This file: 27 s on
+a quiet 2-core host, up to 80 s on a shared one, 10-25 s of it importing vLLM; six Managers (one
+shared by a and d); the frozen-Manager test spends 5 of its 7 s waiting out two timeouts and a
+retry window, by design.
 Random KV bytes come from ``ORBITKV_TEST_SEED`` (default below), named in failure messages.
 """
 
@@ -35,6 +45,7 @@ import copy
 import glob
 import os
 import re
+import signal
 import struct
 import tempfile
 import time
@@ -45,7 +56,10 @@ from tests_integration.vllm.connector_engine import BLOCK, CpuEngine, cleanup_di
 
 import torch  # noqa: E402  (connector_engine sets the vLLM platform before torch/vLLM load)
 
+from orbitkv import protocol as p  # noqa: E402
+from orbitkv.client import Client  # noqa: E402
 from orbitkv.pages import ManagerPages  # noqa: E402
+from orbitkv.state import FullGroup, Namespace, RecoveryContract  # noqa: E402
 from orbitkv.vllm.connector import UnsupportedKvLayout  # noqa: E402
 from orbitkv.vllm.connector_layout import KvPageBinding  # noqa: E402
 from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory  # noqa: E402
@@ -64,11 +78,16 @@ def tokens(base: int, count: int):
     return [base + i for i in range(count)]
 
 
-def leases(manager: ManagerProcess) -> int:
-    match = re.search(r"^orbitkv_manager_leases\s+(\S+)", manager.metrics(), re.MULTILINE)
+def metric(manager: ManagerProcess, series: str) -> float:
+    """The value of one series (``name`` or ``name{labels}``, as exported) of the Manager's metrics."""
+    match = re.search(r"^" + re.escape(series) + r"\s+(\S+)", manager.metrics(), re.MULTILINE)
     if match is None:
-        raise AssertionError("the Manager exports no orbitkv_manager_leases gauge")
-    return int(float(match.group(1)))
+        raise AssertionError(f"the Manager exports no {series}")
+    return float(match.group(1))
+
+
+def leases(manager: ManagerProcess) -> int:
+    return int(metric(manager, "orbitkv_manager_leases"))
 
 
 class Forward:
@@ -330,6 +349,160 @@ class FailureTest(unittest.TestCase):
             engine.close()
             cleanup_dir(tmp)
 
+    # -- c: a slow Manager -----------------------------------------------------------------------
+
+    def test_c_frozen_manager_costs_one_timeout_then_misses_at_once_and_serves_again_after_it_resumes(self):
+        timeout_s, retry_after_s = 1.0, 3.0
+        tmp = tempfile.mkdtemp(prefix="okv-vllm-")
+        manager = ManagerProcess()
+        engine = CpuEngine(tiny_llama_dir(tmp), manager.socket, timeout_s=timeout_s, retry_after_s=retry_after_s)
+        frozen = False
+        try:
+            forward = Forward(engine, SEED + 6)
+            prompt = tokens(7000, 2 * BLOCK + 3)
+            engine.request("s-1", prompt, max_tokens=2)
+            engine.step(forward)
+            ids1 = engine.block_ids("s-1")
+            images = [engine.block_bytes(ids1[b]) for b in range(2)]
+            engine.step(forward)  # s-1 decodes its last token and finishes
+            self.assertEqual(engine.worker.snapshot()["pages_saved"], 2)
+
+            os.kill(manager.proc.pid, signal.SIGSTOP)
+            frozen = True
+            wait_for(lambda: process_state(manager.proc.pid) == "T", 10, "the Manager to stop")
+
+            scheduler0, worker0 = engine.connector.snapshot(), engine.worker.snapshot()
+            engine.request("s-2", prompt[:2 * BLOCK] + tokens(7500, 9), max_tokens=1)
+            started = time.monotonic()
+            step = engine.step(forward)
+            ended = time.monotonic()
+            new = new_request(step, "s-2")
+            self.assertIsNotNone(new, "a frozen Manager does not hold the request back")
+            self.assertEqual(new.num_computed_tokens, 0, "a frozen Manager is a miss")
+            self.assertEqual(step.output.kv_connector_metadata.loads, [])
+            self.assertEqual(step.computed["s-2"], range(0, 2 * BLOCK + 9))
+            self.assertGreaterEqual(step.schedule_s, timeout_s * 0.9, "the QUERY waited for its answer")
+            self.assertLess(step.schedule_s, timeout_s + MARGIN_S, "schedule() waits one timeout_s, not more")
+            self.assertLess(ended - started, 2 * timeout_s + MARGIN_S,
+                            "the step waits one timeout_s more, in the worker's publish")
+            scheduler, worker = engine.connector.snapshot(), engine.worker.snapshot()
+            self.assertEqual((delta(scheduler, scheduler0, "lookups"),
+                              delta(scheduler, scheduler0, "store_failures_timeout")),
+                             (1, 1), f"one QUERY, counted as a timeout: {scheduler}")
+            self.assertEqual(delta(worker, worker0, "store_failures_timeout"), 1, f"the publish timed out: {worker}")
+            self.assertEqual(delta(worker, worker0, "pages_save_refused"), 2)
+            self.assertEqual((scheduler["errors"], worker["errors"]), (0, 0), "a slow Manager is no connector error")
+
+            # inside retry_after_s both roles answer at once, without asking the frozen Manager
+            scheduler0, worker0 = scheduler, worker
+            engine.request("s-3", prompt[:2 * BLOCK] + tokens(7600, 9), max_tokens=1)
+            before = time.monotonic()
+            self.assertLess(before, started + timeout_s + retry_after_s, "premise: still inside the retry window")
+            step = engine.step(forward)
+            self.assertLess(time.monotonic() - before, MARGIN_S, "a store known down costs no timeout")
+            self.assertEqual(new_request(step, "s-3").num_computed_tokens, 0)
+            scheduler, worker = engine.connector.snapshot(), engine.worker.snapshot()
+            self.assertEqual(delta(scheduler, scheduler0, "store_skipped_down"), 1, f"counted: {scheduler}")
+            self.assertEqual(delta(worker, worker0, "store_skipped_down"), 1, f"counted: {worker}")
+            self.assertEqual(delta(scheduler, scheduler0, "store_failures_timeout"), 0)
+
+            os.kill(manager.proc.pid, signal.SIGCONT)
+            frozen = False
+            # both stores marked themselves down before step s-2 returned: their windows end by then
+            time.sleep(max(0.0, ended + retry_after_s - time.monotonic()))
+            scheduler0, worker0 = scheduler, worker
+            engine.request("s-4", prompt[:2 * BLOCK] + tokens(7700, 9), max_tokens=2)
+            step = engine.step(forward)
+            self.assertEqual(new_request(step, "s-4").num_computed_tokens, 2 * BLOCK, "the prefix hits again")
+            self.assertEqual(step.kv_output.invalid_block_ids, set())
+            ids4 = engine.block_ids("s-4")
+            for b in range(2):
+                self.assertEqual(engine.block_bytes(ids4[b]), images[b], f"block {b} byte for byte (seed {SEED})")
+            scheduler, worker = engine.connector.snapshot(), engine.worker.snapshot()
+            self.assertEqual((delta(scheduler, scheduler0, "store_connects"), delta(worker, worker0, "store_connects")),
+                             (1, 1), "each role reconnected once")
+            self.assertEqual((delta(scheduler, scheduler0, "loads_done"), delta(worker, worker0, "pages_loaded")),
+                             (1, 2))
+            wait_for(lambda: leases(manager) == 0, 10, "every lease, also of the timed-out sessions, to return")
+        finally:
+            if frozen:
+                os.kill(manager.proc.pid, signal.SIGCONT)
+            engine.close()
+            manager.stop()
+            cleanup_dir(tmp)
+
+    # -- c: a full Manager -----------------------------------------------------------------------
+
+    def test_c_page_above_the_managers_largest_slot_is_refused_counted_and_never_a_hit(self):
+        tmp = tempfile.mkdtemp(prefix="okv-vllm-")
+        manager = ManagerProcess(dram_bytes="1m", extra_args=["--set", "dramSlotBytes=8k"])  # TOO_LARGE
+        engine = CpuEngine(tiny_llama_dir(tmp), manager.socket)
+        try:
+            self.assertGreater(engine.worker.get_handshake_metadata().page_bytes, 8 * 1024, "premise: pages > 8 KiB")
+            self.publishes_are_refused_and_requests_miss(engine, "f", 8000)
+        finally:
+            engine.close()
+            manager.stop()
+            cleanup_dir(tmp)
+
+    def test_c_full_reservation_budget_refuses_publishes_until_it_frees_on_the_same_connections(self):
+        tmp = tempfile.mkdtemp(prefix="okv-vllm-")
+        manager = ManagerProcess(dram_bytes="16m")
+        engine = CpuEngine(tiny_llama_dir(tmp), manager.socket)
+        holder = None
+        try:
+            holder, reservation = hold_reservation_budget(manager)  # NO_SPACE for everyone else
+            prompt, forward = self.publishes_are_refused_and_requests_miss(engine, "g", 9000)
+            refused = 'orbitkv_dram_reservations_failed_total{arena="manager",reason="reserved_budget"}'
+            self.assertEqual(metric(manager, refused), 4, "the Manager counts the same four refusals")
+
+            holder.call(p.PublishAbort([reservation]), p.Aborted)
+            engine.request("g-3", prompt, max_tokens=2)
+            step = engine.step(forward)
+            self.assertEqual(new_request(step, "g-3").num_computed_tokens, 0)
+            self.assertEqual(engine.worker.snapshot()["pages_saved"], 2, "the budget is free: the pages are stored")
+            ids3 = engine.block_ids("g-3")
+            images = [engine.block_bytes(ids3[b]) for b in range(2)]
+            engine.request("g-4", prompt[:2 * BLOCK] + tokens(9500, 9), max_tokens=2)
+            step = engine.step(forward)
+            self.assertEqual(new_request(step, "g-4").num_computed_tokens, 2 * BLOCK)
+            ids4 = engine.block_ids("g-4")
+            for b in range(2):
+                self.assertEqual(engine.block_bytes(ids4[b]), images[b], f"block {b} byte for byte (seed {SEED})")
+            for stats in (engine.connector.snapshot(), engine.worker.snapshot()):
+                self.assertEqual(stats["store_connects"], 1, f"the same connection throughout: {stats}")
+        finally:
+            if holder is not None:
+                holder.close()
+            engine.close()
+            manager.stop()
+            cleanup_dir(tmp)
+
+    def publishes_are_refused_and_requests_miss(self, engine: CpuEngine, tag: str, base: int):
+        """Two requests with one prefix on a Manager that refuses every publish: both compute it,
+        both publishes are refused and counted, the second request is a miss, and neither role
+        drops its connection. Returns the prompt and the forward for more requests."""
+        forward = Forward(engine, SEED + base)
+        prompt = tokens(base, 2 * BLOCK + 3)
+        for n in (1, 2):
+            req_id = f"{tag}-{n}"
+            engine.request(req_id, prompt, max_tokens=1)
+            step = engine.step(forward)
+            self.assertEqual(new_request(step, req_id).num_computed_tokens, 0, f"{req_id} is a miss")
+            self.assertEqual(step.output.kv_connector_metadata.loads, [])
+            self.assertEqual(step.computed[req_id], range(0, len(prompt)))
+            self.assertEqual([len(s.block_ids) for s in step.output.kv_connector_metadata.saves], [2])
+            worker = engine.worker.snapshot()
+            self.assertEqual((worker["pages_saved"], worker["pages_save_refused"], worker["store_write_refused"]),
+                             (0, 2 * n, 2 * n), f"every page refused and counted: {worker}")
+        scheduler = engine.connector.snapshot()
+        self.assertEqual((scheduler["lookups"], scheduler["store_hit_pages"], scheduler["matched_tokens"]), (2, 0, 0))
+        for stats in (scheduler, worker):
+            self.assertEqual((stats["store_connects"], stats["store_failures_connect"], stats["store_failures_timeout"],
+                              stats["store_failures_error"], stats["store_skipped_down"], stats["errors"]),
+                             (1, 0, 0, 0, 0, 0), f"a refusal is load: the connection stays, nothing raised: {stats}")
+        return prompt, forward
+
 
 class LayoutTest(unittest.TestCase):
     """The page copies on layouts other than the CPU backend's, from vLLM's own allocator."""
@@ -362,6 +535,44 @@ class LayoutTest(unittest.TestCase):
         finally:
             engine.close()
             cleanup_dir(tmp)
+
+
+MARGIN_S = 0.5  # what a step may take beyond the waits it is allowed, on a shared 2-core host
+
+
+def wait_for(condition, deadline_s: float, what: str) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {deadline_s} s waiting for {what}")
+        time.sleep(0.01)
+
+
+def process_state(pid: int) -> str:
+    """The state letter of ``/proc/PID/stat`` ("T" once SIGSTOP took effect)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def hold_reservation_budget(manager: ManagerProcess):
+    """Another engine's publish that reserved the Manager's whole reservation budget and does not
+    commit: every PUBLISH_RESERVE entry after it, in any namespace, is refused NO_SPACE until it
+    is aborted. Returns the holder's client and its reservation id."""
+    budget = int(metric(manager, "orbitkv_manager_staging_budget_bytes"))
+    client = Client(manager.socket, timeout=10)
+    try:
+        namespace = Namespace("other-model", "r1", "sha256:w", "sha256:t", "", "bfloat16", "other", BLOCK,
+                              1, 0, 1, 0, 1)
+        client.register("other-engine", 1, namespace, RecoveryContract(BLOCK, [FullGroup(0)]))
+        reserved = client.call(p.PublishReserve([p.PublishPage(0, p.KeyForm.BLOCK_HASH, b"\x01" * 32, budget)]),
+                               p.Reserved)
+        grant = reserved.outcomes[0]
+        if not isinstance(grant, p.Granted):
+            raise AssertionError(f"premise: the holder reserves the whole budget of {budget} B, got {grant}")
+        return client, grant.reservation_id
+    except BaseException:
+        client.close()
+        raise
 
 
 def wait_for_extents(ssd_dir: str, images, deadline_s: float):
