@@ -1,5 +1,7 @@
 package io.orbitkv.bench.peer;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.peer.MemberView;
@@ -72,9 +74,14 @@ import java.util.concurrent.atomic.AtomicLong;
  *   <li><b>nio</b>: a raw Java NIO stream: 4-byte request, payload written from a direct buffer,
  *   read into a direct buffer — the floor any TCP transport pays (32 pipelined requests in the
  *   batch rows).</li>
+ *   <li><b>mooncake</b> (optional): Mooncake Store's {@code batch_get_into} of the same page sizes, measured
+ *   just before by {@code orbitkv-bench/src/main/python/mooncake_peer_bench.py} (a master, a source process
+ *   holding the segment and a reader process on TCP over loopback) and passed in as a JSON file of GB/s keyed
+ *   {@code "<page>|<conc>"}; or {@code unavailable:<reason>} when that step failed, which the table then says.</li>
  * </ul>
  * Prints Markdown rows on standard output. Run: {@code bin/bench-peer} (or
- * {@code java -cp orbitkv-bench.jar io.orbitkv.bench.peer.PeerReadBench [seconds] [redis-server path]}).
+ * {@code java -cp orbitkv-bench.jar io.orbitkv.bench.peer.PeerReadBench [seconds] [redis-server path]
+ * [mooncake JSON | unavailable:<reason>]}).
  * Source and requester share one JVM and the 2 cores; the figures are loopback figures, not NIC ones.
  */
 public final class PeerReadBench {
@@ -95,6 +102,7 @@ public final class PeerReadBench {
     public static void main(String[] args) throws Exception {
         double seconds = args.length > 0 ? Double.parseDouble(args[0]) : 3;
         String redisBinary = args.length > 1 ? args[1] : "/usr/bin/redis-server";
+        Mooncake mooncake = args.length > 2 ? Mooncake.of(args[2]) : null;
         Path dir = Files.createTempDirectory(Path.of("/dev/shm"), "orbitkv-peer-bench");
         MemberView members = new MemberView() {
             @Override
@@ -148,8 +156,9 @@ public final class PeerReadBench {
                     }
                 }
 
-                System.out.println("| page | conc | peer GB/s | bulk GB/s | redis GB/s | nio GB/s | peer/redis | bulk/redis (≥ 1.5) | bulk/nio (≥ 0.8) |");
-                System.out.println("|---|---|---|---|---|---|---|---|---|");
+                System.out.println("| page | conc | peer GB/s | bulk GB/s | redis GB/s | nio GB/s | peer/redis | bulk/redis (≥ 1.5) | bulk/nio (≥ 0.8) |"
+                        + (mooncake == null ? "" : " mooncake GB/s | bulk/mooncake (≥ 1.2) |"));
+                System.out.println("|---|---|---|---|---|---|---|---|---|" + (mooncake == null ? "" : "---|---|"));
                 for (int s = 0; s < SIZES.length; s++) {
                     List<Page> set = pages.get(s);
                     for (int conc : CONCURRENCY) {
@@ -158,15 +167,17 @@ public final class PeerReadBench {
                         double viaBulk = run(conc, seconds, (t, i) -> readOne(bulkReader, requester, endpoint, source, set.get(i % set.size())));
                         double red = run(conc, seconds, (t, i) -> redis.get(t, sizeIndex, i % set.size()));
                         double raw = run(conc, seconds, (t, i) -> nio.get(t, sizeIndex, i % set.size()));
-                        System.out.printf("| %d KiB | %d | %.2f | %.2f | %.2f | %.2f | %.2f× | %.2f× | %.2f× |%n", SIZES[s] / 1024, conc,
-                                peer, viaBulk, red, raw, peer / red, viaBulk / red, viaBulk / raw);
+                        System.out.printf("| %d KiB | %d | %.2f | %.2f | %.2f | %.2f | %.2f× | %.2f× | %.2f× |%s%n", SIZES[s] / 1024, conc,
+                                peer, viaBulk, red, raw, peer / red, viaBulk / red, viaBulk / raw,
+                                mooncake == null ? "" : mooncake.cells(SIZES[s] / 1024 + " KiB|" + conc, viaBulk));
                     }
                     final int sizeIndex = s;
                     double viaBulk = run(1, seconds, (t, i) -> readBatch(bulkReader, requester, endpoint, source, set));
                     double red = run(1, seconds, (t, i) -> redis.mget(t, sizeIndex, BATCH));
                     double raw = run(1, seconds, (t, i) -> nio.getAll(t, sizeIndex, BATCH));
-                    System.out.printf("| %d KiB | batch %d | – | %.2f | %.2f | %.2f | – | %.2f× | %.2f× |%n", SIZES[s] / 1024, BATCH,
-                            viaBulk, red, raw, viaBulk / red, viaBulk / raw);
+                    System.out.printf("| %d KiB | batch %d | – | %.2f | %.2f | %.2f | – | %.2f× | %.2f× |%s%n", SIZES[s] / 1024, BATCH,
+                            viaBulk, red, raw, viaBulk / red, viaBulk / raw,
+                            mooncake == null ? "" : mooncake.cells(SIZES[s] / 1024 + " KiB|batch " + BATCH, viaBulk));
                 }
                 bulk.close();
             }
@@ -178,6 +189,42 @@ public final class PeerReadBench {
     }
 
     record Page(StateKey key, long imageId, byte[] bytes) {}
+
+    /**
+     * The Mooncake Store column: the figures of {@code mooncake_peer_bench.py} (a JSON object of GB/s, or of a
+     * string saying why a cell has none), or the reason the whole step is unavailable.
+     */
+    record Mooncake(JsonNode figures, String unavailable) {
+        static final String UNAVAILABLE = "unavailable:";
+
+        /** {@code arg}: the JSON file's path, or {@code unavailable:<reason>}; an unreadable file is a reason too. */
+        static Mooncake of(String arg) {
+            if (arg.startsWith(UNAVAILABLE)) return new Mooncake(null, clean(arg.substring(UNAVAILABLE.length())));
+            try {
+                JsonNode figures = new ObjectMapper().readTree(Path.of(arg).toFile());
+                if (figures == null || !figures.isObject()) return new Mooncake(null, "not a JSON object: " + arg);
+                return new Mooncake(figures, null);
+            } catch (IOException e) {
+                return new Mooncake(null, clean("unreadable " + arg + ": " + e.getMessage()));
+            }
+        }
+
+        /** A reason fit for one table cell: one line, no column separators. */
+        static String clean(String reason) {
+            String r = reason.replaceAll("\\s*[\\r\\n|]+\\s*", " ").strip();
+            return r.isEmpty() ? "no reason given" : r;
+        }
+
+        /** The row's two extra cells ({@code " x | y |"}): Mooncake's GB/s and bulk's ratio to it. */
+        String cells(String row, double bulk) {
+            if (unavailable != null) return " unavailable (" + unavailable + ") | – |";
+            JsonNode v = figures.get(row);
+            if (v == null) return " unavailable (no figure) | – |";
+            if (!v.isNumber()) return " unavailable (" + clean(v.asText()) + ") | – |";
+            double gbs = v.asDouble();
+            return String.format(" %.2f | %s |", gbs, gbs > 0 ? String.format("%.2f×", bulk / gbs) : "–");
+        }
+    }
 
     /** One peer read of {@code p} through {@code reader}; the requester's copy is evicted so the next read moves bytes again. */
     static long readOne(PeerReader reader, TieredStore requester, PeerEndpoint endpoint, TieredStore source, Page p) {
