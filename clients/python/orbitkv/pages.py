@@ -29,7 +29,8 @@ the engine one ``timeout_s`` stall every ``timeout_s + retry_after_s``. BUSY and
 are load, not failures: the answer is a miss or an unstored page, counted (``refused_busy``,
 ``write_refused``), and the connection stays; so is TOO_LARGE (a page above the Manager's largest
 slot, or a QUERY above its page limit), which also counts ``write_too_large`` and logs once: it is a
-configuration mismatch (the Manager's ``dramSlotBytes``), not load.
+configuration mismatch (the Manager's ``dramSlotBytes``), not load. Pages above the largest slot
+class the Manager announced at registration are refused that way without a round trip.
 
 Counters are plain integers in a dict guarded by ``_lock``; their names are fixed (``COUNTERS``),
 so the table is bounded.
@@ -266,24 +267,32 @@ class ManagerPages:
             client = self._connected()
         except _Down:
             return [False] * len(pages)
+        # A page above the Manager's largest slot class (REGISTERED's arenas) is refused here, with
+        # no round trip: the Manager would answer TOO_LARGE for the whole batch.
+        largest = max((a.slot_bytes for a in client.registered.arenas), default=0)
+        views = [(bytes(name), byte_view(data)) for name, data in pages]
+        fits = [i for i, (_, view) in enumerate(views) if len(view) <= largest]
+        if len(fits) < len(views):
+            self._count("write_refused", len(views) - len(fits))
+            self._too_large(len(views) - len(fits), f"pages above the largest slot, {largest} bytes")
+        stored = [False] * len(views)
+        if not fits:
+            return stored
         try:
-            outcomes = client.publish([PageToPublish(self.group_id, bytes(name), _byte_view(data))
-                                       for name, data in pages])
+            outcomes = client.publish([PageToPublish(self.group_id, *views[i]) for i in fits])
         except OrbitKvError as e:
             if e.code in _LOAD_REFUSALS:
-                self._count("write_refused", len(pages))
+                self._count("write_refused", len(fits))
                 if e.code == p.ErrorCode.TOO_LARGE:
-                    self._too_large(len(pages), e)
-                return [False] * len(pages)
+                    self._too_large(len(fits), str(e))
+                return stored
             self._failed(client, "failures_error", e)
-            return [False] * len(pages)
+            return stored
         except Exception as e:  # noqa: BLE001
             self._failed(client, _failure_kind(e), e)
-            return [False] * len(pages)
-        stored = []
-        for o in outcomes:
-            ok = o in (PublishOutcome.SEALED, PublishOutcome.ALREADY_RESIDENT)
-            stored.append(ok)
+            return stored
+        for i, o in zip(fits, outcomes):
+            stored[i] = o in (PublishOutcome.SEALED, PublishOutcome.ALREADY_RESIDENT)
             if o == PublishOutcome.SEALED:
                 self._count("pages_written")
             elif o == PublishOutcome.ALREADY_RESIDENT:
@@ -292,13 +301,13 @@ class ManagerPages:
                 self._count("write_refused")
         return stored
 
-    def _too_large(self, pages: int, error: OrbitKvError) -> None:
+    def _too_large(self, pages: int, why: str) -> None:
         with self._lock:
             first = self.stats["write_too_large"] == 0
             self.stats["write_too_large"] += pages
         if first:
-            log.error("OrbitKV Manager at %s refused pages as too large (%s): give it a dramSlotBytes class that "
-                      "holds one page; these pages are not cached", self.socket_path, error)
+            log.error("OrbitKV Manager at %s: pages too large to store (%s): give it a dramSlotBytes class that "
+                      "holds one page; these pages are not cached", self.socket_path, why)
 
     def snapshot(self) -> Dict[str, int]:
         """A copy of the counters."""
@@ -467,7 +476,8 @@ def _failure_kind(error: BaseException) -> str:
     return "failures_timeout" if isinstance(error, TimeoutError) else "failures_error"
 
 
-def _byte_view(data: object) -> memoryview:
-    """A flat byte view of any buffer (no copy)."""
-    view = memoryview(data)
+def byte_view(data: object) -> memoryview:
+    """A flat, format ``B`` view of any C-contiguous buffer (no copy): bytes, a memoryview, a numpy
+    array's or a ctypes array's (``<B``) buffer."""
+    view = data if isinstance(data, memoryview) else memoryview(data)
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 import urllib.request
 
@@ -65,6 +66,22 @@ class ManagerProcess:
         with urllib.request.urlopen(f"http://{self.http}/metrics", timeout=10) as r:
             return r.read().decode()
 
+    _MISSING = object()
+
+    def metric(self, series: str, default=_MISSING) -> float:
+        """One series of /metrics (``name`` or ``name{labels}``, as exported); ``default`` when it is
+        not exported yet, else AssertionError."""
+        match = re.search(r"^" + re.escape(series) + r"\s+(\S+)", self.metrics(), re.MULTILINE)
+        if match is None:
+            if default is ManagerProcess._MISSING:
+                raise AssertionError(f"the Manager exports no {series}")
+            return default
+        return float(match.group(1))
+
+    def leases(self) -> int:
+        """The leases the Manager holds now (``orbitkv_manager_leases``)."""
+        return int(self.metric("orbitkv_manager_leases"))
+
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
         try:
@@ -74,6 +91,15 @@ class ManagerProcess:
             shutil.rmtree(self.dir, ignore_errors=True)
             shutil.rmtree(self.dram_dir, ignore_errors=True)
             shutil.rmtree(self.region_dir, ignore_errors=True)
+
+
+def wait_for(condition, what: str, timeout_s: float = 10.0, pause_s: float = 0.01) -> None:
+    """Waits until ``condition()`` holds, at most ``timeout_s``; AssertionError naming ``what``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(pause_s)
 
 
 # Under ORBITKV_REQUIRE_ENVIRONMENT (set by .ci/run) a missing jar fails the run instead of skipping it.

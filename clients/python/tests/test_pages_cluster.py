@@ -10,12 +10,11 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 import unittest
 import urllib.request
 
 from orbitkv.pages import ManagerPages
-from tests.test_manager import JAR, REQUIRE_ENVIRONMENT, ManagerProcess
+from tests.test_manager import JAR, REQUIRE_ENVIRONMENT, ManagerProcess, wait_for
 from tests.test_pages import identity, image, names
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
@@ -28,14 +27,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_for(condition, what: str, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.05)
 
 
 class Etcd:
@@ -65,13 +56,6 @@ class Etcd:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def metric(manager: ManagerProcess, name: str) -> float:
-    for line in manager.metrics().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return 0.0
-
-
 @unittest.skipUnless(JAR and HAS_ETCD, "needs ORBITKV_JAR (bin/orbitkv test) and etcd")
 class PeerPagesTest(unittest.TestCase):
 
@@ -89,7 +73,8 @@ class PeerPagesTest(unittest.TestCase):
                     "--etcd", cls.etcd.endpoint, "--node-id", node, "--cluster-listen", "127.0.0.1:0",
                     "--cluster-token-file", token]))
             for m in cls.managers:
-                wait_for(lambda m=m: metric(m, "orbitkv_membership_live") == 2.0, "both Managers to see each other")
+                wait_for(lambda m=m: m.metric("orbitkv_membership_live", 0.0) == 2.0, "both Managers to see each other",
+                         30)
         except BaseException:
             cls.tearDownClass()
             raise

@@ -89,7 +89,7 @@ import threading
 from typing import Deque, Dict, List, Optional, Sequence, Tuple
 
 from ..identity import EngineIdentity, join_layout
-from ..pages import DEFAULT_RETRY_AFTER_S, DEFAULT_TIMEOUT_S, ManagerPages
+from ..pages import DEFAULT_RETRY_AFTER_S, DEFAULT_TIMEOUT_S, ManagerPages, byte_view
 
 log = logging.getLogger("orbitkv.lmcache")
 
@@ -115,12 +115,6 @@ def model_of(key: str) -> Optional[str]:
     """The model name of an LMCache key string, or None when it is not one."""
     model, sep, rest = key.partition(KEY_SEPARATOR)
     return model if sep and model and rest else None
-
-
-def _byte_view(buffer: object) -> memoryview:
-    """A flat, format ``B`` view of ``buffer`` (no copy); LMCache's views are ctypes ``<B``."""
-    view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
-    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
 class _Counters:
@@ -374,7 +368,7 @@ class OrbitKvConnector:
         self._counters.add("submitted_" + kind)
         try:
             key_list = [str(k) for k in keys]
-            view_list = None if views is None else [_byte_view(v) for v in views]
+            view_list = None if views is None else [byte_view(v) for v in views]
             if view_list is not None and len(view_list) != len(key_list):
                 raise ValueError(f"{len(key_list)} keys but {len(view_list)} buffers")
         except (TypeError, ValueError) as e:

@@ -50,7 +50,8 @@ Invariants:
 
 Supported: any ``OffloadingConfig`` (groups, chunk sizes, TP/PP/DP, replicated or canonical
 layouts): the namespace names all of it, so only identical layouts share pages. Refused: a chunk row
-larger than ``max_page_bytes`` (stores fail at once, counted). Not returned: HIT_PENDING; vLLM
+larger than the Manager's largest ``dramSlotBytes`` class (``ManagerPages`` refuses it without a
+round trip, counted ``manager_write_too_large``, one error line). Not returned: HIT_PENDING; vLLM
 0.33's tiering manager acts on a tier's HIT and RETRY only and takes anything else as MISS.
 
 Measured here (2 shared cores, 64 KiB rows, scheduler steps 2 ms apart): steady state, a request's
@@ -114,11 +115,9 @@ COUNTERS = (
     "queries_answered", "queries_pending", "queries_pending_timeout", "queries_refused", "answers_stale",
     "leases_evicted", "requests_evicted", "store_jobs", "store_jobs_failed", "store_pages",
     "load_jobs", "load_jobs_failed", "load_pages", "load_pages_failed", "load_requeried_pages",
-    "jobs_refused", "store_jobs_too_large", "errors")
+    "jobs_refused", "errors")
 
 _MAX_NAME = 64
-#: The Manager's default largest DRAM slot (``dramSlotBytes``); a larger page is refused TOO_LARGE.
-DEFAULT_MAX_PAGE_BYTES = 2 << 20
 _STOP = object()
 
 
@@ -194,8 +193,7 @@ class OrbitKvTier(SecondaryTierManager):
     ``timeout_s`` (bound on one Manager answer and on a PENDING query), ``retry_after_s`` (how long
     the Manager counts as down after a failure), ``lookup_queue_depth``, ``io_queue_depth``,
     ``max_held_lookups``, ``miss_ttl_s`` (how long a MISS answer is reused for a request),
-    ``poll_interval_s`` (PENDING poll cadence), ``max_page_bytes`` (the Manager's largest
-    ``dramSlotBytes`` class: a larger row is never stored), and the identity fields an
+    ``poll_interval_s`` (PENDING poll cadence), and the identity fields an
     ``OffloadingConfig`` lacks: ``model_dtype``, ``revision``, ``weights_digest``, ``tokenizer``."""
 
     medium: ClassVar[Medium] = Medium.CPU
@@ -205,7 +203,7 @@ class OrbitKvTier(SecondaryTierManager):
                  socket_path: str, timeout_s: float = DEFAULT_TIMEOUT_S,
                  retry_after_s: float = DEFAULT_RETRY_AFTER_S, lookup_queue_depth: int = 256,
                  io_queue_depth: int = 64, max_held_lookups: int = 1024, miss_ttl_s: float = 1.0,
-                 poll_interval_s: float = 0.002, max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES,
+                 poll_interval_s: float = 0.002,
                  model_dtype: Optional[str] = None,
                  revision: Optional[str] = None, weights_digest: Optional[str] = None,
                  tokenizer: Optional[str] = None, instance_id: Optional[str] = None,
@@ -227,11 +225,6 @@ class OrbitKvTier(SecondaryTierManager):
         self._miss_ttl_s = float(miss_ttl_s)
         self._poll_interval_s = float(poll_interval_s)
         self._max_held = int(max_held_lookups)
-        self._too_large = self._row_bytes > int(max_page_bytes)
-        if self._too_large:
-            log.error("OrbitKV tier: a chunk row is %d bytes, above max_page_bytes=%d (the Manager's largest "
-                      "dramSlotBytes class): stores are refused; give the Manager a slot class of at least "
-                      "the row size and set max_page_bytes to it", self._row_bytes, int(max_page_bytes))
         self._counters = _Counters()
         self._reported: Dict[str, int] = {}
         # scheduler-owned state (under vLLM's manager lock)
@@ -448,10 +441,6 @@ class OrbitKvTier(SecondaryTierManager):
     @override
     def submit_store(self, job_metadata: TransferJob) -> None:
         self._counters.add("store_jobs")
-        if self._too_large:  # the Manager would refuse it TOO_LARGE and drop the connection
-            self._counters.add("store_jobs_too_large")
-            self._finished.append(JobResult(job_id=job_metadata.job_id, success=False))
-            return
         try:
             rows = [(bytes(k), int(c)) for k, c in zip(job_metadata.keys, job_metadata.chunk_ids)]
             self._submit(_Job(job_metadata.job_id, True, rows))

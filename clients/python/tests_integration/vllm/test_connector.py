@@ -44,14 +44,13 @@ from __future__ import annotations
 import copy
 import glob
 import os
-import re
 import signal
 import struct
 import tempfile
 import time
 import unittest
 
-from tests.test_manager import JAR, ManagerProcess
+from tests.test_manager import JAR, ManagerProcess, wait_for
 from tests_integration.vllm.connector_engine import BLOCK, CpuEngine, cleanup_dir, tiny_llama_dir
 
 import torch  # noqa: E402  (connector_engine sets the vLLM platform before torch/vLLM load)
@@ -76,18 +75,6 @@ EXTENT_HEADER_BYTES = 4096
 
 def tokens(base: int, count: int):
     return [base + i for i in range(count)]
-
-
-def metric(manager: ManagerProcess, series: str) -> float:
-    """The value of one series (``name`` or ``name{labels}``, as exported) of the Manager's metrics."""
-    match = re.search(r"^" + re.escape(series) + r"\s+(\S+)", manager.metrics(), re.MULTILINE)
-    if match is None:
-        raise AssertionError(f"the Manager exports no {series}")
-    return float(match.group(1))
-
-
-def leases(manager: ManagerProcess) -> int:
-    return int(metric(manager, "orbitkv_manager_leases"))
 
 
 class Forward:
@@ -153,7 +140,7 @@ class ConnectorTest(unittest.TestCase):
         self.assertEqual(engine.worker.snapshot()["pages_saved"], 3)
 
         held_during_load = []
-        forward.during = [lambda *_: held_during_load.append(leases(self.manager))]
+        forward.during = [lambda *_: held_during_load.append(self.manager.leases())]
         before = engine.connector.snapshot()
         engine.request("a-2", prompt[:3 * BLOCK] + tokens(5000, 10))
         step2 = engine.step(forward)
@@ -173,7 +160,7 @@ class ConnectorTest(unittest.TestCase):
         self.assertEqual(delta(after, before, "lookups"), 1, "one QUERY for the request")
         self.assertEqual((delta(after, before, "loads_done"), delta(after, before, "matched_tokens")), (1, 96))
         self.assertGreaterEqual(held_during_load[0], 3, "the scheduler holds the three leases while the worker loads")
-        self.assertEqual(leases(self.manager), 0, "the worker's report released them")
+        self.assertEqual(self.manager.leases(), 0, "the worker's report released them")
 
         before = engine.connector.snapshot()
         engine.request("a-3", prompt[:3 * BLOCK])  # exactly three blocks
@@ -369,7 +356,7 @@ class FailureTest(unittest.TestCase):
 
             os.kill(manager.proc.pid, signal.SIGSTOP)
             frozen = True
-            wait_for(lambda: process_state(manager.proc.pid) == "T", 10, "the Manager to stop")
+            wait_for(lambda: process_state(manager.proc.pid) == "T", "the Manager to stop", 10)
 
             scheduler0, worker0 = engine.connector.snapshot(), engine.worker.snapshot()
             engine.request("s-2", prompt[:2 * BLOCK] + tokens(7500, 9), max_tokens=1)
@@ -423,7 +410,7 @@ class FailureTest(unittest.TestCase):
                              (1, 1), "each role reconnected once")
             self.assertEqual((delta(scheduler, scheduler0, "loads_done"), delta(worker, worker0, "pages_loaded")),
                              (1, 2))
-            wait_for(lambda: leases(manager) == 0, 10, "every lease, also of the timed-out sessions, to return")
+            wait_for(lambda: manager.leases() == 0, "every lease, also of the timed-out sessions, to return", 10)
         finally:
             if frozen:
                 os.kill(manager.proc.pid, signal.SIGCONT)
@@ -454,7 +441,7 @@ class FailureTest(unittest.TestCase):
             holder, reservation = hold_reservation_budget(manager)  # NO_SPACE for everyone else
             prompt, forward = self.publishes_are_refused_and_requests_miss(engine, "g", 9000)
             refused = 'orbitkv_dram_reservations_failed_total{arena="manager",reason="reserved_budget"}'
-            self.assertEqual(metric(manager, refused), 4, "the Manager counts the same four refusals")
+            self.assertEqual(manager.metric(refused), 4, "the Manager counts the same four refusals")
 
             holder.call(p.PublishAbort([reservation]), p.Aborted)
             engine.request("g-3", prompt, max_tokens=2)
@@ -540,14 +527,6 @@ class LayoutTest(unittest.TestCase):
 MARGIN_S = 0.5  # what a step may take beyond the waits it is allowed, on a shared 2-core host
 
 
-def wait_for(condition, deadline_s: float, what: str) -> None:
-    deadline = time.monotonic() + deadline_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {deadline_s} s waiting for {what}")
-        time.sleep(0.01)
-
-
 def process_state(pid: int) -> str:
     """The state letter of ``/proc/PID/stat`` ("T" once SIGSTOP took effect)."""
     with open(f"/proc/{pid}/stat") as f:
@@ -558,7 +537,7 @@ def hold_reservation_budget(manager: ManagerProcess):
     """Another engine's publish that reserved the Manager's whole reservation budget and does not
     commit: every PUBLISH_RESERVE entry after it, in any namespace, is refused NO_SPACE until it
     is aborted. Returns the holder's client and its reservation id."""
-    budget = int(metric(manager, "orbitkv_manager_staging_budget_bytes"))
+    budget = int(manager.metric("orbitkv_manager_staging_budget_bytes"))
     client = Client(manager.socket, timeout=10)
     try:
         namespace = Namespace("other-model", "r1", "sha256:w", "sha256:t", "", "bfloat16", "other", BLOCK,

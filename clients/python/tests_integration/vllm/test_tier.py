@@ -26,7 +26,6 @@ import copy
 import dataclasses
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -37,7 +36,7 @@ import unittest
 
 from orbitkv.protocol import contract_bytes
 from orbitkv.state import FullGroup, RecoveryContract
-from tests.test_manager import JAR, REQUIRE_ENVIRONMENT, ManagerProcess
+from tests.test_manager import JAR, REQUIRE_ENVIRONMENT, ManagerProcess, wait_for
 from tests_integration.vllm.tier_probe import make_model_dir, vllm_config
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -81,20 +80,6 @@ def tearDownModule():
         manager.stop()
     if "root" in ENV:
         shutil.rmtree(ENV["root"], ignore_errors=True)
-
-
-def wait_for(condition, what: str, deadline_s: float = 10.0, pause_s: float = 0.005):
-    deadline = time.monotonic() + deadline_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(pause_s)
-
-
-def manager_leases(manager: ManagerProcess) -> int:
-    match = re.search(r"^orbitkv_manager_leases (\S+)$", manager.metrics(), re.M)
-    assert match, "orbitkv_manager_leases missing from /metrics"
-    return int(float(match.group(1)))
 
 
 def delta(after: dict, before: dict, name: str) -> int:
@@ -274,7 +259,7 @@ class TierTest(unittest.TestCase):
         self.assertEqual((delta(b1, b0, "load_jobs"), delta(b1, b0, "load_pages")), (1, 8))
         self.assertEqual(delta(b1, b0, "load_requeried_pages"), 0)  # the load used the lookup's leases
         self.assertEqual(delta(b1, b0, "errors"), 0)
-        wait_for(lambda: manager_leases(ENV["manager"]) == 0, "the Manager's leases to be released")
+        wait_for(lambda: ENV["manager"].leases() == 0, "the Manager's leases to be released")
         # the recovery contract every adapter registers (the SGLang backend's test checks the same
         # bytes): full attention over pages of the namespace's page size, in group 0
         pages = self.b.tier.pages
@@ -423,7 +408,7 @@ class TierTest(unittest.TestCase):
             self.assertEqual([r.name for r in small.lookup_until_settled(keys, ctx)[-1]], ["HIT"] * 4)
             self.assertEqual(small.load(keys, ctx), payloads)
             small.finish(ctx)
-        wait_for(lambda: manager_leases(ENV["manager"]) == 0, "every lease released")
+        wait_for(lambda: ENV["manager"].leases() == 0, "every lease released")
 
         # a promotion of keys this tier never answered (no lease): the load queries them again,
         # and reports the part it could copy (4 of 6 pages exist) through successful_keys
