@@ -6,6 +6,7 @@ import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.Meter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
+import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.core.query.OperationHost;
 import io.orbitkv.core.query.OperationHost.RestoreOutcome;
 import io.orbitkv.core.query.OperationHost.Tier;
@@ -116,6 +117,11 @@ final class ManagerMetrics implements AutoCloseable {
             restoreLatency.put(o, add(Timer.builder("orbitkv.restore.duration").tag("outcome", lower(o))
                     .description("RESTORE accepted to its last copy task's end (RESTORE_DONE)")
                     .serviceLevelObjectives(LATENCY_BUCKETS).register(registry)));
+        }
+        for (UnexpectedErrors.Layer l : UnexpectedErrors.Layer.values()) {
+            add(FunctionCounter.builder("orbitkv.unexpected.errors", l, UnexpectedErrors::count).tag("layer", l.label())
+                    .description("unexpected failures (bugs) turned into a miss or a refusal at a layer's error boundary;"
+                            + " each also logged at ERROR, rate-limited").register(registry));
         }
         reconnectWaits = add(Counter.builder("orbitkv.manager.register.reconnect.waits")
                 .description("same-epoch REGISTERs that waited for the previous connection's close").register(registry));
