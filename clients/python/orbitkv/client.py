@@ -12,7 +12,7 @@ request id) and routes COMPLETION events to the operation they name (:class:`_Op
 Every blocking call waits at most ``timeout`` seconds (TimeoutError).
 
 What it keeps: the socket, the mappings, and per live operation only the events that route its
-COMPLETIONs; leases and coverage stay with the Manager (ARCHITECTURE.md section 2).
+COMPLETIONs; leases and coverage stay with the Manager, which owns them.
 
 Errors: a refused request raises :class:`OrbitKvError` (the Manager's ErrorCode and message;
 the request had no effect). A lost connection raises ConnectionError; per-page publishing

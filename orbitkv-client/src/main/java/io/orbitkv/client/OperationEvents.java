@@ -11,7 +11,7 @@ import java.util.concurrent.CompletableFuture;
 /**
  * Routes asynchronous COMPLETION frames to the operation that awaits them: per live operation id,
  * its current revision and one future per {@link CompletionEvent}. This is the only per-operation
- * state the client keeps; leases, pages and coverage stay with the Manager (ARCHITECTURE.md 2).
+ * state the client keeps; leases, pages and coverage stay with the Manager, which owns them.
  *
  * <p>Thread model: {@link #onFrame} is called by the channel's reader thread with every reply
  * before its future completes and every COMPLETION, in arrival order; {@link #await} by any

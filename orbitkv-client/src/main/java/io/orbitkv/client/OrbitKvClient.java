@@ -47,7 +47,8 @@ import java.util.concurrent.TimeoutException;
  *
  * <p>What it owns: the socket, the arena and region mappings, and per live operation only the
  * futures that route its COMPLETIONs. It keeps no copy of leases or coverage: those are the
- * Manager's (ARCHITECTURE.md 2); a {@link Reply.QueryResult} is the caller's value.
+ * Manager's (docs/architecture.md, "Who owns what"); a {@link Reply.QueryResult} is the
+ * caller's value.
  *
  * <p>Errors: a refused request throws {@link OrbitKvException} with the Manager's code (the
  * request had no effect); expected per-page outcomes of publishing are values

@@ -35,15 +35,8 @@ import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
 import java.io.IOException;
-import java.io.InputStream;
-import java.io.OutputStream;
 import java.lang.foreign.MemorySegment;
 import java.net.InetSocketAddress;
-import java.net.ServerSocket;
-import java.net.Socket;
-import java.nio.ByteBuffer;
-import java.nio.channels.ServerSocketChannel;
-import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -83,6 +76,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * {@code java -cp orbitkv-bench.jar io.orbitkv.bench.peer.PeerReadBench [seconds] [redis-server path]
  * [mooncake JSON | unavailable:<reason>]}).
  * Source and requester share one JVM and the 2 cores; the figures are loopback figures, not NIC ones.
+ * The two baselines have their own classes: {@link Redis} and {@link NioServer}.
  */
 public final class PeerReadBench {
 
@@ -324,205 +318,5 @@ public final class PeerReadBench {
             out.add(new Page(key, id, bytes));
         }
         return out;
-    }
-
-    /** A {@code redis-server} child on a free loopback port, and one RESP connection per thread. */
-    static final class Redis implements AutoCloseable {
-        final Process process;
-        final int port;
-        final Socket[] conns = new Socket[MAX_THREADS];
-        final byte[][] buffers = new byte[MAX_THREADS][];
-
-        private Redis(Process process, int port) {
-            this.process = process;
-            this.port = port;
-        }
-
-        static Redis start(String binary) throws Exception {
-            int port;
-            try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
-                port = s.getLocalPort();
-            }
-            Process p = new ProcessBuilder(binary, "--port", Integer.toString(port), "--bind", "127.0.0.1", "--save", "",
-                    "--appendonly", "no", "--protected-mode", "yes").redirectErrorStream(true)
-                    .redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
-            Redis r = new Redis(p, port);
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-            while (true) {
-                try (Socket s = new Socket("127.0.0.1", port)) {
-                    s.getOutputStream().write("PING\r\n".getBytes(StandardCharsets.US_ASCII));
-                    if (s.getInputStream().read() == '+') break;
-                } catch (IOException e) {
-                    if (System.nanoTime() > deadline) throw e;
-                    Thread.onSpinWait();
-                }
-            }
-            return r;
-        }
-
-        Socket conn(int thread) throws IOException {
-            if (conns[thread] == null) {
-                conns[thread] = new Socket("127.0.0.1", port);
-                conns[thread].setTcpNoDelay(true);
-                buffers[thread] = new byte[SIZES[1]];
-            }
-            return conns[thread];
-        }
-
-        static byte[] command(String... parts) {
-            StringBuilder b = new StringBuilder("*").append(parts.length).append("\r\n");
-            for (String p : parts) b.append('$').append(p.length()).append("\r\n").append(p).append("\r\n");
-            return b.toString().getBytes(StandardCharsets.US_ASCII);
-        }
-
-        void load(int size, List<Page> pages) throws IOException {
-            Socket s = conn(0);
-            OutputStream out = s.getOutputStream();
-            InputStream in = s.getInputStream();
-            for (int i = 0; i < pages.size(); i++) {
-                byte[] value = pages.get(i).bytes;
-                String key = "p" + size + ":" + i;
-                out.write(("*3\r\n$3\r\nSET\r\n$" + key.length() + "\r\n" + key + "\r\n$" + value.length + "\r\n")
-                        .getBytes(StandardCharsets.US_ASCII));
-                out.write(value);
-                out.write("\r\n".getBytes(StandardCharsets.US_ASCII));
-                out.flush();
-                if (in.read() != '+') throw new IOException("SET failed");
-                while (in.read() != '\n') { /* rest of +OK\r\n */ }
-            }
-        }
-
-        long get(int thread, int size, int i) throws IOException {
-            Socket s = conn(thread);
-            s.getOutputStream().write(command("GET", "p" + size + ":" + i));
-            InputStream in = s.getInputStream();
-            if (in.read() != '$') throw new IOException("not a bulk string");
-            int len = 0;
-            for (int c = in.read(); c != '\r'; c = in.read()) len = len * 10 + (c - '0');
-            in.read();
-            byte[] buf = buffers[thread];
-            in.readNBytes(buf, 0, len);
-            in.read();
-            in.read();
-            return len;
-        }
-
-        /** {@code MGET} of the first {@code n} keys of size class {@code size}: one command, one reply of n bulk strings. */
-        long mget(int thread, int size, int n) throws IOException {
-            Socket s = conn(thread);
-            String[] parts = new String[n + 1];
-            parts[0] = "MGET";
-            for (int i = 0; i < n; i++) parts[i + 1] = "p" + size + ":" + i;
-            s.getOutputStream().write(command(parts));
-            InputStream in = s.getInputStream();
-            if (in.read() != '*') throw new IOException("not an array");
-            while (in.read() != '\n') { /* count */ }
-            long total = 0;
-            for (int i = 0; i < n; i++) {
-                if (in.read() != '$') throw new IOException("not a bulk string");
-                int len = 0;
-                for (int c = in.read(); c != '\r'; c = in.read()) len = len * 10 + (c - '0');
-                in.read();
-                in.readNBytes(buffers[thread], 0, len);
-                in.read();
-                in.read();
-                total += len;
-            }
-            return total;
-        }
-
-        @Override
-        public void close() {
-            for (Socket s : conns) {
-                try {
-                    if (s != null) s.close();
-                } catch (IOException ignored) {
-                    // closing
-                }
-            }
-            process.destroy();
-        }
-    }
-
-    /** The raw NIO floor: request = page number (4 bytes), reply = the payload from a direct buffer. */
-    static final class NioServer implements AutoCloseable {
-        final ServerSocketChannel server;
-        final List<List<ByteBuffer>> payloads = new ArrayList<>();
-        final SocketChannel[] conns = new SocketChannel[MAX_THREADS];
-        final ByteBuffer[] into = new ByteBuffer[MAX_THREADS];
-        final Thread acceptor;
-
-        NioServer(List<List<Page>> pages) throws IOException {
-            for (List<Page> set : pages) {
-                List<ByteBuffer> bufs = new ArrayList<>();
-                for (Page p : set) bufs.add(ByteBuffer.allocateDirect(p.bytes.length).put(p.bytes).flip());
-                payloads.add(bufs);
-            }
-            server = ServerSocketChannel.open().bind(new InetSocketAddress("127.0.0.1", 0));
-            acceptor = Thread.ofPlatform().daemon().start(() -> {
-                try {
-                    while (true) {
-                        SocketChannel c = server.accept();
-                        c.socket().setTcpNoDelay(true);
-                        Thread.ofPlatform().daemon().start(() -> serve(c));
-                    }
-                } catch (IOException closed) {
-                    // server closed
-                }
-            });
-        }
-
-        void serve(SocketChannel c) {
-            ByteBuffer req = ByteBuffer.allocate(4);
-            try (c) {
-                while (true) {
-                    req.clear();
-                    while (req.hasRemaining()) if (c.read(req) < 0) return;
-                    int code = req.flip().getInt();
-                    ByteBuffer payload = payloads.get(code >>> 16).get(code & 0xffff).duplicate();
-                    while (payload.hasRemaining()) c.write(payload);
-                }
-            } catch (IOException e) {
-                // connection closed
-            }
-        }
-
-        SocketChannel conn(int thread) throws IOException {
-            if (conns[thread] == null) {
-                conns[thread] = SocketChannel.open(server.getLocalAddress());
-                conns[thread].socket().setTcpNoDelay(true);
-                into[thread] = ByteBuffer.allocateDirect(SIZES[1]);
-            }
-            return conns[thread];
-        }
-
-        long get(int thread, int size, int i) throws IOException {
-            SocketChannel c = conn(thread);
-            ByteBuffer req = ByteBuffer.allocate(4).putInt(size << 16 | i).flip();
-            while (req.hasRemaining()) c.write(req);
-            ByteBuffer dst = into[thread].clear().limit(SIZES[size]);
-            while (dst.hasRemaining()) if (c.read(dst) < 0) throw new IOException("closed");
-            return SIZES[size];
-        }
-
-        /** {@code n} pipelined requests (pages 0..n-1), then their {@code n} payloads. */
-        long getAll(int thread, int size, int n) throws IOException {
-            SocketChannel c = conn(thread);
-            ByteBuffer req = ByteBuffer.allocate(4 * n);
-            for (int i = 0; i < n; i++) req.putInt(size << 16 | i);
-            req.flip();
-            while (req.hasRemaining()) c.write(req);
-            for (int i = 0; i < n; i++) {
-                ByteBuffer dst = into[thread].clear().limit(SIZES[size]);
-                while (dst.hasRemaining()) if (c.read(dst) < 0) throw new IOException("closed");
-            }
-            return (long) n * SIZES[size];
-        }
-
-        @Override
-        public void close() throws IOException {
-            for (SocketChannel c : conns) if (c != null) c.close();
-            server.close();
-        }
     }
 }

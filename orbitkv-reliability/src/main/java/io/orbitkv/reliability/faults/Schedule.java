@@ -1,9 +1,7 @@
 package io.orbitkv.reliability.faults;
 
 import io.orbitkv.state.StateKeys;
-import io.orbitkv.state.protocol.CompletionEvent;
 import io.orbitkv.state.protocol.CompletionTarget;
-import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.QueryStatus;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
@@ -16,11 +14,9 @@ import java.nio.file.attribute.UserPrincipal;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
-import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
@@ -39,13 +35,11 @@ import java.util.concurrent.locks.LockSupport;
  * plan ({@link FaultyTransport}); the peer restarts (sometimes dying in the middle of a transfer)
  * and evicts pages its catalog entry still names.
  *
- * <p>Reference model: the pages SEALED (or DISCARDED, already present) per namespace, on either
- * Manager. After every query, every RESIDENT page must hold exactly the bytes its namespace's
- * publisher wrote for it ({@link SimClient#image}) and must be in the model: a wrong byte, a page
- * served to another namespace, or a hit on a page never sealed fails the schedule; every page a
- * RESTORE reported copied must hold those bytes in the region. A query still PENDING past its
- * bound (its peer wait plus {@link #PENDING_GRACE_NANOS}) fails it too. At the end every client
- * leaves and neither core, nor the peer routes, may hold anything ({@link SimManager#leftovers},
+ * <p>Checks: every answer against the {@link ReferenceModel} (no wrong byte, no page of another
+ * namespace, no hit on a page never sealed, every restored byte right); the RESTORE variants as
+ * {@link RegionRestores} states them. A query still PENDING past its bound (its peer wait plus
+ * {@link #PENDING_GRACE_NANOS}) fails the schedule too. At the end every client leaves and
+ * neither core, nor the peer routes, may hold anything ({@link SimManager#leftovers},
  * {@link SimPeers#leftovers}).
  *
  * <p>Determinism: the driver is one thread, waits after every step until the store is idle, and
@@ -65,7 +59,7 @@ final class Schedule {
     /** Prompts {@code PROMPTS .. PROMPTS + PEER_PROMPTS - 1}: published on the peer only. */
     private static final int PEER_PROMPTS = 3;
     private static final int MAX_PAGES = 6;
-    private static final long STEP_TIMEOUT_NANOS = TimeUnit.SECONDS.toNanos(10);
+    static final long STEP_TIMEOUT_NANOS = TimeUnit.SECONDS.toNanos(10);
     /** The peer wait of a query that reads from the peer (the engine's bound, protocol QUERY). */
     private static final int PEER_WAIT_MILLIS = 2_000;
     /**
@@ -77,20 +71,12 @@ final class Schedule {
     /** How long past its peer wait a query may stay PENDING: its peer fetches' deadline plus scheduling. */
     static final long PENDING_GRACE_NANOS = TimeUnit.SECONDS.toNanos(2);
 
-    /** A failed check: the message says what and where; the campaign adds the seed. */
-    static final class Violation extends RuntimeException {
-        private static final long serialVersionUID = 1L;
-
-        Violation(String message) {
-            super(message, null, false, false);
-        }
-    }
-
     private final long seed;
     private final SplittableRandom rng;
     private final FaultPlan plan;
     private final Path dir;
-    private final List<Set<Long>> sealed = List.of(new HashSet<>(), new HashSet<>());
+    private final ReferenceModel model = new ReferenceModel();
+    private final RegionRestores restores;
     private final SimClient[] clients = new SimClient[CLIENTS];
     private final long[] epochs = new long[CLIENTS];
     private final List<ArrayDeque<Long>> heldOps = new ArrayList<>();
@@ -107,7 +93,6 @@ final class Schedule {
     private final SimClient[] peerClients = new SimClient[2];
     private final AtomicLong skewNanos = new AtomicLong();
     private Optional<UserPrincipal> user = Optional.empty();
-    private int regionFiles;
 
     Schedule(long seed, Path dir) {
         this.seed = seed;
@@ -120,6 +105,7 @@ final class Schedule {
         double[] peerRates = {0, 0.1, 0.25, 0.5};
         this.plan = new FaultPlan(seed, deviceRate, clustered ? peerRates[rng.nextInt(peerRates.length)] : 0);
         this.dir = dir;
+        this.restores = new RegionRestores(model, plan, dir.resolve("regions"));
         for (int i = 0; i < CLIENTS; i++) heldOps.add(new ArrayDeque<>());
     }
 
@@ -268,7 +254,7 @@ final class Schedule {
         for (int k = 0; k < ids.size(); k++) {
             SettleOutcome o = committed.outcomes().get(k);
             if (o == SettleOutcome.SEALED || o == SettleOutcome.DISCARDED) {
-                sealed.get(c.namespaceIndex).add(prompt * 1000 + pages.get(k));
+                model.sealed(c.namespaceIndex, prompt, pages.get(k));
             }
         }
     }
@@ -299,7 +285,7 @@ final class Schedule {
         }
         Reply.QueryResult fin = settledQuery(c, op, prompt, pages, CompletionTarget.HOST_READY, peerWaitMillis);
         if (fin == null) return;
-        check(c, prompt, pages, fin);
+        model.checkQuery(c, prompt, pages, fin);
         if (fin.hit() && rng.nextInt(4) == 0) heldOps.get(i).addLast(op); // released later, or by a death
         else c.send(new Request.Release(op));
     }
@@ -322,33 +308,6 @@ final class Schedule {
         }
         if (polled.status() != QueryStatus.FINAL) throw new Violation("settled op" + op + " polled " + polled.status());
         return polled;
-    }
-
-    /** The reference model's check of one FINAL result. */
-    private void check(SimClient c, long prompt, int pages, Reply.QueryResult r) {
-        if (r.boundaryTokens() > (long) pages * SimManager.PAGE_TOKENS) {
-            throw new Violation("boundary " + r.boundaryTokens() + " past the prompt's " + pages + " pages");
-        }
-        if (!r.hit()) return;
-        Set<Long> model = sealed.get(c.namespaceIndex);
-        for (Reply.GroupResult g : r.groups()) {
-            for (Reply.Span s : g.spans()) {
-                for (int k = 0; k < s.pages().size(); k++) {
-                    long page = s.firstPage() + k;
-                    if (!(s.pages().get(k) instanceof Reply.Resident(Reply.Lease lease))) {
-                        throw new Violation("a FINAL hit with an unleased page " + page);
-                    }
-                    if (!model.contains(prompt * 1000 + page)) {
-                        throw new Violation("hit on page " + page + " of prompt " + prompt + " never sealed in namespace "
-                                + c.namespaceIndex);
-                    }
-                    if (!Arrays.equals(c.read(lease), SimClient.image(c.namespaceIndex, prompt, page))) {
-                        throw new Violation("WRONG BYTES served for page " + page + " of prompt " + prompt
-                                + " in namespace " + c.namespaceIndex);
-                    }
-                }
-            }
-        }
     }
 
     private void die(int i) {
@@ -386,11 +345,9 @@ final class Schedule {
     }
 
     /**
-     * ENGINE_RESTORE: QUERY, then RESTORE of every RESIDENT page into the client's region (each to
-     * the destination page of its index, zeroed first), then RESTORE_DONE. One restore in four
-     * truncates the region's file first (the copy must fault: RESTORE_DONE FAILED NOT_FOUND, or
-     * the RESTORE refused NOT_FOUND, and a later RESTORE into it refused NOT_FOUND), one in four
-     * dies with its copies in flight; the others check every restored byte against the model.
+     * ENGINE_RESTORE: QUERY, then RESTORE of every RESIDENT page into the client's region
+     * ({@link RegionRestores}). One restore in four truncates the region's file first, one in
+     * four dies with its copies in flight; the others check every restored byte against the model.
      */
     private void restore(int i) {
         SimClient c = clients[i];
@@ -403,79 +360,24 @@ final class Schedule {
         Reply.QueryResult fin = settledQuery(c, op, prompt, pages, CompletionTarget.ENGINE_RESTORE,
                 prompt >= PROMPTS ? PEER_WAIT_MILLIS : 0);
         if (fin == null) return;
-        check(c, prompt, pages, fin);
+        model.checkQuery(c, prompt, pages, fin);
         if (!fin.hit()) {
             c.send(new Request.Release(op));
             return;
         }
-        List<Request.RestorePage> mapping = new ArrayList<>();
-        for (Reply.GroupResult g : fin.groups()) {
-            for (Reply.Span s : g.spans()) {
-                for (int k = 0; k < s.pages().size(); k++) {
-                    long page = s.firstPage() + k;
-                    mapping.add(new Request.RestorePage(g.groupId(), page, (int) page));
-                }
-            }
-        }
-        // a region is registered on a connection's first RESTORE (and again after one was truncated)
-        if (c.region() == null) c.registerRegion(nextRegionFile());
-        int region = c.region().id();
         switch (variant) {
-            case 0 -> {
-                plan.count(FaultKind.REGION_TRUNCATE);
-                c.truncateRegion();
-                Reply r = c.send(new Request.Restore(op, region, mapping));
-                if (r instanceof Reply.RestoreAccepted) {
-                    Reply.Outcome o = restoreDone(c, op);
-                    if (!(o instanceof Reply.Failed(ErrorCode code) && code == ErrorCode.NOT_FOUND)) {
-                        throw new Violation("RESTORE op" + op + " into a truncated region ended " + o + ", not FAILED NOT_FOUND");
-                    }
-                    Reply again = c.send(new Request.Restore(op, region, mapping));
-                    if (!(again instanceof Reply.Error(ErrorCode code2, String m2) && code2 == ErrorCode.NOT_FOUND)) {
-                        throw new Violation("a RESTORE into an unusable region answered " + again + ", not NOT_FOUND");
-                    }
-                } else if (!(r instanceof Reply.Error(ErrorCode code, String m) && code == ErrorCode.NOT_FOUND)) {
-                    throw new Violation("RESTORE op" + op + " into a truncated region answered " + r);
-                }
-                c.send(new Request.Release(op));
-                c.registerRegion(nextRegionFile());
-            }
+            case 0 -> restores.intoTruncatedRegion(c, op, fin);
             case 1 -> {
-                Reply r = c.send(new Request.Restore(op, region, mapping));
-                if (r instanceof Reply.RestoreAccepted) plan.count(FaultKind.RESTORE_DEATH);
+                restores.beforeDeath(c, op, fin);
                 clients[i].close();
                 clients[i] = connect(i);
             }
             default -> {
-                for (Request.RestorePage p : mapping) c.clearDestination(p.destinationPage());
-                Reply r = c.send(new Request.Restore(op, region, mapping));
-                if (r instanceof Reply.RestoreAccepted) {
-                    Reply.Outcome o = restoreDone(c, op);
-                    if (o != Reply.Settled.OK) throw new Violation("RESTORE op" + op + " into a sound region ended " + o);
-                    for (Request.RestorePage p : mapping) {
-                        if (!Arrays.equals(c.destination(p.destinationPage(), SimManager.PAGE_BYTES),
-                                SimClient.image(c.namespaceIndex, prompt, p.sourcePage()))) {
-                            throw new Violation("WRONG BYTES restored for page " + p.sourcePage() + " of prompt " + prompt
-                                    + " in namespace " + c.namespaceIndex);
-                        }
-                    }
-                } else if (!(r instanceof Reply.Error(ErrorCode code, String m) && code == ErrorCode.BUSY)) {
-                    throw new Violation("RESTORE op" + op + " of a FINAL hit answered " + r);
-                }
+                restores.intoSoundRegion(c, op, prompt, fin);
                 if (rng.nextInt(4) == 0) heldOps.get(i).addLast(op);
                 else c.send(new Request.Release(op));
             }
         }
-    }
-
-    private Path nextRegionFile() {
-        return dir.resolve("regions").resolve("r" + regionFiles++);
-    }
-
-    private Reply.Outcome restoreDone(SimClient c, long op) {
-        return c.awaitEvent(op, CompletionEvent.RESTORE_DONE, STEP_TIMEOUT_NANOS)
-                .orElseThrow(() -> new Violation("RESTORE op" + op + " never completed"))
-                .outcome();
     }
 
     /** One of the peer's engines publishes pages of a prompt only the peer holds. */

@@ -40,24 +40,38 @@ import java.util.Optional;
 
 /**
  * A running single-node Manager: the store lock, the tiered store, the Manager logic, the
- * engine channel and the HTTP endpoint, started in that order by {@link #start} and stopped in
- * the reverse order by {@link #close()}.
+ * engine channel and the HTTP endpoint. {@link #start} opens them in this order: the store lock,
+ * the DRAM lock, the tiered store, the cluster (when configured), the Manager logic, the KV event
+ * endpoints (when configured), the descriptor socket, the engine channel, the status history and
+ * HTTP. {@link #close()} stops them in the order below, which is not the exact reverse.
  *
  * <p>Owns every one of those resources, the ready file and two locks: the store's
  * ({@code <ssdDir>/manager.lock}) and the DRAM arenas' ({@code <dramDir>/<arenaName>.lock}), so
- * a second Manager never truncates a live Manager's arena files even when only the DRAM
- * directory is shared; a socket a live Manager answers on is refused before any tier opens. Thread model: {@link #start} and
- * {@link #close()} run on the lifecycle thread (the CLI's main thread, or the signal handler's);
- * {@code close()} is idempotent and synchronized. Invariants: nothing is started unless the
- * lock is held; the ready line is printed (and the ready file written, {@link #announceReady})
- * only once everything serves; after {@code close()} the socket file, the DRAM arena files, the ready file and the
- * lock file are gone and the lock is released.
+ * a second Manager with the same DRAM directory never starts beside a live one even when only
+ * that directory is shared; a socket a live Manager answers on is refused before any tier opens.
+ * Thread model: {@link #start} and {@link #close()} run on the lifecycle thread (the CLI's main
+ * thread, or the signal handler's); {@code close()} is idempotent and synchronized. Invariants:
+ * nothing is started unless both locks are held; the ready line is printed (and the ready file
+ * written, {@link #announceReady}) only once everything serves; after {@code close()} the socket
+ * files, the ready file and the lock files are gone, the arenas are unmapped and their
+ * descriptors closed, and the locks are released.
  *
- * <p>Shutdown order and why: (1) stop accepting and close every connection, which closes its
- * session (cancel operations, abort reservations, drain their I/O), so no engine I/O is running;
- * (2) stop HTTP; (3) close the Manager logic and the tiered store, which drains queued and
- * in-flight SSD work (bounded by {@code drainTimeoutMillis}) before unmapping and unlinking the
- * arenas; (4) release the lock last, so a second Manager can never open the store while this one
+ * <p>Shutdown order and why ({@link #close()}, one log line per step; a step that fails is
+ * logged and the next one runs):
+ * (1) leave the cluster, when in one: revoke the etcd lease (or leave it to expire when etcd is
+ * unreachable), close the cluster and bulk endpoints and free the peer tickets, so peers stop
+ * planning reads from this Manager before its pages go;
+ * (2) stop accepting and close every connection, which closes its session (cancel operations,
+ * quarantine unsealed reservations, drain their I/O), so no engine I/O is running;
+ * (3) close the descriptor socket;
+ * (4) stop HTTP and the status history;
+ * (5) close the KV event endpoints, when configured;
+ * (6) close the Manager logic: fence any session still open, drain restore copies, release the
+ * publish quarantine;
+ * (7) close the tiered store, which drains queued and in-flight SSD work (bounded by
+ * {@code drainTimeoutMillis}) before unmapping the arenas;
+ * (8) remove the ready file, release the DRAM lock and remove the DRAM directory if it is empty;
+ * (9) release the store lock last, so a second Manager can never open the store while this one
  * still writes to it.
  */
 public final class ManagerDaemon implements AutoCloseable {
