@@ -1,9 +1,6 @@
 package io.orbitkv.core.storage.dram;
 
 import com.github.benmanes.caffeine.cache.Cache;
-import com.github.benmanes.caffeine.cache.Caffeine;
-import com.github.benmanes.caffeine.cache.Policy;
-import com.github.benmanes.caffeine.cache.RemovalCause;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.core.storage.residency.ResidencyEvent;
 import io.orbitkv.core.storage.residency.ResidencyStream;
@@ -21,21 +18,19 @@ import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
- * The Manager's shared-memory DRAM tier: owns the per-namespace memfd arenas ({@link DramArenas}), the slot
- * allocator and reference counts ({@link SlotTable}) and the index of resident images (a
- * Caffeine cache, key to {@link ResidentImage}), and reports every insert and removal to the
- * {@link ResidencyStream} it was given.
+ * The Manager's shared-memory DRAM tier: owns the per-namespace memfd arenas ({@link DramArenas}),
+ * the slot allocator and reference counts ({@link SlotTable}), the {@link EvictionPolicy} and the
+ * index of resident images (a Caffeine cache, key to {@link ResidentImage}, built by the policy),
+ * and reports every insert and removal to the {@link ResidencyStream} it was given.
  *
  * <p>Lifecycle of an image: {@link #reserve} takes a slot of the smallest size class that holds
  * the image; the publisher writes the bytes; {@link #commit} makes the image visible (first
  * commit of a key wins, pages are immutable) or {@link #abort} gives the slot back. Readers
- * {@link #acquire} a {@link Lease} that pins the image. Eviction (the configured
- * {@link DramEviction}: Caffeine's W-TinyLFU under a byte weight or the slot table's LRU;
- * {@link #evict}, {@link #evictNamespace}, or class pressure) removes the image from
- * the index at once, so no new reader finds it, but its slot returns to the free list only when
- * the last lease is released. A query leases a prefix's consecutive pages with
- * {@link #acquireRun} and ends them with {@link #releaseAll}, one slot-table lock trip per
- * {@value #RUN_PAGES} pages.
+ * {@link #acquire} a {@link Lease} that pins the image. Eviction (the policy, {@link #evict},
+ * {@link #evictNamespace}, or class pressure) removes the image from the index at once, so no new
+ * reader finds it, but its slot returns to the free list only when the last lease is released. A
+ * query leases a prefix's consecutive pages with {@link #acquireRun} and ends them with
+ * {@link #releaseAll}, one slot-table lock trip per {@value #RUN_PAGES} pages.
  *
  * <p>Hooks for internal copiers (the publish pipeline and staging): {@link #commitAndAcquire}
  * leases the new image inside its insertion, so an image the policy refuses at once is still
@@ -45,10 +40,11 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * image (not namespace drops) pinned by a lease taken before its slot was retired.
  *
  * <p>Thread model: every public method is thread-safe and non-blocking apart from short locks
- * (under LRU first {@code boundLock}, then Caffeine's per-bin and eviction locks, then the slot
- * table's lock, in that order only). Caffeine's maintenance, and under LRU the bound's evictions,
- * run on the calling thread ({@code executor(Runnable::run)}), so an eviction has freed its slot
- * (or parked it as evicted-but-leased) before the commit that caused it returns. {@link #close()} is for when traffic has stopped: afterwards calls fail with
+ * (first {@code boundLock} when the policy bounds the index, then Caffeine's per-bin and eviction
+ * locks, then the slot table's lock, in that order only). Caffeine's maintenance and the bound's
+ * evictions run on the calling thread ({@code executor(Runnable::run)}), so an eviction has freed
+ * its slot (or parked it as evicted-but-leased) before the commit that caused it returns.
+ * {@link #close()} is for when traffic has stopped: afterwards calls fail with
  * {@link IllegalStateException}, and segments handed out earlier fail on access rather than
  * reading unmapped memory. Releasing leases and aborting reservations stays legal after close.
  *
@@ -56,49 +52,30 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * residency events alternate ADDED, REMOVED (both are appended under the key's Caffeine bin
  * lock, so they cannot reorder); {@link DramUsage}'s byte sum equals the capacity at all times.
  *
- * <p>Namespaces: the index is keyed by StateKey alone, and every image carries the namespace id it
- * was published in. A key derived by the Manager ({@code SHA-256(namespace digest ‖ group ‖ hash)})
- * cannot collide across namespaces (2^-128); two namespaces hold the same key bytes only when a
- * client sent a precomputed STATE_KEY of another namespace, i.e. guessed or forged it. So an image
- * of another namespace is invisible to {@link #reserve} (no ALREADY_RESIDENT for it, no refusal),
- * and a commit replaces it (cause {@code displaced}, not handed to the SSD writer): the newest
- * commit of a key wins across namespaces, the first within one. Each caller then sees exactly what
- * it would see alone (its reservation granted, its commit sealed, its own bytes read back), so a
- * forger learns nothing and cannot pre-publish a victim's future keys; the most it can do is evict
- * one of the victim's images, which it could also do by filling the tier with its own pages. The
- * alternative, an index keyed by (namespace id, key) so both images coexist, would also change the
- * residency stream, the catalog and the peer protocol, which name a page by its key alone; it is
- * rejected while those stay key-only, because on an honest Manager the keys never collide.
+ * <p>Namespaces: the index is keyed by StateKey alone, and every image carries the namespace id
+ * it was published in. A key derived by the Manager ({@code SHA-256(namespace digest ‖ group ‖
+ * hash)}) cannot collide across namespaces (2^-128); two namespaces hold the same key bytes only
+ * when a client sent a precomputed STATE_KEY of another namespace, i.e. guessed or forged it. So
+ * an image of another namespace is invisible to {@link #reserve}, and a commit replaces it (cause
+ * {@code displaced}, not handed to the SSD writer): the newest commit of a key wins across
+ * namespaces, the first within one. A forger learns nothing and can at most evict one of the
+ * victim's images, as it could by filling the tier. An index keyed by (namespace id, key) is
+ * rejected while the residency stream, the catalog and the peer protocol name a page by key alone.
  *
- * <p>Eviction is {@link DramTierConfig#eviction()}: under {@link DramEviction#W_TINY_LFU} the index
- * and policy are Caffeine's (W-TinyLFU keeps frequently reused prefixes against one-off scans);
- * under {@link DramEviction#LRU} Caffeine is an unbounded index and each insertion that takes the
- * resident bytes past {@code indexWeightBytes} evicts the slot table's least recently used image
- * (unleased ones first, at most {@value #MAX_BOUND_EVICTIONS} per insertion), because Caffeine's
- * own access order drops reads under load and measured 0.187 of prompt tokens at 5 % capacity on
- * the conversation trace where an exact LRU served 0.199 (see {@link DramEviction} for why LRU at
- * all). Design note on class pressure: Caffeine's bound is one weight over all
- * classes, but slots are per class, so a class can run dry while the total weight is below the
- * bound; then {@link #reserve} evicts that class's coldest unleased image (Caffeine's own
- * coldest-first order, at most {@value #MAX_PRESSURE_EVICTIONS} per call, scanning at most
- * {@code pressureScanEntries}) instead of failing forever. That scan alone is not enough: after
- * the workload changes page size, the old size's pages are the coldest entries, and once more than
- * {@code pressureScanEntries} of them sit ahead of the dry class's images it finds no victim and
- * every publish of the new size was refused (measured: 1,408 cold 32 KiB pages blocked the
- * 1,024-slot 256 KiB class of a 1 GiB tier with 66% of it free). So when the scan finds none,
- * the class's own CLOCK hand over its slots picks an unleased image not used ({@link #acquire})
- * since the hand last passed it, scanning at most {@code pressureScanEntries} slots; the
- * alternative, scanning Caffeine's order until a victim of the class turns up, is unbounded
- * under Caffeine's eviction lock (1 M entries). A victim handed to the {@link EvictionListener}
- * (on-evict's SSD write) keeps its slot parked until the write ends, so the last eviction a
- * reservation may make hands nothing over and its slot is free at once; the first seven free
- * theirs for the next reservations. Handing every victim over refused a reservation after parking
- * 8 slots (the first 16 of a batch of 64 256 KiB publishes into a full class). Hand-overs also stop
- * where a parked slot would pass {@code evictedLeasedBudgetBytes}. The heap cost per resident block is
- * the Caffeine node (~40 B), its map node and table slot (~40 B), the key (48 B), the
- * {@link ResidentImage} (32 B), the frequency sketch (~8 B) and 22 B of slot arrays (the clock's
- * reverse key map and mark included): measured 201 B at 1 M blocks ({@code DramHeapFootprintTest}),
- * under the 256 B budget.
+ * <p>Design note on eviction: three mechanisms, each asking the policy for a slot. The bound:
+ * Caffeine's own under W-TinyLFU; otherwise each insertion that takes the resident bytes past
+ * {@code indexWeightBytes} evicts {@link EvictionPolicy#boundVictim}s (at most
+ * {@value #MAX_BOUND_EVICTIONS}). Class pressure: the bound is one weight over all classes but
+ * slots are per class, so a class can run dry below it; then {@link #reserve} evicts the class's
+ * {@link EvictionPolicy#classVictim}, else its CLOCK {@link EvictionPolicy#fallbackVictim} (at
+ * most {@value #MAX_PRESSURE_EVICTIONS} per call, each scanning at most
+ * {@code pressureScanEntries}). Explicit and namespace removals. A victim handed to the
+ * {@link EvictionListener} (on-evict's SSD write) keeps its slot parked until the write ends, so
+ * the last eviction a reservation may make hands nothing over and frees its slot at once;
+ * hand-overs also stop where a parked slot would pass {@code evictedLeasedBudgetBytes}. Heap per
+ * resident block, index, policy and slots together: HEAP_TINYLFU B under W-TinyLFU and HEAP_LRU B under LRU
+ * at 1 M blocks ({@code DramHeapFootprintTest}; budget 256 B). The measurements behind each
+ * mechanism: docs/performance.md, "DRAM tier: history of its eviction mechanisms".
  */
 public final class DramTier implements AutoCloseable {
 
@@ -106,7 +83,7 @@ public final class DramTier implements AutoCloseable {
     static final int MAX_PRESSURE_EVICTIONS = 8;
 
     /**
-     * Most eviction attempts one insertion makes under {@link DramEviction#LRU} to bring the index
+     * Most eviction attempts one insertion makes, when the policy bounds the index, to bring it
      * back under its bound (one insertion needs one eviction; the rest absorb races with
      * concurrent removals).
      */
@@ -125,10 +102,11 @@ public final class DramTier implements AutoCloseable {
     private final DramTierConfig config;
     private final DramArenas arenas;
     private final SlotTable slots;
+    private final EvictionPolicy policy;
     private final Cache<StateKey, ResidentImage> index;
     /**
      * The index's reverse map, slot to the key of its RESIDENT image (null otherwise), for the
-     * class-pressure clock: set inside the key's insertion, cleared before its slot is retired.
+     * victims the policy names by slot: set inside the key's insertion, cleared before its slot is retired.
      */
     private final AtomicReferenceArray<StateKey> slotKeys;
     /**
@@ -136,9 +114,7 @@ public final class DramTier implements AutoCloseable {
      * allocated; {@link #takeOver} punches the previous owner's pages.
      */
     private final AtomicIntegerArray slotOwners;
-    /** Caffeine's size policy under {@link DramEviction#W_TINY_LFU}; null under {@link DramEviction#LRU}. */
-    private final Policy.Eviction<StateKey, ResidentImage> eviction;
-    /** Serialises bound enforcement under {@link DramEviction#LRU}, so concurrent inserts do not over-evict. */
+    /** Serialises the tier's bound enforcement, so concurrent inserts do not over-evict. */
     private final java.util.concurrent.locks.ReentrantLock boundLock = new java.util.concurrent.locks.ReentrantLock();
     private final ResidencyStream residency;
     private final DramMetrics metrics;
@@ -149,25 +125,16 @@ public final class DramTier implements AutoCloseable {
         this.config = config;
         this.arenas = arenas;
         this.residency = residency;
+        this.policy = EvictionPolicy.of(config.eviction(), config.sizeClasses());
         this.slots = new SlotTable(config.sizeClasses(), config.reservedBudgetBytes(),
-                config.evictedLeasedBudgetBytes());
+                config.evictedLeasedBudgetBytes(), policy);
         this.slotKeys = new AtomicReferenceArray<>(slots.slotCount());
         this.slotOwners = new AtomicIntegerArray(slots.slotCount());
         for (int i = 0; i < slots.slotCount(); i++) slotOwners.set(i, -1);
         this.metrics = new DramMetrics(registry, config.arenaName(), slots);
         metrics.arenaNamespaces(arenas::namespaces);
-        this.index = switch (config.eviction()) {
-            case W_TINY_LFU -> Caffeine.newBuilder()
-                    .maximumWeight(config.indexWeightBytes())
-                    .weigher((StateKey key, ResidentImage image) -> slots.slotBytes(image.slot()))
-                    .executor(Runnable::run)
-                    .evictionListener((StateKey key, ResidentImage image, RemovalCause cause) ->
-                            onLeftIndex(Objects.requireNonNull(key), Objects.requireNonNull(image),
-                                    DramMetrics.EvictionCause.POLICY, true))
-                    .build();
-            case LRU -> Caffeine.newBuilder().executor(Runnable::run).<StateKey, ResidentImage>build();
-        };
-        this.eviction = index.policy().eviction().orElse(null);
+        this.index = policy.newIndex(slots, config.indexWeightBytes(),
+                (key, image) -> onLeftIndex(key, image, DramMetrics.EvictionCause.POLICY, true));
     }
 
     /**
@@ -201,12 +168,9 @@ public final class DramTier implements AutoCloseable {
         // Another namespace's image of the same key bytes is invisible here (see the class note on
         // namespaces): answering ALREADY_RESIDENT for it would tell the caller what another tenant holds.
         if (resident != null && resident.namespaceId() == namespaceId) {
-            // Under LRU, publishing a resident page is a use (the engine has just computed it): it
-            // moves to the most recent end, so the commits of the same batch cannot evict it from the
-            // tail between this answer and the pages after it. Without this the replay of the
-            // conversation trace lost chains whose middle block was resident but cold (0.1991 of
-            // prompt tokens at 5 % capacity against an offline LRU's 0.1993).
-            if (eviction == null) slots.touch(resident.slot(), resident.imageId());
+            // A recency policy counts this as a use, so the commits of the same batch cannot evict the
+            // page between this answer and the pages after it.
+            slots.touch(resident.slot(), resident.imageId());
             return new ReserveResult.AlreadyResident(resident.imageId());
         }
         for (int pressureEvictions = 0; ; pressureEvictions++) {
@@ -223,7 +187,7 @@ public final class DramTier implements AutoCloseable {
                     boolean handOver = pressureEvictions < MAX_PRESSURE_EVICTIONS - 1;
                     boolean retry = reason == ReserveResult.FullReason.NO_FREE_SLOT
                             && pressureEvictions < MAX_PRESSURE_EVICTIONS
-                            && (evictColdestUnleased(sizeClass, handOver) || evictByClock(sizeClass, handOver));
+                            && evictForClass(sizeClass, handOver);
                     if (!retry) return refuse(reason);
                 }
             }
@@ -245,7 +209,7 @@ public final class DramTier implements AutoCloseable {
             winner = displace(reservation.key(), fresh, false);
         }
         if (winner == fresh) {
-            enforceLruBound();
+            enforceBound();
             return new CommitResult.Inserted(fresh.imageId());
         }
         slots.abort(reservation.slot(), reservation.imageId());
@@ -276,7 +240,7 @@ public final class DramTier implements AutoCloseable {
             winner = displace(reservation.key(), fresh, true);
         }
         if (winner == fresh) {
-            enforceLruBound();
+            enforceBound();
             return newLease(reservation.key(), fresh);
         }
         slots.abort(reservation.slot(), reservation.imageId());
@@ -295,7 +259,7 @@ public final class DramTier implements AutoCloseable {
 
     /**
      * Leases {@code key}'s resident image, or misses. A hit counts as a use for the policy (so does,
-     * under {@link DramEviction#LRU}, a {@link #reserve} answered {@link ReserveResult.AlreadyResident}).
+     * for a recency policy, a {@link #reserve} answered {@link ReserveResult.AlreadyResident}).
      */
     public AcquireResult acquire(StateKey key) {
         Objects.requireNonNull(key, "key");
@@ -594,22 +558,19 @@ public final class DramTier implements AutoCloseable {
     }
 
     /**
-     * Under {@link DramEviction#LRU}, evicts least recently used images (unleased ones first, among
-     * the {@code pressureScanEntries} least recent) until the resident bytes are within
-     * {@code indexWeightBytes}, as Caffeine's bound does under W-TinyLFU: evicted images go to the
-     * eviction listener like policy evictions. Runs after the insertion, outside Caffeine's locks.
+     * When the policy bounds the index (not Caffeine), evicts its {@link EvictionPolicy#boundVictim}s
+     * until the resident bytes are within {@code indexWeightBytes}, as Caffeine's bound does under
+     * W-TinyLFU: evicted images go to the eviction listener like policy evictions. Runs after the
+     * insertion, outside Caffeine's locks.
      */
-    private void enforceLruBound() {
-        if (config.eviction() != DramEviction.LRU) return;
+    private void enforceBound() {
+        if (policy.indexEnforcesBound()) return;
         boundLock.lock();
         try {
             for (int i = 0; i < MAX_BOUND_EVICTIONS && slots.usedBytes() > config.indexWeightBytes(); i++) {
-                Optional<SlotTable.ClockVictim> victim = slots.leastRecent(-1, true, config.pressureScanEntries())
-                        .or(() -> slots.leastRecent(-1, false, 1));
+                Optional<EvictionPolicy.Victim> victim = policy.boundVictim(slots, config.pressureScanEntries());
                 if (victim.isEmpty()) return;
-                StateKey key = slotKeys.get(victim.get().slot());
-                // null: the image is being removed right now (its key is cleared first); the next round sees it gone.
-                if (key != null) removeImage(key, victim.get().imageId(), DramMetrics.EvictionCause.POLICY, true);
+                removeVictim(victim.get(), DramMetrics.EvictionCause.POLICY, true);
             }
         } finally {
             boundLock.unlock();
@@ -617,38 +578,25 @@ public final class DramTier implements AutoCloseable {
     }
 
     /**
-     * Evicts the coldest unleased image of {@code sizeClass}, handing it to the listener only when
-     * {@code handOver}; false when none is found in the scan bound.
+     * Evicts an unleased image of {@code sizeClass}: the policy's {@link EvictionPolicy#classVictim},
+     * else its {@link EvictionPolicy#fallbackVictim}; hands it to the listener only when
+     * {@code handOver}. False when neither could be removed.
      */
-    private boolean evictColdestUnleased(int sizeClass, boolean handOver) {
-        if (eviction == null) {
-            Optional<SlotTable.ClockVictim> lru = slots.leastRecent(sizeClass, true, config.pressureScanEntries());
-            if (lru.isEmpty()) return false;
-            StateKey key = slotKeys.get(lru.get().slot());
-            return key != null
-                    && removeImage(key, lru.get().imageId(), DramMetrics.EvictionCause.CLASS_PRESSURE, handOver);
-        }
-        Optional<Policy.CacheEntry<StateKey, ResidentImage>> victim = eviction.coldest(entries -> entries
-                .limit(config.pressureScanEntries())
-                .filter(e -> slots.classOf(e.getValue().slot()) == sizeClass && !slots.isLeased(e.getValue().slot()))
-                .findFirst());
-        return victim.isPresent()
-                && removeImage(victim.get().getKey(), victim.get().getValue().imageId(),
-                        DramMetrics.EvictionCause.CLASS_PRESSURE, handOver);
+    private boolean evictForClass(int sizeClass, boolean handOver) {
+        int scan = config.pressureScanEntries();
+        return policy.classVictim(slots, sizeClass, scan)
+                .filter(v -> removeVictim(v, DramMetrics.EvictionCause.CLASS_PRESSURE, handOver)).isPresent()
+                || policy.fallbackVictim(slots, sizeClass, scan)
+                .filter(v -> removeVictim(v, DramMetrics.EvictionCause.CLASS_PRESSURE, handOver)).isPresent();
     }
 
     /**
-     * The fallback when the class's images are not among the coldest {@code pressureScanEntries}
-     * of the whole index: the class's own clock hand picks an unleased image not used since the
-     * hand last passed it (scanning at most {@code pressureScanEntries} of the class's slots).
-     * False when the window holds no unleased resident image, or it changed meanwhile.
+     * Removes the image the policy named if its slot's key still maps to it. A null key: the image
+     * is being removed right now (its key is cleared first).
      */
-    private boolean evictByClock(int sizeClass, boolean handOver) {
-        Optional<SlotTable.ClockVictim> victim = slots.clockVictim(sizeClass, config.pressureScanEntries());
-        if (victim.isEmpty()) return false;
-        StateKey key = slotKeys.get(victim.get().slot());
-        return key != null
-                && removeImage(key, victim.get().imageId(), DramMetrics.EvictionCause.CLASS_PRESSURE, handOver);
+    private boolean removeVictim(EvictionPolicy.Victim victim, DramMetrics.EvictionCause cause, boolean handOver) {
+        StateKey key = slotKeys.get(victim.slot());
+        return key != null && removeImage(key, victim.imageId(), cause, handOver);
     }
 
     private ReserveResult refuse(ReserveResult.FullReason reason) {

@@ -29,7 +29,8 @@ class SlotTableProperties {
 
     /** The table and what it should contain: slot to image id per state, and lease counts. */
     static final class Model {
-        final SlotTable table = new SlotTable(CLASSES, RESERVED_BUDGET, EVICTED_LEASED_BUDGET);
+        final LruPolicy policy = new LruPolicy(CLASSES);
+        final SlotTable table = new SlotTable(CLASSES, RESERVED_BUDGET, EVICTED_LEASED_BUDGET, policy);
         final Map<Integer, Long> reserved = new HashMap<>();
         final Map<Integer, Long> resident = new HashMap<>();
         final Map<Integer, Long> evictedLeased = new HashMap<>();
@@ -102,7 +103,7 @@ class SlotTableProperties {
         assertThat(u.leases()).isEqualTo(m.leases.values().stream().mapToLong(Integer::longValue).sum());
         assertThat(u.leasedBytes()).isEqualTo(m.leases.keySet().stream().mapToLong(m.table::slotBytes).sum());
         assertThat(u.residentImages()).isEqualTo(m.resident.size());
-        assertThat(m.table.recencyOrder()).as("the recency list holds exactly the resident slots")
+        assertThat(m.policy.recencyOrder(m.table)).as("the recency list holds exactly the resident slots")
                 .doesNotHaveDuplicates().containsExactlyInAnyOrderElementsOf(m.resident.keySet());
         assertThat(m.table.publishes()).as("inserts").isEqualTo(m.publishes);
         assertThat(m.table.usePins()).as("hits: pins that are uses, not quiet pins").isEqualTo(m.usePins);
@@ -287,7 +288,7 @@ class SlotTableProperties {
             return Arbitraries.integers().between(0, CLASSES.size() - 1).map(c -> Transformer.mutate("clock class " + c, m -> {
                 boolean candidate = m.resident.keySet().stream()
                         .anyMatch(s -> m.table.classOf(s) == c && !m.leases.containsKey(s));
-                var victim = m.table.clockVictim(c, CLASSES.get(c).slotCount());
+                var victim = m.policy.fallbackVictim(m.table, c, CLASSES.get(c).slotCount());
                 assertThat(victim.isPresent()).as("a victim iff the class has an unleased resident slot")
                         .isEqualTo(candidate);
                 victim.ifPresent(v -> {
