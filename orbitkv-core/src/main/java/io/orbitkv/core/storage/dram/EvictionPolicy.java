@@ -39,10 +39,10 @@ import java.util.function.BiConsumer;
  * removals (4 B per slot), answers leaves before their parents from the same victim methods, and
  * treats a pinned slot as an interior node. Memory per resident page, in bytes of heap: LRU 9
  * (two {@code int} links and the CLOCK mark); W-TinyLFU 1 (the CLOCK mark; its order and sketch
- * live in the Caffeine index, ~48 B per entry, counted with the index). The whole tier measured
- * 181.4 B per resident block under W-TinyLFU and 136.7 B under LRU at 1 M blocks
- * ({@code DramHeapFootprintTest}); 189.5 B before this seam, when both policies paid for the
- * recency list.
+ * live in the Caffeine index and are counted there). The whole tier, index and slots included,
+ * measured 160.7 B per resident block under LRU and 205.6 B under W-TinyLFU at 1 M blocks
+ * ({@code DramHeapFootprintTest}); 160.8 B and 213.7 B on the same machine before this seam, when
+ * W-TinyLFU also paid for the unused recency list.
  */
 interface EvictionPolicy {
 
