@@ -37,13 +37,18 @@ final class ClockHands {
         marks[slot] = 1;
     }
 
+    /** {@link #victimLocked} under the table's lock: a policy's {@link EvictionPolicy#fallbackVictim}. */
+    Optional<EvictionPolicy.Victim> victim(SlotTable slots, int classIndex, int maxSlots) {
+        return slots.locked(() -> victimLocked(slots, classIndex, maxSlots));
+    }
+
     /**
      * Moves the class's hand over at most {@code maxSlots} of its slots and returns the first
      * RESIDENT, unleased slot whose image was not used since the hand last passed it, clearing the
      * marks it passes; if every candidate in that window was marked, the first of them. Empty when
      * the window holds no RESIDENT, unleased slot.
      */
-    Optional<EvictionPolicy.Victim> victimLocked(SlotTable slots, int classIndex, int maxSlots) {
+    private Optional<EvictionPolicy.Victim> victimLocked(SlotTable slots, int classIndex, int maxSlots) {
         int base = classBase[classIndex];
         int count = classBase[classIndex + 1] - base;
         int steps = Math.min(maxSlots, count);

@@ -27,8 +27,8 @@ import java.util.function.BiConsumer;
  * that image id. A leased image is never a class-pressure victim.
  *
  * <p>Thread model: the event methods are called by the {@link SlotTable} inside the transition that
- * causes them, under its lock, so an event costs no lock trip of its own (a 1,024-page hit takes
- * the lock 16 times, not 1,040); an implementation's per-slot state is guarded by that lock. The
+ * causes them, under its lock, so an event costs no lock trip of its own (a run of 64 hits is one
+ * trip with its 64 access events); an implementation's per-slot state is guarded by that lock. The
  * victim methods are called by the tier with no lock held, because W-TinyLFU's scan takes
  * Caffeine's eviction lock, which is ordered before the table's; an implementation reads its
  * state and the slots' inside {@link SlotTable#locked}. An implementation never calls out of the
@@ -37,7 +37,9 @@ import java.util.function.BiConsumer;
  * <p>Design note: the interface is slot-granular so that a chain-aware policy (leaf-first over a
  * prefix tree) is one more implementation: it keeps a child count per slot from the inserts and
  * removals (4 B per slot), answers leaves before their parents from the same victim methods, and
- * treats a pinned slot as an interior node. Memory per resident page, in bytes of heap: LRU 9
+ * passes over pinned slots as both policies here do. It needs one fact the tier does not pass
+ * today: each insert's parent page, which the publisher knows from the chain and would hand to
+ * {@link #onInsert} as a second slot. Memory per resident page, in bytes of heap: LRU 9
  * (two {@code int} links and the CLOCK mark); W-TinyLFU 1 (the CLOCK mark; its order and sketch
  * live in the Caffeine index and are counted there). The whole tier, index and slots included,
  * measured 160.7 B per resident block under LRU and 205.6 B under W-TinyLFU at 1 M blocks
@@ -82,11 +84,16 @@ interface EvictionPolicy {
      */
     void onRepublish(int slot);
 
-    /** {@code slot}'s resident image got its first lease. Under the table's lock. */
-    void onPin(int slot);
+    /**
+     * {@code slot}'s resident image got its first lease. Under the table's lock. Ignored by a policy
+     * that reads the lease counts when it chooses, as both here do.
+     */
+    default void onPin(int slot) {
+    }
 
-    /** {@code slot}'s resident image lost its last lease. Under the table's lock. */
-    void onUnpin(int slot);
+    /** {@code slot}'s resident image lost its last lease. Under the table's lock. As {@link #onPin}. */
+    default void onUnpin(int slot) {
+    }
 
     /** {@code slot}'s image left the index (its slot may wait for leases). Under the table's lock. */
     void onRemove(int slot);

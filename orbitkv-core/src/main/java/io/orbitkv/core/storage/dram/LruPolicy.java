@@ -77,16 +77,6 @@ final class LruPolicy implements EvictionPolicy {
     }
 
     @Override
-    public void onPin(int slot) {
-        // Leases are read from the table when a victim is chosen.
-    }
-
-    @Override
-    public void onUnpin(int slot) {
-        // As onPin.
-    }
-
-    @Override
     public void onRemove(int slot) {
         unlink(slot);
     }
@@ -104,7 +94,7 @@ final class LruPolicy implements EvictionPolicy {
 
     @Override
     public Optional<Victim> fallbackVictim(SlotTable slots, int classIndex, int maxSlots) {
-        return slots.locked(() -> clock.victimLocked(slots, classIndex, maxSlots));
+        return clock.victim(slots, classIndex, maxSlots);
     }
 
     /** The RESIDENT slots from least to most recently used, for tests. */

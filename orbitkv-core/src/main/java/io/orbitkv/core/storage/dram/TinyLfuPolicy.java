@@ -76,16 +76,6 @@ final class TinyLfuPolicy implements EvictionPolicy {
     }
 
     @Override
-    public void onPin(int slot) {
-        // Leases are read from the table when a victim is chosen.
-    }
-
-    @Override
-    public void onUnpin(int slot) {
-        // As onPin.
-    }
-
-    @Override
     public void onRemove(int slot) {
         // The index forgets the entry; the slot's mark is set again by its next insert.
     }
@@ -107,6 +97,6 @@ final class TinyLfuPolicy implements EvictionPolicy {
 
     @Override
     public Optional<Victim> fallbackVictim(SlotTable slots, int classIndex, int maxSlots) {
-        return slots.locked(() -> clock.victimLocked(slots, classIndex, maxSlots));
+        return clock.victim(slots, classIndex, maxSlots);
     }
 }
