@@ -33,7 +33,10 @@ import java.util.function.BiConsumer;
 final class TinyLfuPolicy implements EvictionPolicy {
 
     private final ClockHands clock;
-    /** Caffeine's size policy of the index; set once by {@link #newIndex}. */
+    /**
+     * Caffeine's size policy of the index; set once by {@link #newIndex} in the tier's constructor,
+     * so the tier's final fields publish it to every thread that reaches the tier.
+     */
     private Policy.Eviction<StateKey, ResidentImage> order;
 
     TinyLfuPolicy(List<SizeClass> sizeClasses) {
