@@ -9,7 +9,7 @@ import java.util.Locale;
  *   <li>{@link #W_TINY_LFU}: Caffeine's W-TinyLFU under the byte bound: a newcomer enters only if
  *       its estimated frequency beats the victim's, so frequently reused images survive one-off
  *       scans.</li>
- *   <li>{@link #LRU}: the least recently published or used image goes first (the slot table's
+ *   <li>{@link #LRU}: the least recently published or used image goes first ({@code LruPolicy}'s
  *       exact recency list; Caffeine stays the index). Every newcomer is admitted.</li>
  * </ul>
  *

@@ -1,41 +1,30 @@
 package io.orbitkv.core.storage.dram;
 
-import com.github.benmanes.caffeine.cache.Cache;
-import com.github.benmanes.caffeine.cache.Caffeine;
-import com.github.benmanes.caffeine.cache.Policy;
-import com.github.benmanes.caffeine.cache.RemovalCause;
 import io.micrometer.core.instrument.MeterRegistry;
-import io.orbitkv.core.storage.residency.ResidencyEvent;
 import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.state.StateKey;
 
 import java.io.IOException;
-import java.io.UncheckedIOException;
-import java.lang.foreign.MemorySegment;
 import java.security.SecureRandom;
-import java.util.Map;
+import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicIntegerArray;
-import java.util.concurrent.atomic.AtomicReferenceArray;
 
 /**
- * The Manager's shared-memory DRAM tier: owns the per-namespace memfd arenas ({@link DramArenas}), the slot
- * allocator and reference counts ({@link SlotTable}) and the index of resident images (a
- * Caffeine cache, key to {@link ResidentImage}), and reports every insert and removal to the
- * {@link ResidencyStream} it was given.
+ * The Manager's shared-memory DRAM tier: owns the per-namespace memfd arenas ({@link DramArenas},
+ * addressed through {@link SlotMemory}), the slot allocator and reference counts
+ * ({@link SlotTable}), the {@link EvictionPolicy} and the index of resident images
+ * ({@link ResidentIndex}, which reports every insert and removal to the {@link ResidencyStream}).
  *
  * <p>Lifecycle of an image: {@link #reserve} takes a slot of the smallest size class that holds
  * the image; the publisher writes the bytes; {@link #commit} makes the image visible (first
  * commit of a key wins, pages are immutable) or {@link #abort} gives the slot back. Readers
- * {@link #acquire} a {@link Lease} that pins the image. Eviction (the configured
- * {@link DramEviction}: Caffeine's W-TinyLFU under a byte weight or the slot table's LRU;
- * {@link #evict}, {@link #evictNamespace}, or class pressure) removes the image from
- * the index at once, so no new reader finds it, but its slot returns to the free list only when
- * the last lease is released. A query leases a prefix's consecutive pages with
- * {@link #acquireRun} and ends them with {@link #releaseAll}, one slot-table lock trip per
- * {@value #RUN_PAGES} pages.
+ * {@link #acquire} a {@link Lease} that pins the image. Eviction (the policy, {@link #evict},
+ * {@link #evictNamespace}, or class pressure) removes the image from the index at once, so no new
+ * reader finds it, but its slot returns to the free list only when the last lease is released. A
+ * query leases a prefix's consecutive pages with {@link #acquireRun} and ends them with
+ * {@link #releaseAll}, one slot-table lock trip per {@value #RUN_PAGES} pages.
  *
  * <p>Hooks for internal copiers (the publish pipeline and staging): {@link #commitAndAcquire}
  * leases the new image inside its insertion, so an image the policy refuses at once is still
@@ -45,10 +34,11 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * image (not namespace drops) pinned by a lease taken before its slot was retired.
  *
  * <p>Thread model: every public method is thread-safe and non-blocking apart from short locks
- * (under LRU first {@code boundLock}, then Caffeine's per-bin and eviction locks, then the slot
- * table's lock, in that order only). Caffeine's maintenance, and under LRU the bound's evictions,
- * run on the calling thread ({@code executor(Runnable::run)}), so an eviction has freed its slot
- * (or parked it as evicted-but-leased) before the commit that caused it returns. {@link #close()} is for when traffic has stopped: afterwards calls fail with
+ * (first the index's bound lock when the policy bounds the index, then Caffeine's per-bin and
+ * eviction locks, then the slot table's lock, in that order only). Caffeine's maintenance and the bound's
+ * evictions run on the calling thread ({@code executor(Runnable::run)}), so an eviction has freed
+ * its slot (or parked it as evicted-but-leased) before the commit that caused it returns.
+ * {@link #close()} is for when traffic has stopped: afterwards calls fail with
  * {@link IllegalStateException}, and segments handed out earlier fail on access rather than
  * reading unmapped memory. Releasing leases and aborting reservations stays legal after close.
  *
@@ -56,61 +46,29 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  * residency events alternate ADDED, REMOVED (both are appended under the key's Caffeine bin
  * lock, so they cannot reorder); {@link DramUsage}'s byte sum equals the capacity at all times.
  *
- * <p>Namespaces: the index is keyed by StateKey alone, and every image carries the namespace id it
- * was published in. A key derived by the Manager ({@code SHA-256(namespace digest ‖ group ‖ hash)})
- * cannot collide across namespaces (2^-128); two namespaces hold the same key bytes only when a
- * client sent a precomputed STATE_KEY of another namespace, i.e. guessed or forged it. So an image
- * of another namespace is invisible to {@link #reserve} (no ALREADY_RESIDENT for it, no refusal),
- * and a commit replaces it (cause {@code displaced}, not handed to the SSD writer): the newest
- * commit of a key wins across namespaces, the first within one. Each caller then sees exactly what
- * it would see alone (its reservation granted, its commit sealed, its own bytes read back), so a
- * forger learns nothing and cannot pre-publish a victim's future keys; the most it can do is evict
- * one of the victim's images, which it could also do by filling the tier with its own pages. The
- * alternative, an index keyed by (namespace id, key) so both images coexist, would also change the
- * residency stream, the catalog and the peer protocol, which name a page by its key alone; it is
- * rejected while those stay key-only, because on an honest Manager the keys never collide.
+ * <p>Namespaces: every image carries the namespace id it was published in, and the index is keyed
+ * by StateKey alone; an image of another namespace is invisible to {@link #reserve} (no
+ * ALREADY_RESIDENT for it) and a commit displaces it ({@link ResidentIndex} says why that is safe).
  *
- * <p>Eviction is {@link DramTierConfig#eviction()}: under {@link DramEviction#W_TINY_LFU} the index
- * and policy are Caffeine's (W-TinyLFU keeps frequently reused prefixes against one-off scans);
- * under {@link DramEviction#LRU} Caffeine is an unbounded index and each insertion that takes the
- * resident bytes past {@code indexWeightBytes} evicts the slot table's least recently used image
- * (unleased ones first, at most {@value #MAX_BOUND_EVICTIONS} per insertion), because Caffeine's
- * own access order drops reads under load and measured 0.187 of prompt tokens at 5 % capacity on
- * the conversation trace where an exact LRU served 0.199 (see {@link DramEviction} for why LRU at
- * all). Design note on class pressure: Caffeine's bound is one weight over all
- * classes, but slots are per class, so a class can run dry while the total weight is below the
- * bound; then {@link #reserve} evicts that class's coldest unleased image (Caffeine's own
- * coldest-first order, at most {@value #MAX_PRESSURE_EVICTIONS} per call, scanning at most
- * {@code pressureScanEntries}) instead of failing forever. That scan alone is not enough: after
- * the workload changes page size, the old size's pages are the coldest entries, and once more than
- * {@code pressureScanEntries} of them sit ahead of the dry class's images it finds no victim and
- * every publish of the new size was refused (measured: 1,408 cold 32 KiB pages blocked the
- * 1,024-slot 256 KiB class of a 1 GiB tier with 66% of it free). So when the scan finds none,
- * the class's own CLOCK hand over its slots picks an unleased image not used ({@link #acquire})
- * since the hand last passed it, scanning at most {@code pressureScanEntries} slots; the
- * alternative, scanning Caffeine's order until a victim of the class turns up, is unbounded
- * under Caffeine's eviction lock (1 M entries). A victim handed to the {@link EvictionListener}
- * (on-evict's SSD write) keeps its slot parked until the write ends, so the last eviction a
- * reservation may make hands nothing over and its slot is free at once; the first seven free
- * theirs for the next reservations. Handing every victim over refused a reservation after parking
- * 8 slots (the first 16 of a batch of 64 256 KiB publishes into a full class). Hand-overs also stop
- * where a parked slot would pass {@code evictedLeasedBudgetBytes}. The heap cost per resident block is
- * the Caffeine node (~40 B), its map node and table slot (~40 B), the key (48 B), the
- * {@link ResidentImage} (32 B), the frequency sketch (~8 B) and 22 B of slot arrays (the clock's
- * reverse key map and mark included): measured 201 B at 1 M blocks ({@code DramHeapFootprintTest}),
- * under the 256 B budget.
+ * <p>Design note on eviction: three mechanisms, each asking the policy for a slot. The bound:
+ * Caffeine's own under W-TinyLFU; otherwise each insertion that takes the resident bytes past
+ * {@code indexWeightBytes} evicts {@link EvictionPolicy#boundVictim}s (at most
+ * {@value ResidentIndex#MAX_BOUND_EVICTIONS}). Class pressure: the bound is one weight over all classes but
+ * slots are per class, so a class can run dry below it; then {@link #reserve} evicts the class's
+ * {@link EvictionPolicy#classVictim}, else its CLOCK {@link EvictionPolicy#fallbackVictim} (at
+ * most {@value #MAX_PRESSURE_EVICTIONS} per call, each scanning at most
+ * {@code pressureScanEntries}). Explicit and namespace removals. A victim handed to the
+ * {@link EvictionListener} (on-evict's SSD write) keeps its slot parked until the write ends, so
+ * the last eviction a reservation may make hands nothing over and frees its slot at once;
+ * hand-overs also stop where a parked slot would pass {@code evictedLeasedBudgetBytes}. Heap per
+ * resident block, index, policy and slots together: 160.7 B under LRU and 205.6 B under
+ * W-TinyLFU at 1 M blocks ({@code DramHeapFootprintTest}; budget 256 B). The measurements behind
+ * each mechanism: docs/performance.md, "DRAM tier: history of its eviction mechanisms".
  */
 public final class DramTier implements AutoCloseable {
 
     /** Most images one reservation may evict to find a slot in its class. */
     static final int MAX_PRESSURE_EVICTIONS = 8;
-
-    /**
-     * Most eviction attempts one insertion makes under {@link DramEviction#LRU} to bring the index
-     * back under its bound (one insertion needs one eviction; the rest absorb races with
-     * concurrent removals).
-     */
-    static final int MAX_BOUND_EVICTIONS = 64;
 
     /**
      * Most pins {@link #acquireRun} takes under one slot-table lock acquisition: 64 pins hold the
@@ -119,55 +77,24 @@ public final class DramTier implements AutoCloseable {
      */
     static final int RUN_PAGES = 64;
 
-    /** Image ids start at 1 ({@link SlotTable}), so 0 names no image: "whatever image is resident". */
-    private static final long ANY_IMAGE = 0;
-
     private final DramTierConfig config;
     private final DramArenas arenas;
     private final SlotTable slots;
-    private final Cache<StateKey, ResidentImage> index;
-    /**
-     * The index's reverse map, slot to the key of its RESIDENT image (null otherwise), for the
-     * class-pressure clock: set inside the key's insertion, cleared before its slot is retired.
-     */
-    private final AtomicReferenceArray<StateKey> slotKeys;
-    /**
-     * The namespace whose arena holds each slot's bytes (-1: never written), set when the slot is
-     * allocated; {@link #takeOver} punches the previous owner's pages.
-     */
-    private final AtomicIntegerArray slotOwners;
-    /** Caffeine's size policy under {@link DramEviction#W_TINY_LFU}; null under {@link DramEviction#LRU}. */
-    private final Policy.Eviction<StateKey, ResidentImage> eviction;
-    /** Serialises bound enforcement under {@link DramEviction#LRU}, so concurrent inserts do not over-evict. */
-    private final java.util.concurrent.locks.ReentrantLock boundLock = new java.util.concurrent.locks.ReentrantLock();
-    private final ResidencyStream residency;
+    private final SlotMemory memory;
+    private final ResidentIndex index;
     private final DramMetrics metrics;
     private final AtomicBoolean closed = new AtomicBoolean();
-    private volatile EvictionListener evictionListener;
 
     private DramTier(DramTierConfig config, DramArenas arenas, ResidencyStream residency, MeterRegistry registry) {
         this.config = config;
         this.arenas = arenas;
-        this.residency = residency;
+        EvictionPolicy policy = EvictionPolicy.of(config.eviction(), config.sizeClasses());
         this.slots = new SlotTable(config.sizeClasses(), config.reservedBudgetBytes(),
-                config.evictedLeasedBudgetBytes());
-        this.slotKeys = new AtomicReferenceArray<>(slots.slotCount());
-        this.slotOwners = new AtomicIntegerArray(slots.slotCount());
-        for (int i = 0; i < slots.slotCount(); i++) slotOwners.set(i, -1);
+                config.evictedLeasedBudgetBytes(), policy);
+        this.memory = new SlotMemory(arenas, slots);
         this.metrics = new DramMetrics(registry, config.arenaName(), slots);
         metrics.arenaNamespaces(arenas::namespaces);
-        this.index = switch (config.eviction()) {
-            case W_TINY_LFU -> Caffeine.newBuilder()
-                    .maximumWeight(config.indexWeightBytes())
-                    .weigher((StateKey key, ResidentImage image) -> slots.slotBytes(image.slot()))
-                    .executor(Runnable::run)
-                    .evictionListener((StateKey key, ResidentImage image, RemovalCause cause) ->
-                            onLeftIndex(Objects.requireNonNull(key), Objects.requireNonNull(image),
-                                    DramMetrics.EvictionCause.POLICY, true))
-                    .build();
-            case LRU -> Caffeine.newBuilder().executor(Runnable::run).<StateKey, ResidentImage>build();
-        };
-        this.eviction = index.policy().eviction().orElse(null);
+        this.index = new ResidentIndex(config, slots, policy, residency, metrics, this::newLease);
     }
 
     /**
@@ -196,25 +123,22 @@ public final class DramTier implements AutoCloseable {
         requireOpen();
         int sizeClass = slots.classFor(lengthBytes);
         if (sizeClass < 0) return refuse(ReserveResult.FullReason.NO_SIZE_CLASS);
-        if (!hasArenas(namespaceId)) return refuse(ReserveResult.FullReason.ARENA_NAMESPACES);
-        ResidentImage resident = index.policy().getIfPresentQuietly(key);
+        if (!memory.ensureArenas(namespaceId)) return refuse(ReserveResult.FullReason.ARENA_NAMESPACES);
+        ResidentImage resident = index.peek(key);
         // Another namespace's image of the same key bytes is invisible here (see the class note on
         // namespaces): answering ALREADY_RESIDENT for it would tell the caller what another tenant holds.
         if (resident != null && resident.namespaceId() == namespaceId) {
-            // Under LRU, publishing a resident page is a use (the engine has just computed it): it
-            // moves to the most recent end, so the commits of the same batch cannot evict it from the
-            // tail between this answer and the pages after it. Without this the replay of the
-            // conversation trace lost chains whose middle block was resident but cold (0.1991 of
-            // prompt tokens at 5 % capacity against an offline LRU's 0.1993).
-            if (eviction == null) slots.touch(resident.slot(), resident.imageId());
+            // A recency policy counts this as a use, so the commits of the same batch cannot evict the
+            // page between this answer and the pages after it.
+            slots.touch(resident.slot(), resident.imageId());
             return new ReserveResult.AlreadyResident(resident.imageId());
         }
         for (int pressureEvictions = 0; ; pressureEvictions++) {
             switch (slots.reserve(sizeClass)) {
                 case SlotTable.Allocation.Allocated(int slot, long imageId) -> {
-                    takeOver(slot, namespaceId);
-                    return new Reservation(this, key, namespaceId, slot, imageId, blockSlice(namespaceId, slot, lengthBytes),
-                            slotRef(slot, lengthBytes));
+                    memory.takeOver(slot, namespaceId);
+                    return new Reservation(this, key, namespaceId, slot, imageId,
+                            memory.blockSlice(namespaceId, slot, lengthBytes), memory.slotRef(slot, lengthBytes));
                 }
                 case SlotTable.Allocation.Refused(ReserveResult.FullReason reason) -> {
                     // A handed-over victim's slot stays parked until the listener releases it (the
@@ -223,7 +147,7 @@ public final class DramTier implements AutoCloseable {
                     boolean handOver = pressureEvictions < MAX_PRESSURE_EVICTIONS - 1;
                     boolean retry = reason == ReserveResult.FullReason.NO_FREE_SLOT
                             && pressureEvictions < MAX_PRESSURE_EVICTIONS
-                            && (evictColdestUnleased(sizeClass, handOver) || evictByClock(sizeClass, handOver));
+                            && index.evictForClass(sizeClass, handOver);
                     if (!retry) return refuse(reason);
                 }
             }
@@ -240,14 +164,8 @@ public final class DramTier implements AutoCloseable {
         requireOpen();
         if (!reservation.end(Reservation.COMMITTED)) return new CommitResult.NotOpen();
         ResidentImage fresh = imageOf(reservation);
-        ResidentImage winner = index.get(reservation.key(), key -> publish(key, fresh));
-        if (winner != fresh && winner.namespaceId() != fresh.namespaceId()) {
-            winner = displace(reservation.key(), fresh, false);
-        }
-        if (winner == fresh) {
-            enforceLruBound();
-            return new CommitResult.Inserted(fresh.imageId());
-        }
+        ResidentImage winner = index.insert(reservation.key(), fresh, false);
+        if (winner == fresh) return new CommitResult.Inserted(fresh.imageId());
         slots.abort(reservation.slot(), reservation.imageId());
         metrics.duplicate();
         return new CommitResult.Duplicate(winner.imageId());
@@ -265,20 +183,8 @@ public final class DramTier implements AutoCloseable {
         requireOpen();
         if (!reservation.end(Reservation.COMMITTED)) return new AcquireResult.Miss(reservation.key());
         ResidentImage fresh = imageOf(reservation);
-        ResidentImage winner = index.get(reservation.key(), key -> {
-            ResidentImage published = publish(key, fresh);
-            if (!slots.pin(fresh.slot(), fresh.imageId())) {
-                throw new IllegalStateException("a freshly published slot could not be pinned: " + fresh);
-            }
-            return published;
-        });
-        if (winner != fresh && winner.namespaceId() != fresh.namespaceId()) {
-            winner = displace(reservation.key(), fresh, true);
-        }
-        if (winner == fresh) {
-            enforceLruBound();
-            return newLease(reservation.key(), fresh);
-        }
+        ResidentImage winner = index.insert(reservation.key(), fresh, true);
+        if (winner == fresh) return newLease(reservation.key(), fresh);
         slots.abort(reservation.slot(), reservation.imageId());
         metrics.duplicate();
         return slots.pin(winner.slot(), winner.imageId()) ? newLease(reservation.key(), winner)
@@ -295,12 +201,12 @@ public final class DramTier implements AutoCloseable {
 
     /**
      * Leases {@code key}'s resident image, or misses. A hit counts as a use for the policy (so does,
-     * under {@link DramEviction#LRU}, a {@link #reserve} answered {@link ReserveResult.AlreadyResident}).
+     * for a recency policy, a {@link #reserve} answered {@link ReserveResult.AlreadyResident}).
      */
     public AcquireResult acquire(StateKey key) {
         Objects.requireNonNull(key, "key");
         requireOpen();
-        ResidentImage image = index.getIfPresent(key);
+        ResidentImage image = index.lookup(key);
         // The image may have been evicted (and its slot reused) since the lookup: pin checks the id.
         if (image == null || !slots.pinUse(image.slot(), image.imageId())) {
             metrics.miss();
@@ -343,7 +249,7 @@ public final class DramTier implements AutoCloseable {
             while (n < runSlots.length && i + n < to) {
                 StateKey key = Objects.requireNonNull(keyOf.key(i + n), "key");
                 keys[i + n] = key;
-                ResidentImage image = index.getIfPresent(key);
+                ResidentImage image = index.lookup(key);
                 if (image == null || image.namespaceId() != namespaceId) {
                     stopped = true;
                     break;
@@ -401,7 +307,7 @@ public final class DramTier implements AutoCloseable {
     public AcquireResult acquireImage(StateKey key, long imageId) {
         Objects.requireNonNull(key, "key");
         requireOpen();
-        ResidentImage image = index.policy().getIfPresentQuietly(key);
+        ResidentImage image = index.peek(key);
         if (image == null || image.imageId() != imageId || !slots.pin(image.slot(), image.imageId())) {
             return new AcquireResult.Miss(key);
         }
@@ -427,21 +333,17 @@ public final class DramTier implements AutoCloseable {
      * Call once, before traffic.
      */
     public void setEvictionListener(EvictionListener listener) {
-        Objects.requireNonNull(listener, "listener");
-        synchronized (this) {
-            if (evictionListener != null) throw new IllegalStateException("an eviction listener is already set");
-            evictionListener = listener;
-        }
+        index.setListener(listener);
     }
 
     /** True when {@code key} is resident now; does not count as a use. */
     public boolean contains(StateKey key) {
-        return index.policy().getIfPresentQuietly(key) != null;
+        return index.peek(key) != null;
     }
 
     /** True when {@code key} is resident now in {@code namespaceId}; does not count as a use. */
     public boolean contains(StateKey key, int namespaceId) {
-        ResidentImage image = index.policy().getIfPresentQuietly(key);
+        ResidentImage image = index.peek(key);
         return image != null && image.namespaceId() == namespaceId;
     }
 
@@ -449,26 +351,19 @@ public final class DramTier implements AutoCloseable {
      * The keys resident now, a weakly consistent copy (for the catalog's resynchronisation after a
      * residency-stream gap: keys inserted or evicted during the copy are also in the stream).
      */
-    public java.util.List<StateKey> residentKeys() {
-        return java.util.List.copyOf(index.asMap().keySet());
+    public List<StateKey> residentKeys() {
+        return index.keys();
     }
 
     /** Removes {@code key}'s image from the index (its slot waits for its leases); false if absent. */
     public boolean evict(StateKey key) {
         Objects.requireNonNull(key, "key");
-        return removeImage(key, null, DramMetrics.EvictionCause.EXPLICIT);
+        return index.remove(key, ResidentIndex.ANY_IMAGE, DramMetrics.EvictionCause.EXPLICIT, true);
     }
 
     /** Removes every image of {@code namespaceId}; returns how many. Walks the whole index. */
     public int evictNamespace(int namespaceId) {
-        int removed = 0;
-        for (Map.Entry<StateKey, ResidentImage> e : index.asMap().entrySet()) {
-            if (e.getValue().namespaceId() == namespaceId
-                    && removeImage(e.getKey(), e.getValue(), DramMetrics.EvictionCause.NAMESPACE)) {
-                removed++;
-            }
-        }
-        return removed;
+        return index.removeNamespace(namespaceId);
     }
 
     /** A consistent snapshot of the byte accounting. */
@@ -515,140 +410,10 @@ public final class DramTier implements AutoCloseable {
         slots.unpin(slot, imageId);
     }
 
-    /**
-     * Puts {@code fresh} in place of another namespace's image of the same key (the newest commit
-     * wins across namespaces; within one the first does), pinning it when {@code pin}. Returns the
-     * image indexed afterwards: {@code fresh}, or a same-namespace image that won a race.
-     */
-    private ResidentImage displace(StateKey key, ResidentImage fresh, boolean pin) {
-        return index.asMap().compute(key, (k, current) -> {
-            if (current != null && current.namespaceId() == fresh.namespaceId()) return current;
-            if (current != null) onLeftIndex(k, current, DramMetrics.EvictionCause.DISPLACED, false);
-            ResidentImage published = publish(k, fresh);
-            if (pin && !slots.pin(fresh.slot(), fresh.imageId())) {
-                throw new IllegalStateException("a freshly published slot could not be pinned: " + fresh);
-            }
-            return published;
-        });
-    }
-
-    // Runs inside Caffeine's computeIfAbsent for the key: the slot turns RESIDENT and ADDED is
-    // appended atomically with the insertion.
-    private ResidentImage publish(StateKey key, ResidentImage fresh) {
-        // Release order suffices: the slot table's lock (taken next) publishes it to the clock's readers.
-        slotKeys.setRelease(fresh.slot(), key);
-        slots.publish(fresh.slot(), fresh.imageId());
-        residency.append(key, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.ADDED, fresh.imageId(), fresh.lengthBytes());
-        residency.retainedInDram(fresh.namespaceId(), key, ResidencyEvent.Kind.ADDED, fresh.lengthBytes());
-        return fresh;
-    }
-
-    // Runs under the key's Caffeine bin lock (eviction listener or a compute function). A listener's
-    // lease is taken in the same step as the retirement, so the slot parks as evicted-but-leased;
-    // no lease (the image is dropped, not handed over) when handOver is false or the
-    // parked slot would not fit evictedLeasedBudgetBytes.
-    private void onLeftIndex(StateKey key, ResidentImage image, DramMetrics.EvictionCause cause, boolean handOver) {
-        EvictionListener listener = evictionListener;
-        // Only this image's insertion and this removal write the slot's key while it is RESIDENT (both
-        // under the key's bin lock), so a read and a release store replace the compare-and-set.
-        if (slotKeys.get(image.slot()) == key) slotKeys.setRelease(image.slot(), null);
-        boolean listened = listener != null && cause != DramMetrics.EvictionCause.NAMESPACE
-                && cause != DramMetrics.EvictionCause.DISPLACED;
-        boolean offer = false;
-        if (listened && handOver) {
-            offer = slots.retireHandingOver(image.slot(), image.imageId(), cause); // retires either way
-        } else {
-            slots.retire(image.slot(), image.imageId(), cause);
-        }
-        if (listened && !offer) metrics.handOverSkipped();
-        residency.append(key, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.REMOVED, image.imageId(), image.lengthBytes());
-        residency.retainedInDram(image.namespaceId(), key, ResidencyEvent.Kind.REMOVED, image.lengthBytes());
-        if (offer) listener.onEvicted(newLease(key, image), image.namespaceId());
-    }
-
     private Lease newLease(StateKey key, ResidentImage image) {
         return new Lease(this, key, image.namespaceId(), image.slot(), image.imageId(),
-                blockSlice(image.namespaceId(), image.slot(), image.lengthBytes()).asReadOnly(),
-                slotRef(image.slot(), image.lengthBytes()));
-    }
-
-    /** Removes {@code key} if resident (and, when {@code expected} is given, still that image). */
-    private boolean removeImage(StateKey key, ResidentImage expected, DramMetrics.EvictionCause cause) {
-        return removeImage(key, expected == null ? ANY_IMAGE : expected.imageId(), cause, true);
-    }
-
-    /**
-     * Removes {@code key} if resident (and, unless {@code expectedImageId} is {@link #ANY_IMAGE}, as
-     * that image), offering it to the eviction listener only when {@code handOver}.
-     */
-    private boolean removeImage(StateKey key, long expectedImageId, DramMetrics.EvictionCause cause,
-                                boolean handOver) {
-        boolean[] removed = {false};
-        index.asMap().computeIfPresent(key, (k, image) -> {
-            if (expectedImageId != ANY_IMAGE && image.imageId() != expectedImageId) return image;
-            onLeftIndex(k, image, cause, handOver);
-            removed[0] = true;
-            return null;
-        });
-        return removed[0];
-    }
-
-    /**
-     * Under {@link DramEviction#LRU}, evicts least recently used images (unleased ones first, among
-     * the {@code pressureScanEntries} least recent) until the resident bytes are within
-     * {@code indexWeightBytes}, as Caffeine's bound does under W-TinyLFU: evicted images go to the
-     * eviction listener like policy evictions. Runs after the insertion, outside Caffeine's locks.
-     */
-    private void enforceLruBound() {
-        if (config.eviction() != DramEviction.LRU) return;
-        boundLock.lock();
-        try {
-            for (int i = 0; i < MAX_BOUND_EVICTIONS && slots.usedBytes() > config.indexWeightBytes(); i++) {
-                Optional<SlotTable.ClockVictim> victim = slots.leastRecent(-1, true, config.pressureScanEntries())
-                        .or(() -> slots.leastRecent(-1, false, 1));
-                if (victim.isEmpty()) return;
-                StateKey key = slotKeys.get(victim.get().slot());
-                // null: the image is being removed right now (its key is cleared first); the next round sees it gone.
-                if (key != null) removeImage(key, victim.get().imageId(), DramMetrics.EvictionCause.POLICY, true);
-            }
-        } finally {
-            boundLock.unlock();
-        }
-    }
-
-    /**
-     * Evicts the coldest unleased image of {@code sizeClass}, handing it to the listener only when
-     * {@code handOver}; false when none is found in the scan bound.
-     */
-    private boolean evictColdestUnleased(int sizeClass, boolean handOver) {
-        if (eviction == null) {
-            Optional<SlotTable.ClockVictim> lru = slots.leastRecent(sizeClass, true, config.pressureScanEntries());
-            if (lru.isEmpty()) return false;
-            StateKey key = slotKeys.get(lru.get().slot());
-            return key != null
-                    && removeImage(key, lru.get().imageId(), DramMetrics.EvictionCause.CLASS_PRESSURE, handOver);
-        }
-        Optional<Policy.CacheEntry<StateKey, ResidentImage>> victim = eviction.coldest(entries -> entries
-                .limit(config.pressureScanEntries())
-                .filter(e -> slots.classOf(e.getValue().slot()) == sizeClass && !slots.isLeased(e.getValue().slot()))
-                .findFirst());
-        return victim.isPresent()
-                && removeImage(victim.get().getKey(), victim.get().getValue().imageId(),
-                        DramMetrics.EvictionCause.CLASS_PRESSURE, handOver);
-    }
-
-    /**
-     * The fallback when the class's images are not among the coldest {@code pressureScanEntries}
-     * of the whole index: the class's own clock hand picks an unleased image not used since the
-     * hand last passed it (scanning at most {@code pressureScanEntries} of the class's slots).
-     * False when the window holds no unleased resident image, or it changed meanwhile.
-     */
-    private boolean evictByClock(int sizeClass, boolean handOver) {
-        Optional<SlotTable.ClockVictim> victim = slots.clockVictim(sizeClass, config.pressureScanEntries());
-        if (victim.isEmpty()) return false;
-        StateKey key = slotKeys.get(victim.get().slot());
-        return key != null
-                && removeImage(key, victim.get().imageId(), DramMetrics.EvictionCause.CLASS_PRESSURE, handOver);
+                memory.blockSlice(image.namespaceId(), image.slot(), image.lengthBytes()).asReadOnly(),
+                memory.slotRef(image.slot(), image.lengthBytes()));
     }
 
     private ReserveResult refuse(ReserveResult.FullReason reason) {
@@ -657,65 +422,17 @@ public final class DramTier implements AutoCloseable {
     }
 
     /**
-     * The slot's first {@code lengthBytes} rounded up to whole 4 KiB blocks (slots are block
-     * multiples), in the arena of {@code namespaceId}: the only memory that namespace's engines map.
-     */
-    private MemorySegment blockSlice(int namespaceId, int slot, int lengthBytes) {
-        int sizeClass = slots.classOf(slot);
-        long blocks = ((long) lengthBytes + DramArenaLayout.PAGE_BYTES - 1) / DramArenaLayout.PAGE_BYTES;
-        return arenas.segment(namespaceId, sizeClass).asSlice(slotOffset(slot), blocks * DramArenaLayout.PAGE_BYTES);
-    }
-
-    /**
-     * A freshly allocated {@code slot} now belongs to {@code namespaceId}: if another namespace
-     * wrote it last, that namespace's pages of the slot are punched out, so the slot's bytes live in
-     * one memfd only and the tier's memory stays within its capacity. No reader holds the old
-     * bytes: a slot is allocated only once its last lease was released.
-     */
-    private void takeOver(int slot, int namespaceId) {
-        // The reserver owns the slot until it commits or aborts, so nobody else writes its owner
-        // now: a plain read skips the exchange (a full fence) when the owner stays the same.
-        int previous = slotOwners.get(slot);
-        if (previous == namespaceId) return;
-        slotOwners.set(slot, namespaceId);
-        if (previous >= 0) {
-            arenas.punch(previous, slots.classOf(slot), slotOffset(slot), slots.slotBytes(slot));
-        }
-    }
-
-    /**
      * The arenas of {@code namespaceId} (one memfd per class), created on first use; empty when
      * {@code maxArenaNamespaces} namespaces already have arenas. Engines of the namespace are
      * given these and no other.
      */
     public Optional<ArenaGeometry> arenasFor(int namespaceId) {
-        try {
-            return arenas.arenasFor(namespaceId).map(DramArenas.NamespaceArenas::geometry);
-        } catch (IOException e) {
-            throw new UncheckedIOException("creating the DRAM arenas of namespace " + namespaceId, e);
-        }
-    }
-
-    /** As {@link #arenasFor}, without building the geometry: true when the namespace has (or now got) arenas. */
-    private boolean hasArenas(int namespaceId) {
-        try {
-            return arenas.ensure(namespaceId);
-        } catch (IOException e) {
-            throw new UncheckedIOException("creating the DRAM arenas of namespace " + namespaceId, e);
-        }
+        return memory.arenasFor(namespaceId);
     }
 
     /** Memory the kernel has allocated to {@code namespaceId}'s arenas, in bytes (headers included). */
     public long allocatedBytes(int namespaceId) {
         return arenas.allocatedBytes(namespaceId);
-    }
-
-    private SlotRef slotRef(int slot, int lengthBytes) {
-        return new SlotRef(slots.classOf(slot), slotOffset(slot), lengthBytes);
-    }
-
-    private long slotOffset(int slot) {
-        return DramArenaLayout.FIRST_SLOT_OFFSET + (long) slots.slotInClass(slot) * slots.slotBytes(slot);
     }
 
     private void requireOpen() {

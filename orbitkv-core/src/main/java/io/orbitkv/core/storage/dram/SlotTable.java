@@ -1,20 +1,19 @@
 package io.orbitkv.core.storage.dram;
 
 import java.util.List;
-import java.util.Optional;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Supplier;
 
 /**
  * The DRAM tier's slot allocator and reference counts: which slot is free, reserved, resident or
  * evicted-but-leased, how many leases pin it, which image id it currently holds, and the byte
- * accounting over all of them.
+ * accounting over all of them. It tells its {@link EvictionPolicy} of each transition that
+ * matters to eviction (insert, use, first and last lease, removal) inside that transition.
  *
  * <p>Slots are numbered globally: class {@code c} owns {@code [base[c], base[c] + count[c])}.
- * Per slot the table keeps one state byte, one lease count, one image id and one "used since the
- * clock hand passed" byte in primitive arrays, and each class keeps its free slots on an
- * {@code int} stack and its clock hand: O(1) allocate and free. A doubly linked recency list
- * over the RESIDENT slots (two {@code int} arrays) gives the exact least recently used image for
- * {@link DramEviction#LRU}. About 26 bytes of heap per slot and no object per slot.
+ * Per slot the table keeps one state byte, one lease count and one image id in primitive arrays,
+ * and each class keeps its free slots on an {@code int} stack: O(1) allocate and free. 17 bytes
+ * of heap per slot (the policy's own state apart) and no object per slot.
  *
  * <p>State machine of one slot (all transitions are methods of this class):
  * <pre>
@@ -29,9 +28,10 @@ import java.util.concurrent.locks.ReentrantLock;
  * slot reused since the index was read), so it returns {@code false} instead.
  *
  * <p>Thread model: thread-safe; every method takes {@link #lock} briefly ({@link #pinUseRun} for
- * at most its caller's run bound of pins). Callers may hold
- * Caffeine's locks while calling in (eviction listener, compute functions); this class never
- * calls out, so the lock order is always Caffeine, then this lock.
+ * at most its caller's run bound of pins). Callers may hold Caffeine's locks while calling in
+ * (eviction listener, compute functions); this class calls out only to its policy's event
+ * methods, which take no lock, so the lock order is always Caffeine, then this lock. The
+ * policy's state is guarded by this lock too: its victim queries run inside {@link #locked}.
  *
  * <p>Invariants: {@code free + reserved + used + evictedLeased == capacity} (bytes); a slot is
  * on its class's free stack iff its state is FREE; {@code leases[s] > 0} only in RESIDENT or
@@ -53,9 +53,6 @@ final class SlotTable {
     static final byte RESIDENT = 2;
     static final byte EVICTED_LEASED = 3;
 
-    /** No slot: the end of the recency list. */
-    static final int NONE = -1;
-
     /** Outcome of {@link #reserve}. */
     sealed interface Allocation {
         record Allocated(int slot, long imageId) implements Allocation {
@@ -65,10 +62,6 @@ final class SlotTable {
         }
     }
 
-    /** A RESIDENT, unleased slot the class's clock hand chose, with the image it held when chosen. */
-    record ClockVictim(int slot, long imageId) {
-    }
-
     private final ReentrantLock lock = new ReentrantLock();
 
     private final int[] classSlotBytes;
@@ -76,6 +69,7 @@ final class SlotTable {
     private final long capacityBytes;
     private final long reservedBudgetBytes;
     private final long evictedLeasedBudgetBytes;
+    private final EvictionPolicy policy;
 
     // @GuardedBy("lock") below
     private final int[][] freeStacks;
@@ -83,19 +77,6 @@ final class SlotTable {
     private final byte[] states;
     private final int[] leases;
     private final long[] imageIds;
-    /** 1 when the slot's image was used ({@link #pinUse}) or published since the hand last passed it. */
-    private final byte[] referenced;
-    /** Per class, the clock hand: the index within the class of the next slot it looks at. */
-    private final int[] hands;
-    /**
-     * The recency list over RESIDENT slots (all classes), most recent at {@link #lruHead}: each
-     * slot's neighbours, {@link #NONE} at the ends and for slots not on the list. Publish and
-     * {@link #pinUse} move a slot to the head; retiring unlinks it. Exact, O(1) per operation.
-     */
-    private final int[] lruPrev;
-    private final int[] lruNext;
-    private int lruHead = NONE;
-    private int lruTail = NONE;
     private long freeBytes;
     private long reservedBytes;
     private long usedBytes;
@@ -111,7 +92,9 @@ final class SlotTable {
     /** Images retired, by why they left the index ({@link DramMetrics.EvictionCause} ordinal). */
     private final long[] retirements = new long[DramMetrics.EvictionCause.values().length];
 
-    SlotTable(List<SizeClass> sizeClasses, long reservedBudgetBytes, long evictedLeasedBudgetBytes) {
+    SlotTable(List<SizeClass> sizeClasses, long reservedBudgetBytes, long evictedLeasedBudgetBytes,
+              EvictionPolicy policy) {
+        this.policy = java.util.Objects.requireNonNull(policy, "policy");
         int classes = sizeClasses.size();
         this.classSlotBytes = new int[classes];
         this.classBase = new int[classes + 1];
@@ -124,9 +107,7 @@ final class SlotTable {
             classBase[c + 1] = classBase[c] + sizeClass.slotCount();
             int[] stack = new int[sizeClass.slotCount()];
             // Lowest slot on top: a fresh tier fills the start of each file first.
-            for (int i = 0; i < stack.length; i++) {
-                stack[i] = classBase[c + 1] - 1 - i;
-            }
+            for (int i = 0; i < stack.length; i++) stack[i] = classBase[c + 1] - 1 - i;
             freeStacks[c] = stack;
             freeTops[c] = stack.length;
             capacity += sizeClass.capacityBytes();
@@ -135,12 +116,6 @@ final class SlotTable {
         this.states = new byte[slots];
         this.leases = new int[slots];
         this.imageIds = new long[slots];
-        this.referenced = new byte[slots];
-        this.hands = new int[classes];
-        this.lruPrev = new int[slots];
-        this.lruNext = new int[slots];
-        java.util.Arrays.fill(lruPrev, NONE);
-        java.util.Arrays.fill(lruNext, NONE);
         this.capacityBytes = capacity;
         this.freeBytes = capacity;
         this.reservedBudgetBytes = reservedBudgetBytes;
@@ -149,16 +124,12 @@ final class SlotTable {
 
     /** Smallest class whose slots hold {@code lengthBytes}, or -1 when none does. */
     int classFor(int lengthBytes) {
-        for (int c = 0; c < classSlotBytes.length; c++) {
-            if (classSlotBytes[c] >= lengthBytes) return c;
-        }
+        for (int c = 0; c < classSlotBytes.length; c++) if (classSlotBytes[c] >= lengthBytes) return c;
         return -1;
     }
 
     int classOf(int slot) {
-        for (int c = 0; c < classSlotBytes.length; c++) {
-            if (slot < classBase[c + 1]) return c;
-        }
+        for (int c = 0; c < classSlotBytes.length; c++) if (slot < classBase[c + 1]) return c;
         throw new IndexOutOfBoundsException("slot " + slot + " of " + classBase[classSlotBytes.length]);
     }
 
@@ -220,8 +191,7 @@ final class SlotTable {
             expect(slot, imageId, RESERVED);
             int bytes = classSlotBytes[classOf(slot)];
             states[slot] = RESIDENT;
-            referenced[slot] = 1;
-            linkAtHead(slot);
+            policy.onInsert(slot);
             reservedBytes -= bytes;
             usedBytes += bytes;
             residentImages++;
@@ -233,13 +203,13 @@ final class SlotTable {
 
     /**
      * Adds a lease if the slot still holds resident image {@code imageId}; false if it does not.
-     * Quiet: the clock hand does not see it as a use (internal copiers).
+     * Quiet: the policy does not see it as a use (internal copiers).
      */
     boolean pin(int slot, long imageId) {
         return pin(slot, imageId, false);
     }
 
-    /** As {@link #pin}, and marks the image used, so the clock hand passes it over once. */
+    /** As {@link #pin}, and a use for the policy ({@link EvictionPolicy#onAccess}). */
     boolean pinUse(int slot, long imageId) {
         return pin(slot, imageId, true);
     }
@@ -248,10 +218,9 @@ final class SlotTable {
         lock.lock();
         try {
             if (states[slot] != RESIDENT || imageIds[slot] != imageId) return false;
-            if (leases[slot]++ == 0) leasedBytes += classSlotBytes[classOf(slot)];
-            leaseCount++;
+            addLease(slot);
             if (use) {
-                markUsed(slot);
+                policy.onAccess(slot);
                 usePins++;
             }
             return true;
@@ -273,9 +242,8 @@ final class SlotTable {
             for (int i = 0; i < n; i++) {
                 int slot = runSlots[i];
                 if (states[slot] != RESIDENT || imageIds[slot] != expectedImageIds[i]) return i;
-                if (leases[slot]++ == 0) leasedBytes += classSlotBytes[classOf(slot)];
-                leaseCount++;
-                markUsed(slot);
+                addLease(slot);
+                policy.onAccess(slot);
                 usePins++;
             }
             return n;
@@ -285,61 +253,26 @@ final class SlotTable {
     }
 
     /**
-     * Marks resident image {@code imageId} used without leasing it: to the head of the recency
-     * list, and passed over once by the clock hand. False when the slot no longer holds it.
+     * Tells the policy that resident image {@code imageId} was published again
+     * ({@link EvictionPolicy#onRepublish}), without leasing it. False when the slot no longer holds it.
      */
     boolean touch(int slot, long imageId) {
         lock.lock();
         try {
             if (states[slot] != RESIDENT || imageIds[slot] != imageId) return false;
-            markUsed(slot);
+            policy.onRepublish(slot);
             return true;
         } finally {
             lock.unlock();
         }
     }
 
-    /** A use of {@code slot}: marked for the clock hand and moved to the head of the recency list. */
     // @GuardedBy("lock")
-    private void markUsed(int slot) {
-        referenced[slot] = 1;
-        unlink(slot);
-        linkAtHead(slot);
-    }
-
-    /**
-     * Second-chance (CLOCK) choice of a victim in class {@code classIndex}: moves the class's hand
-     * over at most {@code maxSlots} of its slots and returns the first RESIDENT, unleased slot
-     * whose image was not used since the hand last passed it, clearing the marks it passes; if
-     * every candidate in that window was marked, the first of them. Empty when the window holds
-     * no RESIDENT, unleased slot. The state is a hint: the slot may be leased or retired right
-     * after, so the caller removes the image only if its index still maps it to this image.
-     */
-    Optional<ClockVictim> clockVictim(int classIndex, int maxSlots) {
-        lock.lock();
-        try {
-            int base = classBase[classIndex];
-            int count = classBase[classIndex + 1] - base;
-            int steps = Math.min(maxSlots, count);
-            int hand = hands[classIndex];
-            int firstMarked = -1;
-            for (int i = 0; i < steps; i++) {
-                int slot = base + hand;
-                hand = hand + 1 == count ? 0 : hand + 1;
-                if (states[slot] != RESIDENT || leases[slot] > 0) continue;
-                if (referenced[slot] == 0) {
-                    hands[classIndex] = hand;
-                    return Optional.of(new ClockVictim(slot, imageIds[slot]));
-                }
-                referenced[slot] = 0;
-                if (firstMarked < 0) firstMarked = slot;
-            }
-            hands[classIndex] = hand;
-            return firstMarked < 0 ? Optional.empty()
-                    : Optional.of(new ClockVictim(firstMarked, imageIds[firstMarked]));
-        } finally {
-            lock.unlock();
-        }
+    private void addLease(int slot) {
+        leaseCount++;
+        if (leases[slot]++ > 0) return;
+        leasedBytes += classSlotBytes[classOf(slot)];
+        policy.onPin(slot);
     }
 
     /**
@@ -349,9 +282,7 @@ final class SlotTable {
     boolean pinHeld(int slot, long imageId) {
         lock.lock();
         try {
-            if (!holdsLease(slot, imageId)) {
-                return false;
-            }
+            if (!holdsLease(slot, imageId)) return false;
             leases[slot]++;
             leaseCount++;
             return true;
@@ -389,6 +320,8 @@ final class SlotTable {
         if (states[slot] == EVICTED_LEASED) {
             evictedLeasedBytes -= bytes;
             pushFree(slot);
+        } else {
+            policy.onUnpin(slot);
         }
     }
 
@@ -416,7 +349,7 @@ final class SlotTable {
             expect(slot, imageId, RESIDENT);
             retirements[cause.ordinal()]++;
             int bytes = classSlotBytes[classOf(slot)];
-            unlink(slot);
+            policy.onRemove(slot);
             usedBytes -= bytes;
             residentImages--;
             if (leases[slot] == 0) {
@@ -447,8 +380,7 @@ final class SlotTable {
                 retire(slot, imageId, cause);
                 return false;
             }
-            if (leases[slot]++ == 0) leasedBytes += bytes;
-            leaseCount++;
+            addLease(slot);
             retire(slot, imageId, cause);
             return true;
         } finally {
@@ -457,24 +389,29 @@ final class SlotTable {
     }
 
     /**
-     * The least recently used RESIDENT image (published or {@link #pinUse}d longest ago) among the
-     * {@code maxSlots} least recent ones that is of class {@code classIndex} ({@code -1}: any class)
-     * and, when {@code unleasedOnly}, holds no lease. Empty when none of those qualifies. A hint,
-     * as {@link #clockVictim}: the caller removes the image only if its index still maps it.
+     * Runs {@code query} under this table's lock: a policy's victim choice, which reads its own
+     * state and the slots' ({@link #residentUnleasedLocked}, {@link #imageIdLocked}) consistently.
+     * The query must not call out of the tier.
      */
-    Optional<ClockVictim> leastRecent(int classIndex, boolean unleasedOnly, int maxSlots) {
+    <T> T locked(Supplier<T> query) {
         lock.lock();
         try {
-            int slot = lruTail;
-            for (int i = 0; i < maxSlots && slot != NONE; i++, slot = lruPrev[slot]) {
-                if (classIndex >= 0 && classOf(slot) != classIndex) continue;
-                if (unleasedOnly && leases[slot] > 0) continue;
-                return Optional.of(new ClockVictim(slot, imageIds[slot]));
-            }
-            return Optional.empty();
+            return query.get();
         } finally {
             lock.unlock();
         }
+    }
+
+    /** True when {@code slot} is RESIDENT and holds no lease. Inside {@link #locked}. */
+    boolean residentUnleasedLocked(int slot) {
+        assert lock.isHeldByCurrentThread();
+        return states[slot] == RESIDENT && leases[slot] == 0;
+    }
+
+    /** The image id {@code slot} holds or held last. Inside {@link #locked}. */
+    long imageIdLocked(int slot) {
+        assert lock.isHeldByCurrentThread();
+        return imageIds[slot];
     }
 
     /** Bytes of RESIDENT images (the index's weight). */
@@ -482,18 +419,6 @@ final class SlotTable {
         lock.lock();
         try {
             return usedBytes;
-        } finally {
-            lock.unlock();
-        }
-    }
-
-    /** The RESIDENT slots from least to most recently used, for tests. */
-    List<Integer> recencyOrder() {
-        lock.lock();
-        try {
-            List<Integer> out = new java.util.ArrayList<>();
-            for (int slot = lruTail; slot != NONE; slot = lruPrev[slot]) out.add(slot);
-            return out;
         } finally {
             lock.unlock();
         }
@@ -515,83 +440,32 @@ final class SlotTable {
      * holds the lock and its cache lines, saves the tier a separate atomic add per event.
      */
     long usePins() {
-        lock.lock();
-        try {
-            return usePins;
-        } finally {
-            lock.unlock();
-        }
+        return locked(() -> usePins);
     }
 
     /** Images published so far (see {@link #usePins}). */
     long publishes() {
-        lock.lock();
-        try {
-            return publishes;
-        } finally {
-            lock.unlock();
-        }
+        return locked(() -> publishes);
     }
 
     /** Images retired with {@code cause} so far (see {@link #usePins}). */
     long retirements(DramMetrics.EvictionCause cause) {
-        lock.lock();
-        try {
-            return retirements[cause.ordinal()];
-        } finally {
-            lock.unlock();
-        }
+        return locked(() -> retirements[cause.ordinal()]);
     }
 
     DramUsage usage() {
-        lock.lock();
-        try {
-            return new DramUsage(capacityBytes, freeBytes, reservedBytes, usedBytes, evictedLeasedBytes,
-                    leasedBytes, leaseCount, residentImages);
-        } finally {
-            lock.unlock();
-        }
+        return locked(() -> new DramUsage(capacityBytes, freeBytes, reservedBytes, usedBytes, evictedLeasedBytes,
+                leasedBytes, leaseCount, residentImages));
     }
 
     /** State of a slot, for tests and diagnostics. */
     byte state(int slot) {
-        lock.lock();
-        try {
-            return states[slot];
-        } finally {
-            lock.unlock();
-        }
+        return locked(() -> states[slot]);
     }
 
     /** Lease count of a slot, for tests and diagnostics. */
     int leases(int slot) {
-        lock.lock();
-        try {
-            return leases[slot];
-        } finally {
-            lock.unlock();
-        }
-    }
-
-    // @GuardedBy("lock")
-    private void linkAtHead(int slot) {
-        lruPrev[slot] = NONE;
-        lruNext[slot] = lruHead;
-        if (lruHead != NONE) lruPrev[lruHead] = slot;
-        lruHead = slot;
-        if (lruTail == NONE) lruTail = slot;
-    }
-
-    // @GuardedBy("lock")
-    private void unlink(int slot) {
-        int prev = lruPrev[slot];
-        int next = lruNext[slot];
-        if (prev != NONE) lruNext[prev] = next;
-        else if (lruHead == slot) lruHead = next;
-        if (next != NONE) lruPrev[next] = prev;
-        else if (lruTail == slot) lruTail = prev;
-        lruPrev[slot] = NONE;
-        lruNext[slot] = NONE;
+        return locked(() -> leases[slot]);
     }
 
     // @GuardedBy("lock")

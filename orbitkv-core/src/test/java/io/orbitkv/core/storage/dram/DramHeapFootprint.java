@@ -15,7 +15,7 @@ import java.util.List;
  * slots with {@code blocks} committed images without touching their pages (the arena file stays
  * sparse) and compares the used heap after full GCs before and after.
  *
- * <p>Reusable by benchmarks: {@code DramHeapFootprint.measure(dir, 1_000_000)}.
+ * <p>Reusable by benchmarks: {@code DramHeapFootprint.measure(dir, 1_000_000, DramEviction.LRU)}.
  */
 public final class DramHeapFootprint {
 
@@ -29,11 +29,11 @@ public final class DramHeapFootprint {
     private DramHeapFootprint() {
     }
 
-    public static Result measure(Path dir, int blocks) throws IOException {
+    public static Result measure(Path dir, int blocks, DramEviction eviction) throws IOException {
         long before = usedHeapAfterGc();
         // One spare slot: the reservation budget (one slot) is excluded from Caffeine's bound.
         DramTierConfig config = new DramTierConfig(dir, "footprint", List.of(new SizeClass(4096, blocks + 1)),
-                4096, 0, DramTierConfig.DEFAULT_PRESSURE_SCAN_ENTRIES);
+                4096, 0, DramTierConfig.DEFAULT_PRESSURE_SCAN_ENTRIES, eviction);
         try (DramTier tier = DramTier.open(config, new ResidencyStream(1024), new SimpleMeterRegistry())) {
             for (int i = 0; i < blocks; i++) {
                 if (!(tier.reserve(TestImages.key(i), 1, 4096) instanceof Reservation r)

@@ -17,8 +17,11 @@ import java.util.Map;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * Action chains over the slot allocator against a plain model: after every step the byte
- * accounting matches the model and sums to the capacity, and no two live slots overlap.
+ * Action chains over the slot allocator and its {@link LruPolicy} against a plain model: after
+ * every step the byte accounting matches the model and sums to the capacity, no two live slots
+ * overlap, no slot is handed out while live (pinned ones included), the policy's events agree
+ * with the slots' states and its recency list with the model's; each victim is the model's, and
+ * a leased image is never a class victim.
  */
 class SlotTableProperties {
 
@@ -29,7 +32,11 @@ class SlotTableProperties {
 
     /** The table and what it should contain: slot to image id per state, and lease counts. */
     static final class Model {
-        final SlotTable table = new SlotTable(CLASSES, RESERVED_BUDGET, EVICTED_LEASED_BUDGET);
+        final LruPolicy lru = new LruPolicy(CLASSES);
+        final EventCheck policy = new EventCheck(lru);
+        final SlotTable table = new SlotTable(CLASSES, RESERVED_BUDGET, EVICTED_LEASED_BUDGET, policy);
+        /** The resident slots from least to most recently inserted or used. */
+        final List<Integer> recency = new ArrayList<>();
         final Map<Integer, Long> reserved = new HashMap<>();
         final Map<Integer, Long> resident = new HashMap<>();
         final Map<Integer, Long> evictedLeased = new HashMap<>();
@@ -54,6 +61,11 @@ class SlotTableProperties {
                 if (table.classOf(s) == sizeClass && !live(s)) free++;
             }
             return free;
+        }
+
+        void used(int slot) {
+            recency.remove(Integer.valueOf(slot));
+            recency.add(slot);
         }
 
         long imageOf(int slot) {
@@ -88,6 +100,9 @@ class SlotTableProperties {
                 .withAction(1, new PinStale())
                 .withAction(1, new PinUse())
                 .withAction(2, new ClockVictim())
+                .withAction(1, new Republish())
+                .withAction(2, new BoundVictim())
+                .withAction(2, new ClassVictim())
                 .withMaxTransformations(60);
     }
 
@@ -102,7 +117,12 @@ class SlotTableProperties {
         assertThat(u.leases()).isEqualTo(m.leases.values().stream().mapToLong(Integer::longValue).sum());
         assertThat(u.leasedBytes()).isEqualTo(m.leases.keySet().stream().mapToLong(m.table::slotBytes).sum());
         assertThat(u.residentImages()).isEqualTo(m.resident.size());
-        assertThat(m.table.recencyOrder()).as("the recency list holds exactly the resident slots")
+        assertThat(m.lru.recencyOrder(m.table)).as("the recency list is the model's").isEqualTo(m.recency);
+        assertThat(m.policy.inserted).as("the policy was told of exactly the resident slots")
+                .isEqualTo(m.resident.keySet());
+        assertThat(m.policy.pinned).as("the policy was told of exactly the leased resident slots")
+                .isEqualTo(m.resident.keySet().stream().filter(m.leases::containsKey).collect(java.util.stream.Collectors.toSet()));
+        assertThat(m.lru.recencyOrder(m.table)).as("the recency list holds exactly the resident slots")
                 .doesNotHaveDuplicates().containsExactlyInAnyOrderElementsOf(m.resident.keySet());
         assertThat(m.table.publishes()).as("inserts").isEqualTo(m.publishes);
         assertThat(m.table.usePins()).as("hits: pins that are uses, not quiet pins").isEqualTo(m.usePins);
@@ -149,6 +169,7 @@ class SlotTableProperties {
                         assertThat(expected).as("allocation refused by the model").isNull();
                         assertThat(m.table.classOf(slot)).isEqualTo(c);
                         assertThat(m.live(slot)).as("slot %d handed out while live", slot).isFalse();
+                        assertThat(m.leases).as("slot %d handed out while pinned", slot).doesNotContainKey(slot);
                         assertThat(imageId).isGreaterThan(m.lastImageId);
                         m.lastImageId = imageId;
                         m.reserved.put(slot, imageId);
@@ -199,6 +220,7 @@ class SlotTableProperties {
             long id = m.reserved.remove(slot);
             m.table.publish(slot, id);
             m.resident.put(slot, id);
+            m.recency.add(slot);
             m.publishes++;
         }
     }
@@ -235,6 +257,7 @@ class SlotTableProperties {
 
         void apply(Model m, int slot) {
             long id = m.resident.remove(slot);
+            m.recency.remove(Integer.valueOf(slot));
             boolean freed = m.table.retire(slot, id, DramMetrics.EvictionCause.EXPLICIT);
             m.retirements.merge(DramMetrics.EvictionCause.EXPLICIT, 1L, Long::sum);
             assertThat(freed).isEqualTo(!m.leases.containsKey(slot));
@@ -253,6 +276,7 @@ class SlotTableProperties {
 
         void apply(Model m, int slot) {
             long id = m.resident.remove(slot);
+            m.recency.remove(Integer.valueOf(slot));
             boolean fits = m.leases.containsKey(slot)
                     || m.bytes(m.evictedLeased) + m.table.slotBytes(slot) <= EVICTED_LEASED_BUDGET;
             assertThat(m.table.retireHandingOver(slot, id, DramMetrics.EvictionCause.POLICY)).isEqualTo(fits);
@@ -274,6 +298,7 @@ class SlotTableProperties {
             assertThat(m.table.pinUse(slot, m.resident.get(slot))).isTrue();
             m.leases.merge(slot, 1, Integer::sum);
             m.usePins++;
+            m.used(slot);
         }
     }
 
@@ -287,7 +312,7 @@ class SlotTableProperties {
             return Arbitraries.integers().between(0, CLASSES.size() - 1).map(c -> Transformer.mutate("clock class " + c, m -> {
                 boolean candidate = m.resident.keySet().stream()
                         .anyMatch(s -> m.table.classOf(s) == c && !m.leases.containsKey(s));
-                var victim = m.table.clockVictim(c, CLASSES.get(c).slotCount());
+                var victim = m.policy.fallbackVictim(m.table, c, CLASSES.get(c).slotCount());
                 assertThat(victim.isPresent()).as("a victim iff the class has an unleased resident slot")
                         .isEqualTo(candidate);
                 victim.ifPresent(v -> {
@@ -309,6 +334,134 @@ class SlotTableProperties {
                 long stale = current == null ? m.lastImageId + 1 : current - 1_000_000;
                 assertThat(m.table.pin(slot, stale)).isFalse();
             }));
+        }
+    }
+
+    /** A publish answered "already resident": a use for LRU, no lease. */
+    static final class Republish extends OnSlot {
+        Map<Integer, ?> slots(Model m) { return m.resident; }
+
+        String name() { return "republish"; }
+
+        void apply(Model m, int slot) {
+            assertThat(m.table.touch(slot, m.resident.get(slot))).isTrue();
+            m.used(slot);
+        }
+    }
+
+    /**
+     * The bound's victim within a window of the least recent: the first unleased one, else the
+     * least recent even if leased; the image it names is the slot's resident one.
+     */
+    static final class BoundVictim implements Action.Independent<Model> {
+        @Override
+        public Arbitrary<Transformer<Model>> transformer() {
+            return Arbitraries.integers().between(1, 6).map(window -> Transformer.mutate("bound victim, window " + window, m -> {
+                Integer expected = m.recency.stream().limit(window).filter(s -> !m.leases.containsKey(s)).findFirst()
+                        .orElse(m.recency.isEmpty() ? null : m.recency.getFirst());
+                var victim = m.policy.boundVictim(m.table, window);
+                assertThat(victim.map(EvictionPolicy.Victim::slot).orElse(null)).isEqualTo(expected);
+                victim.ifPresent(v -> assertThat(v.imageId()).isEqualTo(m.resident.get(v.slot())));
+            }));
+        }
+    }
+
+    /** A class's victim: the least recent unleased image of the class within the window, never a leased one. */
+    static final class ClassVictim implements Action.Independent<Model> {
+        @Override
+        public Arbitrary<Transformer<Model>> transformer() {
+            return Arbitraries.integers().between(0, CLASSES.size() - 1).flatMap(c -> Arbitraries.integers().between(1, 6)
+                    .map(window -> Transformer.<Model>mutate("class " + c + " victim, window " + window, m -> {
+                        Integer expected = m.recency.stream().limit(window)
+                                .filter(s -> m.table.classOf(s) == c && !m.leases.containsKey(s)).findFirst().orElse(null);
+                        var victim = m.policy.classVictim(m.table, c, window);
+                        assertThat(victim.map(EvictionPolicy.Victim::slot).orElse(null)).isEqualTo(expected);
+                        victim.ifPresent(v -> {
+                            assertThat(m.leases).as("a leased image is never a class victim").doesNotContainKey(v.slot());
+                            assertThat(v.imageId()).isEqualTo(m.resident.get(v.slot()));
+                        });
+                    })));
+        }
+    }
+
+    /**
+     * Passes every call to an {@link LruPolicy} and checks the event contract on the way: an
+     * insert or removal per resident period, pins and unpins only between them, each first lease
+     * and last release exactly once.
+     */
+    static final class EventCheck implements EvictionPolicy {
+        final LruPolicy delegate;
+        final java.util.Set<Integer> inserted = new java.util.HashSet<>();
+        final java.util.Set<Integer> pinned = new java.util.HashSet<>();
+
+        EventCheck(LruPolicy delegate) {
+            this.delegate = delegate;
+        }
+
+        @Override
+        public com.github.benmanes.caffeine.cache.Cache<io.orbitkv.state.StateKey, ResidentImage> newIndex(
+                SlotTable slots, long maxWeightBytes,
+                java.util.function.BiConsumer<io.orbitkv.state.StateKey, ResidentImage> onEvicted) {
+            return delegate.newIndex(slots, maxWeightBytes, onEvicted);
+        }
+
+        @Override
+        public boolean indexEnforcesBound() {
+            return delegate.indexEnforcesBound();
+        }
+
+        @Override
+        public void onInsert(int slot) {
+            assertThat(inserted.add(slot)).as("insert of resident slot %d", slot).isTrue();
+            delegate.onInsert(slot);
+        }
+
+        @Override
+        public void onAccess(int slot) {
+            assertThat(inserted).as("access of slot %d", slot).contains(slot);
+            delegate.onAccess(slot);
+        }
+
+        @Override
+        public void onRepublish(int slot) {
+            assertThat(inserted).as("republish of slot %d", slot).contains(slot);
+            delegate.onRepublish(slot);
+        }
+
+        @Override
+        public void onPin(int slot) {
+            assertThat(inserted).as("pin of slot %d", slot).contains(slot);
+            assertThat(pinned.add(slot)).as("second first-lease of slot %d", slot).isTrue();
+            delegate.onPin(slot);
+        }
+
+        @Override
+        public void onUnpin(int slot) {
+            assertThat(inserted).as("unpin of slot %d", slot).contains(slot);
+            assertThat(pinned.remove(slot)).as("unpin of unpinned slot %d", slot).isTrue();
+            delegate.onUnpin(slot);
+        }
+
+        @Override
+        public void onRemove(int slot) {
+            assertThat(inserted.remove(slot)).as("removal of slot %d", slot).isTrue();
+            pinned.remove(slot); // its leases may outlive it: no unpin event follows
+            delegate.onRemove(slot);
+        }
+
+        @Override
+        public java.util.Optional<Victim> boundVictim(SlotTable slots, int maxSlots) {
+            return delegate.boundVictim(slots, maxSlots);
+        }
+
+        @Override
+        public java.util.Optional<Victim> classVictim(SlotTable slots, int classIndex, int maxSlots) {
+            return delegate.classVictim(slots, classIndex, maxSlots);
+        }
+
+        @Override
+        public java.util.Optional<Victim> fallbackVictim(SlotTable slots, int classIndex, int maxSlots) {
+            return delegate.fallbackVictim(slots, classIndex, maxSlots);
         }
     }
 }

@@ -1,0 +1,121 @@
+package io.orbitkv.core.storage.dram;
+
+import com.github.benmanes.caffeine.cache.Cache;
+import io.orbitkv.state.StateKey;
+
+import java.util.List;
+import java.util.Optional;
+import java.util.function.BiConsumer;
+
+/**
+ * Chooses which resident image of the {@link DramTier} leaves: told of every slot event, asked for
+ * victims. One instance per tier, built by {@link #of} from {@link DramTierConfig#eviction()};
+ * {@link LruPolicy} and {@link TinyLfuPolicy} are today's.
+ *
+ * <p>Events name a global slot of the {@link SlotTable}: {@link #onInsert} (RESERVED to RESIDENT),
+ * {@link #onAccess} (a lease that is a use: a hit), {@link #onRepublish} (a publish answered
+ * "already resident"), {@link #onPin} and {@link #onUnpin} (a RESIDENT slot's lease count leaves
+ * or returns to zero) and {@link #onRemove} (the image left the index; its slot may still be
+ * leased). Between an insert and its removal a slot holds one image, so a policy keys its state
+ * by slot and needs no image ids.
+ *
+ * <p>Victims are asked for at three points: {@link #boundVictim} after an insertion, when the
+ * policy (not the index, {@link #indexEnforcesBound}) keeps the resident bytes under the bound;
+ * {@link #classVictim} when a size class has no free slot; {@link #fallbackVictim} when that found
+ * none, or its image could not be removed. Each answer is a hint, as the slot may be leased or
+ * retired right after: the tier removes the image only if its index still maps the slot's key to
+ * that image id. A leased image is never a class-pressure victim.
+ *
+ * <p>Thread model: the event methods are called by the {@link SlotTable} inside the transition that
+ * causes them, under its lock, so an event costs no lock trip of its own (a run of 64 hits is one
+ * trip with its 64 access events); an implementation's per-slot state is guarded by that lock. The
+ * victim methods are called by the tier with no lock held, because W-TinyLFU's scan takes
+ * Caffeine's eviction lock, which is ordered before the table's; an implementation reads its
+ * state and the slots' inside {@link SlotTable#locked}. An implementation never calls out of the
+ * tier and takes no lock of its own.
+ *
+ * <p>Design note: the interface is slot-granular so that a chain-aware policy (leaf-first over a
+ * prefix tree) is one more implementation: it keeps a child count per slot from the inserts and
+ * removals (4 B per slot), answers leaves before their parents from the same victim methods, and
+ * passes over pinned slots as both policies here do. It needs one fact the tier does not pass
+ * today: each insert's parent page, which the publisher knows from the chain and would hand to
+ * {@link #onInsert} as a second slot. Memory per resident page, in bytes of heap: LRU 9
+ * (two {@code int} links and the CLOCK mark); W-TinyLFU 1 (the CLOCK mark; its order and sketch
+ * live in the Caffeine index and are counted there). The whole tier, index and slots included,
+ * measured 160.7 B per resident block under LRU and 205.6 B under W-TinyLFU at 1 M blocks
+ * ({@code DramHeapFootprintTest}); 160.8 B and 213.7 B on the same machine before this seam, when
+ * W-TinyLFU also paid for the unused recency list.
+ */
+interface EvictionPolicy {
+
+    /** A RESIDENT slot and the image it held when chosen. */
+    record Victim(int slot, long imageId) {
+    }
+
+    /** The policy {@code eviction} names, for a tier of {@code sizeClasses}. */
+    static EvictionPolicy of(DramEviction eviction, List<SizeClass> sizeClasses) {
+        return switch (eviction) {
+            case LRU -> new LruPolicy(sizeClasses);
+            case W_TINY_LFU -> new TinyLfuPolicy(sizeClasses);
+        };
+    }
+
+    /**
+     * Builds the tier's index of resident images over {@code slots}. When
+     * {@link #indexEnforcesBound}, the index itself keeps the images' slot bytes within
+     * {@code maxWeightBytes}, evicting on the calling thread and handing each victim to
+     * {@code onEvicted} under the key's bin lock. Called once.
+     */
+    Cache<StateKey, ResidentImage> newIndex(SlotTable slots, long maxWeightBytes,
+                                            BiConsumer<StateKey, ResidentImage> onEvicted);
+
+    /** True when the index built by {@link #newIndex} bounds itself; false when the tier asks {@link #boundVictim}. */
+    boolean indexEnforcesBound();
+
+    /** RESERVED to RESIDENT: {@code slot}'s image entered the index. Under the table's lock. */
+    void onInsert(int slot);
+
+    /** A lease on {@code slot}'s resident image that counts as a use (a hit). Under the table's lock. */
+    void onAccess(int slot);
+
+    /**
+     * A publish of {@code slot}'s image answered "already resident": the engine has just computed
+     * it, so a recency policy counts a use. Under the table's lock.
+     */
+    void onRepublish(int slot);
+
+    /**
+     * {@code slot}'s resident image got its first lease. Under the table's lock. Ignored by a policy
+     * that reads the lease counts when it chooses, as both here do.
+     */
+    default void onPin(int slot) {
+    }
+
+    /** {@code slot}'s resident image lost its last lease. Under the table's lock. As {@link #onPin}. */
+    default void onUnpin(int slot) {
+    }
+
+    /** {@code slot}'s image left the index (its slot may wait for leases). Under the table's lock. */
+    void onRemove(int slot);
+
+    /**
+     * The image to evict so the resident bytes return under the bound: the first unleased one
+     * among the policy's {@code maxSlots} coldest, else the coldest even if leased (its slot then
+     * waits for its leases). Only asked when the index does not bound itself; empty when nothing
+     * is resident.
+     */
+    Optional<Victim> boundVictim(SlotTable slots, int maxSlots);
+
+    /**
+     * An unleased image of {@code classIndex} to evict for a reservation of that class, among the
+     * {@code maxSlots} coldest images of the policy's own order. Empty when none qualifies.
+     */
+    Optional<Victim> classVictim(SlotTable slots, int classIndex, int maxSlots);
+
+    /**
+     * The second chance when {@link #classVictim} found nothing it could remove: an unleased image
+     * of {@code classIndex} chosen by the class's CLOCK hand over at most {@code maxSlots} of the
+     * class's own slots, so a dry class is never blocked by colder images of other classes.
+     */
+    Optional<Victim> fallbackVictim(SlotTable slots, int classIndex, int maxSlots);
+}

@@ -1,0 +1,143 @@
+package io.orbitkv.core.storage.dram;
+
+import com.github.benmanes.caffeine.cache.Cache;
+import com.github.benmanes.caffeine.cache.Caffeine;
+import io.orbitkv.state.StateKey;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Optional;
+import java.util.function.BiConsumer;
+
+/**
+ * {@link DramEviction#LRU}: the least recently inserted or used image leaves first, every
+ * newcomer is admitted, and a dry class falls back to its {@link ClockHands}.
+ *
+ * <p>Owns an exact recency list over the RESIDENT slots (all classes), most recent at the head:
+ * each slot's neighbours in two {@code int} arrays, {@link #NONE} at the ends and for slots not
+ * on it. Insert, access and republish move a slot to the head; removal unlinks it; all O(1).
+ *
+ * <p>Thread model: see {@link EvictionPolicy}; the list is guarded by the {@link SlotTable}'s
+ * lock. Invariant: the list holds exactly the RESIDENT slots, each once.
+ *
+ * <p>Design note: the index is an unbounded Caffeine map and the tier enforces the bound from
+ * {@link #boundVictim}, because Caffeine's own access order drops reads under load (its read
+ * buffer is lossy): 0.187 of prompt tokens at 5 % capacity on the conversation trace where this
+ * exact list serves 0.199. 8 B per slot for the list, 1 B for the CLOCK mark.
+ */
+final class LruPolicy implements EvictionPolicy {
+
+    /** No slot: the end of the recency list. */
+    static final int NONE = -1;
+
+    private final ClockHands clock;
+    // @GuardedBy("SlotTable.lock") below
+    private final int[] prev;
+    private final int[] next;
+    private int head = NONE;
+    private int tail = NONE;
+
+    LruPolicy(List<SizeClass> sizeClasses) {
+        int slots = sizeClasses.stream().mapToInt(SizeClass::slotCount).sum();
+        this.clock = new ClockHands(sizeClasses);
+        this.prev = new int[slots];
+        this.next = new int[slots];
+        Arrays.fill(prev, NONE);
+        Arrays.fill(next, NONE);
+    }
+
+    @Override
+    public Cache<StateKey, ResidentImage> newIndex(SlotTable slots, long maxWeightBytes,
+                                                   BiConsumer<StateKey, ResidentImage> onEvicted) {
+        return Caffeine.newBuilder().executor(Runnable::run).build();
+    }
+
+    @Override
+    public boolean indexEnforcesBound() {
+        return false;
+    }
+
+    @Override
+    public void onInsert(int slot) {
+        clock.mark(slot);
+        linkAtHead(slot);
+    }
+
+    @Override
+    public void onAccess(int slot) {
+        clock.mark(slot);
+        unlink(slot);
+        linkAtHead(slot);
+    }
+
+    @Override
+    public void onRepublish(int slot) {
+        onAccess(slot);
+    }
+
+    @Override
+    public void onRemove(int slot) {
+        unlink(slot);
+    }
+
+    @Override
+    public Optional<Victim> boundVictim(SlotTable slots, int maxSlots) {
+        return slots.locked(() -> leastRecentLocked(slots, -1, true, maxSlots)
+                .or(() -> leastRecentLocked(slots, -1, false, 1)));
+    }
+
+    @Override
+    public Optional<Victim> classVictim(SlotTable slots, int classIndex, int maxSlots) {
+        return slots.locked(() -> leastRecentLocked(slots, classIndex, true, maxSlots));
+    }
+
+    @Override
+    public Optional<Victim> fallbackVictim(SlotTable slots, int classIndex, int maxSlots) {
+        return clock.victim(slots, classIndex, maxSlots);
+    }
+
+    /** The RESIDENT slots from least to most recently used, for tests. */
+    List<Integer> recencyOrder(SlotTable slots) {
+        return slots.locked(() -> {
+            List<Integer> out = new ArrayList<>();
+            for (int slot = tail; slot != NONE; slot = prev[slot]) out.add(slot);
+            return out;
+        });
+    }
+
+    /**
+     * The least recently used image among the {@code maxSlots} least recent that is of class
+     * {@code classIndex} ({@code -1}: any class) and, when {@code unleasedOnly}, holds no lease.
+     */
+    private Optional<Victim> leastRecentLocked(SlotTable slots, int classIndex, boolean unleasedOnly, int maxSlots) {
+        int slot = tail;
+        for (int i = 0; i < maxSlots && slot != NONE; i++, slot = prev[slot]) {
+            if (classIndex >= 0 && slots.classOf(slot) != classIndex) continue;
+            if (unleasedOnly && !slots.residentUnleasedLocked(slot)) continue;
+            return Optional.of(new Victim(slot, slots.imageIdLocked(slot)));
+        }
+        return Optional.empty();
+    }
+
+    // @GuardedBy("SlotTable.lock")
+    private void linkAtHead(int slot) {
+        prev[slot] = NONE;
+        next[slot] = head;
+        if (head != NONE) prev[head] = slot;
+        head = slot;
+        if (tail == NONE) tail = slot;
+    }
+
+    // @GuardedBy("SlotTable.lock")
+    private void unlink(int slot) {
+        int before = prev[slot];
+        int after = next[slot];
+        if (before != NONE) next[before] = after;
+        else if (head == slot) head = after;
+        if (after != NONE) prev[after] = before;
+        else if (tail == slot) tail = before;
+        prev[slot] = NONE;
+        next[slot] = NONE;
+    }
+}
