@@ -18,7 +18,7 @@ import java.util.function.Predicate;
  * entry per resident key, removed when the key leaves both media. Invariant: after applying the
  * stream's events 1..n in order, the mirror equals the tiers' residency at sequence n.
  */
-public final class ResidencyMirror {
+final class ResidencyMirror {
 
     /** key → {DRAM sequence, SSD sequence, length in bytes}; sequence 0 = not resident on that
      *  medium, length 0 = unknown. */

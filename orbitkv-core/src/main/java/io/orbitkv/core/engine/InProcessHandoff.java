@@ -27,6 +27,10 @@ public final class InProcessHandoff implements DescriptorHandoff {
     /** Guarded by {@code this}. */
     private final Map<DescriptorTicket, Offer> offers = new HashMap<>();
 
+    /** Made only by {@link ManagerCore}, one per Manager; others reach it through its handoff. */
+    InProcessHandoff() {
+    }
+
     @Override
     public String socketPath() {
         return NO_SOCKET;

@@ -1,9 +1,5 @@
 package io.orbitkv.reliability.fuzz;
 
-import io.orbitkv.server.cli.ContractFuzzTarget;
-import io.orbitkv.server.cli.NamespaceFuzzTarget;
-import io.orbitkv.server.cluster.CatalogFuzzTarget;
-import io.orbitkv.server.peer.PeerFuzzTarget;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;

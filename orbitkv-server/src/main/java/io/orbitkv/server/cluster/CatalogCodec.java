@@ -24,17 +24,20 @@ import java.util.List;
  * place the wire format meets {@code io.orbitkv.core.catalog}. Stateless. Malformed input (a key
  * that is not 32 bytes, an unspecified medium or result) throws {@link IllegalArgumentException},
  * which the service answers as {@code INVALID_ARGUMENT}.
+ *
+ * <p>Public, with the message conversions, for fuzzing and conformance tools (the reliability
+ * module's {@code catalog} fuzz target drives this codec, the one the service runs).
  */
-final class CatalogCodec {
+public final class CatalogCodec {
 
     private CatalogCodec() {
     }
 
-    static ByteString key(StateKey k) {
+    public static ByteString key(StateKey k) {
         return ByteString.copyFrom(k.toBytes());
     }
 
-    static StateKey key(ByteString b) {
+    public static StateKey key(ByteString b) {
         return StateKey.ofBytes(b.toByteArray());
     }
 
@@ -53,7 +56,7 @@ final class CatalogCodec {
         };
     }
 
-    static PushRequest request(PushBatch b) {
+    public static PushRequest request(PushBatch b) {
         PushRequest.Builder r = PushRequest.newBuilder().setSourceNode(b.sourceNode())
                 .setSourceIncarnation(b.sourceIncarnation()).setOwnerIncarnation(b.ownerIncarnation())
                 .setBatch(b.batch()).setSnapshotBegin(b.snapshotBegin()).setSnapshotEnd(b.snapshotEnd())
@@ -66,7 +69,7 @@ final class CatalogCodec {
         return r.build();
     }
 
-    static PushBatch batch(PushRequest r) {
+    public static PushBatch batch(PushRequest r) {
         List<ResidencyEvent> deltas = new ArrayList<>(r.getDeltasCount());
         for (Delta d : r.getDeltasList()) {
             deltas.add(new ResidencyEvent(d.getSequence(), key(d.getKey()), medium(d.getMedium()),
@@ -76,7 +79,7 @@ final class CatalogCodec {
                 r.getSnapshotBegin(), r.getSnapshotEnd(), r.getViewDigest(), deltas);
     }
 
-    static PushReply reply(PushBatch.Reply r) {
+    public static PushReply reply(PushBatch.Reply r) {
         PushReply.Status status = switch (r.result()) {
             case APPLIED -> PushReply.Status.APPLIED;
             case NEED_SNAPSHOT -> PushReply.Status.NEED_SNAPSHOT;
@@ -86,7 +89,7 @@ final class CatalogCodec {
         return PushReply.newBuilder().setStatus(status).setOwnerIncarnation(r.ownerIncarnation()).build();
     }
 
-    static PushBatch.Reply reply(PushReply r) {
+    public static PushBatch.Reply reply(PushReply r) {
         PushBatch.Result result = switch (r.getStatus()) {
             case APPLIED -> PushBatch.Result.APPLIED;
             case NEED_SNAPSHOT -> PushBatch.Result.NEED_SNAPSHOT;
@@ -103,16 +106,16 @@ final class CatalogCodec {
         return wire;
     }
 
-    static LiveMember live(Member m) {
+    public static LiveMember live(Member m) {
         return LiveMember.newBuilder().setNodeId(m.nodeId()).setIncarnation(m.incarnation()).build();
     }
 
     /** Members named by a lookup; the endpoint is not sent (coverage needs only id + incarnation). */
-    static Member live(LiveMember m) {
+    public static Member live(LiveMember m) {
         return new Member(m.getNodeId(), "-", m.getIncarnation());
     }
 
-    static KeyResult result(KeyLocation loc) {
+    public static KeyResult result(KeyLocation loc) {
         return switch (loc) {
             case KeyLocation.Present p -> {
                 Present.Builder b = Present.newBuilder();
@@ -128,7 +131,7 @@ final class CatalogCodec {
         };
     }
 
-    static KeyLocation location(KeyResult r) {
+    public static KeyLocation location(KeyResult r) {
         return switch (r.getResultCase()) {
             case PRESENT -> {
                 List<Holder> holders = new ArrayList<>();

@@ -17,8 +17,11 @@ import java.util.Optional;
  * Conversions between the core peer values and the {@code peer.proto} messages, in one place.
  * Decoding is total: a malformed message decodes to {@link Optional#empty()} and the service
  * answers it as a refusal, never as an exception thrown at the peer.
+ *
+ * <p>Public, with {@link #encode} and {@link #decode}, for fuzzing and conformance tools (the
+ * reliability module's {@code peer} fuzz target drives this decoder, the one the service runs).
  */
-final class PeerWire {
+public final class PeerWire {
 
     private PeerWire() {
     }
@@ -32,7 +35,7 @@ final class PeerWire {
         return Optional.of(new NodeIncarnation(r.getNodeId(), r.getIncarnation()));
     }
 
-    static AuthorizeCall encode(AuthorizeRequest r) {
+    public static AuthorizeCall encode(AuthorizeRequest r) {
         byte[] digest = new byte[NamespaceDigest.BYTES];
         r.namespace().write(MemorySegment.ofArray(digest), 0);
         return AuthorizeCall.newBuilder()
@@ -49,7 +52,7 @@ final class PeerWire {
                 .build();
     }
 
-    static Optional<AuthorizeRequest> decode(AuthorizeCall c) {
+    public static Optional<AuthorizeRequest> decode(AuthorizeCall c) {
         Optional<NodeIncarnation> requester = requester(c.getRequester());
         if (requester.isEmpty() || c.getKey().size() != StateKey.BYTES || c.getNamespaceDigest().size() != NamespaceDigest.BYTES
                 || c.getSourceIncarnation() <= 0 || c.getResidencySequence() <= 0 || c.getGeneration() < 0) {

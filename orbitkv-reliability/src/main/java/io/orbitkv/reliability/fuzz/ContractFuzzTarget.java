@@ -1,6 +1,7 @@
-package io.orbitkv.server.cli;
+package io.orbitkv.reliability.fuzz;
 
-import io.orbitkv.reliability.fuzz.FuzzTarget;
+import io.orbitkv.server.cli.InputException;
+import io.orbitkv.server.cli.StateJson;
 import io.orbitkv.state.ContractDecoding;
 import io.orbitkv.state.RecoveryContract;
 import io.orbitkv.state.RecoveryContractEncoding;
@@ -17,8 +18,7 @@ import java.util.List;
  * refusal {@link InputException}; property: a contract read from JSON survives its binary round
  * trip.
  *
- * <p>In {@code io.orbitkv.server.cli} (of the reliability module) because {@link InputException}
- * is package-private to the server's CLI.
+ * <p>Drives the server's own JSON reader through its public entry points, not a copy.
  */
 public final class ContractFuzzTarget implements FuzzTarget {
 

@@ -1,7 +1,8 @@
-package io.orbitkv.server.cli;
+package io.orbitkv.reliability.fuzz;
 
-import io.orbitkv.reliability.fuzz.FuzzTarget;
 import io.orbitkv.reliability.manager.CampaignEngine;
+import io.orbitkv.server.cli.InputException;
+import io.orbitkv.server.cli.StateJson;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.NamespaceDecoding;
 import java.nio.charset.StandardCharsets;
@@ -16,8 +17,7 @@ import java.util.List;
  * ({@link StateJson#namespace}), whose documented refusal is {@link InputException}; property: a
  * namespace read from JSON survives its binary round trip.
  *
- * <p>In {@code io.orbitkv.server.cli} (of the reliability module) because {@link InputException}
- * is package-private to the server's CLI.
+ * <p>Drives the server's own JSON reader through its public entry points, not a copy.
  */
 public final class NamespaceFuzzTarget implements FuzzTarget {
 

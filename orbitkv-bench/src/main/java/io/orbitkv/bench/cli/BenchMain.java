@@ -1,4 +1,4 @@
-package io.orbitkv.bench;
+package io.orbitkv.bench.cli;
 
 import io.orbitkv.bench.manager.ManagerBench;
 import io.orbitkv.bench.storage.BenchRow;

@@ -1,11 +1,11 @@
-package io.orbitkv.server.peer;
+package io.orbitkv.reliability.fuzz;
 
 import com.google.protobuf.InvalidProtocolBufferException;
 import io.orbitkv.core.peer.AuthorizeRequest;
 import io.orbitkv.core.peer.AuthorizeResult;
 import io.orbitkv.core.peer.NodeIncarnation;
 import io.orbitkv.core.peer.PeerMedium;
-import io.orbitkv.reliability.fuzz.FuzzTarget;
+import io.orbitkv.server.peer.PeerWire;
 import io.orbitkv.server.peer.bulk.BulkLayout;
 import io.orbitkv.server.peer.bulk.BulkLimits;
 import io.orbitkv.server.peer.proto.AuthorizeCall;
@@ -25,8 +25,8 @@ import java.util.Optional;
  * {@link InvalidProtocolBufferException} from protobuf parsing. Property: what decodes
  * re-encodes to its bytes (bulk: the encoding is canonical) or decodes back to itself (protobuf).
  *
- * <p>In {@code io.orbitkv.server.peer} (of the reliability module) because {@link PeerWire} is
- * package-private to the server: the fuzzer drives the code the service runs.
+ * <p>{@link PeerWire}'s entry points are public for this target: the fuzzer drives the code the
+ * service runs.
  */
 public final class PeerFuzzTarget implements FuzzTarget {
 

@@ -1,4 +1,4 @@
-package io.orbitkv.server.cluster;
+package io.orbitkv.reliability.fuzz;
 
 import com.google.protobuf.InvalidProtocolBufferException;
 import io.orbitkv.core.catalog.Holder;
@@ -6,7 +6,7 @@ import io.orbitkv.core.catalog.KeyLocation;
 import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.PushBatch;
 import io.orbitkv.core.storage.residency.ResidencyEvent;
-import io.orbitkv.reliability.fuzz.FuzzTarget;
+import io.orbitkv.server.cluster.CatalogCodec;
 import io.orbitkv.server.cluster.proto.KeyResult;
 import io.orbitkv.server.cluster.proto.LiveMember;
 import io.orbitkv.server.cluster.proto.LookupReply;
@@ -25,8 +25,8 @@ import java.util.List;
  * parsing, {@link IllegalArgumentException} from the codec (answered INVALID_ARGUMENT). Property:
  * a decoded value encodes and decodes back to itself.
  *
- * <p>In {@code io.orbitkv.server.cluster} (of the reliability module) because the codec is
- * package-private to the server: the fuzzer drives the code the service runs, not a copy.
+ * <p>The codec's entry points are public for this target: the fuzzer drives the code the service
+ * runs, not a copy.
  */
 public final class CatalogFuzzTarget implements FuzzTarget {
 
