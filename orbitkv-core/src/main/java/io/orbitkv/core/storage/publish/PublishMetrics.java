@@ -18,7 +18,7 @@ import java.util.Map;
  */
 final class PublishMetrics implements AutoCloseable {
 
-    /** What sealing did with a block taken from the queue. */
+    /** What sealing did with a block taken from the queue, or an engine's commit with its reservation. */
     enum Sealed { INSERTED, DUPLICATE, ALREADY_RESIDENT }
 
     /** Why a queued block was not sealed. */
@@ -43,7 +43,7 @@ final class PublishMetrics implements AutoCloseable {
     private final Map<Skip, Counter> skipped = new EnumMap<>(Skip.class);
     private final Map<WriteDrop, Counter> writeDropped = new EnumMap<>(WriteDrop.class);
     private final Map<Written, Counter> written = new EnumMap<>(Written.class);
-    /** Payload bytes published into DRAM (sealed and inserted) and onto SSD (written and committed). */
+    /** Payload bytes published into DRAM (a new image, copied or committed in place) and onto SSD (written and committed). */
     private final Counter dramBytes;
     private final Counter ssdBytes;
 
@@ -59,12 +59,13 @@ final class PublishMetrics implements AutoCloseable {
         perValue(WriteDrop.values(), writeDropped, "orbitkv.publish.ssd.dropped", "reason", tags,
                 "admitted SSD writes dropped");
         perValue(Written.values(), written, "orbitkv.publish.ssd.written", "result", tags, "SSD writes performed");
-        String published = "payload bytes published, by tier: sealed into DRAM, committed to SSD";
+        String published = "payload bytes published, by tier: new images sealed into DRAM (copied or committed in place), "
+                + "SSD writes committed";
         dramBytes = counter("orbitkv.publish.bytes", tags.and("tier", "dram"), published);
         ssdBytes = counter("orbitkv.publish.bytes", tags.and("tier", "ssd"), published);
     }
 
-    /** A block sealed into DRAM as a new image of {@code lengthBytes}. */
+    /** A block sealed into DRAM as a new image of {@code lengthBytes}, by the sealer or an engine's commit. */
     void inserted(int lengthBytes) {
         sealed.get(Sealed.INSERTED).increment();
         dramBytes.increment(lengthBytes);

@@ -509,7 +509,7 @@ public final class PublishPipeline implements AutoCloseable {
                     if (copies.enabled()) {
                         copies.copied(length, request.enqueuedNanos(), admittedNanos, copyStart, System.nanoTime());
                     }
-                    commit(reservation, request.namespaceId());
+                    commit(reservation);
                 }
             }
         } finally {
@@ -518,13 +518,25 @@ public final class PublishPipeline implements AutoCloseable {
     }
 
     /**
-     * Commits {@code reservation} (a sealed copy, or an engine's zero-copy write) and runs SSD
-     * admission for a new image. Under {@code write-through} the image is leased inside the
+     * Commits {@code reservation} (a sealed copy, or an engine's zero-copy write), counts the block
+     * as sealed (a new image: {@code inserted} and its bytes under {@code tier=dram}; else
+     * {@code duplicate}), and runs SSD admission for a new image. Both publish paths end here, so
+     * they count alike. Under {@code write-through} the image is leased inside the
      * insertion ({@link DramTier#commitAndAcquire}): W-TinyLFU may refuse a newcomer at once, and
      * a lease taken after the commit came too late for 112 of a burst of 120 sealed blocks into a
      * 16-slot tier (all {@code source_gone}, on neither tier).
      */
     public CommitResult commitAndAdmit(Reservation reservation) {
+        CommitResult result = commitAndAdmitUncounted(reservation);
+        switch (result) {
+            case CommitResult.Inserted(long ignored) -> metrics.inserted(reservation.lengthBytes());
+            case CommitResult.Duplicate(long ignored) -> metrics.sealed(PublishMetrics.Sealed.DUPLICATE);
+            case CommitResult.NotOpen() -> { }
+        }
+        return result;
+    }
+
+    private CommitResult commitAndAdmitUncounted(Reservation reservation) {
         if (!(config.policy() instanceof SsdAdmissionPolicy.WriteThrough)) {
             CommitResult result = dram.commit(reservation);
             if (result instanceof CommitResult.Inserted(long imageId)) {
@@ -548,12 +560,9 @@ public final class PublishPipeline implements AutoCloseable {
         };
     }
 
-    private void commit(Reservation reservation, int namespaceId) {
-        switch (commitAndAdmit(reservation)) {
-            case CommitResult.Inserted(long ignored) -> metrics.inserted(reservation.lengthBytes());
-            case CommitResult.Duplicate(long ignored) -> metrics.sealed(PublishMetrics.Sealed.DUPLICATE);
-            case CommitResult.NotOpen() ->
-                    throw new IllegalStateException("the pipeline's own reservation was closed: " + reservation);
+    private void commit(Reservation reservation) {
+        if (commitAndAdmit(reservation) instanceof CommitResult.NotOpen) {
+            throw new IllegalStateException("the pipeline's own reservation was closed: " + reservation);
         }
     }
 
