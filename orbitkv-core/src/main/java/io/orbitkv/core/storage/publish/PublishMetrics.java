@@ -1,9 +1,11 @@
 package io.orbitkv.core.storage.publish;
 
 import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.Meter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tags;
+import io.micrometer.core.instrument.binder.BaseUnits;
 
 import java.util.ArrayList;
 import java.util.EnumMap;
@@ -14,7 +16,7 @@ import java.util.Map;
 /**
  * The pipeline's counters ({@code orbitkv.publish.*}, tag {@code arena}). Every tagged series is
  * created up front from closed enums, so the hot path does no registry lookup and keys never
- * become tags. Gauges of the seal queue are registered by the pipeline itself. Thread-safe.
+ * become tags. The gauges read the pipeline's {@link PublishQueues} ({@link #queueGauges}). Thread-safe.
  */
 final class PublishMetrics implements AutoCloseable {
 
@@ -34,6 +36,7 @@ final class PublishMetrics implements AutoCloseable {
     enum Written { COMMITTED, BUSY, NO_SPACE, RING_FULL, FAILED }
 
     private final MeterRegistry registry;
+    private final Tags tags;
     private final List<Meter> meters = new ArrayList<>();
     final Counter sealBusy;
     final Counter admitted;
@@ -49,6 +52,7 @@ final class PublishMetrics implements AutoCloseable {
 
     PublishMetrics(MeterRegistry registry, Tags tags) {
         this.registry = registry;
+        this.tags = tags;
         sealBusy = counter("orbitkv.publish.seal.busy", tags, "publishes refused: seal queue full");
         admitted = counter("orbitkv.publish.ssd.admitted", tags, "SSD writes admitted by policy and budget");
         refreshed = counter("orbitkv.publish.ssd.refreshed", tags,
@@ -97,8 +101,18 @@ final class PublishMetrics implements AutoCloseable {
         written.get(result).increment();
     }
 
-    void register(Meter meter) {
-        meters.add(meter);
+    /** The gauges of {@code queues}, removed with the counters on {@link #close}. */
+    void queueGauges(PublishQueues queues) {
+        meters.add(Gauge.builder("orbitkv.publish.seal.queue.bytes", queues, PublishQueues::sealQueueBytes)
+                .baseUnit(BaseUnits.BYTES).tags(tags).description("bytes waiting to be sealed").register(registry));
+        meters.add(Gauge.builder("orbitkv.publish.seal.queue.depth", queues, PublishQueues::sealQueueDepth)
+                .tags(tags).description("blocks waiting to be sealed").register(registry));
+        meters.add(Gauge.builder("orbitkv.publish.ssd.writethrough.queue.depth", queues,
+                PublishQueues::writeThroughQueueDepth).tags(tags)
+                .description("sealed blocks (leased) waiting for SSD write room under write-through").register(registry));
+        meters.add(Gauge.builder("orbitkv.publish.ssd.queued.bytes", queues, PublishQueues::writeQueuedBytes)
+                .baseUnit(BaseUnits.BYTES).tags(tags).description("bytes admitted for SSD, not yet written")
+                .register(registry));
     }
 
     @Override
