@@ -27,13 +27,14 @@ import java.util.function.LongSupplier;
  *
  * <p>Invariants: {@code queuedBytes} is the sum of the seal queue's lengths and at most
  * {@code sealQueueBytes}; the hand-over and write-through queues hold at most
- * {@code writeLaneOps} entries each; {@code admittedWrites} never passes {@code writeLaneOps} for
- * write-through entries; after {@link #close} nothing is queued and every offer is refused.
+ * {@code writeLaneOps} entries each; a write-through entry is admitted only while fewer than
+ * {@code writeLaneOps} writes are admitted; after {@link #close} nothing is queued and every
+ * offer is refused.
  *
  * <p>Design note: one lock for all of it, because the sealer's wait depends on all three queues
  * (under {@code write-through} a full write-through queue stops sealing) and one condition must
- * see every change; the lock is held for a deque operation or a token-bucket refill, well under a
- * microsecond, so contention with 64 sealed blocks per sealer pass is negligible.
+ * see every change; the lock is held only for a deque operation or a token-bucket refill (no
+ * copy, no I/O, no call out), so a publisher never waits behind the sealer's 2 MiB copies.
  */
 final class PublishQueues {
 
@@ -321,36 +322,25 @@ final class PublishQueues {
     // ---- gauges ----------------------------------------------------------------------------
 
     long sealQueueBytes() {
-        queueLock.lock();
-        try {
-            return queuedBytes;
-        } finally {
-            queueLock.unlock();
-        }
+        return locked(() -> queuedBytes);
     }
 
     int sealQueueDepth() {
-        queueLock.lock();
-        try {
-            return sealQueue.size();
-        } finally {
-            queueLock.unlock();
-        }
+        return (int) locked(sealQueue::size);
     }
 
     int writeThroughQueueDepth() {
-        queueLock.lock();
-        try {
-            return writeThroughQueue.size();
-        } finally {
-            queueLock.unlock();
-        }
+        return (int) locked(writeThroughQueue::size);
     }
 
     long writeQueuedBytes() {
+        return locked(budget::queuedBytes);
+    }
+
+    private long locked(LongSupplier read) {
         queueLock.lock();
         try {
-            return budget.queuedBytes();
+            return read.getAsLong();
         } finally {
             queueLock.unlock();
         }
