@@ -11,7 +11,6 @@ import io.orbitkv.core.storage.dram.DramTier;
 import io.orbitkv.core.storage.dram.Lease;
 import io.orbitkv.core.storage.dram.Reservation;
 import io.orbitkv.core.storage.dram.ReserveResult;
-import io.orbitkv.core.storage.publish.IoOp;
 import io.orbitkv.core.storage.publish.PublishPipeline;
 import io.orbitkv.core.storage.publish.SsdIoDispatcher;
 import io.orbitkv.core.storage.ssd.Pin;
@@ -38,9 +37,9 @@ import java.util.function.Function;
  * The {@link TieredStore}'s stagings: bringing a key's image from SSD into a fresh DRAM slot and
  * leasing it, with every concurrent staging of a key sharing one backing read.
  *
- * <p>Owns the bounded table of in-flight stagings (key → the one backing SSD read that every
- * concurrent staging of that key shares), the staging queue, the parked stagings and the
- * {@code orbitkv.tiered.stage*} meters. Borrows the {@link DramTier}, the {@link SsdStore}, the
+ * <p>Owns the bounded table of in-flight stagings (key → the one backing SSD read, a
+ * {@link StagingRead}, that every concurrent staging of that key shares), the staging queue, the
+ * parked stagings and the {@code orbitkv.tiered.stage*} meters. Borrows the {@link DramTier}, the {@link SsdStore}, the
  * {@link SsdIoDispatcher} (reads go on its read lane) and the {@link PublishPipeline} (a DRAM hit
  * is a use for {@code reuse-aware:N}) from the store.
  *
@@ -350,80 +349,14 @@ final class StagingTable {
                 finish(key, inflight, new StageResult.Busy(StageResult.BusyReason.DRAM_FULL));
             }
             case Reservation reservation -> {
-                ReadOp op = new ReadOp(key, inflight, pin, reservation);
+                StagingRead op = new StagingRead(key, pin, reservation, ssd, dram,
+                        outcome -> finish(key, inflight, outcome));
                 switch (dispatcher.submitRead(op)) {
                     case QUEUED -> { }
                     case LANE_FULL -> op.abandon(new StageResult.Busy(StageResult.BusyReason.READ_LANE_FULL));
                     case CLOSED -> op.abandon(new StageResult.Miss(key, StageResult.MissReason.CLOSED));
                 }
             }
-        }
-    }
-
-    /** The backing read of one staging; the dispatcher starts or drops it exactly once. */
-    private final class ReadOp implements IoOp {
-        private final StateKey key;
-        private final Inflight inflight;
-        private final Pin pin;
-        private final Reservation reservation;
-
-        ReadOp(StateKey key, Inflight inflight, Pin pin, Reservation reservation) {
-            this.key = key;
-            this.inflight = inflight;
-            this.pin = pin;
-            this.reservation = reservation;
-        }
-
-        @Override
-        public CompletableFuture<?> start() {
-            CompletableFuture<ReadResult> read;
-            try {
-                read = ssd.read(pin, reservation.blockSegment());
-            } catch (RuntimeException e) {
-                abandon(new StageResult.Miss(key, StageResult.MissReason.IO_ERROR));
-                throw e;
-            }
-            return read.handle((result, failure) -> {
-                ssd.unpin(pin);
-                StageResult outcome = failure != null
-                        ? aborted(new StageResult.Miss(key, StageResult.MissReason.IO_ERROR))
-                        : onRead(result);
-                finish(key, inflight, outcome);
-                return outcome;
-            });
-        }
-
-        @Override
-        public void drop(DropReason reason) {
-            abandon(switch (reason) {
-                case CLOSED -> new StageResult.Miss(key, StageResult.MissReason.CLOSED);
-                case LANE_FULL -> new StageResult.Busy(StageResult.BusyReason.READ_LANE_FULL);
-            });
-        }
-
-        void abandon(StageResult outcome) {
-            ssd.unpin(pin);
-            finish(key, inflight, aborted(outcome));
-        }
-
-        private StageResult onRead(ReadResult result) {
-            return switch (result) {
-                case ReadResult.Served ignored -> switch (dram.commitAndAcquire(reservation)) {
-                    case Lease lease -> new StageResult.Staged(lease,
-                            lease.imageId() == reservation.imageId() ? StageResult.Source.SSD_READ
-                                    : StageResult.Source.DRAM_HIT);
-                    case AcquireResult.Miss ignored2 -> new StageResult.Miss(key, StageResult.MissReason.EVICTED);
-                };
-                case ReadResult.Corrupt ignored -> aborted(new StageResult.Miss(key, StageResult.MissReason.CORRUPT));
-                case ReadResult.Busy ignored -> aborted(new StageResult.Busy(StageResult.BusyReason.SSD_QUEUE_FULL));
-                case ReadResult.Released ignored -> aborted(new StageResult.Miss(key, StageResult.MissReason.IO_ERROR));
-                case ReadResult.Failed ignored -> aborted(new StageResult.Miss(key, StageResult.MissReason.IO_ERROR));
-            };
-        }
-
-        private StageResult aborted(StageResult outcome) {
-            dram.abort(reservation);
-            return outcome;
         }
     }
 
