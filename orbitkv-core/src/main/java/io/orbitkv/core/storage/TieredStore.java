@@ -1,19 +1,13 @@
 package io.orbitkv.core.storage;
 
-import io.micrometer.core.instrument.Counter;
-import io.micrometer.core.instrument.Gauge;
-import io.micrometer.core.instrument.Meter;
 import io.micrometer.core.instrument.MeterRegistry;
-import io.micrometer.core.instrument.Tags;
 import io.orbitkv.core.cost.CostObserver;
 import io.orbitkv.core.namespace.NamespaceTable;
-import io.orbitkv.core.storage.dram.AcquireResult;
 import io.orbitkv.core.storage.dram.CommitResult;
 import io.orbitkv.core.storage.dram.DramTier;
 import io.orbitkv.core.storage.dram.Lease;
 import io.orbitkv.core.storage.dram.Reservation;
 import io.orbitkv.core.storage.dram.ReserveResult;
-import io.orbitkv.core.storage.publish.IoOp;
 import io.orbitkv.core.storage.publish.PageSource;
 import io.orbitkv.core.storage.publish.PublishPipeline;
 import io.orbitkv.core.storage.publish.PublishResult;
@@ -24,26 +18,16 @@ import io.orbitkv.core.storage.residency.RetentionLedger;
 import io.orbitkv.core.storage.ssd.ExtentDevice;
 import io.orbitkv.core.storage.ssd.Pin;
 import io.orbitkv.core.storage.ssd.PinResult;
-import io.orbitkv.core.storage.ssd.ReadResult;
 import io.orbitkv.core.storage.ssd.RecoveryReport;
 import io.orbitkv.core.storage.ssd.SsdStore;
 import io.orbitkv.state.StateKey;
 
 import java.io.IOException;
-import java.util.ArrayDeque;
-import java.util.ArrayList;
-import java.util.EnumMap;
 import java.util.List;
-import java.util.Locale;
-import java.util.Map;
 import java.util.Objects;
-import java.util.OptionalInt;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
 
 /**
@@ -53,8 +37,8 @@ import java.util.function.LongSupplier;
  * bytes now), {@link #stage} (bring them into DRAM and lease them), {@link #publish} and the
  * zero-copy {@link #reserve}/{@link #commit} (add a block).
  *
- * <p>Owns all four components, the sealing thread and the bounded table of in-flight stagings
- * (key → the one backing SSD read that every concurrent staging of that key shares).
+ * <p>Owns all four components, the {@link StagingTable} (the bounded table of in-flight
+ * stagings, each key's one backing SSD read, and the staging queue) and the sealing thread.
  *
  * <p>Thread model: all public methods are thread-safe and never block on I/O; staging completes
  * its future on an SSD worker thread (or at once for a DRAM hit or a refusal). The sealing
@@ -64,24 +48,15 @@ import java.util.function.LongSupplier;
  * sealed write-through blocks still waiting, lets queued and in-flight SSD work finish (each step
  * bounded by the publish {@code drainTimeoutNanos}), then closes the store and the DRAM tier.
  *
- * <p>Invariants: at most {@code maxInflightStages} keys are being staged and each has exactly
- * one backing read; a staging of a new key beyond that waits, first come first served, in the
- * bounded staging queue ({@code maxQueuedStages} keys) and starts when a staging finishes, so a
- * page on SSD is refused (Busy) only past both bounds; a staging's SSD pin is released and its DRAM reservation committed or
- * aborted exactly once, whatever the read returned; only a {@link ReadResult.Served} read is
- * committed, so a corrupt extent is never served; every caller of a successful staging gets its
- * own lease.
+ * <p>Invariants: the components are opened together and closed together, in that order (a
+ * failed open closes what it opened); a lease of a resident image taken by {@link #lookup},
+ * {@link #leaseRun} or a staging's first check is reported to the pipeline as a DRAM hit
+ * ({@code reuse-aware:N}); the staging bounds and exactly-once rules are {@link StagingTable}'s.
  *
- * <p>Design note: staging reads with {@code O_DIRECT} straight into the reserved DRAM slot (slots
- * are 4 KiB aligned and padded to 4 KiB, {@link Reservation#blockSegment()}), so a 2 MiB restore
- * costs one device transfer and no CPU copy (a bounce copy costs ~0.2 ms per 2 MiB at 10 GB/s).
- * Sharing one read per key matters because a popular prefix's blocks are requested by several
- * sessions at once right after an eviction; without the table each would reserve its own slot
- * and read the same bytes again, and only one commit would win. The staging queue exists because
- * the table alone answered Busy as soon as 16 queries with 64 stagings each (1,024 keys) met a
- * 256-key table, although every bound the operator configured per query held: 5 % of pages that
- * were on SSD became final misses. Waiting costs a queued key one table turn (one SSD read, 0.1-1
- * ms); refusing costs it a recomputation.
+ * <p>Design note: one facade rather than the tiers handed out separately, so the query layer
+ * sees one order of lookup (DRAM lease, then SSD pin, then miss) and one place where a hit feeds
+ * SSD admission. The sealer is a platform thread because its copy loop (up to 64 blocks per
+ * pass, ~10 GB/s per core) is CPU-bound and would hold a virtual thread's carrier without yielding.
  */
 public final class TieredStore implements AutoCloseable {
 
@@ -89,72 +64,26 @@ public final class TieredStore implements AutoCloseable {
     private static final long SEAL_POLL_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
     private static final int SEAL_BATCH_BLOCKS = 64;
 
-    /** Counted staging outcomes ({@code orbitkv.tiered.stage}, tag {@code result}). */
-    private enum StageCount { DRAM_HIT, SSD_READ, SHARED_READ, MISS, BUSY }
-
-    /** A staging of a new key waiting for a table entry; {@code caller} completes like a direct staging's. */
-    private record Waiting(StateKey key, CompletableFuture<StageResult> caller) {}
-
-    /** A staging whose DRAM reservation met the reserved-bytes budget; it keeps its table entry and retries. */
-    private record Parked(StateKey key, Inflight inflight) {}
-
-    /**
-     * One staging in flight. {@code outcome} completes with the shared result (holding the anchor
-     * lease) so that each caller takes its own lease from the anchor; {@code settled} completes
-     * after the anchor is released, and callers' futures complete only then, so a caller that
-     * sees its result never observes the anchor still counted as a lease.
-     */
-    private record Inflight(CompletableFuture<StageResult> outcome, CompletableFuture<Void> settled) {
-        Inflight() {
-            this(new CompletableFuture<>(), new CompletableFuture<>());
-        }
-
-        CompletableFuture<StageResult> forCaller(java.util.function.Function<StageResult, StageResult> ownLease) {
-            return outcome.thenApply(ownLease).thenCombine(settled, (mine, ignored) -> mine);
-        }
-    }
-
     private final TieredStoreConfig config;
-    private final NamespaceTable namespaces;
     private final ResidencyStream residency;
     private final DramTier dram;
     private final SsdStore ssd;
     private final RecoveryReport recovery;
     private final SsdIoDispatcher dispatcher;
     private final PublishPipeline pipeline;
-    private final ConcurrentHashMap<StateKey, Inflight> stagings = new ConcurrentHashMap<>();
-    private final ReentrantLock stageLock = new ReentrantLock();
-    /** Table entries taken: each staging in {@link #stagings} holds one; at most {@code maxInflightStages}. */
-    // @GuardedBy("stageLock")
-    private int stagePermits;
-    // @GuardedBy("stageLock"); at most maxQueuedStages
-    private final ArrayDeque<Waiting> waiting = new ArrayDeque<>();
-    /** Work-in-progress count of {@link #drainWaiting}: one thread drains, the others leave it a pass. */
-    private final AtomicInteger drainPasses = new AtomicInteger();
-    // @GuardedBy("stageLock"); each holds its table entry, so at most maxInflightStages
-    private final ArrayDeque<Parked> parked = new ArrayDeque<>();
-    /** Stagings finished since the parked ones were last retried: one retry each. */
-    // @GuardedBy("stageLock")
-    private int parkedRetries;
-    private final Counter stagesQueued;
-    private final Counter stagesParked;
+    private final StagingTable stagings;
     private final Thread sealer;
     private final AtomicBoolean closed = new AtomicBoolean();
-    private final MeterRegistry registry;
-    private final List<Meter> meters = new ArrayList<>();
-    private final Map<StageCount, Counter> stageCounts = new EnumMap<>(StageCount.class);
     private final CostObserver costObserver;
 
     private TieredStore(TieredStoreConfig config, NamespaceTable namespaces, ResidencyStream residency, DramTier dram,
                         SsdStore ssd, RecoveryReport recovery, MeterRegistry registry, LongSupplier nanoClock,
                         CostObserver observer) {
         this.config = config;
-        this.namespaces = namespaces;
         this.residency = residency;
         this.dram = dram;
         this.ssd = ssd;
         this.recovery = recovery;
-        this.registry = registry;
         this.costObserver = observer;
         String storeName = config.ssd().directory().toString();
         this.dispatcher = new SsdIoDispatcher(config.ssd().ioThreads(), config.publish().readLaneOps(),
@@ -162,24 +91,7 @@ public final class TieredStore implements AutoCloseable {
         this.pipeline = new PublishPipeline(dram, ssd, dispatcher, config.publish(), namespaces, registry, nanoClock,
                 observer);
         dram.setEvictionListener(pipeline::onEvicted);
-        Tags tags = Tags.of("arena", config.dram().arenaName());
-        for (StageCount c : StageCount.values()) {
-            Counter counter = Counter.builder("orbitkv.tiered.stage").tags(tags)
-                    .tag("result", c.name().toLowerCase(Locale.ROOT)).description("stagings by outcome")
-                    .register(registry);
-            meters.add(counter);
-            stageCounts.put(c, counter);
-        }
-        meters.add(Gauge.builder("orbitkv.tiered.stage.inflight", stagings, Map::size).tags(tags)
-                .description("keys being staged from SSD").register(registry));
-        meters.add(Gauge.builder("orbitkv.tiered.stage.queue.depth", this, TieredStore::queuedStagings).tags(tags)
-                .description("stagings waiting for an in-flight table entry").register(registry));
-        stagesQueued = Counter.builder("orbitkv.tiered.stage.queued").tags(tags)
-                .description("stagings that waited for an in-flight table entry").register(registry);
-        meters.add(stagesQueued);
-        stagesParked = Counter.builder("orbitkv.tiered.stage.parked").tags(tags)
-                .description("stagings that waited for DRAM reserved bytes held by other stagings").register(registry);
-        meters.add(stagesParked);
+        this.stagings = new StagingTable(config, namespaces, dram, ssd, dispatcher, pipeline, registry);
         this.sealer = Thread.ofPlatform().name("orbitkv-sealer-" + config.dram().arenaName()).daemon()
                 .unstarted(this::sealLoop);
     }
@@ -287,141 +199,12 @@ public final class TieredStore implements AutoCloseable {
      * full queue ({@code maxQueuedStages}) answers {@link StageResult.BusyReason#INFLIGHT_TABLE_FULL}.
      */
     public CompletableFuture<StageResult> stage(StateKey key) {
-        Objects.requireNonNull(key, "key");
-        if (closed.get()) return CompletableFuture.completedFuture(new StageResult.Miss(key, StageResult.MissReason.CLOSED));
-        if (dram.acquire(key) instanceof Lease lease) {
-            pipeline.onDramHit(lease);
-            return completed(new StageResult.Staged(lease, StageResult.Source.DRAM_HIT));
-        }
-        Inflight existing = stagings.get(key);
-        if (existing != null) return existing.forCaller(r -> leaseFor(key, r, StageResult.Source.SHARED_READ));
-        Waiting queued;
-        stageLock.lock();
-        try {
-            if (waiting.isEmpty() && stagePermits < config.maxInflightStages()) {
-                stagePermits++;
-                queued = null;
-            } else if (waiting.size() < config.maxQueuedStages() && !closed.get()) {
-                queued = new Waiting(key, new CompletableFuture<>());
-                waiting.addLast(queued);
-                stagesQueued.increment();
-            } else {
-                return completed(new StageResult.Busy(StageResult.BusyReason.INFLIGHT_TABLE_FULL));
-            }
-        } finally {
-            stageLock.unlock();
-        }
-        if (queued == null) return stageHoldingPermit(key);
-        drainWaiting(); // a staging may have finished between the check above and the queueing
-        return queued.caller();
+        return stagings.stage(key);
     }
 
     /** Stagings waiting for an in-flight table entry. */
     public int queuedStagings() {
-        stageLock.lock();
-        try {
-            return waiting.size();
-        } finally {
-            stageLock.unlock();
-        }
-    }
-
-    /**
-     * Stages {@code key} with a table entry already taken by this call: the entry goes with the
-     * new in-flight staging, or back at once (a DRAM hit, or another staging of the key won).
-     */
-    private CompletableFuture<StageResult> stageHoldingPermit(StateKey key) {
-        if (dram.acquire(key) instanceof Lease lease) {
-            releasePermit();
-            pipeline.onDramHit(lease);
-            return completed(new StageResult.Staged(lease, StageResult.Source.DRAM_HIT));
-        }
-        Inflight mine = new Inflight();
-        Inflight existing = stagings.putIfAbsent(key, mine);
-        if (existing != null) {
-            releasePermit();
-            return existing.forCaller(r -> leaseFor(key, r, StageResult.Source.SHARED_READ));
-        }
-        CompletableFuture<StageResult> mineForCaller =
-                mine.forCaller(r -> leaseFor(key, r, StageResult.Source.SSD_READ));
-        startStaging(key, mine);
-        return mineForCaller;
-    }
-
-    private void releasePermit() {
-        stageLock.lock();
-        try {
-            stagePermits--;
-            if (!parked.isEmpty()) parkedRetries++;
-        } finally {
-            stageLock.unlock();
-        }
-        drainWaiting();
-    }
-
-    /**
-     * Parks a staging refused DRAM's reserved-bytes budget while another staging (not parked) is
-     * reading: that one's commit returns reserved bytes, and each finish retries one parked staging.
-     * False (the caller answers Busy) when no other staging is reading, so the budget is held by
-     * publishes and no finish of ours is coming.
-     */
-    private boolean park(StateKey key, Inflight inflight) {
-        stageLock.lock();
-        try {
-            if (closed.get() || stagePermits - parked.size() - 1 <= 0) return false;
-            parked.addLast(new Parked(key, inflight));
-            stagesParked.increment();
-        } finally {
-            stageLock.unlock();
-        }
-        drainWaiting(); // a staging may have finished meanwhile
-        return true;
-    }
-
-    /**
-     * Retries parked stagings (one per staging finished since) and then starts waiting ones,
-     * oldest first, while table entries are free. One thread drains at a time (a staging that
-     * finishes synchronously inside the loop only leaves a pass), so a queue of 4,096 keys that
-     * all miss does not recurse 4,096 frames deep.
-     */
-    private void drainWaiting() {
-        if (drainPasses.getAndIncrement() != 0) return;
-        do {
-            for (;;) {
-                Parked retry;
-                stageLock.lock();
-                try {
-                    retry = parkedRetries > 0 ? parked.pollFirst() : null;
-                    if (retry != null) parkedRetries--;
-                    else parkedRetries = 0;
-                } finally {
-                    stageLock.unlock();
-                }
-                if (retry == null) break;
-                if (closed.get()) finish(retry.key(), retry.inflight(), new StageResult.Miss(retry.key(), StageResult.MissReason.CLOSED));
-                else startStaging(retry.key(), retry.inflight());
-            }
-            for (;;) {
-                Waiting next;
-                boolean refuse;
-                stageLock.lock();
-                try {
-                    if (waiting.isEmpty() || stagePermits >= config.maxInflightStages()) break;
-                    next = waiting.pollFirst();
-                    refuse = closed.get();
-                    if (!refuse) stagePermits++;
-                } finally {
-                    stageLock.unlock();
-                }
-                if (refuse) {
-                    next.caller().complete(new StageResult.Miss(next.key(), StageResult.MissReason.CLOSED));
-                    continue;
-                }
-                Waiting started = next;
-                stageHoldingPermit(started.key()).whenComplete((result, failure) -> started.caller().complete(
-                        failure == null ? result : new StageResult.Miss(started.key(), StageResult.MissReason.IO_ERROR)));
-            }
-        } while (drainPasses.decrementAndGet() != 0);
+        return stagings.queuedStagings();
     }
 
     /** Queues a block to be sealed into DRAM (then admitted to SSD by policy). Never blocks. */
@@ -482,7 +265,7 @@ public final class TieredStore implements AutoCloseable {
 
     /** Keys being staged now. */
     public int inflightStagings() {
-        return stagings.size();
+        return stagings.inflight();
     }
 
     /**
@@ -495,19 +278,7 @@ public final class TieredStore implements AutoCloseable {
     @Override
     public void close() {
         if (!closed.compareAndSet(false, true)) return;
-        List<Waiting> refused;
-        List<Parked> unparked;
-        stageLock.lock();
-        try {
-            refused = List.copyOf(waiting);
-            waiting.clear();
-            unparked = List.copyOf(parked);
-            parked.clear();
-        } finally {
-            stageLock.unlock();
-        }
-        for (Waiting w : refused) w.caller().complete(new StageResult.Miss(w.key(), StageResult.MissReason.CLOSED));
-        for (Parked p : unparked) finish(p.key(), p.inflight(), new StageResult.Miss(p.key(), StageResult.MissReason.CLOSED));
+        stagings.close();
         try {
             // The sealer stops first, so no block it seals meets a closed pipeline; then the pipeline
             // admits its waiting write-through blocks, and the dispatcher drains every admitted write.
@@ -520,172 +291,10 @@ public final class TieredStore implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         } finally {
-            for (Meter m : meters) registry.remove(m);
+            stagings.removeMeters();
             ssd.close();
             dram.close();
         }
-    }
-
-    // ---- staging ---------------------------------------------------------------------------
-
-    private void startStaging(StateKey key, Inflight inflight) {
-        if (!(ssd.pin(key) instanceof Pin pin)) {
-            finish(key, inflight, new StageResult.Miss(key, StageResult.MissReason.NOT_FOUND));
-            return;
-        }
-        OptionalInt namespaceId = namespaces.id(pin.namespace());
-        if (namespaceId.isEmpty()) {
-            ssd.unpin(pin);
-            finish(key, inflight, new StageResult.Miss(key, StageResult.MissReason.UNKNOWN_NAMESPACE));
-            return;
-        }
-        switch (dram.reserve(key, namespaceId.getAsInt(), pin.payloadBytes())) {
-            case ReserveResult.AlreadyResident(long imageId) -> {
-                ssd.unpin(pin);
-                finish(key, inflight, leaseImage(key, imageId, StageResult.Source.DRAM_HIT));
-            }
-            case ReserveResult.Full(ReserveResult.FullReason reason) -> {
-                ssd.unpin(pin);
-                if (reason == ReserveResult.FullReason.RESERVED_BUDGET && park(key, inflight)) return;
-                finish(key, inflight, new StageResult.Busy(StageResult.BusyReason.DRAM_FULL));
-            }
-            case Reservation reservation -> {
-                ReadOp op = new ReadOp(key, inflight, pin, reservation);
-                switch (dispatcher.submitRead(op)) {
-                    case QUEUED -> { }
-                    case LANE_FULL -> op.abandon(new StageResult.Busy(StageResult.BusyReason.READ_LANE_FULL));
-                    case CLOSED -> op.abandon(new StageResult.Miss(key, StageResult.MissReason.CLOSED));
-                }
-            }
-        }
-    }
-
-    /** The backing read of one staging; the dispatcher starts or drops it exactly once. */
-    private final class ReadOp implements IoOp {
-        private final StateKey key;
-        private final Inflight inflight;
-        private final Pin pin;
-        private final Reservation reservation;
-
-        ReadOp(StateKey key, Inflight inflight, Pin pin, Reservation reservation) {
-            this.key = key;
-            this.inflight = inflight;
-            this.pin = pin;
-            this.reservation = reservation;
-        }
-
-        @Override
-        public CompletableFuture<?> start() {
-            CompletableFuture<ReadResult> read;
-            try {
-                read = ssd.read(pin, reservation.blockSegment());
-            } catch (RuntimeException e) {
-                abandon(new StageResult.Miss(key, StageResult.MissReason.IO_ERROR));
-                throw e;
-            }
-            return read.handle((result, failure) -> {
-                ssd.unpin(pin);
-                StageResult outcome = failure != null
-                        ? aborted(new StageResult.Miss(key, StageResult.MissReason.IO_ERROR))
-                        : onRead(result);
-                finish(key, inflight, outcome);
-                return outcome;
-            });
-        }
-
-        @Override
-        public void drop(DropReason reason) {
-            abandon(switch (reason) {
-                case CLOSED -> new StageResult.Miss(key, StageResult.MissReason.CLOSED);
-                case LANE_FULL -> new StageResult.Busy(StageResult.BusyReason.READ_LANE_FULL);
-            });
-        }
-
-        void abandon(StageResult outcome) {
-            ssd.unpin(pin);
-            finish(key, inflight, aborted(outcome));
-        }
-
-        private StageResult onRead(ReadResult result) {
-            return switch (result) {
-                case ReadResult.Served ignored -> switch (dram.commitAndAcquire(reservation)) {
-                    case Lease lease -> new StageResult.Staged(lease,
-                            lease.imageId() == reservation.imageId() ? StageResult.Source.SSD_READ
-                                    : StageResult.Source.DRAM_HIT);
-                    case AcquireResult.Miss ignored2 -> new StageResult.Miss(key, StageResult.MissReason.EVICTED);
-                };
-                case ReadResult.Corrupt ignored -> aborted(new StageResult.Miss(key, StageResult.MissReason.CORRUPT));
-                case ReadResult.Busy ignored -> aborted(new StageResult.Busy(StageResult.BusyReason.SSD_QUEUE_FULL));
-                case ReadResult.Released ignored -> aborted(new StageResult.Miss(key, StageResult.MissReason.IO_ERROR));
-                case ReadResult.Failed ignored -> aborted(new StageResult.Miss(key, StageResult.MissReason.IO_ERROR));
-            };
-        }
-
-        private StageResult aborted(StageResult outcome) {
-            dram.abort(reservation);
-            return outcome;
-        }
-    }
-
-    private StageResult leaseImage(StateKey key, long imageId, StageResult.Source source) {
-        return switch (dram.acquireImage(key, imageId)) {
-            case Lease lease -> new StageResult.Staged(lease, source);
-            case AcquireResult.Miss ignored -> new StageResult.Miss(key, StageResult.MissReason.EVICTED);
-        };
-    }
-
-    /**
-     * Publishes the backing read's outcome: leaves the table first (later stagings start afresh
-     * or hit DRAM), completes the shared future (its dependents take their own leases while the
-     * anchor lease is still held), then releases the anchor, and only then lets the callers'
-     * futures complete ({@link Inflight#settled}).
-     */
-    private void finish(StateKey key, Inflight inflight, StageResult outcome) {
-        stagings.remove(key, inflight);
-        try {
-            inflight.outcome().complete(outcome);
-            if (outcome instanceof StageResult.Staged(Lease anchor, StageResult.Source ignored)) anchor.release();
-        } finally {
-            inflight.settled().complete(null);
-            releasePermit();
-        }
-    }
-
-    /** Turns the shared outcome into this caller's own result (its own lease, if staged). */
-    private StageResult leaseFor(StateKey key, StageResult shared, StageResult.Source source) {
-        StageResult mine = switch (shared) {
-            case StageResult.Staged(Lease anchor, StageResult.Source anchorSource) -> {
-                StageResult.Source own = anchorSource == StageResult.Source.DRAM_HIT ? anchorSource : source;
-                if (dram.share(anchor) instanceof Lease lease) yield new StageResult.Staged(lease, own);
-                // The anchor was already released (this caller joined just before it finished).
-                yield dram.acquire(key) instanceof Lease lease
-                        ? new StageResult.Staged(lease, StageResult.Source.DRAM_HIT)
-                        : new StageResult.Miss(key, StageResult.MissReason.EVICTED);
-            }
-            case StageResult.Miss miss -> miss;
-            case StageResult.Busy busy -> busy;
-        };
-        count(mine);
-        return mine;
-    }
-
-    private CompletableFuture<StageResult> completed(StageResult result) {
-        count(result);
-        return CompletableFuture.completedFuture(result);
-    }
-
-    private void count(StageResult result) {
-        StageCount c = switch (result) {
-            case StageResult.Staged(Lease ignored, StageResult.Source source) -> switch (source) {
-                case DRAM_HIT -> StageCount.DRAM_HIT;
-                case SSD_READ -> StageCount.SSD_READ;
-                case SHARED_READ -> StageCount.SHARED_READ;
-                case PEER_READ -> throw new IllegalStateException("the store never stages from a peer: " + result);
-            };
-            case StageResult.Miss ignored -> StageCount.MISS;
-            case StageResult.Busy ignored -> StageCount.BUSY;
-        };
-        stageCounts.get(c).increment();
     }
 
     private void sealLoop() {

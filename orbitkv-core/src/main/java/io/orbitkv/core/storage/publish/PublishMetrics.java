@@ -1,9 +1,11 @@
 package io.orbitkv.core.storage.publish;
 
 import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.Meter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tags;
+import io.micrometer.core.instrument.binder.BaseUnits;
 
 import java.util.ArrayList;
 import java.util.EnumMap;
@@ -14,11 +16,11 @@ import java.util.Map;
 /**
  * The pipeline's counters ({@code orbitkv.publish.*}, tag {@code arena}). Every tagged series is
  * created up front from closed enums, so the hot path does no registry lookup and keys never
- * become tags. Gauges of the seal queue are registered by the pipeline itself. Thread-safe.
+ * become tags. The gauges read the pipeline's {@link PublishQueues} ({@link #queueGauges}). Thread-safe.
  */
 final class PublishMetrics implements AutoCloseable {
 
-    /** What sealing did with a block taken from the queue. */
+    /** What sealing did with a block taken from the queue, or an engine's commit with its reservation. */
     enum Sealed { INSERTED, DUPLICATE, ALREADY_RESIDENT }
 
     /** Why a queued block was not sealed. */
@@ -34,6 +36,7 @@ final class PublishMetrics implements AutoCloseable {
     enum Written { COMMITTED, BUSY, NO_SPACE, RING_FULL, FAILED }
 
     private final MeterRegistry registry;
+    private final Tags tags;
     private final List<Meter> meters = new ArrayList<>();
     final Counter sealBusy;
     final Counter admitted;
@@ -43,12 +46,13 @@ final class PublishMetrics implements AutoCloseable {
     private final Map<Skip, Counter> skipped = new EnumMap<>(Skip.class);
     private final Map<WriteDrop, Counter> writeDropped = new EnumMap<>(WriteDrop.class);
     private final Map<Written, Counter> written = new EnumMap<>(Written.class);
-    /** Payload bytes published into DRAM (sealed and inserted) and onto SSD (written and committed). */
+    /** Payload bytes published into DRAM (a new image, copied or committed in place) and onto SSD (written and committed). */
     private final Counter dramBytes;
     private final Counter ssdBytes;
 
     PublishMetrics(MeterRegistry registry, Tags tags) {
         this.registry = registry;
+        this.tags = tags;
         sealBusy = counter("orbitkv.publish.seal.busy", tags, "publishes refused: seal queue full");
         admitted = counter("orbitkv.publish.ssd.admitted", tags, "SSD writes admitted by policy and budget");
         refreshed = counter("orbitkv.publish.ssd.refreshed", tags,
@@ -59,12 +63,13 @@ final class PublishMetrics implements AutoCloseable {
         perValue(WriteDrop.values(), writeDropped, "orbitkv.publish.ssd.dropped", "reason", tags,
                 "admitted SSD writes dropped");
         perValue(Written.values(), written, "orbitkv.publish.ssd.written", "result", tags, "SSD writes performed");
-        String published = "payload bytes published, by tier: sealed into DRAM, committed to SSD";
+        String published = "payload bytes published, by tier: new images sealed into DRAM (copied or committed in place), "
+                + "SSD writes committed";
         dramBytes = counter("orbitkv.publish.bytes", tags.and("tier", "dram"), published);
         ssdBytes = counter("orbitkv.publish.bytes", tags.and("tier", "ssd"), published);
     }
 
-    /** A block sealed into DRAM as a new image of {@code lengthBytes}. */
+    /** A block sealed into DRAM as a new image of {@code lengthBytes}, by the sealer or an engine's commit. */
     void inserted(int lengthBytes) {
         sealed.get(Sealed.INSERTED).increment();
         dramBytes.increment(lengthBytes);
@@ -96,8 +101,18 @@ final class PublishMetrics implements AutoCloseable {
         written.get(result).increment();
     }
 
-    void register(Meter meter) {
-        meters.add(meter);
+    /** The gauges of {@code queues}, removed with the counters on {@link #close}. */
+    void queueGauges(PublishQueues queues) {
+        meters.add(Gauge.builder("orbitkv.publish.seal.queue.bytes", queues, PublishQueues::sealQueueBytes)
+                .baseUnit(BaseUnits.BYTES).tags(tags).description("bytes waiting to be sealed").register(registry));
+        meters.add(Gauge.builder("orbitkv.publish.seal.queue.depth", queues, PublishQueues::sealQueueDepth)
+                .tags(tags).description("blocks waiting to be sealed").register(registry));
+        meters.add(Gauge.builder("orbitkv.publish.ssd.writethrough.queue.depth", queues,
+                PublishQueues::writeThroughQueueDepth).tags(tags)
+                .description("sealed blocks (leased) waiting for SSD write room under write-through").register(registry));
+        meters.add(Gauge.builder("orbitkv.publish.ssd.queued.bytes", queues, PublishQueues::writeQueuedBytes)
+                .baseUnit(BaseUnits.BYTES).tags(tags).description("bytes admitted for SSD, not yet written")
+                .register(registry));
     }
 
     @Override

@@ -1,11 +1,7 @@
 package io.orbitkv.core.storage.publish;
 
-import com.github.benmanes.caffeine.cache.Cache;
-import com.github.benmanes.caffeine.cache.Caffeine;
-import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tags;
-import io.micrometer.core.instrument.binder.BaseUnits;
 import io.orbitkv.core.cost.CostObserver;
 import io.orbitkv.core.cost.ResourceId;
 import io.orbitkv.core.namespace.NamespaceTable;
@@ -16,57 +12,52 @@ import io.orbitkv.core.storage.dram.Lease;
 import io.orbitkv.core.storage.dram.Reservation;
 import io.orbitkv.core.storage.dram.ReserveResult;
 import io.orbitkv.core.storage.ssd.SsdStore;
-import io.orbitkv.core.storage.ssd.WriteResult;
 import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
 import java.lang.foreign.MemorySegment;
-import java.util.ArrayDeque;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.locks.Condition;
-import java.util.concurrent.locks.ReentrantLock;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.LongSupplier;
 
 /**
  * The publish pipeline: seals produced blocks into DRAM, then decides separately whether and
  * when each DRAM-resident block is written to SSD.
  *
- * <p>Owns the bounded seal queue (bytes and entries), the {@link WriteBudget}, the bounded
- * reuse-aware hit table and the set of keys with an SSD write pending. Borrows the
- * {@link DramTier}, the {@link SsdStore} and the {@link SsdIoDispatcher} from their owner
- * (the {@code TieredStore}).
+ * <p>Owns the {@link PublishQueues} (the bounded seal, hand-over and write-through queues and the
+ * {@link WriteBudget}, behind one lock), the bounded reuse-aware hit table ({@link ReuseHits}),
+ * the set of keys with an SSD write pending, and each admitted {@link SsdWrite} until it
+ * finishes. Borrows the {@link DramTier}, the {@link SsdStore} and the {@link SsdIoDispatcher}
+ * from their owner (the {@code TieredStore}).
  *
  * <p>Flow: {@link #publish} queues a weak {@link PageSource} (full queue: {@link PublishResult.Busy},
  * counted). {@link #sealQueued} (the owner's sealing thread) takes each block in order, opens
- * its source (gone: dropped, counted), reserves a DRAM slot, copies, commits: a sealed block
- * enters DRAM first. {@link #onCommitted} (also the engine channel's zero-copy commits) then runs
- * SSD admission by policy: {@code write-through} leases the image at once and queues it in the
- * bounded write-through queue ({@code writeLaneOps} images), from which {@link #admitWriteThrough}
- * admits it as soon as the write lane, the queued-bytes bound and the rate allow (the sealer
- * stops sealing while that queue is full, so the seal queue and then {@code publish} push back); {@code on-evict} when DRAM evicts the
- * image ({@link #onEvicted} hands over a lease taken before the slot was freed, and
- * {@link #admitEvicted} admits it); {@code reuse-aware:N} on
- * the N-th DRAM hit after the commit ({@link #onDramHit}). Admission then asks the budget (over
- * rate or queue bytes: skipped, counted, the block stays in DRAM) and queues a write on the
- * dispatcher's write lane. A queued write holds only key + image id (or the eviction lease); at
- * its turn it leases exactly that image, quietly, and writes from the DRAM slot with no copy; if
- * the image is gone the write is dropped (counted).
+ * its source (gone: dropped, counted), reserves a DRAM slot, copies, and commits through
+ * {@link #commitAndAdmit}, as the engine channel's zero-copy commits do: a sealed block enters
+ * DRAM first and counts as sealed, with its bytes under {@code tier=dram}, whichever path wrote
+ * it. SSD admission then runs by policy: {@code write-through} leases the image at once and
+ * queues it in the bounded write-through queue ({@code writeLaneOps} images), from which
+ * {@link #admitWriteThrough} admits it as soon as the write lane, the queued-bytes bound and the
+ * rate allow (the sealer stops sealing while that queue is full, so the seal queue and then
+ * {@code publish} push back); {@code on-evict} when DRAM evicts the image ({@link #onEvicted} hands
+ * over a lease taken before the slot was freed, and {@link #admitEvicted} admits it);
+ * {@code reuse-aware:N} on the N-th DRAM hit after the commit ({@link #onDramHit}). Admission then
+ * asks the budget (over rate or queue bytes: skipped, counted, the block stays in DRAM) and queues
+ * a write on the dispatcher's write lane. A queued write holds only key + image id (or the
+ * eviction lease); at its turn it leases exactly that image, quietly, and writes from the DRAM
+ * slot with no copy; if the image is gone the write is dropped (counted).
  *
  * <p>Thread model: {@code publish}, {@code onCommitted} and {@code onDramHit} from any thread;
  * {@code sealQueued} and {@code admitEvicted} from one sealing thread at a time; {@code onEvicted}
- * on DRAM's evicting thread under that key's index lock, so it only queues (bounded). {@code queueLock} guards the seal
- * queue and the budget and is never held while calling another component.
+ * on DRAM's evicting thread under that key's index lock, so it only queues (bounded). The queues'
+ * lock is held only inside {@link PublishQueues}, never while calling another component.
  *
- * <p>Invariants: {@code queuedBytes} is the sum of queued blocks' lengths and at most
- * {@code sealQueueBytes}; every queued block is sealed or dropped exactly once, and its source
- * closed exactly once; every admitted write returns its bytes to the budget exactly once and
+ * <p>Invariants: the queues' bounds ({@link PublishQueues}); every queued block is sealed or
+ * dropped exactly once, and its source closed exactly once; every admitted write returns its bytes to the budget exactly once and
  * releases the one lease it took; at most one SSD write per key is pending. Under
  * {@code write-through} the admitted writes never pass {@code writeLaneOps}, so the lane never
  * displaces one ({@code lane_full} is 0), and each write holds its image's lease from the commit
@@ -87,61 +78,22 @@ import java.util.function.LongSupplier;
 public final class PublishPipeline implements AutoCloseable {
 
     /** Incarnation source for the DRAM copy resource identity: each pipeline is a new resource. */
-    private static final java.util.concurrent.atomic.AtomicLong INCARNATIONS = new java.util.concurrent.atomic.AtomicLong();
-
-    /** One block waiting to be sealed; {@code enqueuedNanos} is {@link System#nanoTime()} at publish when cost observations are on, else 0. */
-    private record SealRequest(StateKey key, int namespaceId, PageSource source, long enqueuedNanos) {}
-
-    /** An image DRAM evicted and handed over, waiting for SSD admission under {@code on-evict}. */
-    private record Evicted(Lease retained, int namespaceId) {}
-
-    /** A write-through image waiting for write room; its lease keeps it from vanishing meanwhile. */
-    private record WriteThroughEntry(Lease lease, NamespaceDigest digest) {}
-
-    /** How often the sealer retries write-through entries held back by the write rate. */
-    private static final long WRITE_THROUGH_RETRY_NANOS = java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(1);
-
-    /** A reuse-aware candidate: the committed image whose DRAM hits are counted. */
-    private record HitCount(int namespaceId, long imageId, int lengthBytes, AtomicInteger hits) {}
+    private static final AtomicLong INCARNATIONS = new AtomicLong();
 
     private final DramTier dram;
     private final SsdStore ssd;
     private final SsdIoDispatcher dispatcher;
     private final PublishConfig config;
     private final NamespaceTable namespaces;
-    private final LongSupplier nanoClock;
     private final PublishMetrics metrics;
     private final DramCopyObservations copies;
-    private final Cache<StateKey, HitCount> hitTable;
+    private final PublishQueues queues;
+    /** The {@code reuse-aware:N} hit counts; empty under the other policies. */
+    private final Optional<ReuseHits> reuseHits;
     private final Set<StateKey> pendingWrites = ConcurrentHashMap.newKeySet();
-    private final java.util.concurrent.atomic.AtomicBoolean closeCalled = new java.util.concurrent.atomic.AtomicBoolean();
+    private final AtomicBoolean closeCalled = new AtomicBoolean();
 
-    private final ReentrantLock queueLock = new ReentrantLock();
-    private final Condition work = queueLock.newCondition();
-    /** Signalled when an admitted write finishes (lane room and queued bytes returned). */
-    private final Condition writeRoom = queueLock.newCondition();
-    // @GuardedBy("queueLock"); at most writeLaneOps entries, each holding a DRAM lease
-    private final ArrayDeque<WriteThroughEntry> writeThroughQueue = new ArrayDeque<>();
-    /** Writes admitted and not finished (in the dispatcher's lane or in the store). */
-    // @GuardedBy("queueLock")
-    private int admittedWrites;
-    /** Set by {@link #close}: write-through entries are admitted ignoring the rate, within the drain bound. */
-    // @GuardedBy("queueLock")
-    private boolean draining;
-    // @GuardedBy("queueLock")
-    private final ArrayDeque<SealRequest> sealQueue = new ArrayDeque<>();
-    // @GuardedBy("queueLock"); bounded by writeLaneOps (each entry pins an evicted DRAM slot)
-    private final ArrayDeque<Evicted> evictedQueue = new ArrayDeque<>();
-    // @GuardedBy("queueLock")
-    private long queuedBytes;
-    // @GuardedBy("queueLock")
-    private final WriteBudget budget;
-    // @GuardedBy("queueLock")
-    private boolean closed;
-
-    /**
-     * @param nanoClock the budget's clock ({@code System::nanoTime} in production; tests drive it)
-     */
+    /** @param nanoClock the budget's clock ({@code System::nanoTime} in production; tests drive it) */
     public PublishPipeline(DramTier dram, SsdStore ssd, SsdIoDispatcher dispatcher, PublishConfig config,
                            NamespaceTable namespaces, MeterRegistry registry, LongSupplier nanoClock) {
         this(dram, ssd, dispatcher, config, namespaces, registry, nanoClock, CostObserver.disabled());
@@ -158,22 +110,11 @@ public final class PublishPipeline implements AutoCloseable {
         this.dispatcher = Objects.requireNonNull(dispatcher, "dispatcher");
         this.config = Objects.requireNonNull(config, "config");
         this.namespaces = Objects.requireNonNull(namespaces, "namespaces");
-        this.nanoClock = Objects.requireNonNull(nanoClock, "nanoClock");
-        this.budget = new WriteBudget(config.writeBytesPerSecond(), config.writeBurstBytes(),
-                config.writeQueueBytes(), nanoClock.getAsLong());
-        this.hitTable = Caffeine.newBuilder().maximumSize(config.hitTableEntries()).executor(Runnable::run).build();
-        Tags tags = Tags.of("arena", dram.config().arenaName());
-        this.metrics = new PublishMetrics(registry, tags);
-        metrics.register(Gauge.builder("orbitkv.publish.seal.queue.bytes", this, p -> p.sealQueueBytes())
-                .baseUnit(BaseUnits.BYTES).tags(tags).description("bytes waiting to be sealed").register(registry));
-        metrics.register(Gauge.builder("orbitkv.publish.seal.queue.depth", this, p -> p.sealQueueDepth())
-                .tags(tags).description("blocks waiting to be sealed").register(registry));
-        metrics.register(Gauge.builder("orbitkv.publish.ssd.writethrough.queue.depth", this,
-                p -> p.writeThroughQueueDepth()).tags(tags)
-                .description("sealed blocks (leased) waiting for SSD write room under write-through").register(registry));
-        metrics.register(Gauge.builder("orbitkv.publish.ssd.queued.bytes", this, p -> p.writeQueuedBytes())
-                .baseUnit(BaseUnits.BYTES).tags(tags).description("bytes admitted for SSD, not yet written")
-                .register(registry));
+        this.queues = new PublishQueues(config, Objects.requireNonNull(nanoClock, "nanoClock"));
+        this.reuseHits = config.policy() instanceof SsdAdmissionPolicy.ReuseAware(int threshold)
+                ? Optional.of(new ReuseHits(config.hitTableEntries(), threshold)) : Optional.empty();
+        this.metrics = new PublishMetrics(registry, Tags.of("arena", dram.config().arenaName()));
+        metrics.queueGauges(queues);
     }
 
     /** Queues {@code source} to be sealed as {@code key}'s image. Never blocks. */
@@ -182,20 +123,10 @@ public final class PublishPipeline implements AutoCloseable {
         Objects.requireNonNull(source, "source");
         int length = source.lengthBytes();
         if (length <= 0) throw new IllegalArgumentException("lengthBytes must be positive: " + length);
-        queueLock.lock();
-        try {
-            if (closed || queuedBytes + length > config.sealQueueBytes()
-                    || sealQueue.size() >= config.sealQueueEntries()) {
-                metrics.sealBusy.increment();
-                return new PublishResult.Busy();
-            }
-            sealQueue.addLast(new SealRequest(key, namespaceId, source, copies.enabled() ? System.nanoTime() : 0));
-            queuedBytes += length;
-            work.signal();
-            return new PublishResult.Queued(queuedBytes);
-        } finally {
-            queueLock.unlock();
-        }
+        PublishResult result = queues.offerSeal(new PublishQueues.SealRequest(key, namespaceId, source,
+                copies.enabled() ? System.nanoTime() : 0));
+        if (result instanceof PublishResult.Busy) metrics.sealBusy.increment();
+        return result;
     }
 
     /**
@@ -206,19 +137,11 @@ public final class PublishPipeline implements AutoCloseable {
     public int sealQueued(int maxBlocks) {
         int taken = 0;
         while (taken < maxBlocks) {
-            SealRequest next;
             admitWriteThrough();
-            queueLock.lock();
-            try {
-                if (writeThroughFull()) return taken;
-                next = sealQueue.pollFirst();
-                if (next == null) return taken;
-                queuedBytes -= next.source().lengthBytes();
-            } finally {
-                queueLock.unlock();
-            }
+            Optional<PublishQueues.SealRequest> next = queues.pollSeal();
+            if (next.isEmpty()) return taken;
             taken++;
-            seal(next);
+            seal(next.get());
         }
         return taken;
     }
@@ -230,19 +153,12 @@ public final class PublishPipeline implements AutoCloseable {
      */
     public int admitEvicted() {
         int admitted = 0;
-        for (;;) {
-            Evicted next;
-            queueLock.lock();
-            try {
-                next = evictedQueue.pollFirst();
-            } finally {
-                queueLock.unlock();
-            }
-            if (next == null) return admitted;
-            Lease lease = next.retained();
-            admit(lease.key(), next.namespaceId(), lease.imageId(), lease.lengthBytes(), Optional.of(lease), true);
+        for (Optional<PublishQueues.Evicted> next = queues.pollEvicted(); next.isPresent(); next = queues.pollEvicted()) {
+            Lease lease = next.get().retained();
+            admit(lease.key(), next.get().namespaceId(), lease.imageId(), lease.lengthBytes(), Optional.of(lease), true);
             admitted++;
         }
+        return admitted;
     }
 
     /**
@@ -250,33 +166,7 @@ public final class PublishPipeline implements AutoCloseable {
      * when there is work. For the sealing thread.
      */
     public boolean awaitWork(long timeoutNanos) throws InterruptedException {
-        queueLock.lock();
-        try {
-            long remaining = timeoutNanos;
-            while (!hasWork() && !closed) {
-                if (remaining <= 0) return false;
-                // Entries held back by the write rate need a clock, not a signal: retry each millisecond.
-                if (!writeThroughQueue.isEmpty()) {
-                    work.awaitNanos(Math.min(remaining, WRITE_THROUGH_RETRY_NANOS));
-                    return true;
-                }
-                remaining = work.awaitNanos(remaining);
-            }
-            return hasWork();
-        } finally {
-            queueLock.unlock();
-        }
-    }
-
-    // @GuardedBy("queueLock")
-    private boolean hasWork() {
-        return (!sealQueue.isEmpty() && !writeThroughFull()) || !evictedQueue.isEmpty();
-    }
-
-    // @GuardedBy("queueLock")
-    private boolean writeThroughFull() {
-        return config.policy() instanceof SsdAdmissionPolicy.WriteThrough
-                && writeThroughQueue.size() >= config.writeLaneOps();
+        return queues.awaitWork(timeoutNanos);
     }
 
     /**
@@ -287,45 +177,27 @@ public final class PublishPipeline implements AutoCloseable {
     public int admitWriteThrough() {
         int admitted = 0;
         for (;;) {
-            WriteThroughEntry next;
-            boolean tooLarge = false;
-            queueLock.lock();
-            try {
-                next = writeThroughQueue.peekFirst();
-                if (next == null || admittedWrites >= config.writeLaneOps()) return admitted;
-                int length = next.lease().lengthBytes();
-                if (length > budget.maxQueuedBytes()) {
-                    tooLarge = true; // can never fit the queued-bytes bound: skipped, not waited for
-                } else {
-                    WriteBudget.Admission a = draining ? budget.tryAdmitIgnoringRate(length)
-                            : budget.tryAdmit(length, nanoClock.getAsLong());
-                    if (a != WriteBudget.Admission.ADMITTED) return admitted;
-                    admittedWrites++;
+            switch (queues.nextWriteThrough()) {
+                case PublishQueues.WriteThroughTurn.Wait() -> {
+                    return admitted;
                 }
-                writeThroughQueue.pollFirst();
-            } finally {
-                queueLock.unlock();
+                case PublishQueues.WriteThroughTurn.TooLarge(PublishQueues.WriteThroughEntry entry) -> {
+                    pendingWrites.remove(entry.lease().key()); // never fits the queued-bytes bound: not waited for
+                    skip(PublishMetrics.Skip.QUEUE_FULL, Optional.of(entry.lease()));
+                }
+                case PublishQueues.WriteThroughTurn.Admitted(PublishQueues.WriteThroughEntry entry) -> {
+                    Lease lease = entry.lease();
+                    metrics.admitted.increment();
+                    submit(lease.key(), entry.digest(), lease.imageId(), lease.lengthBytes(), Optional.of(lease));
+                    admitted++;
+                }
             }
-            Lease lease = next.lease();
-            if (tooLarge) {
-                pendingWrites.remove(lease.key());
-                skip(PublishMetrics.Skip.QUEUE_FULL, Optional.of(lease));
-                continue;
-            }
-            metrics.admitted.increment();
-            submit(new WriteOp(lease.key(), next.digest(), lease.imageId(), lease.lengthBytes(), Optional.of(lease)));
-            admitted++;
         }
     }
 
     /** Sealed blocks waiting (leased) for SSD write room under write-through. */
     public int writeThroughQueueDepth() {
-        queueLock.lock();
-        try {
-            return writeThroughQueue.size();
-        } finally {
-            queueLock.unlock();
-        }
+        return queues.writeThroughQueueDepth();
     }
 
     /**
@@ -336,20 +208,15 @@ public final class PublishPipeline implements AutoCloseable {
         switch (config.policy()) {
             case SsdAdmissionPolicy.WriteThrough() -> enqueueWriteThrough(key, namespaceId, imageId);
             case SsdAdmissionPolicy.OnEvict() -> { }
-            case SsdAdmissionPolicy.ReuseAware(int ignored) ->
-                    hitTable.put(key, new HitCount(namespaceId, imageId, lengthBytes, new AtomicInteger()));
+            case SsdAdmissionPolicy.ReuseAware(int ignored) -> reuseHits.orElseThrow()
+                    .committed(key, new ReuseHits.Candidate(namespaceId, imageId, lengthBytes));
         }
     }
 
     /** A reader leased {@code lease} from DRAM: counts a hit for {@code reuse-aware:N}. */
     public void onDramHit(Lease lease) {
-        if (!(config.policy() instanceof SsdAdmissionPolicy.ReuseAware(int threshold))) return;
-        HitCount count = hitTable.getIfPresent(lease.key());
-        if (count == null || count.imageId() != lease.imageId()) return;
-        if (count.hits().incrementAndGet() == threshold) {
-            hitTable.asMap().remove(lease.key(), count);
-            admit(lease.key(), count.namespaceId(), count.imageId(), count.lengthBytes(), Optional.empty(), false);
-        }
+        reuseHits.flatMap(hits -> hits.onHit(lease)).ifPresent(c ->
+                admit(lease.key(), c.namespaceId(), c.imageId(), c.lengthBytes(), Optional.empty(), false));
     }
 
     /**
@@ -362,54 +229,30 @@ public final class PublishPipeline implements AutoCloseable {
     public void onEvicted(Lease retained, int namespaceId) {
         switch (config.policy()) {
             case SsdAdmissionPolicy.OnEvict() -> {
-                boolean queued;
-                queueLock.lock();
-                try {
-                    queued = !closed && evictedQueue.size() < config.writeLaneOps()
-                            && evictedQueue.add(new Evicted(retained, namespaceId));
-                    if (queued) work.signal();
-                } finally {
-                    queueLock.unlock();
-                }
-                if (!queued) {
+                if (!queues.offerEvicted(new PublishQueues.Evicted(retained, namespaceId))) {
                     metrics.writeDropped(PublishMetrics.WriteDrop.LANE_FULL);
                     retained.release();
                 }
             }
             case SsdAdmissionPolicy.WriteThrough() -> retained.release();
             case SsdAdmissionPolicy.ReuseAware(int ignored) -> {
-                hitTable.invalidate(retained.key());
+                reuseHits.orElseThrow().evicted(retained.key());
                 retained.release();
             }
         }
     }
 
     public long sealQueueBytes() {
-        queueLock.lock();
-        try {
-            return queuedBytes;
-        } finally {
-            queueLock.unlock();
-        }
+        return queues.sealQueueBytes();
     }
 
     public int sealQueueDepth() {
-        queueLock.lock();
-        try {
-            return sealQueue.size();
-        } finally {
-            queueLock.unlock();
-        }
+        return queues.sealQueueDepth();
     }
 
     /** Bytes admitted for SSD and not yet written or dropped. */
     public long writeQueuedBytes() {
-        queueLock.lock();
-        try {
-            return budget.queuedBytes();
-        } finally {
-            queueLock.unlock();
-        }
+        return queues.writeQueuedBytes();
     }
 
     /**
@@ -421,27 +264,14 @@ public final class PublishPipeline implements AutoCloseable {
      */
     @Override
     public void close() {
-        List<SealRequest> dropped = new ArrayList<>();
-        List<Evicted> evicted = new ArrayList<>();
         if (!closeCalled.compareAndSet(false, true)) return;
         drainWriteThrough(config.drainTimeoutNanos());
-        queueLock.lock();
-        try {
-            closed = true;
-            dropped.addAll(sealQueue);
-            sealQueue.clear();
-            queuedBytes = 0;
-            evicted.addAll(evictedQueue);
-            evictedQueue.clear();
-            work.signalAll();
-        } finally {
-            queueLock.unlock();
-        }
-        for (SealRequest r : dropped) {
+        PublishQueues.Closed taken = queues.close();
+        for (PublishQueues.SealRequest r : taken.sealRequests()) {
             r.source().close();
             metrics.sealDropped(PublishMetrics.SealDrop.CLOSED);
         }
-        for (Evicted e : evicted) {
+        for (PublishQueues.Evicted e : taken.evicted()) {
             e.retained().release();
             metrics.writeDropped(PublishMetrics.WriteDrop.CLOSED);
         }
@@ -449,37 +279,12 @@ public final class PublishPipeline implements AutoCloseable {
     }
 
     private void drainWriteThrough(long timeoutNanos) {
-        List<WriteThroughEntry> left;
-        queueLock.lock();
-        try {
-            draining = true;
-        } finally {
-            queueLock.unlock();
-        }
+        queues.startDraining();
         long deadline = System.nanoTime() + timeoutNanos;
-        for (;;) {
+        do {
             admitWriteThrough();
-            queueLock.lock();
-            try {
-                long remaining = deadline - System.nanoTime();
-                if (writeThroughQueue.isEmpty() || remaining <= 0) {
-                    left = new ArrayList<>(writeThroughQueue);
-                    writeThroughQueue.clear();
-                    closed = true; // no entry is queued after this
-                    break;
-                }
-                writeRoom.awaitNanos(Math.min(remaining, WRITE_THROUGH_RETRY_NANOS * 10));
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                left = new ArrayList<>(writeThroughQueue);
-                writeThroughQueue.clear();
-                closed = true;
-                break;
-            } finally {
-                queueLock.unlock();
-            }
-        }
-        for (WriteThroughEntry e : left) {
+        } while (queues.awaitWriteRoom(deadline));
+        for (PublishQueues.WriteThroughEntry e : queues.closeWriteThrough()) {
             pendingWrites.remove(e.lease().key());
             e.lease().release();
             metrics.writeDropped(PublishMetrics.WriteDrop.CLOSED);
@@ -488,7 +293,7 @@ public final class PublishPipeline implements AutoCloseable {
 
     // ---- sealing ---------------------------------------------------------------------------
 
-    private void seal(SealRequest request) {
+    private void seal(PublishQueues.SealRequest request) {
         PageSource source = request.source();
         int length = source.lengthBytes();
         long admittedNanos = copies.enabled() ? System.nanoTime() : 0;
@@ -509,7 +314,9 @@ public final class PublishPipeline implements AutoCloseable {
                     if (copies.enabled()) {
                         copies.copied(length, request.enqueuedNanos(), admittedNanos, copyStart, System.nanoTime());
                     }
-                    commit(reservation, request.namespaceId());
+                    if (commitAndAdmit(reservation) instanceof CommitResult.NotOpen) {
+                        throw new IllegalStateException("the pipeline's own reservation was closed: " + reservation);
+                    }
                 }
             }
         } finally {
@@ -518,13 +325,25 @@ public final class PublishPipeline implements AutoCloseable {
     }
 
     /**
-     * Commits {@code reservation} (a sealed copy, or an engine's zero-copy write) and runs SSD
-     * admission for a new image. Under {@code write-through} the image is leased inside the
+     * Commits {@code reservation} (a sealed copy, or an engine's zero-copy write), counts the block
+     * as sealed (a new image: {@code inserted} and its bytes under {@code tier=dram}; else
+     * {@code duplicate}), and runs SSD admission for a new image. Both publish paths end here, so
+     * they count alike. Under {@code write-through} the image is leased inside the
      * insertion ({@link DramTier#commitAndAcquire}): W-TinyLFU may refuse a newcomer at once, and
      * a lease taken after the commit came too late for 112 of a burst of 120 sealed blocks into a
      * 16-slot tier (all {@code source_gone}, on neither tier).
      */
     public CommitResult commitAndAdmit(Reservation reservation) {
+        CommitResult result = commitAndAdmitUncounted(reservation);
+        switch (result) {
+            case CommitResult.Inserted(long ignored) -> metrics.inserted(reservation.lengthBytes());
+            case CommitResult.Duplicate(long ignored) -> metrics.sealed(PublishMetrics.Sealed.DUPLICATE);
+            case CommitResult.NotOpen() -> { }
+        }
+        return result;
+    }
+
+    private CommitResult commitAndAdmitUncounted(Reservation reservation) {
         if (!(config.policy() instanceof SsdAdmissionPolicy.WriteThrough)) {
             CommitResult result = dram.commit(reservation);
             if (result instanceof CommitResult.Inserted(long imageId)) {
@@ -546,15 +365,6 @@ public final class PublishPipeline implements AutoCloseable {
             // A duplicate whose resident image left between the insertion attempt and the lease.
             case AcquireResult.Miss ignored -> new CommitResult.Duplicate(0);
         };
-    }
-
-    private void commit(Reservation reservation, int namespaceId) {
-        switch (commitAndAdmit(reservation)) {
-            case CommitResult.Inserted(long ignored) -> metrics.inserted(reservation.lengthBytes());
-            case CommitResult.Duplicate(long ignored) -> metrics.sealed(PublishMetrics.Sealed.DUPLICATE);
-            case CommitResult.NotOpen() ->
-                    throw new IllegalStateException("the pipeline's own reservation was closed: " + reservation);
-        }
     }
 
     // ---- SSD admission ---------------------------------------------------------------------
@@ -599,27 +409,19 @@ public final class PublishPipeline implements AutoCloseable {
             skip(PublishMetrics.Skip.ALREADY_STORED, Optional.of(lease));
             return;
         }
-        boolean queued;
-        boolean isClosed;
-        queueLock.lock();
-        try {
-            isClosed = closed;
-            queued = !closed && writeThroughQueue.size() < config.writeLaneOps();
-            if (queued) {
-                writeThroughQueue.addLast(new WriteThroughEntry(lease, digest.get()));
-                work.signal();
+        switch (queues.offerWriteThrough(new PublishQueues.WriteThroughEntry(lease, digest.get()))) {
+            case QUEUED -> admitWriteThrough();
+            case FULL -> {
+                pendingWrites.remove(key);
+                lease.release();
+                metrics.skipped(PublishMetrics.Skip.QUEUE_FULL);
             }
-        } finally {
-            queueLock.unlock();
+            case CLOSED -> {
+                pendingWrites.remove(key);
+                lease.release();
+                metrics.writeDropped(PublishMetrics.WriteDrop.CLOSED);
+            }
         }
-        if (!queued) {
-            pendingWrites.remove(key);
-            lease.release();
-            if (isClosed) metrics.writeDropped(PublishMetrics.WriteDrop.CLOSED);
-            else metrics.skipped(PublishMetrics.Skip.QUEUE_FULL);
-            return;
-        }
-        admitWriteThrough();
     }
 
     /**
@@ -648,15 +450,7 @@ public final class PublishPipeline implements AutoCloseable {
             skip(PublishMetrics.Skip.ALREADY_STORED, retained);
             return;
         }
-        WriteBudget.Admission admission;
-        queueLock.lock();
-        try {
-            admission = budget.tryAdmit(lengthBytes, nanoClock.getAsLong());
-            if (admission == WriteBudget.Admission.ADMITTED) admittedWrites++;
-        } finally {
-            queueLock.unlock();
-        }
-        switch (admission) {
+        switch (queues.tryAdmit(lengthBytes)) {
             case OVER_RATE -> {
                 pendingWrites.remove(key);
                 skip(PublishMetrics.Skip.OVER_RATE, retained);
@@ -668,107 +462,29 @@ public final class PublishPipeline implements AutoCloseable {
             case ADMITTED -> {
                 metrics.admitted.increment();
                 if (refresh) metrics.refreshed.increment();
-                submit(new WriteOp(key, digest.get(), imageId, lengthBytes, retained));
+                submit(key, digest.get(), imageId, lengthBytes, retained);
             }
         }
     }
 
-    private void submit(WriteOp op) {
+    private void submit(StateKey key, NamespaceDigest digest, long imageId, int lengthBytes, Optional<Lease> retained) {
+        SsdWrite op = new SsdWrite(key, digest, imageId, lengthBytes, retained, dram, ssd, metrics, this::onWriteFinished);
         switch (dispatcher.submitWrite(op)) {
             case QUEUED, QUEUED_DISPLACING_OLDEST -> { }
             case CLOSED -> op.drop(IoOp.DropReason.CLOSED);
         }
     }
 
+    /** An admitted write finished (any outcome, exactly once): its key, bytes and lane slot return. */
+    private void onWriteFinished(SsdWrite write) {
+        pendingWrites.remove(write.key());
+        queues.onWriteFinished(write.lengthBytes());
+        // The lane has room again: the next write-through block need not wait for the sealer.
+        if (config.policy() instanceof SsdAdmissionPolicy.WriteThrough) admitWriteThrough();
+    }
+
     private void skip(PublishMetrics.Skip reason, Optional<Lease> retained) {
         metrics.skipped(reason);
         retained.ifPresent(Lease::release);
     }
-
-    /** A queued SSD write: key + image id, and the eviction lease under {@code on-evict}. */
-    private final class WriteOp implements IoOp {
-        private final StateKey key;
-        private final NamespaceDigest namespace;
-        private final long imageId;
-        private final int lengthBytes;
-        private final Optional<Lease> retained;
-        private final AtomicInteger finished = new AtomicInteger();
-
-        WriteOp(StateKey key, NamespaceDigest namespace, long imageId, int lengthBytes, Optional<Lease> retained) {
-            this.key = key;
-            this.namespace = namespace;
-            this.imageId = imageId;
-            this.lengthBytes = lengthBytes;
-            this.retained = retained;
-        }
-
-        @Override
-        public CompletableFuture<?> start() {
-            Optional<Lease> lease = retained.isPresent() ? retained : leaseImage();
-            if (lease.isEmpty()) {
-                metrics.writeDropped(PublishMetrics.WriteDrop.SOURCE_GONE);
-                finish();
-                return CompletableFuture.completedFuture(null);
-            }
-            Lease held = lease.get();
-            CompletableFuture<WriteResult> write;
-            try {
-                write = ssd.write(namespace, key, held.blockSegment(), lengthBytes);
-            } catch (RuntimeException e) {
-                held.release();
-                finish();
-                throw e;
-            }
-            return write.whenComplete((result, failure) -> {
-                held.release();
-                PublishMetrics.Written written = failure != null ? PublishMetrics.Written.FAILED : outcome(result);
-                if (written == PublishMetrics.Written.COMMITTED) metrics.committed(lengthBytes);
-                else metrics.written(written);
-                finish();
-            });
-        }
-
-        @Override
-        public void drop(DropReason reason) {
-            retained.ifPresent(Lease::release);
-            metrics.writeDropped(switch (reason) {
-                case LANE_FULL -> PublishMetrics.WriteDrop.LANE_FULL;
-                case CLOSED -> PublishMetrics.WriteDrop.CLOSED;
-            });
-            finish();
-        }
-
-        private Optional<Lease> leaseImage() {
-            return switch (dram.acquireImage(key, imageId)) {
-                case Lease l -> Optional.of(l);
-                case AcquireResult.Miss ignored -> Optional.empty();
-            };
-        }
-
-        private void finish() {
-            if (finished.getAndIncrement() != 0) throw new IllegalStateException("write finished twice: " + key);
-            pendingWrites.remove(key);
-            queueLock.lock();
-            try {
-                budget.onDequeued(lengthBytes);
-                admittedWrites--;
-                writeRoom.signalAll();
-            } finally {
-                queueLock.unlock();
-            }
-            // The lane has room again: the next write-through block need not wait for the sealer.
-            if (config.policy() instanceof SsdAdmissionPolicy.WriteThrough) admitWriteThrough();
-        }
-    }
-
-    private static PublishMetrics.Written outcome(WriteResult result) {
-        return switch (result) {
-            case WriteResult.Committed ignored -> PublishMetrics.Written.COMMITTED;
-            case WriteResult.Busy ignored -> PublishMetrics.Written.BUSY;
-            case WriteResult.NoSpace ignored -> PublishMetrics.Written.NO_SPACE;
-            case WriteResult.RingFull ignored -> PublishMetrics.Written.RING_FULL;
-            case WriteResult.Failed ignored -> PublishMetrics.Written.FAILED;
-        };
-    }
-
 }

@@ -18,32 +18,23 @@ import java.lang.foreign.MemorySegment;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
-import java.util.Optional;
-import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.ThreadPoolExecutor;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.function.Function;
 import java.util.function.IntFunction;
-import java.util.function.Supplier;
 
 /**
  * The local SSD tier: a crash-safe ring of immutable extents in preallocated files, an
  * in-memory index key → newest extent, generation-exact pins for readers, and a bounded pool
  * of I/O workers doing O_DIRECT reads and writes.
  *
- * <p>Owns the files (through {@link ExtentFiles}), the index, the ring ({@link ExtentRing}),
- * the worker pool, one shared {@link Arena} holding the zero-fill buffer and one pair of
- * aligned bounce buffers per worker, and the read route chosen at open
- * ({@link ReadRouteChoice}: positional reads on the workers, or the {@link UringReadRoute}).
- * Both routes verify through {@link ExtentVerifier} and report each executed read to the
- * {@link CostObserver} given at open (off by default). Appends every commit and drop of an extent to the
- * {@link ResidencyStream} it was given ({@link ResidencyEvent.Medium#SSD}, generation =
- * extent generation).
+ * <p>Owns the files (through {@link ExtentFiles}), the {@link ExtentIndex}, the ring
+ * ({@link ExtentRing}), the {@link ExtentWorkers} (the worker pool and its aligned buffers), one
+ * shared {@link Arena} holding the zero-fill buffer and the workers' buffers, and the read route
+ * chosen at open ({@link ReadRouteChoice}: positional reads on the workers, or the
+ * {@link UringReadRoute}). Both routes verify through {@link ExtentVerifier} and report each
+ * executed read to the {@link CostObserver} given at open (off by default). The index appends
+ * every commit and drop of an extent to the {@link ResidencyStream} the store was given
+ * ({@link ResidencyEvent.Medium#SSD}, generation = extent generation).
  *
  * <p>Lifecycle: {@link #open} (files, I/O mode) → {@link #recover()} once (scan, index) →
  * {@link #write}, {@link #pin}, {@link #read}, {@link #unpin}, {@link #delete} → {@link #close}.
@@ -54,53 +45,40 @@ import java.util.function.Supplier;
  * there. {@code pin}, {@code unpin} and {@code delete} run on the caller's thread and never
  * block on I/O.
  *
- * <p>Invariants: an index entry is an extent whose header and payload were written (or
- * verified at recovery) and not yet claimed by the ring, deleted or found corrupt; each index
- * insertion is followed by exactly one ADDED event and each removal by exactly one REMOVED
- * event (removals use {@code remove(key, extent)}, so two removers cannot both win);
- * {@code usedBytes} is the sum of indexed footprints; no byte is served before its CRC32C is
- * checked against a header that names the pinned key, namespace and generation.
+ * <p>Invariants: the index's ({@link ExtentIndex}: one ADDED or REMOVED event per change, a
+ * newer generation never replaced by an older one); a pinned extent is never overwritten by the
+ * ring until its last pin is released; no byte is served before its CRC32C is checked against a
+ * header that names the pinned key, namespace and generation.
  *
- * <p>Design note: the index is a {@link ConcurrentHashMap} of about 56-byte {@link Extent}
- * entries plus ~40 bytes of node, ~100 MB for 1 M extents (64 GiB of 64 KiB pages); it is
- * bounded by the ring (an extent leaves the index before its bytes are reused). Delete and
- * corruption drops are in memory only: keys are content digests, so an extent that reappears
- * after a restart is still a correct image of its key, and re-verification at recovery keeps a
- * corrupt one out. An extent is written and (on the positional route) read by
- * {@link ExtentIo}: one vectored positional call ({@code pwritev}/{@code preadv} of header and
- * payload) where libc is reachable, two positional calls otherwise (the benchmark measured the
- * second dependent call at up to 15% of write and 30-40% of QD 1 read throughput).
+ * <p>Design note: pins are per extent generation, not per key, so a reader keeps the exact bytes
+ * it looked up even when a newer generation of the key is written meanwhile; the ring skips or
+ * waits (bounded, {@code pinnedWaitNanos}) for a pinned extent instead of overwriting it. The
+ * index costs ~100 MB per 1 M extents ({@link ExtentIndex}); the write and positional read paths
+ * and their measured costs are {@link ExtentWorkers}'.
  */
 public final class SsdStore implements AutoCloseable {
 
     private static final System.Logger LOG = System.getLogger(SsdStore.class.getName());
-    /** Failures that repeat at the I/O rate (a full disk, a failing device): one line per kind per 10 s. */
+    /** Corrupt extents can repeat at the read rate (a failing device): one line per 10 s. */
     private static final RateLimitedLog FAILURES = RateLimitedLog.tenSeconds(SsdStore.class.getName());
-    private static final long CLOSE_WAIT_SECONDS = 10;
     /** Incarnation source for cost resource identities: each open is a new resource. */
     private static final AtomicLong INCARNATIONS = new AtomicLong();
-
-    /** One worker's aligned buffers: a header block and a padded max-size payload. */
-    private record IoBuffers(MemorySegment header, MemorySegment payload) {}
 
     private final SsdConfig config;
     private final ExtentFiles files;
     private final ExtentIo extentIo;
     /** {@link #extentIo} itself unless a {@link ExtentDevice.Wrapper} decorated it at open. */
     private final ExtentDevice device;
-    private final ResidencyStream residency;
     private final SsdMetrics metrics;
     private final Arena arena;
     private final MemorySegment zeros;
-    private final ThreadPoolExecutor workers;
-    private final ArrayBlockingQueue<IoBuffers> buffers;
-    private final ConcurrentHashMap<StateKey, Extent> index = new ConcurrentHashMap<>();
+    private final ExtentIndex index;
+    private final ExtentWorkers workers;
     /** Set once in {@link #open} before the store is returned; volatile so no reader sees it half-set. */
     private volatile ReadPath readPath = ReadPath.POSITIONAL;
     /** The io_uring route when {@code readPath == URING}, else null; set once in {@link #open}. */
     private volatile UringReadRoute uring;
     private volatile SsdReadObservations observations;
-    private final AtomicLong usedBytes = new AtomicLong();
     private final AtomicLong readerPins = new AtomicLong();
     private volatile ExtentRing ring;
 
@@ -110,27 +88,15 @@ public final class SsdStore implements AutoCloseable {
         this.files = files;
         this.extentIo = ExtentIo.open(files, ExtentIo.Route.VECTORED);
         this.device = Objects.requireNonNull(wrapper.apply(extentIo), "wrapped device");
-        this.residency = residency;
         String name = config.directory().toString();
         this.metrics = new SsdMetrics(registry, name);
         this.arena = Arena.ofShared();
         this.zeros = arena.allocate(config.preallocChunkBytes(), ExtentLayout.BLOCK_BYTES);
-        long paddedMax = ExtentLayout.paddedPayloadBytes(config.maxPayloadBytes());
-        this.buffers = new ArrayBlockingQueue<>(config.ioThreads());
-        for (int i = 0; i < config.ioThreads(); i++) {
-            buffers.add(new IoBuffers(arena.allocate(ExtentLayout.HEADER_BYTES, ExtentLayout.BLOCK_BYTES),
-                    arena.allocate(paddedMax, ExtentLayout.BLOCK_BYTES)));
-        }
-        AtomicInteger threadIds = new AtomicInteger();
-        this.workers = new ThreadPoolExecutor(config.ioThreads(), config.ioThreads(), 0, TimeUnit.MILLISECONDS,
-                new ArrayBlockingQueue<>(config.maxQueuedOps()), r -> {
-                    Thread t = new Thread(r, "orbitkv-ssd-io-" + threadIds.incrementAndGet());
-                    t.setDaemon(true);
-                    return t;
-                });
+        this.index = new ExtentIndex(residency);
+        this.workers = new ExtentWorkers(config, arena, device, index, metrics, this);
         SsdMetrics.gauges(registry, name, this,
-                s -> s.workers.getQueue().size(),
-                s -> s.usedBytes.get(),
+                s -> s.workers.queued(),
+                s -> s.index.usedBytes(),
                 SsdStore::capacityBytes,
                 s -> s.readerPins.get(),
                 s -> switch (s.files.mode()) {
@@ -220,12 +186,7 @@ public final class SsdStore implements AutoCloseable {
     public synchronized RecoveryReport recover() throws IOException {
         if (ring != null) throw new IllegalStateException("recover() already ran");
         ScanResult scan = ExtentScanner.scan(files, config);
-        for (Extent e : scan.live()) {
-            index.put(e.key, e);
-            usedBytes.addAndGet(e.footprintBytes());
-            residency.append(e.key, ResidencyEvent.Medium.SSD, ResidencyEvent.Kind.ADDED, e.generation, e.payloadBytes);
-            residency.retainedOnSsd(e.namespace, e.key, ResidencyEvent.Kind.ADDED, e.payloadBytes);
-        }
+        for (Extent e : scan.live()) index.recovered(e);
         RecoveryReport report = scan.report();
         for (Map.Entry<ExtentDamage, Integer> d : report.dropped().entrySet()) {
             for (int i = 0; i < d.getValue(); i++) metrics.corruptDropped(d.getKey());
@@ -260,8 +221,7 @@ public final class SsdStore implements AutoCloseable {
                     + config.maxPayloadBytes() + "] and within the segment of " + payload.byteSize() + " B");
         }
         ExtentRing r = requireRecovered();
-        return submit(() -> doWrite(r, namespace, key, payload, payloadBytes), WriteResult.Busy::new,
-                WriteResult.Failed::new);
+        return workers.write(r, namespace, key, payload, payloadBytes);
     }
 
     /**
@@ -272,7 +232,7 @@ public final class SsdStore implements AutoCloseable {
         requireRecovered();
         Extent seen = null;
         for (;;) {
-            Extent e = index.get(key);
+            Extent e = index.get(key).orElse(null);
             if (e == null || e == seen) return new PinResult.Miss(key);
             if (e.tryPin()) {
                 readerPins.incrementAndGet();
@@ -314,7 +274,7 @@ public final class SsdStore implements AutoCloseable {
         long enqueuedNanos = observations.enabled() ? System.nanoTime() : 0;
         UringReadRoute u = uring;
         if (u != null && routeFor(pin) == ReadPath.URING) return u.read(pin, destination, enqueuedNanos);
-        return submit(() -> doRead(pin, destination, enqueuedNanos), ReadResult.Busy::new, ReadResult.Failed::new);
+        return workers.read(pin, destination, enqueuedNanos, observations);
     }
 
     /**
@@ -330,8 +290,7 @@ public final class SsdStore implements AutoCloseable {
     /** Removes {@code key} from the index (REMOVED event); pinned readers keep their bytes. */
     public boolean delete(StateKey key) {
         requireRecovered();
-        Extent e = index.get(key);
-        return e != null && removeFromIndex(e);
+        return index.get(key).map(index::remove).orElse(false);
     }
 
     /** Whether {@code key} is indexed now. */
@@ -345,8 +304,7 @@ public final class SsdStore implements AutoCloseable {
      * generation wins), so no namespace can keep another's page off the SSD by writing its key first.
      */
     public boolean contains(StateKey key, NamespaceDigest namespace) {
-        Extent e = index.get(key);
-        return e != null && e.namespace.equals(namespace);
+        return index.get(key).filter(e -> e.namespace.equals(namespace)).isPresent();
     }
 
     /**
@@ -356,14 +314,14 @@ public final class SsdStore implements AutoCloseable {
      * the young end of the ring instead of aging out while hot (a FIFO ring with reinsertion).
      */
     public boolean isAgeing(StateKey key, NamespaceDigest namespace, double fraction) {
-        Extent e = index.get(key);
         ExtentRing r = ring;
-        return e != null && r != null && e.namespace.equals(namespace) && r.bytesAhead(e) < fraction * r.usableBytes();
+        return r != null && index.get(key)
+                .filter(e -> e.namespace.equals(namespace) && r.bytesAhead(e) < fraction * r.usableBytes()).isPresent();
     }
 
     /** The keys indexed now, a weakly consistent copy (see {@code DramTier#residentKeys}). */
     public List<StateKey> residentKeys() {
-        return List.copyOf(index.keySet());
+        return index.keys();
     }
 
     /** Number of indexed extents. */
@@ -415,7 +373,7 @@ public final class SsdStore implements AutoCloseable {
 
     /** On-disk footprint of the indexed extents, in bytes. */
     public long usedBytes() {
-        return usedBytes.get();
+        return index.usedBytes();
     }
 
     /** Bytes the ring may use: the configured capacity, less files that could not be preallocated. */
@@ -435,7 +393,7 @@ public final class SsdStore implements AutoCloseable {
 
     /** The indexed extents, for invariant checks in tests. */
     List<Extent> indexedExtents() {
-        return List.copyOf(index.values());
+        return index.extents();
     }
 
     /** The ring, for invariant checks in tests; null before {@link #recover()}. */
@@ -448,155 +406,21 @@ public final class SsdStore implements AutoCloseable {
     public void close() {
         UringReadRoute u = uring;
         if (u != null) u.close();
-        workers.shutdown();
-        try {
-            if (!workers.awaitTermination(CLOSE_WAIT_SECONDS, TimeUnit.SECONDS)) {
-                LOG.log(System.Logger.Level.WARNING, "SSD store {0}: I/O workers still busy after {1} s; closing anyway",
-                        config.directory(), CLOSE_WAIT_SECONDS);
-                workers.shutdownNow();
-            }
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
+        workers.close();
         extentIo.close();
         files.close();
         arena.close();
     }
 
-    // ---- worker side -----------------------------------------------------------------------
-
-    private WriteResult doWrite(ExtentRing r, NamespaceDigest namespace, StateKey key, MemorySegment payload,
-                                int payloadBytes) throws IOException {
-        int crc = ExtentLayout.crc32c(payload, payloadBytes);
-        ExtentRing.Placement placement = r.place(namespace, key, payloadBytes, crc);
-        return switch (placement) {
-            case ExtentRing.Placement.NoSpace() -> {
-                metrics.error(SsdMetrics.ErrorKind.NO_SPACE);
-                yield new WriteResult.NoSpace();
-            }
-            case ExtentRing.Placement.RingFull() -> {
-                metrics.error(SsdMetrics.ErrorKind.RING_FULL);
-                yield new WriteResult.RingFull();
-            }
-            case ExtentRing.Placement.Placed(Extent placed, List<Extent> claimed) -> {
-                try {
-                    for (Extent c : claimed) removeFromIndex(c);
-                    yield writePlaced(placed, payload);
-                } finally {
-                    releasePin(placed); // the writer's in-flight pin
-                }
-            }
-        };
-    }
-
-    private WriteResult writePlaced(Extent placed, MemorySegment payload) {
-        IoBuffers buf = takeBuffers();
-        try {
-            long padded = ExtentLayout.paddedPayloadBytes(placed.payloadBytes);
-            MemorySegment source;
-            if (isDirectCapable(payload, padded)) {
-                source = payload.asSlice(0, padded);
-            } else {
-                source = buf.payload().asSlice(0, padded);
-                MemorySegment.copy(payload, 0, source, 0, placed.payloadBytes);
-                source.asSlice(placed.payloadBytes).fill((byte) 0);
-                metrics.bounceCopy();
-            }
-            ExtentLayout.encodeHeader(buf.header(), placed.header());
-            device.write(placed.file, placed.offset, buf.header(), source);
-        } catch (IOException e) {
-            if (ExtentFiles.isNoSpace(e)) {
-                metrics.error(SsdMetrics.ErrorKind.NO_SPACE);
-                FAILURES.log(System.Logger.Level.ERROR, "no-space", "SSD store " + config.directory() + ": disk full "
-                        + "writing an extent (" + e.getMessage() + "); new pages stay in DRAM only. Free space on that file "
-                        + "system or lower ssdBytes; the extent files are preallocated, so another process is filling it");
-                return new WriteResult.NoSpace();
-            }
-            metrics.error(SsdMetrics.ErrorKind.IO);
-            FAILURES.log(System.Logger.Level.WARNING, "write", "SSD write of " + placed + " failed: " + e
-                    + "; the page stays in DRAM only. Check the device (kernel log) if this repeats");
-            return new WriteResult.Failed(e.toString());
-        } finally {
-            buffers.add(buf);
-        }
-        publish(placed);
-        metrics.write(placed.footprintBytes());
-        return new WriteResult.Committed(placed.key, placed.generation);
-    }
-
-    /** Indexes a written extent unless a newer generation of its key is already indexed. */
-    private void publish(Extent placed) {
-        Extent[] replaced = new Extent[1];
-        boolean[] won = new boolean[1];
-        index.compute(placed.key, (k, old) -> {
-            if (old != null && old.generation > placed.generation) return old;
-            replaced[0] = old;
-            won[0] = true;
-            return placed;
-        });
-        if (!won[0]) return;
-        // The replaced generation's REMOVED goes first: a follower that applies events in order (the
-        // catalog mirror, KV events) must end with the key present, not removed.
-        if (replaced[0] != null) {
-            usedBytes.addAndGet(-replaced[0].footprintBytes());
-            residency.append(placed.key, ResidencyEvent.Medium.SSD, ResidencyEvent.Kind.REMOVED, replaced[0].generation, replaced[0].payloadBytes);
-            residency.retainedOnSsd(replaced[0].namespace, placed.key, ResidencyEvent.Kind.REMOVED, replaced[0].payloadBytes);
-        }
-        usedBytes.addAndGet(placed.footprintBytes());
-        residency.append(placed.key, ResidencyEvent.Medium.SSD, ResidencyEvent.Kind.ADDED, placed.generation, placed.payloadBytes);
-        residency.retainedOnSsd(placed.namespace, placed.key, ResidencyEvent.Kind.ADDED, placed.payloadBytes);
-    }
-
-    private ReadResult doRead(Pin pin, MemorySegment destination, long enqueuedNanos) throws IOException {
-        if (pin.isReleased()) return new ReadResult.Released();
-        Extent e = pin.extent();
-        long padded = ExtentLayout.paddedPayloadBytes(e.payloadBytes);
-        IoBuffers buf = takeBuffers();
-        long submittedNanos = observations.enabled() ? System.nanoTime() : 0;
-        ReadResult result = new ReadResult.Failed("I/O error before the read finished");
-        try {
-            boolean direct = isDirectCapable(destination, padded);
-            MemorySegment target = direct ? destination.asSlice(0, padded) : buf.payload().asSlice(0, padded);
-            // One call for header and payload: nothing is served before both checks below pass.
-            ExtentDevice.ReadBytes got = device.read(e.file, e.offset, buf.header(), target);
-            Optional<ExtentDamage> damage = ExtentVerifier.header(buf.header(), got.headerBytes(), e,
-                    config.maxPayloadBytes());
-            if (damage.isPresent()) return result = corrupt(e, damage.get());
-            damage = ExtentVerifier.payload(target, got.payloadBytes(), e);
-            if (damage.isPresent()) return result = corrupt(e, damage.get());
-            if (!direct) {
-                MemorySegment.copy(target, 0, destination, 0, e.payloadBytes);
-                metrics.bounceCopy();
-            }
-            metrics.read(e.payloadBytes);
-            return result = new ReadResult.Served(e.payloadBytes, !direct);
-        } finally {
-            buffers.add(buf);
-            if (observations.enabled()) {
-                observations.executed(ReadPath.POSITIONAL, e, result, false, enqueuedNanos, submittedNanos,
-                        System.nanoTime());
-            }
-        }
-    }
+    // ---- shared by both read routes and the workers ----------------------------------------
 
     /** Drops a damaged extent from the index (once) and answers {@link ReadResult.Corrupt}; any route. */
     ReadResult corrupt(Extent e, ExtentDamage damage) {
-        if (removeFromIndex(e)) metrics.corruptDropped(damage);
+        if (index.remove(e)) metrics.corruptDropped(damage);
         FAILURES.log(System.Logger.Level.WARNING, "corrupt", "SSD extent " + e + " failed verification (" + damage
                 + "): dropped, never served; its page is recomputed. Repeated drops mean a failing device or another "
                 + "process writing in " + config.directory() + ": check the kernel log and the disk");
         return new ReadResult.Corrupt(damage);
-    }
-
-    // ---- shared helpers --------------------------------------------------------------------
-
-    /** Removes exactly this extent from the index; true (and one REMOVED event) only for the remover that won. */
-    private boolean removeFromIndex(Extent e) {
-        if (!index.remove(e.key, e)) return false;
-        usedBytes.addAndGet(-e.footprintBytes());
-        residency.append(e.key, ResidencyEvent.Medium.SSD, ResidencyEvent.Kind.REMOVED, e.generation, e.payloadBytes);
-        residency.retainedOnSsd(e.namespace, e.key, ResidencyEvent.Kind.REMOVED, e.payloadBytes);
-        return true;
     }
 
     /** Drops one pin of {@code e}; the last one lets a waiting ring writer proceed. Any route. */
@@ -607,50 +431,9 @@ public final class SsdStore implements AutoCloseable {
         }
     }
 
-    private static boolean isDirectCapable(MemorySegment segment, long paddedBytes) {
-        return segment.isNative() && segment.address() % ExtentLayout.BLOCK_BYTES == 0
-                && segment.byteSize() >= paddedBytes;
-    }
-
-    private IoBuffers takeBuffers() {
-        IoBuffers b = buffers.poll();
-        if (b == null) throw new IllegalStateException("more concurrent I/O tasks than worker buffers");
-        return b;
-    }
-
     private ExtentRing requireRecovered() {
         ExtentRing r = ring;
         if (r == null) throw new IllegalStateException("call recover() before using the store");
         return r;
-    }
-
-    /** Worker body that may fail with an I/O error. */
-    private interface IoTask<T> {
-        T run() throws IOException;
-    }
-
-    private <T> CompletableFuture<T> submit(IoTask<T> task, Supplier<T> busy,
-                                            Function<String, T> failed) {
-        if (workers.isShutdown()) throw new IllegalStateException("store closed: " + config.directory());
-        CompletableFuture<T> result = new CompletableFuture<>();
-        try {
-            workers.execute(() -> {
-                try {
-                    result.complete(task.run());
-                } catch (IOException e) {
-                    metrics.error(SsdMetrics.ErrorKind.IO);
-                    FAILURES.log(System.Logger.Level.WARNING, "io", "SSD I/O failed in " + config.directory() + ": " + e
-                            + "; the operation is answered as failed (a miss). Check the device (kernel log) if this repeats");
-                    result.complete(failed.apply(e.toString()));
-                } catch (RuntimeException | Error e) {
-                    LOG.log(System.Logger.Level.ERROR, "SSD worker task failed (bug)", e);
-                    result.completeExceptionally(e);
-                }
-            });
-        } catch (RejectedExecutionException e) {
-            metrics.error(SsdMetrics.ErrorKind.BUSY);
-            result.complete(busy.get());
-        }
-        return result;
     }
 }

@@ -1,7 +1,9 @@
 package io.orbitkv.core.storage.publish;
 
 import io.orbitkv.core.storage.dram.AcquireResult;
+import io.orbitkv.core.storage.dram.CommitResult;
 import io.orbitkv.core.storage.dram.Lease;
+import io.orbitkv.core.storage.dram.Reservation;
 import io.orbitkv.core.storage.dram.SlotRef;
 import io.orbitkv.state.StateKey;
 import org.junit.jupiter.api.AfterEach;
@@ -122,6 +124,25 @@ class PublishPipelineTest {
         // Zero-copy writes: the DRAM slot went to the device as is.
         assertThat(f.registry.get("orbitkv.ssd.bounce.copies").counter().count()).isZero();
         assertThat(f.dram.usage().leases()).isZero();
+    }
+
+    /** A zero-copy commit (the engine wrote the slot) counts as the sealer's copy does: bytes by tier and result. */
+    @Test
+    void aZeroCopyCommitCountsAsASealedBlockWithItsBytes() throws IOException {
+        open(PublishFixture.config(new SsdAdmissionPolicy.OnEvict()), 8);
+        f.publishAndSeal(key(1));
+        Reservation mine = (Reservation) f.dram.reserve(key(2), NS, BLOCK);
+        PublishFixture.writeCanary(mine.segment(), key(2));
+
+        assertThat(f.pipeline.commitAndAdmit(mine)).isInstanceOf(CommitResult.Inserted.class);
+        assertThat(f.pipeline.commitAndAdmit(mine)).as("settled once").isInstanceOf(CommitResult.NotOpen.class);
+
+        assertThat(f.count("orbitkv.publish.seal.sealed", "result", "inserted")).isEqualTo(2.0);
+        assertThat(f.count("orbitkv.publish.seal.sealed", "result", "duplicate")).isZero();
+        assertThat(f.count("orbitkv.publish.bytes", "tier", "dram")).isEqualTo(2.0 * BLOCK);
+        try (Lease lease = acquire(key(2))) {
+            assertThat(hasCanary(lease.segment(), key(2))).isTrue();
+        }
     }
 
     @Test
