@@ -32,7 +32,9 @@ public final class UnexpectedErrors {
         /** The peer data plane: the bulk server and pool, the gRPC data endpoints. */
         TRANSPORT,
         /** Membership, credentials and the catalog's control plane. */
-        CLUSTER;
+        CLUSTER,
+        /** The tiers' own workers: the sealer, SSD writes and reads. */
+        STORAGE;
 
         /** The label value. */
         public String label() {

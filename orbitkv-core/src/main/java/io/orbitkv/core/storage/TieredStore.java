@@ -2,6 +2,7 @@ package io.orbitkv.core.storage;
 
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.core.cost.CostObserver;
+import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.storage.dram.CommitResult;
 import io.orbitkv.core.storage.dram.DramTier;
@@ -308,7 +309,8 @@ public final class TieredStore implements AutoCloseable {
             } catch (InterruptedException e) {
                 return;
             } catch (RuntimeException e) {
-                LOG.log(System.Logger.Level.ERROR, "sealing failed (bug); the sealer keeps running", e);
+                UnexpectedErrors.record(UnexpectedErrors.Layer.STORAGE, "TieredStore.seal",
+                        "an unsealed batch (the sealer keeps running)", e);
             }
         }
     }
