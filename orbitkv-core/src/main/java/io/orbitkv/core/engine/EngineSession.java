@@ -1,17 +1,13 @@
 package io.orbitkv.core.engine;
 
-import io.orbitkv.core.query.Budget;
-import io.orbitkv.core.query.OperationHost;
 import io.orbitkv.core.query.QueryOperation;
-import io.orbitkv.core.query.QueryPlanner;
+import io.orbitkv.core.query.SessionCallback;
 import io.orbitkv.core.query.SessionScope;
-import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.dram.CommitResult;
 import io.orbitkv.core.storage.dram.Reservation;
 import io.orbitkv.core.storage.dram.ReserveResult;
 import io.orbitkv.core.transfer.EngineRegion;
 import io.orbitkv.core.transfer.RegionDirectory;
-import io.orbitkv.core.transfer.RestoreCopier;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.StateKeys;
 import io.orbitkv.state.protocol.DescriptorTicket;
@@ -33,14 +29,13 @@ import java.util.Optional;
 import java.util.OptionalInt;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.Executor;
 
 /**
  * The Manager's side of one engine connection (protocol §9): its session state, its query
  * operations, its publish reservations and its destination regions.
  *
  * <p>Thread model: the transport calls {@link #handle} one request at a time; stagings and
- * copies complete on other threads and re-enter through {@link OperationHost#callbacks()}, except
+ * copies complete on other threads and re-enter through the Manager's callback threads, except
  * a small RESTORE's copy, which runs on the calling thread inside {@code handle}, without the lock. All
  * mutable state is guarded by {@code lock} (this session's monitor, shared with its operations);
  * REGISTER waits for a fenced incarnation's drain without holding it. {@link #close()} may come
@@ -61,7 +56,7 @@ import java.util.concurrent.Executor;
  * reply FINAL instead. The one exception is an inline RESTORE's RESTORE_DONE (see
  * {@link EventSink}), which the transport writes after the reply.
  */
-final class EngineSession implements ChannelSession, OperationHost {
+final class EngineSession implements ChannelSession, SessionCallback {
 
     /** The connection's life (protocol §9.1, plus teardown). */
     enum Phase { CONNECTED, REGISTERED, CLOSED }
@@ -239,7 +234,7 @@ final class EngineSession implements ChannelSession, OperationHost {
     // ---- queries ---------------------------------------------------------------------------
 
     private Reply query(Request.Query q) {
-        Optional<Reply.Error> invalid = planner().check(q, scope);
+        Optional<Reply.Error> invalid = core.planner().check(q, scope);
         if (invalid.isPresent()) return invalid.get();
         QueryOperation existing = live.get(q.operationId());
         if (existing != null) {
@@ -254,7 +249,7 @@ final class EngineSession implements ChannelSession, OperationHost {
             return busy(ManagerMetrics.Table.OPERATIONS, "maxOperationsPerConnection "
                     + core.limits().maxOperationsPerConnection() + " reached");
         }
-        QueryOperation op = new QueryOperation(this, q, scope);
+        QueryOperation op = new QueryOperation(core.queryServices(), this, q, scope);
         Optional<Reply.Error> refused = op.start();
         if (refused.isPresent()) {
             if (refused.get().code() == ErrorCode.BUSY) core.metrics().busy(ManagerMetrics.Table.LEASES);
@@ -373,7 +368,7 @@ final class EngineSession implements ChannelSession, OperationHost {
     // ---- publish ---------------------------------------------------------------------------
 
     private Reply reserve(Request.PublishReserve r) {
-        int largestSlot = store().dram().config().sizeClasses().getLast().slotBytes();
+        int largestSlot = core.store().largestSlotBytes();
         for (Request.PublishPage p : r.pages()) {
             if (scope.contract().group(p.groupId()).isEmpty()) {
                 return new Reply.Error(ErrorCode.NAMESPACE_MISMATCH, "group " + p.groupId() + " is not in the contract");
@@ -399,7 +394,7 @@ final class EngineSession implements ChannelSession, OperationHost {
                 outcomes.add(new Reply.Refused(Refusal.ALREADY_RESIDENT));
                 continue;
             }
-            ReserveResult reserved = store().reserve(key, scope.namespaceId(), p.lengthBytes());
+            ReserveResult reserved = core.store().reserve(key, scope.namespaceId(), p.lengthBytes());
             if (!(reserved instanceof Reservation)) core.endPublishing(scope.namespaceId(), key);
             outcomes.add(switch (reserved) {
                 case Reservation res -> {
@@ -421,7 +416,7 @@ final class EngineSession implements ChannelSession, OperationHost {
         List<SettleOutcome> outcomes = new ArrayList<>(c.reservationIds().size());
         for (long id : c.reservationIds()) {
             Reservation res = takeReservation(id);
-            outcomes.add(res == null ? SettleOutcome.NOT_FOUND : switch (store().commit(res)) {
+            outcomes.add(res == null ? SettleOutcome.NOT_FOUND : switch (core.store().commit(res)) {
                 case CommitResult.Inserted ignored -> SettleOutcome.SEALED;
                 case CommitResult.Duplicate ignored -> SettleOutcome.DISCARDED;
                 case CommitResult.NotOpen ignored -> SettleOutcome.NOT_FOUND;
@@ -434,7 +429,7 @@ final class EngineSession implements ChannelSession, OperationHost {
         List<SettleOutcome> outcomes = new ArrayList<>(a.reservationIds().size());
         for (long id : a.reservationIds()) {
             Reservation res = takeReservation(id);
-            outcomes.add(res != null && store().dram().abort(res) ? SettleOutcome.ABORTED : SettleOutcome.NOT_FOUND);
+            outcomes.add(res != null && core.store().abort(res) ? SettleOutcome.ABORTED : SettleOutcome.NOT_FOUND);
         }
         return new Reply.Aborted(outcomes);
     }
@@ -453,66 +448,11 @@ final class EngineSession implements ChannelSession, OperationHost {
         return new Reply.Error(ErrorCode.BUSY, message);
     }
 
-    // ---- OperationHost ---------------------------------------------------------------------
+    // ---- SessionCallback (under the lock, but lock() itself) --------------------------------
 
     @Override
     public Object lock() {
         return lock;
-    }
-
-    @Override
-    public Executor callbacks() {
-        return core.callbacks();
-    }
-
-    @Override
-    public TieredStore store() {
-        return core.store();
-    }
-
-    @Override
-    public QueryPlanner planner() {
-        return core.planner();
-    }
-
-    @Override
-    public Budget leases() {
-        return core.leaseTable();
-    }
-
-    @Override
-    public Budget stagingBytes() {
-        return core.stagingBudget();
-    }
-
-    @Override
-    public RestoreCopier copier() {
-        return core.copier();
-    }
-
-    @Override
-    public long restoreInlineBytes() {
-        return core.config().restoreInlineBytes();
-    }
-
-    @Override
-    public int stagesPerOperation() {
-        return core.config().stagesPerOperation();
-    }
-
-    @Override
-    public int maxReplans() {
-        return core.config().maxReplans();
-    }
-
-    @Override
-    public long peerWaitMaxNanos() {
-        return core.config().peerWaitMaxNanos();
-    }
-
-    @Override
-    public Runnable schedule(Runnable task, long delayNanos) {
-        return core.schedule(task, delayNanos);
     }
 
     @Override
@@ -526,32 +466,6 @@ final class EngineSession implements ChannelSession, OperationHost {
             core.metrics().operations.decrementAndGet();
         }
         finishIfDrained();
-    }
-
-    @Override
-    public long nanoTime() {
-        return core.nanoTime();
-    }
-
-    @Override
-    public void countPending() {
-        core.metrics().pending();
-    }
-
-    @Override
-    public void countSettled(SettledQuery settled) {
-        core.metrics().settled(settled);
-        if (settled.hit()) store().retention().needed(scope.namespaceId(), settled.leasedKeys());
-    }
-
-    @Override
-    public void countPeerWait(PeerWaitOutcome outcome) {
-        core.metrics().peerWait(outcome);
-    }
-
-    @Override
-    public void countRestore(RestoreOutcome outcome, TierCounts bytesCopied, long durationNanos) {
-        core.metrics().restore(outcome, bytesCopied, durationNanos);
     }
 
     /** Counts for STATS and /status, read under the lock. */

@@ -3,8 +3,9 @@ package io.orbitkv.core.engine;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.query.Budget;
-import io.orbitkv.core.query.OperationHost;
+import io.orbitkv.core.query.QueryMetrics;
 import io.orbitkv.core.query.QueryPlanner;
+import io.orbitkv.core.query.QueryServices;
 import io.orbitkv.core.query.RemotePages;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.dram.ArenaGeometry;
@@ -35,7 +36,8 @@ import java.util.function.LongSupplier;
  * <ul>
  *   <li>engine instances, epochs, fencing and namespace ids: {@link InstanceTable};
  *   <li>the global lease table and the staging byte budget: two {@link Budget}s, created here from
- *       {@link ManagerBounds} and borrowed by sessions;
+ *       {@link ManagerBounds} and lent, with the tiers, the planner, the copier, the timers, the
+ *       clock and the meters, to every query operation as one {@link QueryServices};
  *   <li>restore copies: {@link RestoreCopier};
  *   <li>the tick thread, timers and the callback threads completions hop to: {@link Housekeeper};
  *   <li>unsealed slots of closed sessions: {@link PublishQuarantine};
@@ -68,6 +70,8 @@ public final class ManagerCore implements AutoCloseable {
     private final Housekeeper housekeeper;
     private final RemotePages remote;
     private final ManagerMetrics metrics;
+    /** What every query operation borrows (built once from the owners above). */
+    private final QueryServices queryServices;
     private final RegionDirectory regions;
     private final Set<EngineSession> sessions = ConcurrentHashMap.newKeySet();
     /**
@@ -115,14 +119,18 @@ public final class ManagerCore implements AutoCloseable {
         this.metrics = new ManagerMetrics(registry, sessions::size, leaseTable::used, stagingBudget::used,
                 leaseTable::capacity, stagingBudget::capacity);
         this.instances = new InstanceTable(namespaces, config, metrics, nanoClock, () -> shuttingDown,
-                id -> store.dram().arenasFor(id).isPresent());
-        ArenaGeometry geometry = store.dram().geometry();
+                id -> store.arenasFor(id).isPresent());
+        ArenaGeometry geometry = store.dramGeometry();
         this.quarantine = new PublishQuarantine(config.publishQuarantineNanos(), config.publishQuarantineBytes(),
-                r -> geometry.arenas().get(r.slotRef().classIndex()).slotBytes(), store.dram()::abort);
+                r -> geometry.arenas().get(r.slotRef().classIndex()).slotBytes(), store::abort);
         this.metrics.quarantine(quarantine::heldBytes, quarantine::heldSlots, quarantine, q -> q.releasedEarly());
         this.housekeeper = new Housekeeper(TICK_MILLIS, nanoClock, registry);
         this.housekeeper.addDuty("publish-quarantine", quarantine::onTick);
         this.housekeeper.addDuty("peer-routes", remote::onTick);
+        this.queryServices = new QueryServices(store, planner, leaseTable, stagingBudget, copier, housekeeper.callbacks(),
+                (task, delayNanos) -> housekeeper.schedule("timer", task, delayNanos), nanoClock,
+                new QueryServices.Bounds(config.restoreInlineBytes(), config.stagesPerOperation(), config.maxReplans(),
+                        config.peerWaitMaxNanos()), metrics);
         this.housekeeper.start();
     }
 
@@ -193,20 +201,15 @@ public final class ManagerCore implements AutoCloseable {
         c.add(new Reply.Counter("reservations", metrics.reservations.get()));
         c.add(new Reply.Counter("regions", metrics.regions.get()));
         c.add(new Reply.Counter("staging_bytes", stagingBudget.used()));
-        c.add(new Reply.Counter("query_hits", metrics.queries(OperationHost.QueryOutcome.HIT)));
-        c.add(new Reply.Counter("query_misses", metrics.queries(OperationHost.QueryOutcome.MISS)));
-        c.add(new Reply.Counter("query_pending", metrics.queries(OperationHost.QueryOutcome.PENDING)));
+        c.add(new Reply.Counter("query_hits", metrics.queries(QueryMetrics.QueryOutcome.HIT)));
+        c.add(new Reply.Counter("query_misses", metrics.queries(QueryMetrics.QueryOutcome.MISS)));
+        c.add(new Reply.Counter("query_pending", metrics.queries(QueryMetrics.QueryOutcome.PENDING)));
         c.add(new Reply.Counter("pages_leased", metrics.pagesLeased()));
         c.add(new Reply.Counter("busy_rejections", metrics.busyTotal()));
         c.add(new Reply.Counter("restore_bytes", metrics.restoreBytes()));
-        c.add(new Reply.Counter("dram_used_bytes", store.dram().usage().usedBytes()));
-        c.add(new Reply.Counter("dram_capacity_bytes", store.dram().usage().capacityBytes()));
+        c.add(new Reply.Counter("dram_used_bytes", store.dramUsage().usedBytes()));
+        c.add(new Reply.Counter("dram_capacity_bytes", store.dramUsage().capacityBytes()));
         return new Reply.StatsReply(c);
-    }
-
-    /** The Manager's monotonic clock, as given to the constructor (nanoseconds). */
-    long nanoTime() {
-        return nanoClock.getAsLong();
     }
 
     /**
@@ -224,14 +227,14 @@ public final class ManagerCore implements AutoCloseable {
     /** A snapshot for {@code /status}. */
     public ManagerStatus status() {
         List<ManagerStatus.InstanceStatus> list = instances.statuses();
-        return new ManagerStatus(store.dram().usage(), store.ssd().usedBytes(), store.ssd().capacityBytes(),
+        return new ManagerStatus(store.dramUsage(), store.ssdUsedBytes(), store.ssdCapacityBytes(),
                 store.inflightStagings(), list, sessions.size(),
                 limits.maxConnections(), metrics.operations.get(), leaseTable.used(), leaseTable.capacity(),
                 metrics.reservations.get(), metrics.regions.get(), stagingBudget.used(), stagingBudget.capacity(),
                 copier.tasksInFlight(),
-                new ManagerStatus.QueryCounts(metrics.queries(OperationHost.QueryOutcome.HIT),
-                        metrics.queries(OperationHost.QueryOutcome.MISS),
-                        metrics.queries(OperationHost.QueryOutcome.PENDING)),
+                new ManagerStatus.QueryCounts(metrics.queries(QueryMetrics.QueryOutcome.HIT),
+                        metrics.queries(QueryMetrics.QueryOutcome.MISS),
+                        metrics.queries(QueryMetrics.QueryOutcome.PENDING)),
                 metrics.pagesLeased(), metrics.restoreBytes(), metrics.busyTotal(), shuttingDown, metrics.prefixCache());
     }
 
@@ -271,12 +274,8 @@ public final class ManagerCore implements AutoCloseable {
         return planner;
     }
 
-    Budget leaseTable() {
-        return leaseTable;
-    }
-
-    Budget stagingBudget() {
-        return stagingBudget;
+    QueryServices queryServices() {
+        return queryServices;
     }
 
     RestoreCopier copier() {
@@ -298,24 +297,12 @@ public final class ManagerCore implements AutoCloseable {
         quarantine.hold(reservation, nanoClock.getAsLong());
     }
 
-    /**
-     * Runs {@code task} on a callback thread after {@code delayNanos} (the tick thread only hands
-     * it over, so it never waits on a session lock); returns what cancels it.
-     */
-    Runnable schedule(Runnable task, long delayNanos) {
-        return housekeeper.schedule("timer", task, delayNanos);
-    }
-
     Executor callbacks() {
         return housekeeper.callbacks();
     }
 
     ManagerMetrics metrics() {
         return metrics;
-    }
-
-    ManagerBounds config() {
-        return config;
     }
 
     private volatile DescriptorHandoff handoff = new InProcessHandoff();
@@ -336,7 +323,7 @@ public final class ManagerCore implements AutoCloseable {
      * refuses such a REGISTER first).
      */
     public java.util.Optional<List<Reply.ArenaFile>> arenaFiles(int namespaceId) {
-        return store.dram().arenasFor(namespaceId).map(ManagerCore::arenaFiles);
+        return store.arenasFor(namespaceId).map(ManagerCore::arenaFiles);
     }
 
     /**
@@ -345,7 +332,7 @@ public final class ManagerCore implements AutoCloseable {
      * the {@link #descriptorHandoff()}.
      */
     int[] arenaDescriptors(int namespaceId) {
-        return store.dram().arenasFor(namespaceId).orElseThrow().arenas().stream()
+        return store.arenasFor(namespaceId).orElseThrow().arenas().stream()
                 .mapToInt(ArenaGeometry.ClassArena::descriptor).toArray();
     }
 

@@ -7,10 +7,7 @@ import io.micrometer.core.instrument.Meter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
 import io.orbitkv.core.log.UnexpectedErrors;
-import io.orbitkv.core.query.OperationHost;
-import io.orbitkv.core.query.OperationHost.RestoreOutcome;
-import io.orbitkv.core.query.OperationHost.Tier;
-import io.orbitkv.core.query.OperationHost.TierCounts;
+import io.orbitkv.core.query.QueryMetrics;
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -43,7 +40,7 @@ import java.util.function.ToDoubleFunction;
  * the first bucket separates DRAM hits answered at once from stagings (the operator-views test
  * measured a 0.9-12 ms p50 for hits, peer hits included), the last covers the 5 s peer-wait bound.
  */
-final class ManagerMetrics implements AutoCloseable {
+final class ManagerMetrics implements QueryMetrics, AutoCloseable {
 
     /** The bounded tables whose refusals are counted ({@code orbitkv_manager_busy_total}, label {@code table}). */
     enum Table { CONNECTIONS, INSTANCES, NAMESPACES, ARENA_NAMESPACES, OPERATIONS, LEASES, RESERVATIONS, REGIONS, RESTORES }
@@ -54,9 +51,9 @@ final class ManagerMetrics implements AutoCloseable {
 
     private final MeterRegistry registry;
     private final List<Meter> meters = new ArrayList<>();
-    private final Map<OperationHost.QueryOutcome, Counter> queries = new EnumMap<>(OperationHost.QueryOutcome.class);
+    private final Map<QueryOutcome, Counter> queries = new EnumMap<>(QueryOutcome.class);
     private final Map<Table, Counter> busy = new EnumMap<>(Table.class);
-    private final Map<OperationHost.PeerWaitOutcome, Counter> peerWaits = new EnumMap<>(OperationHost.PeerWaitOutcome.class);
+    private final Map<PeerWaitOutcome, Counter> peerWaits = new EnumMap<>(PeerWaitOutcome.class);
     private final Counter pagesLeased;
     private final Counter queriedTokens;
     private final Map<Tier, Counter> hitTokens = new EnumMap<>(Tier.class);
@@ -80,7 +77,7 @@ final class ManagerMetrics implements AutoCloseable {
     ManagerMetrics(MeterRegistry registry, Supplier<Number> sessions, Supplier<Number> leases,
                    Supplier<Number> stagingBytes, Supplier<Number> leaseCapacity, Supplier<Number> stagingBudgetBytes) {
         this.registry = registry;
-        for (OperationHost.QueryOutcome o : OperationHost.QueryOutcome.values()) {
+        for (QueryOutcome o : QueryOutcome.values()) {
             queries.put(o, add(Counter.builder("orbitkv.manager.queries").tag("outcome", lower(o))
                     .description("query answers by outcome (pending: first answers)").register(registry)));
         }
@@ -88,7 +85,7 @@ final class ManagerMetrics implements AutoCloseable {
             busy.put(t, add(Counter.builder("orbitkv.manager.busy").tag("table", lower(t))
                     .description("BUSY refusals by bounded table").register(registry)));
         }
-        for (OperationHost.PeerWaitOutcome o : OperationHost.PeerWaitOutcome.values()) {
+        for (PeerWaitOutcome o : PeerWaitOutcome.values()) {
             peerWaits.put(o, add(Counter.builder("orbitkv.manager.peer.waits").tag("outcome", lower(o))
                     .description("QUERYs that waited for peers, by how the wait ended").register(registry)));
         }
@@ -146,12 +143,14 @@ final class ManagerMetrics implements AutoCloseable {
                 .register(registry));
     }
 
-    void pending() {
-        queries.get(OperationHost.QueryOutcome.PENDING).increment();
+    @Override
+    public void countPending() {
+        queries.get(QueryOutcome.PENDING).increment();
     }
 
-    void settled(OperationHost.SettledQuery q) {
-        queries.get(q.hit() ? OperationHost.QueryOutcome.HIT : OperationHost.QueryOutcome.MISS).increment();
+    @Override
+    public void countSettled(SettledQuery q) {
+        queries.get(q.hit() ? QueryOutcome.HIT : QueryOutcome.MISS).increment();
         long pages = q.pages().total();
         if (pages > 0) pagesLeased.increment(pages);
         if (q.queriedTokens() > 0) queriedTokens.increment(q.queriedTokens());
@@ -165,7 +164,8 @@ final class ManagerMetrics implements AutoCloseable {
         queryLatency.get(q.hit()).record(q.durationNanos(), TimeUnit.NANOSECONDS);
     }
 
-    void restore(RestoreOutcome outcome, TierCounts bytes, long durationNanos) {
+    @Override
+    public void countRestore(RestoreOutcome outcome, TierCounts bytes, long durationNanos) {
         for (Tier t : Tier.values()) if (bytes.get(t) > 0) restoredBytes.get(t).increment(bytes.get(t));
         restoreLatency.get(outcome).record(durationNanos, TimeUnit.NANOSECONDS);
     }
@@ -182,12 +182,13 @@ final class ManagerMetrics implements AutoCloseable {
                 (long) byTier.get(Tier.PEER).count());
     }
 
-    void peerWait(OperationHost.PeerWaitOutcome outcome) {
+    @Override
+    public void countPeerWait(PeerWaitOutcome outcome) {
         peerWaits.get(outcome).increment();
     }
 
     /** QUERYs that waited for peers and ended {@code outcome} so far. */
-    long peerWaits(OperationHost.PeerWaitOutcome outcome) {
+    long peerWaits(PeerWaitOutcome outcome) {
         return (long) peerWaits.get(outcome).count();
     }
 
@@ -195,7 +196,7 @@ final class ManagerMetrics implements AutoCloseable {
         busy.get(table).increment();
     }
 
-    long queries(OperationHost.QueryOutcome outcome) {
+    long queries(QueryOutcome outcome) {
         return (long) queries.get(outcome).count();
     }
 

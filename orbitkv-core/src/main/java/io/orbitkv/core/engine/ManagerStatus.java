@@ -1,6 +1,6 @@
 package io.orbitkv.core.engine;
 
-import io.orbitkv.core.query.OperationHost.TierCounts;
+import io.orbitkv.core.query.QueryMetrics.TierCounts;
 import io.orbitkv.core.storage.dram.DramUsage;
 
 import java.util.List;

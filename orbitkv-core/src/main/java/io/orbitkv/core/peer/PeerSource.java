@@ -80,8 +80,8 @@ public final class PeerSource {
                 OptionalInt namespaceId = namespaces.id(request.namespace());
                 if (namespaceId.isEmpty()) yield CompletableFuture.completedFuture(new Rejected(Rejection.NAMESPACE_MISMATCH));
                 yield CompletableFuture.completedFuture(switch (request.anyGeneration()
-                        ? store.dram().acquire(request.key())
-                        : store.dram().acquireImage(request.key(), request.generation())) {
+                        ? store.acquire(request.key())
+                        : store.acquireImage(request.key(), request.generation())) {
                     case Lease lease -> grant(request, namespaceId.getAsInt(), lease);
                     case AcquireResult.Miss miss -> new Rejected(Rejection.GENERATION_GONE);
                 });
@@ -95,7 +95,7 @@ public final class PeerSource {
         // immutable per key, so a staged image of the key has the same bytes whichever generation
         // it was read from.
         int namespaceId;
-        switch (store.ssd().pin(request.key())) {
+        switch (store.pin(request.key())) {
             case Pin pin -> {
                 long generation = pin.generation();
                 boolean sameNamespace = pin.namespace().equals(request.namespace());

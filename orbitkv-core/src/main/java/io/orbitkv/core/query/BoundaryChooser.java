@@ -6,7 +6,6 @@ import io.orbitkv.core.cost.CostObserver;
 import io.orbitkv.core.cost.Estimate;
 import io.orbitkv.core.cost.Lookup;
 import io.orbitkv.core.cost.SourceMedium;
-import io.orbitkv.core.storage.ssd.SsdStore;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.protocol.Request;
 
@@ -56,16 +55,16 @@ final class BoundaryChooser {
 
     /** {@code full} or a shorter DRAM-only plan; the other one's leases are released. */
     static QueryPlan choose(QueryPlan.Hit full, Request.Query query, SessionScope scope, Set<StateKey> excluded,
-                            OperationHost host) {
-        CostObserver observer = host.store().costObserver();
+                            QueryServices services) {
+        CostObserver observer = services.store().costObserver();
         if (!observer.enabled() || full.stagingBytes() == 0) return full;
         if (query.prefillTokensPerSecond() == 0) {
             observer.countKeptLongest(BoundaryChoice.Basis.NO_PREFILL_RATE);
             return full;
         }
-        BoundaryCandidate longest = new BoundaryCandidate(full.boundaryTokens(), medium(full, host),
-                stateReady(full, host));
-        QueryPlan dramOnly = host.planner().plan(query, scope, excluded, true);
+        BoundaryCandidate longest = new BoundaryCandidate(full.boundaryTokens(), medium(full, services),
+                stateReady(full, services));
+        QueryPlan dramOnly = services.planner().plan(query, scope, excluded, true);
         if (!(dramOnly instanceof QueryPlan.Hit dram) || dram.boundaryTokens() >= full.boundaryTokens()) {
             if (dramOnly instanceof QueryPlan.Hit unused) unused.releaseAll();
             observer.chooseBoundary(List.of(longest), query.promptTokens(), 0, query.prefillTokensPerSecond());
@@ -87,33 +86,30 @@ final class BoundaryChooser {
     }
 
     /** SSD, or DRAM when some page comes from a peer (a peer owner serves from its DRAM, see {@link SourceMedium}). */
-    private static SourceMedium medium(QueryPlan.Hit plan, OperationHost host) {
-        SsdStore ssd = host.store().ssd();
+    private static SourceMedium medium(QueryPlan.Hit plan, QueryServices services) {
         for (QueryPlan.SlotSpan s : plan.spans()) {
             for (PageSlot p : s.pages()) {
-                if (p.stagingBytes > 0 && (ssd == null || !ssd.contains(p.key))) return SourceMedium.DRAM;
+                if (p.stagingBytes > 0 && !services.store().onSsd(p.key)) return SourceMedium.DRAM;
             }
         }
         return SourceMedium.SSD;
     }
 
     /** The model in the class comment: waves of parallel SSD reads; unknown with any peer page. */
-    static Lookup stateReady(QueryPlan.Hit plan, OperationHost host) {
-        SsdStore ssd = host.store().ssd();
-        if (ssd == null) return new Lookup.Missing();
+    static Lookup stateReady(QueryPlan.Hit plan, QueryServices services) {
         long ssdPages = 0;
         long largest = 0;
         for (QueryPlan.SlotSpan s : plan.spans()) {
             for (PageSlot p : s.pages()) {
                 if (p.stagingBytes == 0) continue;
-                if (!ssd.contains(p.key)) return new Lookup.Missing();
+                if (!services.store().onSsd(p.key)) return new Lookup.Missing();
                 ssdPages++;
                 largest = Math.max(largest, p.stagingBytes);
             }
         }
-        Lookup perRead = ssd.readEstimate(largest);
+        Lookup perRead = services.store().ssdReadEstimate(largest);
         if (!(perRead instanceof Lookup.Warm(Estimate e))) return perRead;
-        long parallelism = Math.max(1, Math.min(host.stagesPerOperation(), ssd.config().ioThreads()));
+        long parallelism = Math.max(1, Math.min(services.bounds().stagesPerOperation(), services.store().ssdIoThreads()));
         long waves = (ssdPages + parallelism - 1) / parallelism;
         return new Lookup.Warm(new Estimate(e.meanNanos() * waves, e.errorNanos() * waves, e.samples(), e.ageNanos()));
     }

@@ -1,14 +1,19 @@
 package io.orbitkv.core.query;
 
+import io.orbitkv.core.storage.StageResult;
 import io.orbitkv.core.storage.dram.Lease;
+import io.orbitkv.core.storage.dram.SlotRef;
 import io.orbitkv.state.StateKey;
+import io.orbitkv.state.protocol.PageEntries;
+import io.orbitkv.state.protocol.PageState;
 
 /**
  * One required page of a query operation's selected boundary, and what the operation holds for
  * it. Mutable; confined to the owning session's lock (see {@link QueryOperation}).
  *
  * <p>Invariant: {@code lease} is held iff the state is RESIDENT or READY; {@code stagingBytes}
- * is non-zero iff the state is QUEUED or STAGING (the bytes reserved from the staging budget).
+ * is non-zero iff the state is QUEUED, STAGING or ABANDONED (the bytes reserved from the staging
+ * budget, given back when the page is dropped from the queue or its staging lands).
  */
 final class PageSlot {
 
@@ -20,8 +25,10 @@ final class PageSlot {
         QUEUED,
         /** Submitted to the store: its backing read may be running. */
         STAGING,
-        /** Staging found nothing servable (corrupt, I/O error, evicted, busy). */
+        /** Staging found nothing servable (corrupt, I/O error, evicted, busy), or the page was given up. */
         FAILED,
+        /** A peer fetch given up at the peer wait bound while in flight: its result is released when it lands. */
+        ABANDONED,
         /** Copied into the engine's region by a RESTORE; still leased. */
         READY
     }
@@ -33,9 +40,7 @@ final class PageSlot {
     final boolean remote;
     State state;
     /** Where the page came from (or is being staged from), for the per-tier hit metrics. */
-    OperationHost.Tier tier;
-    /** Given up at the peer wait bound while its fetch was in flight: its result is released on arrival. */
-    boolean abandoned;
+    QueryMetrics.Tier tier;
     Lease lease;
     long stagingBytes;
 
@@ -45,7 +50,7 @@ final class PageSlot {
         this.key = key;
         this.remote = remote;
         this.state = state;
-        this.tier = lease != null ? OperationHost.Tier.DRAM : remote ? OperationHost.Tier.PEER : OperationHost.Tier.SSD;
+        this.tier = lease != null ? QueryMetrics.Tier.DRAM : remote ? QueryMetrics.Tier.PEER : QueryMetrics.Tier.SSD;
         this.lease = lease;
         this.stagingBytes = stagingBytes;
     }
@@ -64,5 +69,29 @@ final class PageSlot {
         lease.release();
         lease = null;
         return true;
+    }
+
+    /** Its staging landed with {@code lease} from {@code source}: RESIDENT, counted under that source's tier. */
+    void staged(Lease lease, StageResult.Source source) {
+        this.lease = lease;
+        this.state = State.RESIDENT;
+        this.tier = switch (source) {
+            case DRAM_HIT -> QueryMetrics.Tier.DRAM;
+            case SSD_READ, SHARED_READ -> QueryMetrics.Tier.SSD;
+            case PEER_READ -> QueryMetrics.Tier.PEER;
+        };
+    }
+
+    /** Its QUERY_RESULT entry, packed (no object per page: a 1,024-page hit is answered per QUERY). */
+    void appendTo(PageEntries.Builder out) {
+        switch (state) {
+            case RESIDENT -> {
+                SlotRef ref = lease.slotRef();
+                out.resident(ref.classIndex(), ref.offsetBytes(), ref.lengthBytes());
+            }
+            case QUEUED, STAGING -> out.unleased(PageState.RESERVED);
+            case FAILED, ABANDONED -> out.unleased(PageState.MISS);
+            case READY -> out.unleased(PageState.READY);
+        }
     }
 }

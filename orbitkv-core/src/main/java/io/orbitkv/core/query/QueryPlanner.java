@@ -182,7 +182,7 @@ public final class QueryPlanner {
             long to = Math.min(capPage, qg.hashes().count());
             for (long page = Math.max(fromPage, query.originTokens() / p); page < to && out.size() < limit; page++) {
                 StateKey key = key(qg, scope, (int) page);
-                if (!store.dram().contains(key, scope.namespaceId()) && !store.ssd().contains(key, scope.digest())) {
+                if (!store.holdsLocally(key, scope.namespaceId(), scope.digest())) {
                     out.add(key);
                 }
             }
@@ -234,7 +234,7 @@ public final class QueryPlanner {
                 }
                 case LookupResult.OnSsd(Pin pin) -> {
                     if (!dramOnly && pin.namespace().equals(scope.digest())) f.stagingBytes[i] = pin.paddedPayloadBytes();
-                    store.ssd().unpin(pin);
+                    store.unpin(pin);
                 }
                 case LookupResult.Miss ignored -> {
                     // Routes 3-4: a page only peers hold is staged like an SSD page (CANDIDATE ->

@@ -1,5 +1,6 @@
 package io.orbitkv.core.query;
 
+import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.core.storage.dram.Lease;
 import io.orbitkv.core.transfer.EngineRegion;
 
@@ -30,7 +31,7 @@ import java.util.function.Consumer;
 final class RestoreBatch {
 
     /** What a batch did: bytes copied (by source tier), and whether a copy failed or the region faulted. */
-    record Copied(long bytes, OperationHost.TierCounts byTier, boolean failed, boolean regionFault) {
+    record Copied(long bytes, QueryMetrics.TierCounts byTier, boolean failed, boolean regionFault) {
     }
 
     /** Region faults repeat per restore of a broken region: one WARN line per 10 s with a count. */
@@ -38,7 +39,7 @@ final class RestoreBatch {
             io.orbitkv.core.log.RateLimitedLog.tenSeconds(QueryOperation.class.getName());
 
     private final Lease[] leases;
-    private final OperationHost.Tier[] tiers;
+    private final QueryMetrics.Tier[] tiers;
     private final MemorySegment[] targets;
     private final EngineRegion region;
     private final BooleanSupplier stopped;
@@ -62,7 +63,7 @@ final class RestoreBatch {
                  Consumer<Copied> onCopied) {
         int n = sources.size();
         this.leases = new Lease[n];
-        this.tiers = new OperationHost.Tier[n];
+        this.tiers = new QueryMetrics.Tier[n];
         for (int i = 0; i < n; i++) {
             leases[i] = sources.get(i).lease;
             tiers[i] = sources.get(i).tier;
@@ -99,7 +100,7 @@ final class RestoreBatch {
     /** Copies pages [{@code from}, {@code to}), without the session lock. */
     private void copy(int from, int to) {
         long copied = 0;
-        long[] byTier = new long[OperationHost.Tier.values().length];
+        long[] byTier = new long[QueryMetrics.Tier.values().length];
         boolean copyFailed = false;
         boolean faulted = false;
         try {
@@ -122,7 +123,7 @@ final class RestoreBatch {
             copyFailed = true;
             faulted = true;
         } catch (RuntimeException e) {
-            System.getLogger(QueryOperation.class.getName()).log(System.Logger.Level.ERROR, "restore copy failed", e);
+            UnexpectedErrors.record(UnexpectedErrors.Layer.QUERY, "RestoreBatch.copy", "a FAILED restore", e);
             copyFailed = true;
         }
         Copied total = ended(copied, byTier, copyFailed, faulted);
@@ -132,12 +133,12 @@ final class RestoreBatch {
     /** Adds one share's result; the batch's total when it was the last share, else null. */
     private synchronized Copied ended(long copied, long[] byTier, boolean copyFailed, boolean faulted) {
         bytes += copied;
-        dram += byTier[OperationHost.Tier.DRAM.ordinal()];
-        ssd += byTier[OperationHost.Tier.SSD.ordinal()];
-        peer += byTier[OperationHost.Tier.PEER.ordinal()];
+        dram += byTier[QueryMetrics.Tier.DRAM.ordinal()];
+        ssd += byTier[QueryMetrics.Tier.SSD.ordinal()];
+        peer += byTier[QueryMetrics.Tier.PEER.ordinal()];
         failed |= copyFailed;
         regionFault |= faulted;
         if (--sharesLeft > 0) return null;
-        return new Copied(bytes, new OperationHost.TierCounts(dram, ssd, peer), failed, regionFault);
+        return new Copied(bytes, new QueryMetrics.TierCounts(dram, ssd, peer), failed, regionFault);
     }
 }

@@ -5,6 +5,7 @@ import io.orbitkv.core.cost.Selection;
 import io.orbitkv.core.cost.Shape;
 import io.orbitkv.core.cost.SourceMedium;
 import io.orbitkv.core.cost.SourceOffer;
+import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.core.storage.StageResult;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.ssd.ExtentLayout;
@@ -87,9 +88,9 @@ public final class SourceSelector {
      */
     public static List<Route> routes(TieredStore store, RemotePages remote, StateKey key, SessionScope scope,
                                      long stagingBytes) {
-        boolean measured = store.costObserver().selectionEnabled() && stagingBytes > 0 && store.ssd().contains(key);
+        boolean measured = store.costObserver().selectionEnabled() && stagingBytes > 0 && store.onSsd(key);
         Optional<SourceOffer> localOffer = measured
-                ? Optional.of(new SourceOffer(store.ssd().readRouteKey(stagingBytes), SourceMedium.SSD, 1))
+                ? Optional.of(new SourceOffer(store.ssdReadRouteKey(stagingBytes), SourceMedium.SSD, 1))
                 : Optional.empty();
         Optional<Shape> shape = measured ? Optional.of(pageShape(stagingBytes)) : Optional.empty();
         Route local = new Route() {
@@ -165,7 +166,10 @@ public final class SourceSelector {
      * REJECTED one when every route refused. Never completes exceptionally.
      */
     public CompletableFuture<StageResult> stage(List<Route> defaultOrder, StageResult nothing) {
-        return next(order(defaultOrder), 0, nothing).exceptionally(t -> nothing);
+        return next(order(defaultOrder), 0, nothing).exceptionally(t -> {
+            unexpected("SourceSelector.stage", t);
+            return nothing;
+        });
     }
 
     private static CompletableFuture<StageResult> next(List<Route> routes, int index, StageResult last) {
@@ -174,11 +178,21 @@ public final class SourceSelector {
         try {
             started = routes.get(index).stage();
         } catch (RuntimeException e) {
+            unexpected("SourceSelector.next", e);
             return CompletableFuture.completedFuture(last);
         }
         return started.thenCompose(result -> switch (attempt(result)) {
             case SERVED, FAILED -> CompletableFuture.completedFuture(result);
             case REJECTED -> next(routes, index + 1, result);
         });
+    }
+
+    /**
+     * The query layer's error boundary for stagings: a route or a fetch that threw, or a future
+     * that completed exceptionally although its contract says it never does, is a bug; it is
+     * counted and logged ({@link UnexpectedErrors}) and the caller answers the page as a miss.
+     */
+    static void unexpected(String site, Throwable error) {
+        UnexpectedErrors.record(UnexpectedErrors.Layer.QUERY, site, "a miss", error);
     }
 }

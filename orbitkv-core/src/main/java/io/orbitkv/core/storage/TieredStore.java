@@ -318,4 +318,91 @@ public final class TieredStore implements AutoCloseable {
     private void requireOpen() {
         if (closed.get()) throw new IllegalStateException("tiered store is closed");
     }
+
+    // Queries of the query layer (no reach-through to the tiers)
+
+    /** Whether DRAM holds {@code key} in {@code namespaceId}, or SSD in {@code namespace}, now; index reads only. */
+    public boolean holdsLocally(StateKey key, int namespaceId, io.orbitkv.state.NamespaceDigest namespace) {
+        return dram.contains(key, namespaceId) || ssd.contains(key, namespace);
+    }
+
+    /** Whether the SSD store indexes {@code key} now (any namespace). */
+    public boolean onSsd(StateKey key) {
+        return ssd.contains(key);
+    }
+
+    /** Lets go of the SSD pin of a {@link #lookup}; false when it was already released. */
+    public boolean unpin(Pin pin) {
+        return ssd.unpin(pin);
+    }
+
+    /** The route key of an SSD read of {@code paddedPayloadBytes} by the store's default route. */
+    public io.orbitkv.core.cost.CostKey ssdReadRouteKey(long paddedPayloadBytes) {
+        return ssd.readRouteKey(paddedPayloadBytes);
+    }
+
+    /** The cost estimate of one SSD read of {@code paddedPayloadBytes}. */
+    public io.orbitkv.core.cost.Lookup ssdReadEstimate(long paddedPayloadBytes) {
+        return ssd.readEstimate(paddedPayloadBytes);
+    }
+
+    /** SSD reads the store runs at once (its I/O threads). */
+    public int ssdIoThreads() {
+        return ssd.config().ioThreads();
+    }
+
+    /** Releases DRAM leases {@code leases[0..n)} in bulk; see {@link DramTier#releaseAll}. */
+    public int releaseLeases(Lease[] leases, int n) {
+        return dram.releaseAll(leases, n);
+    }
+
+    /** The largest DRAM slot, in bytes: no page image can be larger. */
+    public int largestSlotBytes() {
+        return dram.config().sizeClasses().getLast().slotBytes();
+    }
+
+    /** Gives an unsealed DRAM reservation's slot back; false when it was not open. */
+    public boolean abort(Reservation reservation) {
+        return dram.abort(reservation);
+    }
+
+    /** A DRAM lease on {@code key}'s resident image (a use, for the eviction policy), or a miss. */
+    public AcquireResult acquire(StateKey key) {
+        return dram.acquire(key);
+    }
+
+    /** A DRAM lease on {@code key}'s image only while it is still {@code imageId} (not a use), or a miss. */
+    public AcquireResult acquireImage(StateKey key, long imageId) {
+        return dram.acquireImage(key, imageId);
+    }
+
+    /** An SSD pin on {@code key}'s extent, or a miss. */
+    public PinResult pin(StateKey key) {
+        return ssd.pin(key);
+    }
+
+    /** The DRAM arenas of {@code namespaceId}, made on first use; empty when none can be made. */
+    public java.util.Optional<io.orbitkv.core.storage.dram.ArenaGeometry> arenasFor(int namespaceId) {
+        return dram.arenasFor(namespaceId);
+    }
+
+    /** The DRAM tier's arena geometry (slot sizes by class index). */
+    public io.orbitkv.core.storage.dram.ArenaGeometry dramGeometry() {
+        return dram.geometry();
+    }
+
+    /** A consistent snapshot of the DRAM byte accounting. */
+    public io.orbitkv.core.storage.dram.DramUsage dramUsage() {
+        return dram.usage();
+    }
+
+    /** SSD bytes used now. */
+    public long ssdUsedBytes() {
+        return ssd.usedBytes();
+    }
+
+    /** SSD capacity, in bytes. */
+    public long ssdCapacityBytes() {
+        return ssd.capacityBytes();
+    }
 }

@@ -1,6 +1,6 @@
 package io.orbitkv.core.engine;
 
-import io.orbitkv.core.query.OperationHost.TierCounts;
+import io.orbitkv.core.query.QueryMetrics.TierCounts;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.protocol.CompletionEvent;

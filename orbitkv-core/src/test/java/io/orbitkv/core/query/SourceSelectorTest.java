@@ -15,6 +15,7 @@ import io.orbitkv.core.cost.SourceMedium;
 import io.orbitkv.core.cost.SourceOffer;
 import io.orbitkv.core.cost.Terminal;
 import io.orbitkv.core.cost.Timeline;
+import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.core.storage.StageResult;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.protocol.CompletionTarget;
@@ -130,5 +131,31 @@ class SourceSelectorTest {
             assertThat(first).as(config.toString()).isEqualTo(config.crossMediumEnabled() ? "b" : "local");
         }
         assertThat(log).isEmpty();
+    }
+
+    @Test
+    void aRouteThatThrowsIsCountedAsABugAndEndsAsAMiss() {
+        List<String> log = new ArrayList<>();
+        SourceSelector.Route broken = new SourceSelector.Route() {
+            @Override
+            public Optional<SourceOffer> offer() {
+                return Optional.empty();
+            }
+
+            @Override
+            public CompletableFuture<StageResult> stage() {
+                log.add("broken");
+                throw new IllegalStateException("a bug in a route");
+            }
+        };
+        StageResult served = new StageResult.Miss(KEY, StageResult.MissReason.CORRUPT);
+        long before = UnexpectedErrors.count(UnexpectedErrors.Layer.QUERY);
+
+        StageResult r = new SourceSelector(CostObserver.disabled())
+                .stage(List.of(broken, new Scripted("next", Optional.empty(), served, log)), ABSENT).join();
+
+        assertThat(log).as("no other route after a bug").containsExactly("broken");
+        assertThat(r).isEqualTo(ABSENT);
+        assertThat(UnexpectedErrors.count(UnexpectedErrors.Layer.QUERY) - before).isEqualTo(1);
     }
 }

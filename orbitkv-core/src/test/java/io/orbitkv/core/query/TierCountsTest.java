@@ -1,7 +1,7 @@
 package io.orbitkv.core.query;
 
-import io.orbitkv.core.query.OperationHost.Tier;
-import io.orbitkv.core.query.OperationHost.TierCounts;
+import io.orbitkv.core.query.QueryMetrics.Tier;
+import io.orbitkv.core.query.QueryMetrics.TierCounts;
 import org.junit.jupiter.api.Test;
 
 import java.util.SplittableRandom;

@@ -1,65 +1,22 @@
 package io.orbitkv.core.query;
 
-import io.orbitkv.core.storage.TieredStore;
-import io.orbitkv.core.transfer.RestoreCopier;
 import io.orbitkv.state.StateKey;
-import io.orbitkv.state.protocol.Reply;
 
 import java.util.List;
-import java.util.concurrent.Executor;
 
 /**
- * What a {@link QueryOperation} needs from the session that owns it. Implemented by the engine
- * session; every method is called with the session's lock held, except {@link #lock()} and
- * {@link #callbacks()}.
+ * Where a {@link QueryOperation} counts what it did: first PENDING answers, settled queries,
+ * restores and peer waits. Implemented by the Manager's meters ({@code ManagerMetrics}); the
+ * records and enums here are the labels and the evidence those meters take.
+ *
+ * <p>Thread model: the operation calls every method with its session's lock held; an
+ * implementation is shared by every session of a Manager, so it must be thread-safe.
+ *
+ * <p>Design note: the sink travels in {@link QueryServices}, not through the session callback,
+ * because counting is the Manager's business and not one connection's: a session forwarding each
+ * call would add a hop and nothing else.
  */
-public interface OperationHost {
-
-    /** The monitor that confines the session and all its operations. */
-    Object lock();
-
-    /** Runs I/O completions (stagings, copies) off the I/O threads, which must not take session locks. */
-    Executor callbacks();
-
-    TieredStore store();
-
-    QueryPlanner planner();
-
-    /** The global lease table (unit: leases). */
-    Budget leases();
-
-    /** Bytes being staged from SSD into DRAM (unit: bytes). */
-    Budget stagingBytes();
-
-    /** The bounded executor of restore copies. */
-    RestoreCopier copier();
-
-    /** A RESTORE of at most this many bytes is copied on the thread that handles it, not by {@link #copier()}. */
-    long restoreInlineBytes();
-
-    /** Stagings one operation submits at once. */
-    int stagesPerOperation();
-
-    /** Re-selections after staging failures before an operation settles as a miss. */
-    int maxReplans();
-
-    /** The longest a QUERY waits for peers, whatever it asks (nanoseconds; 0 never waits). */
-    long peerWaitMaxNanos();
-
-    /**
-     * Runs {@code task} once after {@code delayNanos} on a timer thread, which must hand it to
-     * {@link #callbacks()} before taking any lock; returns what cancels it (idempotent).
-     */
-    Runnable schedule(Runnable task, long delayNanos);
-
-    /** Sends an asynchronous event to the client (best effort). */
-    void emit(Reply.Completion event);
-
-    /** The operation has drained and holds nothing: forget it. */
-    void ended(QueryOperation operation);
-
-    /** The Manager's monotonic clock (nanoseconds), for latency histograms. */
-    long nanoTime();
+public interface QueryMetrics {
 
     /** Counts a first PENDING answer. */
     void countPending();
@@ -72,6 +29,9 @@ public interface OperationHost {
      * tier each page came from, and the time from RESTORE accepted to that end.
      */
     void countRestore(RestoreOutcome outcome, TierCounts bytesCopied, long durationNanos);
+
+    /** Counts a QUERY's peer wait when it ends. */
+    void countPeerWait(PeerWaitOutcome outcome);
 
     /** Where a page of a hit came from ({@code tier} label: {@code dram}, {@code ssd}, {@code peer}). */
     enum Tier {
@@ -92,6 +52,11 @@ public interface OperationHost {
 
         public TierCounts {
             if (dram < 0 || ssd < 0 || peer < 0) throw new IllegalArgumentException("negative count");
+        }
+
+        /** Counts indexed by {@link Tier#ordinal()}. */
+        public static TierCounts of(long[] byTier) {
+            return new TierCounts(byTier[Tier.DRAM.ordinal()], byTier[Tier.SSD.ordinal()], byTier[Tier.PEER.ordinal()]);
         }
 
         public long get(Tier tier) {
@@ -152,9 +117,6 @@ public interface OperationHost {
             java.util.Objects.requireNonNull(bytes, "bytes");
         }
     }
-
-    /** Counts a QUERY's peer wait when it ends. */
-    void countPeerWait(PeerWaitOutcome outcome);
 
     /** How a peer wait ended ({@code orbitkv.manager.peer.waits}, tag {@code outcome}). */
     enum PeerWaitOutcome {
