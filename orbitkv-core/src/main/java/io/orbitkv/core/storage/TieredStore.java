@@ -1,11 +1,16 @@
 package io.orbitkv.core.storage;
 
 import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.core.cost.CostKey;
 import io.orbitkv.core.cost.CostObserver;
+import io.orbitkv.core.cost.Lookup;
 import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.core.namespace.NamespaceTable;
+import io.orbitkv.core.storage.dram.AcquireResult;
+import io.orbitkv.core.storage.dram.ArenaGeometry;
 import io.orbitkv.core.storage.dram.CommitResult;
 import io.orbitkv.core.storage.dram.DramTier;
+import io.orbitkv.core.storage.dram.DramUsage;
 import io.orbitkv.core.storage.dram.Lease;
 import io.orbitkv.core.storage.dram.Reservation;
 import io.orbitkv.core.storage.dram.ReserveResult;
@@ -21,11 +26,13 @@ import io.orbitkv.core.storage.ssd.Pin;
 import io.orbitkv.core.storage.ssd.PinResult;
 import io.orbitkv.core.storage.ssd.RecoveryReport;
 import io.orbitkv.core.storage.ssd.SsdStore;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
 import java.io.IOException;
 import java.util.List;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -322,7 +329,7 @@ public final class TieredStore implements AutoCloseable {
     // Queries of the query layer (no reach-through to the tiers)
 
     /** Whether DRAM holds {@code key} in {@code namespaceId}, or SSD in {@code namespace}, now; index reads only. */
-    public boolean holdsLocally(StateKey key, int namespaceId, io.orbitkv.state.NamespaceDigest namespace) {
+    public boolean holdsLocally(StateKey key, int namespaceId, NamespaceDigest namespace) {
         return dram.contains(key, namespaceId) || ssd.contains(key, namespace);
     }
 
@@ -337,12 +344,12 @@ public final class TieredStore implements AutoCloseable {
     }
 
     /** The route key of an SSD read of {@code paddedPayloadBytes} by the store's default route. */
-    public io.orbitkv.core.cost.CostKey ssdReadRouteKey(long paddedPayloadBytes) {
+    public CostKey ssdReadRouteKey(long paddedPayloadBytes) {
         return ssd.readRouteKey(paddedPayloadBytes);
     }
 
     /** The cost estimate of one SSD read of {@code paddedPayloadBytes}. */
-    public io.orbitkv.core.cost.Lookup ssdReadEstimate(long paddedPayloadBytes) {
+    public Lookup ssdReadEstimate(long paddedPayloadBytes) {
         return ssd.readEstimate(paddedPayloadBytes);
     }
 
@@ -382,17 +389,17 @@ public final class TieredStore implements AutoCloseable {
     }
 
     /** The DRAM arenas of {@code namespaceId}, made on first use; empty when none can be made. */
-    public java.util.Optional<io.orbitkv.core.storage.dram.ArenaGeometry> arenasFor(int namespaceId) {
+    public Optional<ArenaGeometry> arenasFor(int namespaceId) {
         return dram.arenasFor(namespaceId);
     }
 
     /** The DRAM tier's arena geometry (slot sizes by class index). */
-    public io.orbitkv.core.storage.dram.ArenaGeometry dramGeometry() {
+    public ArenaGeometry dramGeometry() {
         return dram.geometry();
     }
 
     /** A consistent snapshot of the DRAM byte accounting. */
-    public io.orbitkv.core.storage.dram.DramUsage dramUsage() {
+    public DramUsage dramUsage() {
         return dram.usage();
     }
 
