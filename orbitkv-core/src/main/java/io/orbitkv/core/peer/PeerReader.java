@@ -112,8 +112,8 @@ public final class PeerReader {
         try {
             fetched = transport.fetchBatch(source, requests, receivers);
         } catch (RuntimeException e) {
-            UnexpectedErrors.record(Layer.PEER, "PeerReader.readBatch", UNREACHABLE_ANSWER, e);
-            fetched = List.of();
+            UnexpectedErrors.record(Layer.PEER, "PeerReader.readBatch", UNREACHABLE_ANSWER, e); // once for the batch
+            fetched = Collections.nCopies(candidates.size(), CompletableFuture.completedFuture(UNREACHABLE));
         }
         for (int i = 0; i < candidates.size(); i++) {
             CompletableFuture<PayloadTransport.FetchOutcome> page = i < fetched.size() ? fetched.get(i)
