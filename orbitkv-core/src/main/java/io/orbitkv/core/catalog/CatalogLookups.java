@@ -5,6 +5,7 @@ import com.github.benmanes.caffeine.cache.Caffeine;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
+import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.state.StateKey;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -93,7 +94,7 @@ public final class CatalogLookups {
         List<CompletableFuture<Void>> calls = new ArrayList<>();
         for (var e : byOwner.entrySet()) {
             List<StateKey> batch = e.getValue();
-            calls.add(transport.lookup(e.getKey(), batch, v.live(), v.digest(), timeoutMillis)
+            calls.add(call(e.getKey(), batch, v, timeoutMillis)
                     .orTimeout(timeoutMillis, java.util.concurrent.TimeUnit.MILLISECONDS)
                     .handle((answers, failure) -> {
                         synchronized (out) {
@@ -114,6 +115,19 @@ public final class CatalogLookups {
                 return java.util.Collections.unmodifiableMap(new LinkedHashMap<>(out));
             }
         });
+    }
+
+    /**
+     * The transport's lookup on {@code owner}. A failed call is an outcome (the keys are Unknown);
+     * a call that throws instead of failing its future is a bug, counted, and answered the same.
+     */
+    private CompletableFuture<List<KeyLocation>> call(Member owner, List<StateKey> batch, MembershipView v, long timeoutMillis) {
+        try {
+            return transport.lookup(owner, batch, v.live(), v.digest(), timeoutMillis);
+        } catch (RuntimeException e) {
+            UnexpectedErrors.record(UnexpectedErrors.Layer.CLUSTER, "CatalogLookups.lookup", "unknown keys (UNREACHABLE)", e);
+            return CompletableFuture.failedFuture(e);
+        }
     }
 
     private static KeyLocation.UnknownReason reasonOf(Throwable failure) {

@@ -4,6 +4,7 @@ import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.core.log.RateLimitedLog;
+import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.core.storage.residency.ResidencyEvent;
 import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.state.StateKey;
@@ -38,7 +39,9 @@ import java.util.random.RandomGenerator;
  * done from an invalid view; any change of the live set, a re-registration of this node
  * ({@link MembershipView#registrations()}), an owner's restart or loss of this source's state
  * (NEED_SNAPSHOT, WRONG_OWNER_INCARNATION, also to an idle probe) or a local stream gap resends a
- * snapshot.
+ * snapshot. A drain that throws (a bug: push failures are values) is counted in
+ * {@code orbitkv_unexpected_errors_total{layer="cluster"}} and treated as a failed push, so one
+ * owner's bug neither stops the publisher nor spins it.
  *
  * <p>Design note: resnapshotting every owner on every membership change costs O(resident keys)
  * per change (1 M keys ≈ 50 MB over loopback, ~0.3 s) but needs no per-key ownership history;
@@ -216,15 +219,28 @@ public final class CatalogPublisher {
         }
         // owners are drained in parallel (one virtual thread each), so a slow or dead owner delays
         // only its own stream; the mirror and the live list are only read while they run
-        List<Future<Boolean>> drains = new ArrayList<>();
+        Map<OwnerStream, Future<Boolean>> drains = new HashMap<>();
         try (ExecutorService perOwner = Executors.newVirtualThreadPerTaskExecutor()) {
             for (OwnerStream s : streams.values()) {
                 if (s.failures > 0 && nowNanos - s.retryAtNanos < 0) continue; // backing off: nothing to do now
-                drains.add(perOwner.submit(() -> drain(s, nowNanos)));
+                drains.put(s, perOwner.submit(() -> drain(s, nowNanos)));
             }
         }
         boolean idle = readAll;
-        for (Future<Boolean> f : drains) idle &= f.resultNow();
+        for (Map.Entry<OwnerStream, Future<Boolean>> d : drains.entrySet()) {
+            Future<Boolean> f = d.getValue();
+            if (f.state() == Future.State.SUCCESS) {
+                idle &= f.resultNow();
+            } else {
+                // a push failure is a value inside drain: a throw is a bug; the owner restarts
+                // from a snapshot after a backoff, as after a failed push, and the others go on
+                OwnerStream s = d.getKey();
+                UnexpectedErrors.record(UnexpectedErrors.Layer.CLUSTER, "CatalogPublisher.drain",
+                        "a failed push (snapshot resent after a backoff)", f.exceptionNow());
+                resetForSnapshot(s);
+                backOff(s, nowNanos);
+            }
+        }
         return idle;
     }
 

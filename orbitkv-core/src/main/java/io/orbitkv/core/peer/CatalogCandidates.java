@@ -5,12 +5,14 @@ import io.orbitkv.core.catalog.Holder;
 import io.orbitkv.core.catalog.KeyLocation;
 import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.MembershipView;
+import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
@@ -115,11 +117,10 @@ public final class CatalogCandidates implements PeerPages.Candidates {
         if (taken == 0) return CompletableFuture.completedFuture(null);
         lookupsStarted.incrementAndGet();
         List<StateKey> batch = keys.subList(0, taken);
-        return lookups.lookup(batch, lookupDeadline)
-                .handle((answers, error) -> {
-                    discovering.addAndGet(-taken);
-                    return null;
-                });
+        return lookup(batch).thenApply(answers -> {
+            discovering.addAndGet(-taken);
+            return null;
+        });
     }
 
     /** Reserves up to {@code wanted} of the keys still free under {@code lookupKeysInFlight}. */
@@ -152,11 +153,21 @@ public final class CatalogCandidates implements PeerPages.Candidates {
             return;
         }
         lookupsStarted.incrementAndGet();
-        lookups.lookup(batch, lookupDeadline).whenComplete((answers, error) -> {
+        lookup(batch).thenRun(() -> {
             batch.forEach(inFlight::remove);
             batchRunning.set(false);
             if (!queued.isEmpty()) sendBatch();
         });
+    }
+
+    /**
+     * The lookup of {@code batch}; it answers unreachable owners as Unknown keys, so a throw or an
+     * exceptional future is a bug, counted and answered as no answer (the keys' slots are freed
+     * either way, so the background queue never stalls behind a failed batch).
+     */
+    private CompletableFuture<Map<StateKey, KeyLocation>> lookup(List<StateKey> batch) {
+        return PeerBoundary.call(UnexpectedErrors.Layer.CLUSTER, "CatalogCandidates.lookup", "no answer (keys stay unknown)",
+                Map.of(), () -> lookups.lookup(batch, lookupDeadline));
     }
 
     /** Lookup batches sent so far. */

@@ -1,5 +1,7 @@
 package io.orbitkv.core.peer;
 
+import io.orbitkv.core.log.UnexpectedErrors.Layer;
+
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
@@ -11,9 +13,12 @@ import java.util.concurrent.CompletableFuture;
  * (authorize and release stay small control RPCs; {@link #transfer} becomes a one-sided read into
  * the registered DRAM slot).
  *
- * <p>Futures never complete exceptionally for network trouble: an unreachable source is
- * {@link AuthorizeResult.Rejection#UNREACHABLE}, a broken stream is {@link TransferEnd#BROKEN},
- * a lost release is {@link ReleaseAck#FAILED}. Each call carries the transport's own deadline.
+ * <p>Calls never throw and futures never complete exceptionally for network trouble, a closed
+ * transport included: an unreachable source is {@link AuthorizeResult.Rejection#UNREACHABLE}, a
+ * broken stream is {@link TransferEnd#BROKEN}, a lost release is {@link ReleaseAck#FAILED}. Each
+ * call carries the transport's own deadline. A throw or an exceptional future is a bug: callers
+ * record it ({@link PeerBoundary}) and answer the failure value. A fetch's future completes (either
+ * way) only after the transport stopped calling the sink.
  *
  * <p>{@link #fetch} is the read path: authorize and stream in one operation. Its default runs the
  * three calls in sequence and leaves the release to the caller ({@link FetchOutcome#releaseOwed()});
@@ -74,14 +79,14 @@ public interface PayloadTransport {
      * returns. Default: {@link #authorize} then {@link #transfer}; the release stays owed.
      */
     default CompletableFuture<FetchOutcome> fetch(PeerEndpoint source, AuthorizeRequest request, FetchSink receiver) {
-        return authorize(source, request)
-                .exceptionally(t -> new AuthorizeResult.Rejected(AuthorizeResult.Rejection.UNREACHABLE))
+        return PeerBoundary.call(Layer.PEER, "PayloadTransport.authorize", "an unreachable source",
+                        new AuthorizeResult.Rejected(AuthorizeResult.Rejection.UNREACHABLE), () -> authorize(source, request))
                 .thenCompose(answer -> switch (answer) {
                     case AuthorizeResult.Rejected r -> CompletableFuture.<FetchOutcome>completedFuture(
                             new FetchOutcome.Rejected(r.reason()));
                     case AuthorizeResult.Granted g -> receiver.onGrant(g)
-                            .map(sink -> transfer(source, g, request.requester(), sink)
-                                    .exceptionally(t -> TransferEnd.BROKEN)
+                            .map(sink -> PeerBoundary.call(Layer.PEER, "PayloadTransport.transfer", "a broken stream",
+                                            TransferEnd.BROKEN, () -> transfer(source, g, request.requester(), sink))
                                     .<FetchOutcome>thenApply(end -> new FetchOutcome.Streamed(g, end, true)))
                             .orElseGet(() -> CompletableFuture.completedFuture(new FetchOutcome.Declined(g, true)));
                 });

@@ -13,6 +13,8 @@ import io.orbitkv.core.cost.SourceMedium;
 import io.orbitkv.core.cost.SourceOffer;
 import io.orbitkv.core.cost.Terminal;
 import io.orbitkv.core.cost.Timeline;
+import io.orbitkv.core.log.UnexpectedErrors;
+import io.orbitkv.core.log.UnexpectedErrors.Layer;
 import io.orbitkv.core.query.RemotePages;
 import io.orbitkv.core.query.SessionScope;
 import io.orbitkv.core.query.SourceSelector;
@@ -29,6 +31,7 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.LongSupplier;
+import java.util.function.Supplier;
 
 /**
  * The peer routes of the query planner ({@link RemotePages}): pages only peers hold become
@@ -43,6 +46,11 @@ import java.util.function.LongSupplier;
  * after payload moved is IO_ERROR or CORRUPT, never NOT_FOUND (the query's
  * {@link SourceSelector} must not try another medium then). Each fetch that moved payload is
  * one {@code PEER_FETCH} route sample of its serving owner (failures censored).
+ *
+ * <p>Error boundary (layer {@code peer}), toward the query: every future this class returns
+ * completes normally. The reader and the candidates answer their expected failures as values; a
+ * throw or an exceptional future from them is a bug, recorded ({@link PeerBoundary}) and answered
+ * as a NOT_FOUND miss (discovery: as nothing found), never as a wrong hit.
  *
  * <p>{@link #fetchAll} groups the pages of one query batch by their first candidate's source and
  * reads each group in one {@link PeerReader#readBatch} (one request per source over the bulk data
@@ -137,11 +145,7 @@ public final class PeerPages implements RemotePages {
     @Override
     public CompletableFuture<Void> discover(List<StateKey> keys, SessionScope scope) {
         if (keys.isEmpty() || !members.validForRemoteWork()) return CompletableFuture.completedFuture(null);
-        try {
-            return candidates.discover(keys).exceptionally(t -> null);
-        } catch (RuntimeException e) {
-            return CompletableFuture.completedFuture(null);
-        }
+        return PeerBoundary.call(Layer.PEER, "PeerPages.discover", "no candidates found", null, () -> candidates.discover(keys));
     }
 
     @Override
@@ -150,22 +154,20 @@ public final class PeerPages implements RemotePages {
         if (!members.validForRemoteWork()) return CompletableFuture.completedFuture(miss);
         List<PeerCandidate> known = candidates.known(key, scope.digest());
         if (known.isEmpty()) return CompletableFuture.completedFuture(miss);
-        CompletableFuture<PeerReader.Batch> read;
         long startedNanos = observer.enabled() ? nanoClock.getAsLong() : 0;
-        try {
-            read = reader.readAll(List.of(new ReadPlan(key, false, false, known)), scope.namespaceId());
-        } catch (RuntimeException e) {
-            // a transport that cannot even start a call (closed at shutdown) is a miss, like any failure
-            return CompletableFuture.completedFuture(miss);
-        }
-        return read
+        return orMiss("PeerPages.fetch", miss, () -> reader.readAll(List.of(new ReadPlan(key, false, false, known)), scope.namespaceId())
                 .thenApply(batch -> batch.entries().getFirst().result()
                         .<StageResult>map(r -> {
                             observe(r, startedNanos);
                             return stageResult(key, r);
                         })
-                        .orElse(miss))
-                .exceptionally(t -> miss);
+                        .orElse(miss)));
+    }
+
+    /** The layer's boundary toward the query: a read that throws or fails exceptionally is {@code miss}, counted. */
+    private static CompletableFuture<StageResult> orMiss(String site, StageResult.Miss miss,
+                                                         Supplier<CompletableFuture<StageResult>> read) {
+        return PeerBoundary.call(Layer.PEER, site, "a miss (NOT_FOUND)", miss, read);
     }
 
     /**
@@ -202,7 +204,9 @@ public final class PeerPages implements RemotePages {
             try {
                 read = reader.readBatch(batch, scope.namespaceId());
             } catch (RuntimeException e) {
-                read = null; // the reader could not start: every page of the group is a miss, like any failure
+                // the reader answers transport failures as values: a throw is a bug, and the group's pages are misses
+                UnexpectedErrors.record(Layer.PEER, "PeerPages.fetchAll", "a miss (NOT_FOUND) for each page of the batch", e);
+                read = null;
             }
             for (int j = 0; j < group.size(); j++) {
                 int i = group.get(j);
@@ -213,14 +217,14 @@ public final class PeerPages implements RemotePages {
                     continue;
                 }
                 ReadPlan plan = plans.get(i);
-                out.set(i, read.get(j)
+                CompletableFuture<PeerReadResult> page = read.get(j);
+                out.set(i, orMiss("PeerPages.fetchAll", miss, () -> page
                         .thenCompose(r -> r instanceof PeerReadResult.Refused refused
                                 ? fallBack(plan, refused, scope) : CompletableFuture.completedFuture(r))
                         .thenApply(r -> {
                             observe(r, startedNanos);
                             return stageResult(key, r);
-                        })
-                        .exceptionally(t -> miss));
+                        })));
             }
         }
         return out;

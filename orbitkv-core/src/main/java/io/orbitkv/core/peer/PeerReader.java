@@ -1,5 +1,7 @@
 package io.orbitkv.core.peer;
 
+import io.orbitkv.core.log.UnexpectedErrors;
+import io.orbitkv.core.log.UnexpectedErrors.Layer;
 import io.orbitkv.core.storage.dram.AcquireResult;
 import io.orbitkv.core.storage.dram.DramTier;
 import io.orbitkv.core.storage.dram.Lease;
@@ -28,7 +30,15 @@ import java.util.function.LongSupplier;
  *
  * <p>Invariants: a page is never made resident unless its CRC32C matched (see
  * {@link PayloadAssembler}); every granted ticket is released (or left to its window if the
- * retrier gives up); every reservation is committed or aborted exactly once.
+ * retrier gives up, or if the transport failed unexpectedly); every reservation is committed or
+ * aborted exactly once; no read's future completes exceptionally.
+ *
+ * <p>Error boundary (layer {@code peer}): the transport's expected failures are values
+ * (UNREACHABLE, BROKEN); a transport call that throws or whose future completes exceptionally is a
+ * bug, recorded through {@link PeerBoundary} and answered as UNREACHABLE — a refusal before any
+ * grant, a {@code TRANSFER_BROKEN} miss with the slot aborted after one (the future's completion,
+ * normal or not, is the transport's word that it stopped writing into the slot). The receiver's
+ * {@code onGrant} never throws into the transport: a bug there declines the grant, counted.
  *
  * <p>Design note: one {@link PayloadTransport#fetch} per page (authorize and stream in one call
  * over gRPC, so one round trip instead of three: Authorize 3–9 ms and Release 0.6–2.3 ms per read
@@ -47,6 +57,11 @@ public final class PeerReader {
     private final ReleaseRetrier releases;
     private final LongSupplier nanoClock;
 
+    /** What the boundary answers for a transport that failed unexpectedly (see {@link PeerBoundary}). */
+    private static final PayloadTransport.FetchOutcome UNREACHABLE =
+            new PayloadTransport.FetchOutcome.Rejected(AuthorizeResult.Rejection.UNREACHABLE);
+    private static final String UNREACHABLE_ANSWER = "an unreachable source (a miss; a taken slot is freed)";
+
     public PeerReader(NodeIncarnation self, DramTier dram, MemberView members, PayloadTransport transport,
                       ReleaseRetrier releases, LongSupplier nanoClock) {
         this.self = Objects.requireNonNull(self, "self");
@@ -64,7 +79,8 @@ public final class PeerReader {
             return CompletableFuture.completedFuture(new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.MEMBERSHIP_INVALID));
         }
         Receiver receiver = new Receiver(candidate, localNamespaceId);
-        return finish(candidate, receiver, transport.fetch(candidate.source(), request(candidate), receiver));
+        return finish(candidate, receiver, PeerBoundary.call(Layer.PEER, "PeerReader.read", UNREACHABLE_ANSWER, UNREACHABLE,
+                () -> transport.fetch(candidate.source(), request(candidate), receiver)));
     }
 
     /**
@@ -96,13 +112,15 @@ public final class PeerReader {
         try {
             fetched = transport.fetchBatch(source, requests, receivers);
         } catch (RuntimeException e) {
-            // a transport that cannot even start (closed at shutdown): unreachable, nothing was reserved
-            fetched = new ArrayList<>();
-            for (int i = 0; i < candidates.size(); i++) {
-                fetched.add(CompletableFuture.completedFuture(new PayloadTransport.FetchOutcome.Rejected(AuthorizeResult.Rejection.UNREACHABLE)));
-            }
+            UnexpectedErrors.record(Layer.PEER, "PeerReader.readBatch", UNREACHABLE_ANSWER, e); // once for the batch
+            fetched = Collections.nCopies(candidates.size(), CompletableFuture.completedFuture(UNREACHABLE));
         }
-        for (int i = 0; i < candidates.size(); i++) out.add(finish(candidates.get(i), receivers.get(i), fetched.get(i)));
+        for (int i = 0; i < candidates.size(); i++) {
+            CompletableFuture<PayloadTransport.FetchOutcome> page = i < fetched.size() ? fetched.get(i)
+                    : CompletableFuture.failedFuture(new IllegalStateException("no outcome for page " + i));
+            out.add(finish(candidates.get(i), receivers.get(i),
+                    PeerBoundary.call(Layer.PEER, "PeerReader.readBatch", UNREACHABLE_ANSWER, UNREACHABLE, () -> page)));
+        }
         return out;
     }
 
@@ -113,17 +131,15 @@ public final class PeerReader {
 
     private CompletableFuture<PeerReadResult> finish(PeerCandidate candidate, Receiver receiver,
                                                      CompletableFuture<PayloadTransport.FetchOutcome> fetched) {
-        return fetched
-                .exceptionally(t -> new PayloadTransport.FetchOutcome.Rejected(AuthorizeResult.Rejection.UNREACHABLE))
-                .thenApply(outcome -> {
-                    PeerReadResult result = receiver.finish(outcome);
-                    switch (outcome) {
-                        case PayloadTransport.FetchOutcome.Rejected r -> { }
-                        case PayloadTransport.FetchOutcome.Declined d -> owe(candidate, d.grant(), d.releaseOwed());
-                        case PayloadTransport.FetchOutcome.Streamed s -> owe(candidate, s.grant(), s.releaseOwed());
-                    }
-                    return result;
-                });
+        return fetched.thenApply(outcome -> {
+            PeerReadResult result = receiver.finish(outcome);
+            switch (outcome) {
+                case PayloadTransport.FetchOutcome.Rejected r -> { }
+                case PayloadTransport.FetchOutcome.Declined d -> owe(candidate, d.grant(), d.releaseOwed());
+                case PayloadTransport.FetchOutcome.Streamed s -> owe(candidate, s.grant(), s.releaseOwed());
+            }
+            return result;
+        });
     }
 
     private void owe(PeerCandidate candidate, AuthorizeResult.Granted grant, boolean releaseOwed) {
@@ -147,8 +163,20 @@ public final class PeerReader {
             this.namespaceId = namespaceId;
         }
 
+        /** Never throws into the transport: a bug here declines the grant (a miss), counted. */
         @Override
         public Optional<PayloadSink> onGrant(AuthorizeResult.Granted ticket) {
+            try {
+                return take(ticket);
+            } catch (RuntimeException e) {
+                UnexpectedErrors.record(Layer.PEER, "PeerReader.onGrant", "a declined grant (a miss)", e);
+                if (assembler != null) assembler.abort();
+                assembler = null;
+                return Optional.empty();
+            }
+        }
+
+        private Optional<PayloadSink> take(AuthorizeResult.Granted ticket) {
             if (!ticket.key().equals(candidate.key())) {
                 declined = new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.LENGTH_MISMATCH);
                 return Optional.empty();
@@ -169,7 +197,15 @@ public final class PeerReader {
 
         PeerReadResult finish(PayloadTransport.FetchOutcome outcome) {
             return switch (outcome) {
-                case PayloadTransport.FetchOutcome.Rejected r -> new PeerReadResult.Refused(candidate, r.reason());
+                case PayloadTransport.FetchOutcome.Rejected r -> {
+                    // after a grant only through the boundary (the transport failed unexpectedly):
+                    // the slot is freed, or the local lease handed on, never left behind
+                    if (assembler != null) {
+                        assembler.abort();
+                        yield new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.TRANSFER_BROKEN);
+                    }
+                    yield declined != null ? declined : new PeerReadResult.Refused(candidate, r.reason());
+                }
                 case PayloadTransport.FetchOutcome.Declined d -> declined != null ? declined
                         : new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.TRANSFER_BROKEN);
                 case PayloadTransport.FetchOutcome.Streamed s -> switch (s.end()) {

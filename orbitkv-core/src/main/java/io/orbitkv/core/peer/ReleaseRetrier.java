@@ -1,5 +1,7 @@
 package io.orbitkv.core.peer;
 
+import io.orbitkv.core.log.UnexpectedErrors.Layer;
+
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -104,8 +106,8 @@ public final class ReleaseRetrier {
     }
 
     private void send(Key key, NodeIncarnation requester, long sentAtNanos) {
-        transport.release(key.source(), key.ticketId(), requester)
-                .exceptionally(t -> PayloadTransport.ReleaseAck.FAILED)
+        PeerBoundary.call(Layer.PEER, "ReleaseRetrier.send", "a failed release (retried)", PayloadTransport.ReleaseAck.FAILED,
+                        () -> transport.release(key.source(), key.ticketId(), requester))
                 .thenAccept(ack -> onAck(key, ack, sentAtNanos));
     }
 

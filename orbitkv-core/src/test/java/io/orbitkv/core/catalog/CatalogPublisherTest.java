@@ -3,6 +3,7 @@ package io.orbitkv.core.catalog;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.core.storage.residency.ResidencyEvent.Kind;
 import io.orbitkv.core.storage.residency.ResidencyEvent.Medium;
 import io.orbitkv.core.storage.residency.ResidencyStream;
@@ -62,6 +63,38 @@ class CatalogPublisherTest {
         now += 10_000_000_000L; // past the longest backoff
         assertThat(p.pump(view, now)).isTrue();
         assertThat(lookAll(40)).allMatch(l -> l instanceof KeyLocation.Present);
+    }
+
+    @Test
+    void aPushThatThrowsIsCountedAndBacksOffLikeAFailedPushWhileTheOtherOwnersGoOn() {
+        CatalogPublisher p = publisher(1_000);
+        transport.buggy.add("own");
+        for (int i = 0; i < 4; i++) add(i);
+        long before = UnexpectedErrors.count(UnexpectedErrors.Layer.CLUSTER);
+        p.pump(view, now); // does not throw: the publisher thread keeps running
+        assertThat(UnexpectedErrors.count(UnexpectedErrors.Layer.CLUSTER) - before).isGreaterThanOrEqualTo(1);
+        assertThat(registry.get("orbitkv_catalog_owners_backing_off").gauge().value()).isEqualTo(1);
+        int tried = transport.pushes.get("own").get();
+        p.pump(view, now + 1_000_000);
+        assertThat(transport.pushes.get("own").get()).as("no push to it while it backs off").isEqualTo(tried);
+        assertThat(lookAll(4)).as("the other owner's keys were published").anyMatch(l -> l instanceof KeyLocation.Present);
+        transport.buggy.clear();
+        now += 10_000_000_000L; // past the longest backoff
+        assertThat(p.pump(view, now)).isTrue();
+        assertThat(lookAll(4)).allMatch(l -> l instanceof KeyLocation.Present);
+    }
+
+    @Test
+    void aLookupThatThrowsIsUnknownNeverAbsentAndCounted() {
+        CatalogPublisher p = publisher(1_000);
+        for (int i = 0; i < 4; i++) add(i);
+        assertThat(p.pump(view, now)).isTrue();
+        transport.buggy.add("own");
+        long before = UnexpectedErrors.count(UnexpectedErrors.Layer.CLUSTER);
+        List<KeyLocation> got = lookAll(4);
+        assertThat(UnexpectedErrors.count(UnexpectedErrors.Layer.CLUSTER) - before).isGreaterThanOrEqualTo(1);
+        assertThat(got).doesNotContain(new KeyLocation.Absent())
+                .contains(new KeyLocation.Unknown(KeyLocation.UnknownReason.UNREACHABLE));
     }
 
     @Test

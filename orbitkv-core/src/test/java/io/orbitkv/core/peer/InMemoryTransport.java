@@ -1,13 +1,15 @@
 package io.orbitkv.core.peer;
 
 import java.nio.ByteBuffer;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * The in-JVM {@link LocalTransport} in 16 KiB chunks, as the gRPC service sends them, with hooks
  * to corrupt a chunk (after the source's checksum), break a stream before a chunk, or fail
- * releases. For tests of the requester's workflow without sockets.
+ * releases; and to inject a bug ({@link #bug}) where the contract says the transport answers
+ * values. For tests of the requester's workflow without sockets.
  */
 public final class InMemoryTransport implements PayloadTransport {
 
@@ -18,6 +20,27 @@ public final class InMemoryTransport implements PayloadTransport {
     volatile int breakAfterChunks = -1;
     final AtomicInteger failReleases = new AtomicInteger();
     public final AtomicInteger releaseCalls = new AtomicInteger();
+    volatile Bug bug = Bug.NONE;
+
+    /** Where the transport throws (or fails its future) instead of answering a value. */
+    enum Bug { NONE, AUTHORIZE_THROWS, TRANSFER_THROWS, FETCH_FAILS_AFTER_STREAM, BATCH_THROWS }
+
+    @Override
+    public CompletableFuture<FetchOutcome> fetch(PeerEndpoint source, AuthorizeRequest request, FetchSink receiver) {
+        CompletableFuture<FetchOutcome> streamed = PayloadTransport.super.fetch(source, request, receiver);
+        if (bug != Bug.FETCH_FAILS_AFTER_STREAM) return streamed;
+        // the payload landed in the reserved slot, then the future fails
+        return streamed.thenApply(outcome -> {
+            throw new IllegalStateException("injected: fetch failed after streaming");
+        });
+    }
+
+    @Override
+    public List<CompletableFuture<FetchOutcome>> fetchBatch(PeerEndpoint source, List<AuthorizeRequest> requests,
+                                                            List<? extends FetchSink> receivers) {
+        if (bug == Bug.BATCH_THROWS) throw new IllegalStateException("injected: fetchBatch threw");
+        return PayloadTransport.super.fetchBatch(source, requests, receivers);
+    }
 
     void add(PeerNode node) {
         add("mem:" + node.self.nodeId(), node.source);
@@ -29,12 +52,14 @@ public final class InMemoryTransport implements PayloadTransport {
 
     @Override
     public CompletableFuture<AuthorizeResult> authorize(PeerEndpoint source, AuthorizeRequest request) {
+        if (bug == Bug.AUTHORIZE_THROWS) throw new IllegalStateException("injected: authorize threw");
         return network.authorize(source, request);
     }
 
     @Override
     public CompletableFuture<TransferEnd> transfer(PeerEndpoint source, AuthorizeResult.Granted ticket,
                                                    NodeIncarnation requester, PayloadSink sink) {
+        if (bug == Bug.TRANSFER_THROWS) throw new IllegalStateException("injected: transfer threw");
         int corrupt = corruptChunk;
         int breakAt = breakAfterChunks;
         return network.transfer(source, ticket, requester, new PayloadSink() {

@@ -2,6 +2,8 @@ package io.orbitkv.core.peer;
 
 import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.MembershipView;
+import io.orbitkv.core.log.UnexpectedErrors;
+import io.orbitkv.core.log.UnexpectedErrors.Layer;
 import io.orbitkv.core.query.SessionScope;
 import io.orbitkv.core.storage.StageResult;
 import io.orbitkv.state.Namespace;
@@ -20,6 +22,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -29,6 +32,12 @@ import static org.assertj.core.api.Assertions.assertThat;
  * {@link PayloadTransport#fetchBatch} per source; a page its first source refuses falls back to
  * its next candidate; a page with no candidate is a NOT_FOUND miss; a corrupted page is a CORRUPT
  * miss (after payload); nothing leaks. Also {@link PeerRoutes}' member-left hook.
+ *
+ * <p>And the peer layer's error boundary on this real path ({@link PeerPages} over
+ * {@link PeerReader} over a transport): a transport that throws, or whose future fails, where its
+ * contract says it answers values, is a bug. The read still answers a miss (never a wrong hit,
+ * never an exception), nothing is left behind (the requester's reserved bytes and leases, the
+ * source's tickets and pins), and {@code orbitkv_unexpected_errors_total{layer="peer"}} counts it.
  */
 class PeerPagesBatchTest {
 
@@ -38,7 +47,7 @@ class PeerPagesBatchTest {
     static final Namespace NS = new Namespace("peer-batch", "r1", "sha256:w", "sha256:t", "", "bf16", "nhd", 16, 1, 0, 1, 0, 1);
     static final SessionScope SCOPE = new SessionScope(NS, PeerNode.NS, new RecoveryContract(16, List.of(new StateGroup.Full(0))));
 
-    /** Counts batches per source, then runs the default (one fetch per page). */
+    /** Counts batches per source, then runs the in-memory transport's (one fetch per page). */
     static final class CountingTransport implements PayloadTransport {
         final InMemoryTransport inner = new InMemoryTransport();
         final List<String> batches = new CopyOnWriteArrayList<>();
@@ -48,7 +57,12 @@ class PeerPagesBatchTest {
         public List<CompletableFuture<FetchOutcome>> fetchBatch(PeerEndpoint source, List<AuthorizeRequest> requests,
                                                                 List<? extends FetchSink> receivers) {
             batches.add(source.node().nodeId() + ":" + requests.size());
-            return PayloadTransport.super.fetchBatch(source, requests, receivers);
+            return inner.fetchBatch(source, requests, receivers);
+        }
+
+        @Override
+        public CompletableFuture<FetchOutcome> fetch(PeerEndpoint source, AuthorizeRequest request, FetchSink receiver) {
+            return inner.fetch(source, request, receiver);
         }
 
         @Override
@@ -187,5 +201,78 @@ class PeerPagesBatchTest {
         view.set(MembershipView.valid(List.of(new Member("a", "127.0.0.1:1", 2), new Member("b", "127.0.0.1:2", 1)), 2));
         routes.onTick(2);
         assertThat(transport.left).containsExactlyInAnyOrder(new NodeIncarnation("a", 1), new NodeIncarnation("c", 1));
+    }
+
+    /** Releases retried, then the source's ticket windows run out: what a lost release leaves is freed there. */
+    void assertNothingLeakedOnceTheWindowsEnd() {
+        a.clock.addAndGet(TimeUnit.SECONDS.toNanos(31));
+        a.source.onTick();
+        assertNothingLeaked();
+        assertThat(releases.pending()).as("releases pending").isZero();
+    }
+
+    StageResult fetchWith(InMemoryTransport.Bug bug, StateKey k) {
+        transport.inner.bug = bug;
+        long before = UnexpectedErrors.count(Layer.PEER);
+        StageResult r = pages.fetch(k, SCOPE).join();
+        assertThat(UnexpectedErrors.count(Layer.PEER) - before).as("counted under layer peer").isGreaterThanOrEqualTo(1);
+        return r;
+    }
+
+    StateKey onA(long i) {
+        StateKey k = PeerNode.key(i);
+        known.put(k, List.of(a.dramCandidate(k, a.putInDram(k))));
+        return k;
+    }
+
+    @Test
+    void aTransportThatThrowsBeforeAnyGrantIsANotFoundMissCounted() {
+        StateKey k = onA(600);
+        assertThat(fetchWith(InMemoryTransport.Bug.AUTHORIZE_THROWS, k)).isEqualTo(new StageResult.Miss(k, StageResult.MissReason.NOT_FOUND));
+        assertThat(b.store.dram().contains(k)).isFalse();
+        assertNothingLeakedOnceTheWindowsEnd();
+    }
+
+    /** A miss after the grant: IO_ERROR, as a broken stream (the query must not try another medium); the slot is freed. */
+    void assertBrokenAfterTheGrant(InMemoryTransport.Bug bug, long i) {
+        StateKey k = onA(i);
+        assertThat(fetchWith(bug, k)).isEqualTo(new StageResult.Miss(k, StageResult.MissReason.IO_ERROR));
+        assertThat(b.store.dram().contains(k)).as("bytes whose fetch failed never become resident").isFalse();
+        assertNothingLeakedOnceTheWindowsEnd();
+    }
+
+    @Test
+    void aTransferThatThrowsAfterTheGrantIsABrokenStreamAndFreesTheSlot() {
+        assertBrokenAfterTheGrant(InMemoryTransport.Bug.TRANSFER_THROWS, 601);
+    }
+
+    @Test
+    void aFetchThatFailsAfterThePayloadLandedCommitsNothingAndFreesTheSlot() {
+        assertBrokenAfterTheGrant(InMemoryTransport.Bug.FETCH_FAILS_AFTER_STREAM, 602);
+    }
+
+    @Test
+    void aBatchThatThrowsIsAMissForEveryPageCounted() {
+        List<StateKey> keys = List.of(onA(603), onA(604), onA(605));
+        transport.inner.bug = InMemoryTransport.Bug.BATCH_THROWS;
+        long before = UnexpectedErrors.count(Layer.PEER);
+        List<StageResult> results = pages.fetchAll(keys, SCOPE).stream().map(CompletableFuture::join).toList();
+        assertThat(UnexpectedErrors.count(Layer.PEER) - before).isGreaterThanOrEqualTo(1);
+        assertThat(results).allSatisfy(r -> assertThat(r).isInstanceOf(StageResult.Miss.class));
+        assertNothingLeakedOnceTheWindowsEnd();
+    }
+
+    @Test
+    void theSameReadHitsOnceTheTransportAnswersValuesAgainAndCountsNothing() {
+        StateKey k = onA(606);
+        transport.inner.bug = InMemoryTransport.Bug.AUTHORIZE_THROWS;
+        assertThat(pages.fetch(k, SCOPE).join()).isInstanceOf(StageResult.Miss.class);
+        transport.inner.bug = InMemoryTransport.Bug.NONE;
+        long before = UnexpectedErrors.count(Layer.PEER);
+        StageResult r = pages.fetch(k, SCOPE).join();
+        assertThat(r).isInstanceOf(StageResult.Staged.class);
+        ((StageResult.Staged) r).lease().release();
+        assertThat(UnexpectedErrors.count(Layer.PEER)).as("a good read counts nothing").isEqualTo(before);
+        assertNothingLeakedOnceTheWindowsEnd();
     }
 }

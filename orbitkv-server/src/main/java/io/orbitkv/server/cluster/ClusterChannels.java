@@ -9,6 +9,7 @@ import io.grpc.TlsChannelCredentials;
 import java.io.IOException;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 
@@ -55,9 +56,18 @@ public final class ClusterChannels implements AutoCloseable {
 
     /** The shared channel to {@code endpoint} ({@code host:port}), created on first use. */
     public ManagedChannel channel(String endpoint) {
+        return tryChannel(endpoint).orElseThrow(() -> new IllegalStateException("cluster channels are closed"));
+    }
+
+    /**
+     * As {@link #channel}, but empty once {@link #close()} ran (the Manager is stopping: a call
+     * not started is an expected outcome, answered as an unreachable peer by the caller). More than
+     * {@link #MAX_CHANNELS} endpoints still throws: that is a configuration this build refuses loudly.
+     */
+    public Optional<ManagedChannel> tryChannel(String endpoint) {
         Objects.requireNonNull(endpoint, "endpoint");
-        if (closed) throw new IllegalStateException("cluster channels are closed");
-        return channels.computeIfAbsent(endpoint, e -> {
+        if (closed) return Optional.empty();
+        return Optional.of(channels.computeIfAbsent(endpoint, e -> {
             if (channels.size() >= MAX_CHANNELS) {
                 throw new IllegalStateException("more than " + MAX_CHANNELS + " peer endpoints");
             }
@@ -65,7 +75,7 @@ public final class ClusterChannels implements AutoCloseable {
                     .directExecutor()
                     .maxInboundMessageSize(ClusterRpcServer.MAX_INBOUND_MESSAGE_BYTES)
                     .build();
-        });
+        }));
     }
 
     /** Closes every channel, waiting up to 1 s each for calls in flight. */

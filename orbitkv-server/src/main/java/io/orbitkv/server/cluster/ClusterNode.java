@@ -8,7 +8,7 @@ import io.orbitkv.core.catalog.CatalogPublisher;
 import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.MembershipView;
 import io.orbitkv.core.catalog.ShardState;
-import io.orbitkv.core.log.RateLimitedLog;
+import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.server.config.ClusterConfig;
 import io.orbitkv.server.membership.EpochFile;
@@ -66,7 +66,6 @@ public final class ClusterNode implements AutoCloseable {
     private final Duration lookupTimeout;
     private final Thread loop;
     private final Counter loopErrors;
-    private final RateLimitedLog loopLog = RateLimitedLog.tenSeconds(ClusterNode.class.getName());
     private volatile boolean closed;
 
     private ClusterNode(Member self, ClusterChannels channels, ClusterRpcServer server, EtcdMembership membership,
@@ -154,9 +153,10 @@ public final class ClusterNode implements AutoCloseable {
                 }
                 idle = publisher.pump(v, System.nanoTime());
             } catch (RuntimeException e) {
-                // a bug or an environment failure outside any push (pushes are values): count, log, keep running
+                // a bug outside any push (pushes and drains are values): count, log, keep running
                 loopErrors.increment();
-                loopLog.log(System.Logger.Level.ERROR, "publish-loop", "catalog publish loop failed: " + e);
+                UnexpectedErrors.record(UnexpectedErrors.Layer.CLUSTER, "ClusterNode.publishLoop",
+                        "a skipped publish round (the next one reads on)", e);
             }
             if (idle) LockSupport.parkNanos(IDLE_POLL.toNanos());
         }

@@ -4,9 +4,11 @@ import com.google.common.util.concurrent.FutureCallback;
 import com.google.common.util.concurrent.Futures;
 import com.google.common.util.concurrent.MoreExecutors;
 import com.google.protobuf.ByteString;
+import io.grpc.ManagedChannel;
 import io.grpc.Status;
 import io.grpc.StatusRuntimeException;
 import io.orbitkv.core.catalog.Member;
+import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.server.cluster.proto.ClusterInfoGrpc;
 import io.orbitkv.server.cluster.proto.ProveReply;
 import io.orbitkv.server.cluster.proto.ProveRequest;
@@ -18,6 +20,7 @@ import java.security.MessageDigest;
 import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import javax.crypto.Mac;
@@ -30,7 +33,9 @@ import javax.crypto.spec.SecretKeySpec;
  * checks before the handler runs (the verifier proves itself); the member answers with
  * HMAC-SHA256 keyed by its token over the nonce and its identity, which the verifier recomputes
  * with its own token (the member proves itself). Either failure is logged and counted
- * ({@link AuthFailures}) and the member is not live in the verifier's view.
+ * ({@link AuthFailures}) and the member is not live in the verifier's view. {@link #verify}'s future
+ * always completes, with false for every failure; one that is a bug (not a refused or unreachable
+ * call) is also counted ({@link UnexpectedErrors}, layer {@code cluster}).
  *
  * <p>Owns the HMAC key and a {@link SecureRandom}; borrows the channels. Thread-safe: a
  * {@link Mac} is made per use (a few µs), and the RPC completes on the channel's event loop.
@@ -54,6 +59,7 @@ public final class CredentialProof implements MemberVerifier {
     /** Deadline of one Prove call. */
     public static final Duration DEADLINE = Duration.ofSeconds(2);
     private static final byte[] DOMAIN = "orbitkv-prove-v1".getBytes(StandardCharsets.UTF_8);
+    private static final String FAILED_PROOF = "a failed proof (the member is not live; retried with backoff)";
 
     private final String selfNode;
     private final String clusterId;
@@ -94,13 +100,21 @@ public final class CredentialProof implements MemberVerifier {
         CompletableFuture<Boolean> out = new CompletableFuture<>();
         String who = member.nodeId() + "#" + member.incarnation() + " at " + member.endpoint();
         try {
-            Futures.addCallback(ClusterInfoGrpc.newFutureStub(channels.channel(member.endpoint()))
+            Optional<ManagedChannel> channel = channels.tryChannel(member.endpoint());
+            if (channel.isEmpty()) return CompletableFuture.completedFuture(false); // channels closed: the Manager is stopping
+            Futures.addCallback(ClusterInfoGrpc.newFutureStub(channel.get())
                     .withDeadlineAfter(DEADLINE.toMillis(), TimeUnit.MILLISECONDS)
                     .prove(ProveRequest.newBuilder().setFromNode(selfNode).setNonce(ByteString.copyFrom(nonce)).build()),
                     new FutureCallback<>() {
                         @Override
                         public void onSuccess(ProveReply reply) {
-                            out.complete(check(member, who, nonce, reply));
+                            try {
+                                out.complete(check(member, who, nonce, reply));
+                            } catch (RuntimeException e) {
+                                // else the proof would never complete and the member never be tried again
+                                UnexpectedErrors.record(UnexpectedErrors.Layer.CLUSTER, "CredentialProof.check", FAILED_PROOF, e);
+                                out.complete(false);
+                            }
                         }
 
                         @Override
@@ -113,7 +127,9 @@ public final class CredentialProof implements MemberVerifier {
                         }
                     }, MoreExecutors.directExecutor());
         } catch (RuntimeException e) {
-            out.complete(false); // channels closed or too many endpoints
+            // more endpoints than ClusterChannels.MAX_CHANNELS (a refused configuration), or a bug
+            UnexpectedErrors.record(UnexpectedErrors.Layer.CLUSTER, "CredentialProof.verify", FAILED_PROOF, e);
+            out.complete(false);
         }
         return out;
     }

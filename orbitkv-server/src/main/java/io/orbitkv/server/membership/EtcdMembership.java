@@ -4,6 +4,7 @@ import io.etcd.jetcd.ByteSequence;
 import io.etcd.jetcd.Client;
 import io.etcd.jetcd.KeyValue;
 import io.etcd.jetcd.Watch;
+import io.etcd.jetcd.common.exception.EtcdException;
 import io.etcd.jetcd.kv.GetResponse;
 import io.etcd.jetcd.kv.TxnResponse;
 import io.etcd.jetcd.lease.LeaseKeepAliveResponse;
@@ -16,6 +17,7 @@ import io.etcd.jetcd.options.WatchOption;
 import io.etcd.jetcd.support.CloseableClient;
 import io.etcd.jetcd.watch.WatchEvent;
 import io.etcd.jetcd.watch.WatchResponse;
+import io.grpc.StatusRuntimeException;
 import io.grpc.stub.StreamObserver;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
@@ -23,21 +25,19 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.MembershipView;
 import io.orbitkv.core.log.RateLimitedLog;
+import io.orbitkv.core.log.UnexpectedErrors;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
-import java.util.Set;
-import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executors;
-import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.LongSupplier;
 
@@ -46,18 +46,20 @@ import java.util.function.LongSupplier;
  * incarnation}) under a lease kept alive, watches the members prefix, and publishes a
  * {@link MembershipView} that is valid only while the evidence holds.
  *
- * <p>Owns the etcd client, the lease, the watch and one control thread. Thread model: every state
- * transition (register, re-list, re-watch, health evaluation) runs on the control thread, every
- * {@link Settings#tick()}; jetcd callbacks only record facts (volatile timestamps, a broken-watch
- * flag) or post events to that thread. {@link #view()} is a volatile read from any thread; etcd is
- * never on a read path. Invariants: the view is valid only when (1) this incarnation is
- * registered and not superseded, (2) a keep-alive was acknowledged within the lease TTL, and (3)
- * the watch is running from the revision the view was listed at; a lower incarnation than one
- * stored in etcd is never registered (the registration transaction refuses it); another member
- * is in the view only once it proved itself to this node ({@link MemberVerifier}: in a Manager,
- * the mutual cluster-credential proof), so a member registered with a wrong token never gets a
- * rendezvous share of the keys. A member whose proof failed is tried again after 0.5 s, doubling
- * to 10 s; a new record of it (restart: new incarnation) is proven afresh.
+ * <p>Owns the etcd client, the lease, the watch, the {@link MemberProofs} and one control thread.
+ * Thread model: every state transition (register, re-list, re-watch, health evaluation, proofs)
+ * runs on the control thread, every {@link Settings#tick()}; jetcd callbacks only record facts
+ * (volatile timestamps, a broken-watch flag) or post events to that thread. {@link #view()} is a
+ * volatile read from any thread; etcd is never on a read path. A tick never throws: its failures
+ * are counted (tick errors) and age the evidence out; one that is not etcd's is a bug, also
+ * counted as an unexpected error (layer {@code cluster}).
+ *
+ * <p>Invariants: the view is valid only when (1) this incarnation is registered and not
+ * superseded, (2) a keep-alive was acknowledged within the lease TTL, and (3) the watch is running
+ * from the revision the view was listed at; a lower incarnation than one stored in etcd is never
+ * registered (the registration transaction refuses it); another member is in the view only once
+ * it proved itself to this node ({@link MemberProofs}), so a member registered with a wrong token
+ * never gets a rendezvous share of the keys.
  *
  * <p>Design note: the TTL (default 5 s) bounds how long a dead node stays in others' views and
  * how long this node may act on evidence it can no longer renew: after TTL without an acknowledged
@@ -128,34 +130,13 @@ public final class EtcdMembership implements AutoCloseable {
     private final Counter watchRepairs;
     private final Counter reRegistrations;
     private final Counter staleRefused;
-    private final Counter proofsFailed;
     private final Counter tickErrors;
     private final RateLimitedLog tickLog = RateLimitedLog.tenSeconds(EtcdMembership.class.getName());
-    private final MemberVerifier verifier;
-    /** node id → proof state of its current record; control thread only. */
-    private final Map<String, Proof> proofs = new HashMap<>();
-    private volatile int unproven;
-
-    /** First wait after a failed proof; it doubles up to {@link #PROOF_RETRY_MAX}. */
-    static final Duration PROOF_RETRY_INITIAL = Duration.ofMillis(500);
-    static final Duration PROOF_RETRY_MAX = Duration.ofSeconds(10);
-
-    /** Whether one member record proved itself; confined to the control thread. */
-    private static final class Proof {
-        final Member member;
-        boolean pending;
-        boolean proven;
-        int failures;
-        long retryAtNanos;
-
-        Proof(Member member) {
-            this.member = member;
-        }
-    }
+    /** Which other members proved themselves; control thread only. */
+    private final MemberProofs proofs;
 
     private EtcdMembership(Settings settings, MemberVerifier verifier, LongSupplier nanoClock, MeterRegistry registry) {
         this.settings = settings;
-        this.verifier = Objects.requireNonNull(verifier, "verifier");
         this.nanoClock = nanoClock;
         this.client = Client.builder().endpoints(settings.endpoints().toArray(String[]::new))
                 .connectTimeout(settings.rpcTimeout()).build();
@@ -169,8 +150,7 @@ public final class EtcdMembership implements AutoCloseable {
         this.reRegistrations = Counter.builder("orbitkv_membership_registrations").description("lease grants + registrations").register(registry);
         this.staleRefused = Counter.builder("orbitkv_membership_stale_refused").description("registrations refused: a newer incarnation is stored").register(registry);
         this.tickErrors = Counter.builder("orbitkv_membership_tick_errors").description("membership ticks that failed to reach etcd (each also logged, rate-limited)").register(registry);
-        this.proofsFailed = Counter.builder("orbitkv_membership_proofs_failed").description("members that failed to prove the cluster credential (each attempt)").register(registry);
-        Gauge.builder("orbitkv_membership_unproven", this, m -> m.unproven).description("members registered in etcd but not (yet) proven, so not live").register(registry);
+        this.proofs = new MemberProofs(settings.self().nodeId(), verifier, control, this::publish, nanoClock, registry);
         Gauge.builder("orbitkv_membership_valid", view, v -> v.get().valid() ? 1 : 0).description("1 while the view is valid evidence").register(registry);
         Gauge.builder("orbitkv_membership_live", view, v -> v.get().live().size()).description("members in the view").register(registry);
     }
@@ -208,11 +188,15 @@ public final class EtcdMembership implements AutoCloseable {
             }
             lastError = "";
         } catch (Exception e) {
-            // etcd unreachable or slow: evidence ages out below; retried next tick
+            // etcd unreachable, slow or refusing (or the loop stopping): evidence ages out below; retried next tick
             lastError = String.valueOf(e);
             tickErrors.increment();
-            tickLog.log(System.Logger.Level.WARNING, "tick", "etcd at " + settings.endpoints() + " not reached: " + e
-                    + "; membership evidence ages out and new remote work stops until it answers (check that etcd runs)");
+            if (e instanceof RuntimeException && !(e instanceof EtcdException || e instanceof StatusRuntimeException)) {
+                UnexpectedErrors.record(UnexpectedErrors.Layer.CLUSTER, "EtcdMembership.tick", "a failed tick (retried next tick)", e);
+            } else {
+                tickLog.log(System.Logger.Level.WARNING, "tick", "etcd at " + settings.endpoints() + " not reached: " + e
+                        + "; membership evidence ages out and new remote work stops until it answers (check that etcd runs)");
+            }
         }
         publish();
     }
@@ -226,75 +210,11 @@ public final class EtcdMembership implements AutoCloseable {
             registeredMembers = List.copyOf(members.values());
             rev = revision;
         }
-        List<Member> live = proven(registeredMembers);
+        List<Member> live = proofs.live(registeredMembers);
         String error = lastError;
         long registered = registrations;
         view.set(invalid.isEmpty() ? MembershipView.valid(live, rev, registered)
                 : new MembershipView(false, live, rev, invalid.get() + (error.isEmpty() ? "" : " (etcd: " + error + ")"), registered));
-    }
-
-    /**
-     * This node's record and every other record that proved itself; starts the proofs that are
-     * due (new records, failed ones whose retry time came). Control thread.
-     */
-    private List<Member> proven(List<Member> registeredMembers) {
-        long now = nanoClock.getAsLong();
-        Set<String> ids = new HashSet<>();
-        List<Member> live = new ArrayList<>();
-        for (Member m : registeredMembers) {
-            ids.add(m.nodeId());
-            if (m.nodeId().equals(settings.self().nodeId())) {
-                live.add(m);
-                continue;
-            }
-            Proof p = proofs.get(m.nodeId());
-            if (p == null || !p.member.equals(m)) {
-                p = new Proof(m);
-                proofs.put(m.nodeId(), p);
-            }
-            if (!p.proven && !p.pending && (p.failures == 0 || now - p.retryAtNanos >= 0)) startProof(p);
-            if (p.proven) live.add(m);
-        }
-        proofs.keySet().retainAll(ids);
-        unproven = registeredMembers.size() - live.size();
-        return live;
-    }
-
-    private void startProof(Proof p) {
-        p.pending = true;
-        CompletableFuture<Boolean> proof;
-        try {
-            proof = verifier.verify(p.member);
-        } catch (RuntimeException e) {
-            proof = CompletableFuture.completedFuture(false);
-        }
-        if (proof.isDone()) {
-            onProof(p, Boolean.TRUE.equals(proof.getNow(false)));
-            return;
-        }
-        proof.whenComplete((ok, error) -> {
-            try {
-                control.execute(() -> {
-                    onProof(p, error == null && Boolean.TRUE.equals(ok));
-                    publish();
-                });
-            } catch (RejectedExecutionException closing) {
-                // the membership is closing: nothing left to publish
-            }
-        });
-    }
-
-    private void onProof(Proof p, boolean ok) {
-        p.pending = false;
-        if (ok) {
-            p.proven = true;
-            p.failures = 0;
-            return;
-        }
-        p.failures++;
-        proofsFailed.increment();
-        long wait = Math.min(PROOF_RETRY_MAX.toNanos(), PROOF_RETRY_INITIAL.toNanos() << Math.min(p.failures - 1, 20));
-        p.retryAtNanos = nanoClock.getAsLong() + wait;
     }
 
     private void register() throws Exception {
@@ -482,8 +402,10 @@ public final class EtcdMembership implements AutoCloseable {
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
-        } catch (Exception e) {
+        } catch (ExecutionException | TimeoutException | EtcdException | StatusRuntimeException e) {
             // etcd went away since the last keep-alive: the lease expires by itself after its TTL
+        } catch (RuntimeException e) {
+            UnexpectedErrors.record(UnexpectedErrors.Layer.CLUSTER, "EtcdMembership.close", "a lease left to expire", e);
         } finally {
             leave = outcome;
             client.close();

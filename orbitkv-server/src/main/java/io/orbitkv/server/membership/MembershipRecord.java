@@ -41,7 +41,7 @@ final class MembershipRecord {
         return m.incarnation() + " " + m.endpoint();
     }
 
-    /** Parses a member record; empty for a malformed one (counted and ignored by the caller). */
+    /** Parses a member record; empty for a malformed one (an expected outcome: the caller leaves it out of the view). */
     static Optional<Member> parse(String clusterId, String key, byte[] value) {
         String prefix = membersPrefix(clusterId);
         if (!key.startsWith(prefix)) return Optional.empty();

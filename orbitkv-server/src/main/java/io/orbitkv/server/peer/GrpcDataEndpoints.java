@@ -1,6 +1,8 @@
 package io.orbitkv.server.peer;
 
+import io.grpc.ManagedChannel;
 import io.grpc.stub.StreamObserver;
+import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.core.peer.NodeIncarnation;
 import io.orbitkv.core.peer.PeerEndpoint;
 import io.orbitkv.server.cluster.ClusterChannels;
@@ -72,7 +74,12 @@ public final class GrpcDataEndpoints implements BulkPayloadTransport.Endpoints {
 
     private void ask(PeerEndpoint source, CompletableFuture<Optional<InetSocketAddress>> answer) {
         try {
-            PeerReadGrpc.newStub(channels.channel(source.address()))
+            Optional<ManagedChannel> channel = channels.tryChannel(source.address());
+            if (channel.isEmpty()) {
+                answer.complete(Optional.empty()); // channels closed: the Manager is stopping
+                return;
+            }
+            PeerReadGrpc.newStub(channel.get())
                     .withDeadlineAfter(deadline.toNanos(), TimeUnit.NANOSECONDS)
                     .dataEndpoint(DataEndpointCall.getDefaultInstance(), new StreamObserver<>() {
                         @Override
@@ -91,6 +98,9 @@ public final class GrpcDataEndpoints implements BulkPayloadTransport.Endpoints {
                         }
                     });
         } catch (RuntimeException e) {
+            // more endpoints than ClusterChannels.MAX_CHANNELS (a refused configuration), or a bug
+            UnexpectedErrors.record(UnexpectedErrors.Layer.TRANSPORT, "GrpcDataEndpoints.ask",
+                    "no data endpoint (pages go over gRPC)", e);
             answer.complete(Optional.empty());
         }
     }

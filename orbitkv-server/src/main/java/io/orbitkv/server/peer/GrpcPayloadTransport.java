@@ -21,6 +21,7 @@ import io.orbitkv.server.peer.proto.TransferCall;
 
 import java.time.Duration;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
@@ -35,7 +36,8 @@ import java.util.concurrent.TimeUnit;
  *
  * <p>Design note: network failure is turned into values here (UNREACHABLE, BROKEN, FAILED), the
  * one boundary where a {@code StatusRuntimeException} is seen, so the core workflow has no
- * exceptional path and every failure is a miss.
+ * exceptional path and every failure is a miss; closed channels (the Manager stopping) are
+ * answered the same, so a throw reaching the caller's boundary is a bug.
  */
 public final class GrpcPayloadTransport implements PayloadTransport {
 
@@ -49,15 +51,18 @@ public final class GrpcPayloadTransport implements PayloadTransport {
         this.transferDeadline = Objects.requireNonNull(transferDeadline, "transferDeadline");
     }
 
-    private PeerReadGrpc.PeerReadStub stub(PeerEndpoint source, Duration deadline) {
-        return PeerReadGrpc.newStub(channels.channel(source.address()))
-                .withDeadlineAfter(deadline.toNanos(), TimeUnit.NANOSECONDS);
+    /** The stub for {@code source}; empty once the channels closed (the Manager is stopping: the peer is unreachable). */
+    private Optional<PeerReadGrpc.PeerReadStub> stub(PeerEndpoint source, Duration deadline) {
+        return channels.tryChannel(source.address())
+                .map(c -> PeerReadGrpc.newStub(c).withDeadlineAfter(deadline.toNanos(), TimeUnit.NANOSECONDS));
     }
 
     @Override
     public CompletableFuture<AuthorizeResult> authorize(PeerEndpoint source, AuthorizeRequest request) {
+        Optional<PeerReadGrpc.PeerReadStub> stub = stub(source, controlDeadline);
+        if (stub.isEmpty()) return CompletableFuture.completedFuture(new AuthorizeResult.Rejected(AuthorizeResult.Rejection.UNREACHABLE));
         CompletableFuture<AuthorizeResult> result = new CompletableFuture<>();
-        stub(source, controlDeadline).authorize(PeerWire.encode(request), new Unary<>(result,
+        stub.get().authorize(PeerWire.encode(request), new Unary<>(result,
                 new AuthorizeResult.Rejected(AuthorizeResult.Rejection.UNREACHABLE)) {
             @Override
             AuthorizeResult convert(AuthorizeReply reply) {
@@ -84,8 +89,10 @@ public final class GrpcPayloadTransport implements PayloadTransport {
      */
     @Override
     public CompletableFuture<FetchOutcome> fetch(PeerEndpoint source, AuthorizeRequest request, FetchSink receiver) {
+        Optional<PeerReadGrpc.PeerReadStub> stub = stub(source, transferDeadline);
+        if (stub.isEmpty()) return CompletableFuture.completedFuture(new FetchOutcome.Rejected(AuthorizeResult.Rejection.UNREACHABLE));
         CompletableFuture<FetchOutcome> done = new CompletableFuture<>();
-        stub(source, transferDeadline).fetch(PeerWire.encode(request), new ClientResponseObserver<AuthorizeCall, FetchReply>() {
+        stub.get().fetch(PeerWire.encode(request), new ClientResponseObserver<AuthorizeCall, FetchReply>() {
             private ClientCallStreamObserver<AuthorizeCall> stream;
             private FetchOutcome rejected;
             private AuthorizeResult.Granted grant;
@@ -179,10 +186,12 @@ public final class GrpcPayloadTransport implements PayloadTransport {
     @Override
     public CompletableFuture<TransferEnd> transfer(PeerEndpoint source, AuthorizeResult.Granted ticket,
                                                    NodeIncarnation requester, PayloadSink sink) {
+        Optional<PeerReadGrpc.PeerReadStub> stub = stub(source, transferDeadline);
+        if (stub.isEmpty()) return CompletableFuture.completedFuture(TransferEnd.BROKEN);
         CompletableFuture<TransferEnd> end = new CompletableFuture<>();
         TransferCall call = TransferCall.newBuilder().setRequester(PeerWire.requester(requester))
                 .setTicketId(ticket.ticketId()).build();
-        stub(source, transferDeadline).transfer(call, new ClientResponseObserver<TransferCall, PayloadChunk>() {
+        stub.get().transfer(call, new ClientResponseObserver<TransferCall, PayloadChunk>() {
             private ClientCallStreamObserver<TransferCall> stream;
             private boolean trailer;
             private boolean refused;
@@ -232,9 +241,11 @@ public final class GrpcPayloadTransport implements PayloadTransport {
 
     @Override
     public CompletableFuture<ReleaseAck> release(PeerEndpoint source, long ticketId, NodeIncarnation requester) {
+        Optional<PeerReadGrpc.PeerReadStub> stub = stub(source, controlDeadline);
+        if (stub.isEmpty()) return CompletableFuture.completedFuture(ReleaseAck.FAILED);
         CompletableFuture<ReleaseAck> result = new CompletableFuture<>();
         ReleaseCall call = ReleaseCall.newBuilder().setRequester(PeerWire.requester(requester)).setTicketId(ticketId).build();
-        stub(source, controlDeadline).release(call, new Unary<>(result, ReleaseAck.FAILED) {
+        stub.get().release(call, new Unary<>(result, ReleaseAck.FAILED) {
             @Override
             ReleaseAck convert(ReleaseReply reply) {
                 return ReleaseAck.ACKED;

@@ -1,10 +1,14 @@
 package io.orbitkv.server.peer;
 
 import com.google.protobuf.UnsafeByteOperations;
+import io.grpc.StatusRuntimeException;
 import io.grpc.stub.ServerCallStreamObserver;
 import io.grpc.stub.StreamObserver;
+import io.orbitkv.core.log.UnexpectedErrors;
+import io.orbitkv.core.peer.AuthorizeRequest;
 import io.orbitkv.core.peer.AuthorizeResult;
 import io.orbitkv.core.peer.NodeIncarnation;
+import io.orbitkv.core.peer.PeerBoundary;
 import io.orbitkv.core.peer.PeerSource;
 import io.orbitkv.core.peer.TicketTable;
 import io.orbitkv.server.cluster.NonBlockingService;
@@ -25,6 +29,7 @@ import java.lang.foreign.MemorySegment;
 import java.nio.ByteBuffer;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 import java.util.function.Function;
 import java.util.zip.CRC32C;
 
@@ -44,7 +49,9 @@ import java.util.zip.CRC32C;
  *
  * <p>Invariant: every transfer that began at the {@link TicketTable} ends there exactly once —
  * after the trailer, on cancellation, or on a send error — and no byte of the pinned image is
- * read after that end (the ticket may free the pin at once).
+ * read after that end (the ticket may free the pin at once). Error boundary (layer
+ * {@code transport}): an authorization that throws or fails is counted and answered NOT_SERVING;
+ * a send that throws is counted and ends the stream INTERNAL.
  *
  * <p>Design note: chunks of {@link #CHUNK_BYTES} sent only while the stream {@code isReady()}:
  * HTTP/2 flow control then bounds what one transfer buffers to about one window plus one chunk,
@@ -110,18 +117,16 @@ public final class PeerReadService extends PeerReadGrpc.PeerReadImplBase impleme
             out.onCompleted();
             return;
         }
-        source.authorize(decoded.get()).whenComplete((result, error) -> {
-            AuthorizeReply reply = error != null
-                    ? AuthorizeReply.newBuilder().setRejection(AuthorizeResult.Rejection.NOT_SERVING.name()).build()
-                    : switch (result) {
-                        case AuthorizeResult.Granted g -> AuthorizeReply.newBuilder().setGrant(Grant.newBuilder()
-                                .setTicketId(g.ticketId()).setSourceIncarnation(g.sourceIncarnation())
-                                .setLengthBytes(g.lengthBytes()).setWindowNanos(g.windowNanos())).build();
-                        case AuthorizeResult.Rejected r -> AuthorizeReply.newBuilder().setRejection(r.reason().name()).build();
-                    };
+        authorized("PeerReadService.authorize", decoded.get()).thenAccept(result -> {
+            AuthorizeReply reply = switch (result) {
+                case AuthorizeResult.Granted g -> AuthorizeReply.newBuilder().setGrant(Grant.newBuilder()
+                        .setTicketId(g.ticketId()).setSourceIncarnation(g.sourceIncarnation())
+                        .setLengthBytes(g.lengthBytes()).setWindowNanos(g.windowNanos())).build();
+                case AuthorizeResult.Rejected r -> AuthorizeReply.newBuilder().setRejection(r.reason().name()).build();
+            };
             out.onNext(reply);
             out.onCompleted();
-        });
+        }).exceptionally(PeerReadService::answerFailed);
     }
 
     @Override
@@ -174,16 +179,32 @@ public final class PeerReadService extends PeerReadGrpc.PeerReadImplBase impleme
             return;
         }
         NodeIncarnation requester = decoded.get().requester();
-        source.authorize(decoded.get()).whenComplete((result, error) -> {
-            if (error != null) {
-                stream.reject(AuthorizeResult.Rejection.NOT_SERVING);
-                return;
-            }
+        authorized("PeerReadService.fetch", decoded.get()).thenAccept(result -> {
             switch (result) {
                 case AuthorizeResult.Granted g -> stream.granted(g, requester);
                 case AuthorizeResult.Rejected r -> stream.reject(r.reason());
             }
-        });
+        }).exceptionally(PeerReadService::answerFailed);
+    }
+
+    /**
+     * The source's answer to {@code request}: refusals are values; a throw or a failed future is
+     * a bug, counted and answered NOT_SERVING (the requester reads elsewhere or recomputes).
+     */
+    private CompletableFuture<AuthorizeResult> authorized(String site, AuthorizeRequest request) {
+        return PeerBoundary.call(UnexpectedErrors.Layer.TRANSPORT, site, "a NOT_SERVING refusal",
+                new AuthorizeResult.Rejected(AuthorizeResult.Rejection.NOT_SERVING), () -> source.authorize(request));
+    }
+
+    /** Answering a call threw (its stream already closed, or a bug): counted; a ticket it held ends with its window. */
+    private static Void answerFailed(Throwable failure) {
+        Throwable cause = PeerBoundary.cause(failure);
+        // a StatusRuntimeException is gRPC saying the call already ended (the requester went away): expected
+        if (!(cause instanceof StatusRuntimeException)) {
+            UnexpectedErrors.record(UnexpectedErrors.Layer.TRANSPORT, "PeerReadService.answer",
+                    "an unanswered call (the requester's deadline)", cause);
+        }
+        return null;
     }
 
     /**
@@ -282,7 +303,12 @@ public final class PeerReadService extends PeerReadGrpc.PeerReadImplBase impleme
                             .setData(Data.newBuilder().setOffset(offset).setBytes(UnsafeByteOperations.unsafeWrap(piece))).build()));
                     offset += n;
                 }
+            } catch (StatusRuntimeException e) {
+                end(); // the call already ended (the requester went away): nothing more to send on it
             } catch (RuntimeException e) {
+                // a cancelled call drops messages (its cancel handler is set) rather than throw: a bug
+                UnexpectedErrors.record(UnexpectedErrors.Layer.TRANSPORT, "PeerReadService.send",
+                        "a failed stream (INTERNAL: a miss at the requester)", e);
                 end();
                 call.onError(io.grpc.Status.INTERNAL.withDescription("peer transfer failed").asRuntimeException());
             }

@@ -18,6 +18,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
+import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.testkit.ProcessTest;
 import org.awaitility.Awaitility;
 import org.junit.jupiter.api.AfterEach;
@@ -137,6 +138,22 @@ class CredentialProofTest {
         assertThat(clientSide.count(AuthFailures.Reason.REFUSED_BY_PEER)).isEqualTo(1);
         assertThat(serverSide.count(AuthFailures.Reason.BAD_TOKEN)).isEqualTo(1);
         assertThat(shard.caughtUpSources()).as("the service never ran").isEmpty();
+    }
+
+    @Test
+    void closedChannelsAreAnOutcomeNotABug() throws Exception {
+        ClusterSecurity security = new ClusterSecurity("proof", TOKEN, Optional.empty());
+        ClusterChannels channels = new ClusterChannels(security);
+        channels.close(); // the Manager is stopping
+        Member peer = new Member("p", "127.0.0.1:1", 1);
+        long before = UnexpectedErrors.count(UnexpectedErrors.Layer.CLUSTER);
+        assertThat(new CredentialProof("a", security, channels, new AuthFailures(new SimpleMeterRegistry())).verify(peer))
+                .succeedsWithin(Duration.ofSeconds(1)).isEqualTo(false);
+        GrpcCatalogTransport transport = new GrpcCatalogTransport(channels);
+        assertThat(transport.push(peer, new PushBatch("a", 1, 1, 1, true, true, 0, List.of()), 1_000))
+                .failsWithin(Duration.ofSeconds(1));
+        assertThat(transport.lookup(peer, List.of(), List.of(peer), 0, 1_000)).failsWithin(Duration.ofSeconds(1));
+        assertThat(UnexpectedErrors.count(UnexpectedErrors.Layer.CLUSTER)).as("nothing counted as a bug").isEqualTo(before);
     }
 
     @Test

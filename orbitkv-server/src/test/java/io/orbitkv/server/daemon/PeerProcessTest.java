@@ -130,6 +130,14 @@ class PeerProcessTest {
                     assertThat(a.metric("orbitkv_peer_bulk_pages_total{outcome=\"sent\"")).as("A sent them on the bulk data plane")
                             .isGreaterThanOrEqualTo(8);
                     awaitDrained(List.of(a, b));
+                    for (ManagerProcess m : List.of(a, b)) {
+                        String metrics = m.get("/metrics");
+                        for (String layer : List.of("peer", "transport", "cluster")) {
+                            String series = "orbitkv_unexpected_errors_total{layer=\"" + layer + "\"}";
+                            assertThat(metrics).as("the error boundaries are exported").contains(series);
+                            assertThat(m.metric(series)).as("no bug counted on a healthy run: %s on %s", series, m.dir).isZero();
+                        }
+                    }
 
                     // incarnations other than the live ones are refused at the source, nothing pinned
                     PeerReadGrpc.PeerReadBlockingStub toA = PeerReadGrpc.newBlockingStub(channels.channel(a.clusterEndpoint));

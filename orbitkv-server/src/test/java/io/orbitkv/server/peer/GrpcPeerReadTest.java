@@ -1,6 +1,7 @@
 package io.orbitkv.server.peer;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.peer.AuthorizeRequest;
 import io.orbitkv.core.peer.AuthorizeResult;
@@ -183,6 +184,26 @@ class GrpcPeerReadTest {
 
     AuthorizeRequest request(StateKey k, long gen) {
         return new AuthorizeRequest(B, A.incarnation(), k, DIGEST, PeerMedium.DRAM, gen, sourceStore.residency().lastSequence());
+    }
+
+    @Test
+    void aClosedTransportAnswersEveryCallAsUnreachableWithoutCountingABug() {
+        StateKey k = key(8);
+        long gen = put(k, bytes(8));
+        channels.close(); // the Manager is stopping: an expected outcome, not a bug
+        long peer = UnexpectedErrors.count(UnexpectedErrors.Layer.PEER);
+        long wire = UnexpectedErrors.count(UnexpectedErrors.Layer.TRANSPORT);
+        ReleaseRetrier releases = new ReleaseRetrier(transport, 16, 4, TimeUnit.MILLISECONDS.toNanos(50), TimeUnit.SECONDS.toNanos(1));
+        PeerReader reader = new PeerReader(B, requesterStore.dram(), MEMBERS, transport, releases, System::nanoTime);
+        assertThat(reader.read(candidate(k, gen), NS).join())
+                .isEqualTo(new PeerReadResult.Refused(candidate(k, gen), AuthorizeResult.Rejection.UNREACHABLE));
+        assertThat(transport.authorize(endpoint, request(k, gen)).join())
+                .isEqualTo(new AuthorizeResult.Rejected(AuthorizeResult.Rejection.UNREACHABLE));
+        assertThat(transport.release(endpoint, 1, B).join()).isEqualTo(PayloadTransport.ReleaseAck.FAILED);
+        assertThat(UnexpectedErrors.count(UnexpectedErrors.Layer.PEER)).isEqualTo(peer);
+        assertThat(UnexpectedErrors.count(UnexpectedErrors.Layer.TRANSPORT)).isEqualTo(wire);
+        assertThat(requesterStore.dram().usage().reservedBytes()).isZero();
+        assertThat(tickets.size()).isZero();
     }
 
     @Test

@@ -5,11 +5,14 @@ import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.Meter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tags;
+import io.orbitkv.core.log.UnexpectedErrors;
+import io.orbitkv.core.log.UnexpectedErrors.Layer;
 import io.orbitkv.core.peer.AuthorizeRequest;
 import io.orbitkv.core.peer.AuthorizeResult;
 import io.orbitkv.core.peer.NodeIncarnation;
 import io.orbitkv.core.peer.PayloadSink;
 import io.orbitkv.core.peer.PayloadTransport;
+import io.orbitkv.core.peer.PeerBoundary;
 import io.orbitkv.core.peer.PeerEndpoint;
 import io.orbitkv.server.cluster.ClusterSecurity;
 
@@ -43,6 +46,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * <p>Invariants: no release is ever owed (the source frees each ticket when its page was written
  * or its connection failed); each page's future completes exactly once; in-flight payload bytes
  * stay within {@code inflightBytesPerPeer} per source and {@code inflightBytesPerManager} in all.
+ * Error boundary (layer {@code transport}): no call throws for a failure and no future completes
+ * exceptionally; routing a batch that throws (a bug) is counted, and the pages it had not handed
+ * to a pool are refused UNREACHABLE.
  *
  * <p>Design note: a source that answers no data endpoint (an older build, or the plane disabled)
  * is read over gRPC, page by page, as before; the answer is cached per source incarnation
@@ -61,6 +67,9 @@ public final class BulkPayloadTransport implements PayloadTransport, AutoCloseab
     }
 
     private record PoolKey(NodeIncarnation node, InetSocketAddress address) {}
+
+    private static final FetchOutcome UNREACHABLE = new FetchOutcome.Rejected(AuthorizeResult.Rejection.UNREACHABLE);
+    private static final String UNREACHABLE_ANSWER = "an unreachable source (a miss)";
 
     final BulkLimits limits;
     final BulkAuth auth;
@@ -135,7 +144,7 @@ public final class BulkPayloadTransport implements PayloadTransport, AutoCloseab
         for (int i = 0; i < requests.size(); i++) out.add(new CompletableFuture<>());
         if (requests.isEmpty()) return out;
         if (closed) {
-            out.forEach(f -> f.complete(new FetchOutcome.Rejected(AuthorizeResult.Rejection.UNREACHABLE)));
+            out.forEach(f -> f.complete(UNREACHABLE));
             return out;
         }
         for (AuthorizeRequest r : requests) {
@@ -143,20 +152,29 @@ public final class BulkPayloadTransport implements PayloadTransport, AutoCloseab
                 throw new IllegalArgumentException("one source incarnation and one requester per batch");
             }
         }
-        endpoints.dataAddress(source).whenComplete((address, failure) -> {
-            if (failure != null || address == null || address.isEmpty()) {
+        endpoints.dataAddress(source).whenComplete((address, failure) ->
+                route(source, requests, receivers, out, failure == null && address != null ? address : Optional.empty()));
+        return out;
+    }
+
+    /**
+     * Hands the pages to {@code address}'s pool, in batches of at most {@code maxPagesPerBatch}, or
+     * to the control transport when the source has no data endpoint. Whoever a page was handed to
+     * answers it; a throw here (a bug: pools and the control transport answer failures as values)
+     * is counted, and the pages not handed yet are refused, so no future is left pending and no page
+     * a connection may be writing is answered under it.
+     */
+    private void route(PeerEndpoint source, List<AuthorizeRequest> requests, List<? extends FetchSink> receivers,
+                       List<CompletableFuture<FetchOutcome>> out, Optional<InetSocketAddress> address) {
+        int handed = 0;
+        try {
+            if (address.isEmpty()) {
                 fallbacks.increment();
-                List<CompletableFuture<FetchOutcome>> viaControl;
-                try {
-                    viaControl = control.fetchBatch(source, requests, receivers);
-                } catch (RuntimeException e) {
-                    out.forEach(f -> f.complete(new FetchOutcome.Rejected(AuthorizeResult.Rejection.UNREACHABLE)));
-                    return;
-                }
-                for (int i = 0; i < out.size(); i++) {
-                    CompletableFuture<FetchOutcome> target = out.get(i);
-                    viaControl.get(i).whenComplete((o, t) -> target.complete(t == null ? o
-                            : new FetchOutcome.Rejected(AuthorizeResult.Rejection.UNREACHABLE)));
+                List<CompletableFuture<FetchOutcome>> viaControl = control.fetchBatch(source, requests, receivers);
+                for (; handed < out.size(); handed++) {
+                    CompletableFuture<FetchOutcome> page = viaControl.get(handed);
+                    PeerBoundary.call(Layer.TRANSPORT, "BulkPayloadTransport.route", UNREACHABLE_ANSWER, UNREACHABLE, () -> page)
+                            .thenAccept(out.get(handed)::complete);
                 }
                 return;
             }
@@ -164,11 +182,15 @@ public final class BulkPayloadTransport implements PayloadTransport, AutoCloseab
             for (int from = 0; from < requests.size(); from += limits.maxPagesPerBatch()) {
                 int to = Math.min(requests.size(), from + limits.maxPagesPerBatch());
                 batchesSent.increment();
-                pool.submit(new BulkBatch(batchIds.incrementAndGet(), requests.subList(from, to), receivers.subList(from, to),
-                        out.subList(from, to)));
+                BulkBatch batch = new BulkBatch(batchIds.incrementAndGet(), requests.subList(from, to), receivers.subList(from, to),
+                        out.subList(from, to));
+                handed = to;
+                pool.submit(batch);
             }
-        });
-        return out;
+        } catch (RuntimeException e) {
+            UnexpectedErrors.record(Layer.TRANSPORT, "BulkPayloadTransport.route", UNREACHABLE_ANSWER, e);
+            for (int i = handed; i < out.size(); i++) out.get(i).complete(UNREACHABLE);
+        }
     }
 
     private BulkPeerPool pool(NodeIncarnation node, InetSocketAddress address) {

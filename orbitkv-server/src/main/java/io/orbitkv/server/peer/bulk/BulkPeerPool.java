@@ -2,6 +2,8 @@ package io.orbitkv.server.peer.bulk;
 
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.Tags;
+import io.orbitkv.core.log.UnexpectedErrors;
+import io.orbitkv.core.log.UnexpectedErrors.Layer;
 import io.orbitkv.core.peer.AuthorizeRequest;
 import io.orbitkv.core.peer.AuthorizeResult;
 import io.orbitkv.core.peer.AuthorizeResult.Rejection;
@@ -39,6 +41,10 @@ import java.util.concurrent.TimeUnit;
  * {@code Streamed(BROKEN)}, a page never started is {@code Rejected(UNREACHABLE)}; in-flight
  * bytes (peer and Manager budgets) are taken before the sink is asked for a slot and given back
  * when the page's frame ends, whatever the outcome.
+ *
+ * <p>Error boundary (layer {@code transport}): a connection thread never dies of an exception; an
+ * IOException fails its batch (the expected way), anything else fails it the same way and is
+ * counted as a bug, as is a sink that throws from {@code onGrant} (that page is declined).
  *
  * <p>Design note: one batch at a time per connection (no pipelining on one socket): a batch is
  * 32–256 pages, so the request round trip (~50 µs on loopback) is paid once per 64–512 MiB, and a
@@ -216,7 +222,10 @@ final class BulkPeerPool implements AutoCloseable {
                     return false;
                 }
                 return true;
-            } catch (IOException | RuntimeException e) {
+            } catch (IOException e) {
+                return false; // refused, reset, timed out or unresolvable: the source is unreachable now
+            } catch (RuntimeException e) {
+                UnexpectedErrors.record(Layer.TRANSPORT, "BulkPeerPool.open", "an unreachable source (its batches are misses)", e);
                 return false;
             } finally {
                 cut.cancel(false);
@@ -270,6 +279,11 @@ final class BulkPeerPool implements AutoCloseable {
                 }
                 return !closed;
             } catch (IOException | RuntimeException e) {
+                // an IOException is how a connection fails (closed, reset, malformed, past its
+                // deadline); anything else is a bug, counted, and ends the batch the same way
+                if (e instanceof RuntimeException) {
+                    UnexpectedErrors.record(Layer.TRANSPORT, "BulkPeerPool.serve", "a failed batch (its pages are misses)", e);
+                }
                 current.fail();
                 batch.refuseRest(Rejection.UNREACHABLE);
                 close();
@@ -316,6 +330,8 @@ final class BulkPeerPool implements AutoCloseable {
                 try {
                     taken = batch.receivers.get(index).onGrant(grant);
                 } catch (RuntimeException e) {
+                    // a sink must not throw (PeerReader's never does): the page is declined, the connection kept
+                    UnexpectedErrors.record(Layer.TRANSPORT, "BulkPeerPool.receivePage", "a declined page (a miss)", e);
                     taken = Optional.empty();
                 }
                 if (taken.isEmpty()) {

@@ -6,7 +6,9 @@ import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Tags;
 import io.orbitkv.core.peer.AuthorizeResult;
 import io.orbitkv.core.peer.AuthorizeResult.Rejection;
+import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.core.peer.NodeIncarnation;
+import io.orbitkv.core.peer.PeerBoundary;
 import io.orbitkv.core.peer.PeerSource;
 import io.orbitkv.core.peer.TicketTable;
 import io.orbitkv.server.cluster.ClusterSecurity;
@@ -54,6 +56,7 @@ import java.util.zip.CRC32C;
  * (tickets authorized ahead are released as their authorization completes); every
  * {@code beginTransfer} that returned Reading is ended. So no Release is owed by the requester and
  * a source whose requester vanished keeps no pin. {@code sendQueue.used() <= sendQueueBytes}.
+ * Error boundary (layer {@code transport}): a bug ends a connection as an IOException does, counted.
  *
  * <p>Design note: blocking NIO with a thread per connection rather than an event loop: a
  * connection spends its life in two blocking calls (read a 2–21 KB request, write 2 MiB pages in
@@ -236,9 +239,11 @@ public final class BulkServer implements AutoCloseable {
                     }
                 }
             }
-        } catch (IOException | RuntimeException e) {
+        } catch (IOException e) {
             // the requester went away, a deadline closed the socket, or the server is closing:
             // serveBatch released every ticket it held; nothing else is owed
+        } catch (RuntimeException e) { // a bug: the connection closes as after a socket failure
+            UnexpectedErrors.record(UnexpectedErrors.Layer.TRANSPORT, "BulkServer.serve", "a closed connection (its pages are misses)", e);
         } finally {
             handshake.cancel(false);
             holder.close();
@@ -311,11 +316,8 @@ public final class BulkServer implements AutoCloseable {
     }
 
     private CompletableFuture<AuthorizeResult> authorize(BulkLayout.BatchRequest request, int index) {
-        try {
-            return source.authorize(request.authorizeRequest(index));
-        } catch (RuntimeException e) {
-            return CompletableFuture.completedFuture(new AuthorizeResult.Rejected(Rejection.NOT_SERVING));
-        }
+        return PeerBoundary.call(UnexpectedErrors.Layer.TRANSPORT, "BulkServer.authorize", "a NOT_SERVING refusal",
+                new AuthorizeResult.Rejected(Rejection.NOT_SERVING), () -> source.authorize(request.authorizeRequest(index)));
     }
 
     private AuthorizeResult await(CompletableFuture<AuthorizeResult> f, NodeIncarnation requester, long deadline)
@@ -326,7 +328,7 @@ public final class BulkServer implements AutoCloseable {
             // an SSD staging slower than the batch deadline: refuse the page, free its pin when it lands
             f.thenAccept(r -> releaseIfGranted(r, requester));
             return new AuthorizeResult.Rejected(Rejection.SOURCE_BUSY);
-        } catch (ExecutionException e) {
+        } catch (ExecutionException e) { // not reached: authorize() answers failures as values
             return new AuthorizeResult.Rejected(Rejection.NOT_SERVING);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();

@@ -1,6 +1,7 @@
 package io.orbitkv.server.peer.bulk;
 
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.peer.AuthorizeRequest;
 import io.orbitkv.core.peer.AuthorizeResult;
@@ -392,6 +393,63 @@ class BulkPeerReadTest {
         assertThat(requesterStore.dram().contains(candidates.get(3).key())).as("never a wrong hit").isFalse();
         a.awaitIdle();
         assertRequesterIdle();
+    }
+
+    @Test
+    void aBugWhileServingABatchIsCountedAsTransportAndLeavesMissesAndNothingHeld() {
+        List<PeerCandidate> candidates = put(a, 550, 8);
+        a.server.hook(new BulkServer.SendHook() {
+            @Override
+            public void beforePage(int index) {
+                if (index == 3) throw new IllegalStateException("injected: a bug before page 3");
+            }
+        });
+        long before = UnexpectedErrors.count(UnexpectedErrors.Layer.TRANSPORT);
+        List<PeerReadResult> results = join(reader.readBatch(candidates, NS));
+        for (int i = 0; i < 3; i++) assertThat(results.get(i)).isInstanceOf(PeerReadResult.Fetched.class);
+        for (int i = 3; i < 8; i++) {
+            assertThat(results.get(i)).as("the connection closed as after a socket failure: a miss, never a wrong hit")
+                    .isEqualTo(new PeerReadResult.Refused(candidates.get(i), AuthorizeResult.Rejection.UNREACHABLE));
+        }
+        assertThat(releaseFetched(results)).isEqualTo(3);
+        await().atMost(Duration.ofSeconds(10)).until(() -> UnexpectedErrors.count(UnexpectedErrors.Layer.TRANSPORT) > before);
+        a.awaitIdle();
+        assertThat(a.tickets.expiredTotal()).as("freed by the source, not by the window").isZero();
+        assertThat(a.server.sendQueueBytes()).isZero();
+        assertRequesterIdle();
+        a.server.hook(BulkServer.SendHook.NONE);
+        assertThat(releaseFetched(join(reader.readBatch(candidates.subList(3, 8), NS)))).as("the source serves on").isEqualTo(5);
+    }
+
+    @Test
+    void aSinkThatThrowsOnTheGrantIsADeclinedPageCountedAndTheConnectionServesOn() {
+        List<PeerCandidate> candidates = put(a, 560, 3);
+        List<AuthorizeRequest> requests = new ArrayList<>();
+        List<PayloadTransport.FetchSink> sinks = new ArrayList<>();
+        List<byte[]> received = new ArrayList<>();
+        for (PeerCandidate cand : candidates) {
+            requests.add(new AuthorizeRequest(B, cand.source().node().incarnation(), cand.key(), DIGEST, PeerMedium.DRAM,
+                    cand.generation(), cand.residencySequence()));
+            byte[] copy = new byte[PAGE];
+            received.add(copy);
+            int index = sinks.size();
+            sinks.add(grant -> {
+                if (index == 1) throw new IllegalStateException("injected: onGrant threw");
+                return Optional.of(new CountingSink(copy, new AtomicInteger()));
+            });
+        }
+        long before = UnexpectedErrors.count(UnexpectedErrors.Layer.TRANSPORT);
+        List<PayloadTransport.FetchOutcome> outcomes = transport.fetchBatch(candidates.getFirst().source(), requests, sinks)
+                .stream().map(f -> f.orTimeout(20, TimeUnit.SECONDS).join()).toList();
+        assertThat(UnexpectedErrors.count(UnexpectedErrors.Layer.TRANSPORT) - before).isGreaterThanOrEqualTo(1);
+        assertThat(outcomes.get(1)).isInstanceOf(PayloadTransport.FetchOutcome.Declined.class);
+        for (int i : new int[] {0, 2}) {
+            assertThat(outcomes.get(i)).isInstanceOfSatisfying(PayloadTransport.FetchOutcome.Streamed.class,
+                    st -> assertThat(st.end()).isEqualTo(PayloadTransport.TransferEnd.COMPLETED));
+            assertThat(received.get(i)).isEqualTo(bytes(candidates.get(i).key()));
+        }
+        a.awaitIdle();
+        assertThat(transport.inflightBytes()).isZero();
     }
 
     @Test
