@@ -48,8 +48,8 @@ final class QuickStart {
 
     static boolean run(Path socket, Path regionFile) throws Exception {
         // [quickstart]
-        Namespace ns = new Namespace("quickstart/tiny-llama", "r1", "sha256:00", "sha256:01", "", "bf16", "nhd",
-                16, 1, 0, 1, 0, 1);
+        Namespace ns = Namespace.builder().model("quickstart/tiny-llama", "r1").digests("sha256:00", "sha256:01")
+                .dtype("bf16").kvLayout("nhd").pageTokens(16).build();          // one rank, no adapter
         RecoveryContract contract = new RecoveryContract(16, List.of(new StateGroup.Full(0)));
         int[] prompt = new int[65];                                   // 4 full pages of 16 tokens + 1
         for (int i = 0; i < prompt.length; i++) prompt[i] = 2000 + i;
@@ -63,9 +63,8 @@ final class QuickStart {
         try (OrbitKvClient client = OrbitKvClient.connect(socket)) {
             client.register("quickstart-java", 1, ns, contract);
             List<PublishOutcome> published = client.publish(pages);   // reserve, write into the arena, commit
-            Reply.QueryResult hit = client.awaitSettled(client.query(new Request.Query(1, 0,
-                    CompletionTarget.ENGINE_RESTORE, prompt.length, 0,
-                    List.of(new Request.QueryGroup(0, KeyForm.BLOCK_HASH, Hashes.of(hashes))))));
+            Reply.QueryResult hit = client.awaitSettled(client.query(Request.Query.builder(1, prompt.length)
+                    .target(CompletionTarget.ENGINE_RESTORE).group(0, KeyForm.BLOCK_HASH, Hashes.of(hashes)).build()));
             Region region = client.registerRegion(regionFile, 8192, hashes.size());
             Reply.Completion done = client.restore(1, region, OrbitKvClient.residentPages(hit, 0));
             boolean equal = true;

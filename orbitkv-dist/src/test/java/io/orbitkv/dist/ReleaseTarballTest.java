@@ -172,11 +172,11 @@ class ReleaseTarballTest {
         String unit = Files.readString(root.resolve("systemd/orbitkv.service"));
         assertThat(unit).contains("User=orbitkv", "Restart=on-failure", "StateDirectory=orbitkv", "RuntimeDirectory=orbitkv",
                 "ExecStart=/opt/orbitkv/bin/orbitkv manager --config /etc/orbitkv/orbitkv.json");
-        assertThat(config.socket()).as("socket in the unit's RuntimeDirectory").isEqualTo(Path.of("/run/orbitkv/manager.sock"));
-        assertThat(config.readyFile()).isEqualTo(Path.of("/run/orbitkv/manager.ready"));
-        assertThat(config.ssdDir()).as("SSD store in the unit's StateDirectory").isEqualTo(Path.of("/var/lib/orbitkv/ssd"));
-        assertThat(config.dramDir()).isEqualTo(Path.of("/dev/shm/orbitkv"));
-        assertThat(config.socketMode()).as("engines in group orbitkv may connect").isEqualTo("0660");
+        assertThat(config.endpoints().socket()).as("socket in the unit's RuntimeDirectory").isEqualTo(Path.of("/run/orbitkv/manager.sock"));
+        assertThat(config.endpoints().readyFile()).isEqualTo(Path.of("/run/orbitkv/manager.ready"));
+        assertThat(config.ssd().dir()).as("SSD store in the unit's StateDirectory").isEqualTo(Path.of("/var/lib/orbitkv/ssd"));
+        assertThat(config.dram().dir()).isEqualTo(Path.of("/dev/shm/orbitkv"));
+        assertThat(config.endpoints().socketMode()).as("engines in group orbitkv may connect").isEqualTo("0660");
     }
 
     @Test

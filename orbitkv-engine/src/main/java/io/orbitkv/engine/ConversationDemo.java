@@ -4,6 +4,7 @@ import io.orbitkv.state.Namespace;
 import io.orbitkv.state.RecoveryContract;
 import io.orbitkv.state.unix.FileTrees;
 
+import io.orbitkv.testkit.ManagerProcess;
 import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -105,7 +106,7 @@ public final class ConversationDemo {
         int differing = 0;
         int[] history = new int[0];
         int[] lastPrompt = new int[0];
-        try (ManagerLauncher manager = ManagerLauncher.start(managerDir, engine.pageBytes());
+        try (ManagerProcess manager = ManagerLauncher.start(managerDir, engine.pageBytes());
              OrbitKvPageStore store = OrbitKvPageStore.connect(manager.socket(), engine.clientName(), 1, engine.namespace(), engine.contract())) {
             Runner warm = engine.warm().apply(store);
             header(out, engine.showBytes());
@@ -120,9 +121,9 @@ public final class ConversationDemo {
                 lastPrompt = prompt;
             }
             store.close();
-            out.println("orbitkv demo: stopping the Manager (exit " + manager.stop() + ") and starting it again on the same SSD store");
+            out.println("orbitkv demo: stopping the Manager (exit " + manager.terminate() + ") and starting it again on the same SSD store");
         }
-        try (ManagerLauncher manager = ManagerLauncher.start(managerDir, engine.pageBytes());
+        try (ManagerProcess manager = ManagerLauncher.start(managerDir, engine.pageBytes());
              OrbitKvPageStore store = OrbitKvPageStore.connect(manager.socket(), engine.clientName(), 2, engine.namespace(), engine.contract())) {
             Runner warm = engine.warm().apply(store);
             RequestReport c = engine.cold().run(lastPrompt, ANSWER_TOKENS, System.nanoTime());

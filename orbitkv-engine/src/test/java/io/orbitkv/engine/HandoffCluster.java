@@ -1,10 +1,10 @@
 package io.orbitkv.engine;
 
-import io.orbitkv.testkit.Environment;
-
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 
+import io.orbitkv.testkit.EtcdServer;
+import io.orbitkv.testkit.ManagerProcess;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
@@ -25,20 +25,21 @@ import java.util.concurrent.TimeUnit;
  * the test thread. Waits check a condition every 20 ms against a deadline and fail naming it;
  * they watch the Managers, never the engine, which queries once per request like a real one.
  *
- * <p>Design note: the launchers are the main-code {@link ManagerLauncher} and
- * {@link EtcdLauncher} that the TTFT bench's cross-host arm runs too, so the tests and the bench
- * start the same two-host cluster (2 s lease, 1 s catalog lookup deadline).
+ * <p>Design note: the launchers are {@link ManagerLauncher} (over the testkit's
+ * {@link ManagerProcess}) and the testkit's {@link EtcdServer}, which the TTFT bench's cross-host
+ * arm runs too, so the tests and the bench start the same two-host cluster (2 s lease, 1 s catalog
+ * lookup deadline).
  */
 public final class HandoffCluster implements AutoCloseable {
 
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final Duration CONVERGE = Duration.ofSeconds(30);
 
-    private final EtcdLauncher etcd;
-    private final ManagerLauncher prefillHost;
-    private final ManagerLauncher decodeHost;
+    private final EtcdServer etcd;
+    private final ManagerProcess prefillHost;
+    private final ManagerProcess decodeHost;
 
-    private HandoffCluster(EtcdLauncher etcd, ManagerLauncher prefillHost, ManagerLauncher decodeHost) {
+    private HandoffCluster(EtcdServer etcd, ManagerProcess prefillHost, ManagerProcess decodeHost) {
         this.etcd = etcd;
         this.prefillHost = prefillHost;
         this.decodeHost = decodeHost;
@@ -49,16 +50,15 @@ public final class HandoffCluster implements AutoCloseable {
      * {@code dir}; skips the calling test when etcd is not installed.
      */
     public static HandoffCluster start(Path dir, long pageBytes) throws IOException, InterruptedException {
-        Environment.require(EtcdLauncher.installed(), "etcd at " + EtcdLauncher.BINARY + " (apt-get install -y etcd-server)");
         Path token = ManagerLauncher.Cluster.writeToken(Files.createDirectories(dir).resolve("cluster.token"));
-        EtcdLauncher etcd = EtcdLauncher.start(dir.resolve("etcd"));
-        ManagerLauncher a = null;
+        EtcdServer etcd = EtcdServer.start(dir.resolve("etcd"));
+        ManagerProcess a = null;
         try {
             a = ManagerLauncher.start(dir.resolve("a"), pageBytes, new ManagerLauncher.Cluster(etcd.endpoint(), "a", token));
-            ManagerLauncher b = ManagerLauncher.start(dir.resolve("b"), pageBytes,
+            ManagerProcess b = ManagerLauncher.start(dir.resolve("b"), pageBytes,
                     new ManagerLauncher.Cluster(etcd.endpoint(), "b", token));
             HandoffCluster cluster = new HandoffCluster(etcd, a, b);
-            for (ManagerLauncher m : new ManagerLauncher[] {a, b}) {
+            for (ManagerProcess m : new ManagerProcess[] {a, b}) {
                 if (!m.awaitView(2, CONVERGE)) {
                     cluster.close();
                     throw new AssertionError("membership did not converge on 2 members within " + CONVERGE + ": " + m.stderr());
@@ -73,17 +73,17 @@ public final class HandoffCluster implements AutoCloseable {
     }
 
     /** Host A's Manager: the prefill engine publishes here. */
-    public ManagerLauncher prefillHost() {
+    public ManagerProcess prefillHost() {
         return prefillHost;
     }
 
     /** Host B's Manager: the decode engine's first QUERY lands here. */
-    public ManagerLauncher decodeHost() {
+    public ManagerProcess decodeHost() {
         return decodeHost;
     }
 
     /** {@code m}'s {@code /status} document. */
-    public static JsonNode status(ManagerLauncher m) {
+    public static JsonNode status(ManagerProcess m) {
         try {
             return JSON.readTree(m.status());
         } catch (IOException e) {
@@ -106,7 +106,7 @@ public final class HandoffCluster implements AutoCloseable {
      * Throws unless {@code m} holds nothing and has answered no QUERY: no resident DRAM image, no
      * SSD bytes, no page fetched from a peer.
      */
-    public static void assertUntouched(ManagerLauncher m) {
+    public static void assertUntouched(ManagerProcess m) {
         JsonNode s = status(m);
         long resident = s.at("/dram/residentImages").asLong(-1);
         long ssd = s.at("/ssdUsedBytes").asLong(-1);
@@ -154,7 +154,7 @@ public final class HandoffCluster implements AutoCloseable {
      * bytes, live operations, peer tickets, active transfers and fetches in flight all 0.
      */
     public void awaitDrained() throws InterruptedException {
-        for (ManagerLauncher m : new ManagerLauncher[] {prefillHost, decodeHost}) {
+        for (ManagerProcess m : new ManagerProcess[] {prefillHost, decodeHost}) {
             await("nothing held on " + m.socket().getParent().getFileName(), () -> {
                 JsonNode s = status(m);
                 return s.get("leases").asLong() == 0 && s.get("reservations").asLong() == 0
@@ -183,8 +183,8 @@ public final class HandoffCluster implements AutoCloseable {
     /** Stops both Managers (SIGTERM) and etcd; throws if a Manager exited with a non-zero status. */
     @Override
     public void close() {
-        int b = decodeHost.stop();
-        int a = prefillHost.stop();
+        int b = decodeHost.terminate();
+        int a = prefillHost.terminate();
         etcd.close();
         if (a != 0 || b != 0) throw new AssertionError("Manager exit status: a " + a + ", b " + b);
     }

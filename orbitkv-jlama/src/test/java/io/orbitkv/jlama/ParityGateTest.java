@@ -10,6 +10,7 @@ import com.github.tjake.jlama.model.AbstractModel;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.StateKeys;
+import io.orbitkv.testkit.ManagerProcess;
 import io.orbitkv.testkit.ProcessTest;
 import io.orbitkv.testmodel.TinyLlamaModel;
 import io.orbitkv.testmodel.TinyLlamaSpec;
@@ -90,7 +91,7 @@ class ParityGateTest {
     @Test
     void fullPrefixHitIsBitIdenticalToColdControl() throws Exception {
         int[] p = prompt(1, PROMPT_TOKENS);
-        try (ManagerLauncher m = ManagerLauncher.start(tmp.resolve("mgr"));
+        try (ManagerProcess m = ManagerLauncher.start(tmp.resolve("mgr"));
              OrbitKvPageStore store = OrbitKvPageStore.connect(m.socket(), "engine-a", 1, ns)) {
             RequestReport first = serve(store, engineModel, p);
             assertThat(first.restoredTokens()).isZero();
@@ -114,7 +115,7 @@ class ParityGateTest {
     void aQueryTheManagerRefusesBusyIsAMissAndTheRequestComputesAsCold() throws Exception {
         int[] p = prompt(7, PROMPT_TOKENS);
         long pageBytes = new JlamaKvPageLayout(2, 32, PAGE_TOKENS).pageBytes();
-        try (ManagerLauncher m = ManagerLauncher.start(tmp.resolve("mgr"), pageBytes, List.of("--set", "maxLeases=2"));
+        try (ManagerProcess m = ManagerLauncher.start(tmp.resolve("mgr"), pageBytes, List.of("--set", "maxLeases=2"));
              OrbitKvPageStore store = OrbitKvPageStore.connect(m.socket(), "engine-a", 1, ns)) {
             assertThat(serve(store, engineModel, p).published().sealed()).isEqualTo(4);
             RequestReport refused = serve(store, engineModel, p);
@@ -135,7 +136,7 @@ class ParityGateTest {
         int[] p = prompt(2, PROMPT_TOKENS);
         int[] diverging = p.clone();
         diverging[40] = diverging[40] == 100 ? 101 : 100;           // pages 0 and 1 shared, page 2 differs
-        try (ManagerLauncher m = ManagerLauncher.start(tmp.resolve("mgr"));
+        try (ManagerProcess m = ManagerLauncher.start(tmp.resolve("mgr"));
              OrbitKvPageStore store = OrbitKvPageStore.connect(m.socket(), "engine-a", 1, ns)) {
             RequestReport first = serve(store, engineModel, p);
             RequestReport partial = serve(store, engineModel, diverging);
@@ -155,7 +156,7 @@ class ParityGateTest {
     @Test
     void hitAfterTheEngineProcessRestarts() throws Exception {
         int[] p = prompt(4, PROMPT_TOKENS);
-        try (ManagerLauncher m = ManagerLauncher.start(tmp.resolve("mgr"))) {
+        try (ManagerProcess m = ManagerLauncher.start(tmp.resolve("mgr"))) {
             List<String> cmd = EngineProcessMain.command(m.socket().toString(), tmp.resolve("child-model").toString(),
                     "engine-r", "1", "4", Integer.toString(PROMPT_TOKENS));
             Process child = new ProcessBuilder(cmd).redirectErrorStream(true).start();
@@ -176,7 +177,7 @@ class ParityGateTest {
     void restoreIntoASecondEngineInstanceSharingTheManager() throws Exception {
         int[] p = prompt(5, PROMPT_TOKENS);
         AbstractModel secondModel = JlamaSessionRunner.loadModel(files.dir());
-        try (ManagerLauncher m = ManagerLauncher.start(tmp.resolve("mgr"));
+        try (ManagerProcess m = ManagerLauncher.start(tmp.resolve("mgr"));
              OrbitKvPageStore a = OrbitKvPageStore.connect(m.socket(), "replica-a", 1, ns);
              OrbitKvPageStore b = OrbitKvPageStore.connect(m.socket(), "replica-b", 1, ns)) {
             assertThat(serve(a, engineModel, p).published().sealed()).isEqualTo(4);
@@ -195,19 +196,19 @@ class ParityGateTest {
         int[] p = prompt(6, PROMPT_TOKENS);
         int[] q = prompt(7, PROMPT_TOKENS);
         Path dir = tmp.resolve("mgr");
-        try (ManagerLauncher m = ManagerLauncher.start(dir);
+        try (ManagerProcess m = ManagerLauncher.start(dir);
              OrbitKvPageStore store = OrbitKvPageStore.connect(m.socket(), "engine-a", 1, ns)) {
             assertThat(serve(store, engineModel, p).published().sealed()).isEqualTo(4);
             assertThat(serve(store, engineModel, q).published().sealed()).isEqualTo(4);
             await().atMost(Duration.ofSeconds(30)).until(() -> m.metric("orbitkv_ssd_writes_total") >= 8);
             store.close();
-            assertThat(m.stop()).isZero();
+            assertThat(m.terminate()).isZero();
         }
         // damage page 1 of q on disk while the Manager is down
         StateKey damaged = StateKeys.forTokens(ns.digest(), JlamaNamespace.GROUP, q, PAGE_TOKENS, new byte[0]).get(1);
         assertThat(ParityGateSupport.flipPayloadByte(dir.resolve("ssd"), damaged)).as("extent of page 1 found").isTrue();
 
-        try (ManagerLauncher m = ManagerLauncher.start(dir);
+        try (ManagerProcess m = ManagerLauncher.start(dir);
              OrbitKvPageStore store = OrbitKvPageStore.connect(m.socket(), "engine-a", 2, ns)) {
             RequestReport fromSsd = serve(store, engineModel, p);
             assertThat(fromSsd.restoredTokens()).isEqualTo(48);
@@ -227,7 +228,7 @@ class ParityGateTest {
         Namespace otherNs = JlamaNamespace.of(otherFiles, PAGE_TOKENS);
         assertThat(otherNs.digestHex()).isNotEqualTo(ns.digestHex());
         AbstractModel otherModel = JlamaSessionRunner.loadModel(otherFiles.dir());
-        try (ManagerLauncher m = ManagerLauncher.start(tmp.resolve("mgr"));
+        try (ManagerProcess m = ManagerLauncher.start(tmp.resolve("mgr"));
              OrbitKvPageStore a = OrbitKvPageStore.connect(m.socket(), "engine-a", 1, ns);
              OrbitKvPageStore other = OrbitKvPageStore.connect(m.socket(), "engine-other", 1, otherNs)) {
             assertThat(serve(a, engineModel, p).published().sealed()).isEqualTo(4);

@@ -6,6 +6,7 @@ import io.orbitkv.engine.OrbitKvPageStore;
 import io.orbitkv.engine.RequestReport;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.StateKeys;
+import io.orbitkv.testkit.ManagerProcess;
 import io.orbitkv.testmodel.ByteFallbackVocab;
 import io.orbitkv.testmodel.TinyMambaModel;
 import io.orbitkv.testmodel.TinyMambaSpec;
@@ -101,7 +102,7 @@ public final class LlamaCppRecurrentCadence {
             List<int[]> prompts = workload(spec.vocab());
             log.printf("cadence: %s, checkpoint %d bytes, %d requests%n", spec.name(), layout.checkpointBytes(), prompts.size());
             for (int interval : intervals) {
-                try (ManagerLauncher m = ManagerLauncher.start(work.resolve("manager-" + interval), layout.checkpointBytes());
+                try (ManagerProcess m = ManagerLauncher.start(work.resolve("manager-" + interval), layout.checkpointBytes());
                      OrbitKvPageStore store = OrbitKvPageStore.connect(m.socket(), "cadence-" + interval, 1, ns,
                              LlamaCppRecurrentRunner.contract(PAGE_TOKENS))) {
                     LlamaCppRecurrentRunner warm = new LlamaCppRecurrentRunner(warmEngine, ns, store, interval);

@@ -10,6 +10,7 @@ import io.orbitkv.engine.RequestReport;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.StateKeys;
+import io.orbitkv.testkit.ManagerProcess;
 import io.orbitkv.testkit.ProcessTest;
 import io.orbitkv.testmodel.TinyLlamaModel;
 import io.orbitkv.testmodel.TinyLlamaSpec;
@@ -91,7 +92,7 @@ class LlamaCppParityGateTest {
     @Test
     void fullPrefixHitIsBitIdenticalToColdControl() throws Exception {
         int[] p = prompt(1, PROMPT_TOKENS);
-        try (ManagerLauncher m = ManagerLauncher.start(tmp.resolve("mgr"));
+        try (ManagerProcess m = ManagerLauncher.start(tmp.resolve("mgr"));
              OrbitKvPageStore store = OrbitKvPageStore.connect(m.socket(), "llamacpp-a", 1, ns)) {
             RequestReport first = serve(store, engine, p);
             assertThat(first.restoredTokens()).isZero();
@@ -113,7 +114,7 @@ class LlamaCppParityGateTest {
         int[] p = prompt(2, PROMPT_TOKENS);
         int[] diverging = p.clone();
         diverging[40] = diverging[40] == 100 ? 101 : 100;           // pages 0 and 1 shared, page 2 differs
-        try (ManagerLauncher m = ManagerLauncher.start(tmp.resolve("mgr"));
+        try (ManagerProcess m = ManagerLauncher.start(tmp.resolve("mgr"));
              OrbitKvPageStore store = OrbitKvPageStore.connect(m.socket(), "llamacpp-a", 1, ns)) {
             RequestReport first = serve(store, engine, p);
             RequestReport partial = serve(store, engine, diverging);
@@ -140,7 +141,7 @@ class LlamaCppParityGateTest {
     @Test
     void atLeastTwoPromptTokensAreComputed_atEveryPageBoundary() throws Exception {
         int[] p = prompt(9, 64);
-        try (ManagerLauncher m = ManagerLauncher.start(tmp.resolve("mgr"));
+        try (ManagerProcess m = ManagerLauncher.start(tmp.resolve("mgr"));
              OrbitKvPageStore store = OrbitKvPageStore.connect(m.socket(), "llamacpp-a", 1, ns)) {
             assertThat(serve(store, engine, p).published().sealed()).isEqualTo(4);
             for (int length = 47; length <= 51; length++) {
@@ -164,7 +165,7 @@ class LlamaCppParityGateTest {
     @Test
     void hitAfterTheEngineProcessRestarts() throws Exception {
         int[] p = prompt(4, PROMPT_TOKENS);
-        try (ManagerLauncher m = ManagerLauncher.start(tmp.resolve("mgr"))) {
+        try (ManagerProcess m = ManagerLauncher.start(tmp.resolve("mgr"))) {
             List<String> cmd = LlamaCppEngineProcessMain.command(m.socket().toString(), tmp.resolve("child-model").toString(),
                     "llamacpp-r", "1", "4", Integer.toString(PROMPT_TOKENS));
             Process child = new ProcessBuilder(cmd).redirectErrorStream(true).start();
@@ -184,7 +185,7 @@ class LlamaCppParityGateTest {
     @Test
     void restoreIntoASecondEngineInstanceSharingTheManager() throws Exception {
         int[] p = prompt(5, PROMPT_TOKENS);
-        try (ManagerLauncher m = ManagerLauncher.start(tmp.resolve("mgr"));
+        try (ManagerProcess m = ManagerLauncher.start(tmp.resolve("mgr"));
              LlamaCppEngine second = LlamaCppEngine.load(files.ggufFile(), LlamaCppEngine.Settings.deterministic(CONTEXT));
              OrbitKvPageStore a = OrbitKvPageStore.connect(m.socket(), "replica-a", 1, ns);
              OrbitKvPageStore b = OrbitKvPageStore.connect(m.socket(), "replica-b", 1, ns)) {
@@ -202,18 +203,18 @@ class LlamaCppParityGateTest {
         int[] p = prompt(6, PROMPT_TOKENS);
         int[] q = prompt(7, PROMPT_TOKENS);
         Path dir = tmp.resolve("mgr");
-        try (ManagerLauncher m = ManagerLauncher.start(dir);
+        try (ManagerProcess m = ManagerLauncher.start(dir);
              OrbitKvPageStore store = OrbitKvPageStore.connect(m.socket(), "llamacpp-a", 1, ns)) {
             assertThat(serve(store, engine, p).published().sealed()).isEqualTo(3);
             assertThat(serve(store, engine, q).published().sealed()).isEqualTo(3);
             await().atMost(Duration.ofSeconds(30)).until(() -> m.metric("orbitkv_ssd_writes_total") >= 6);
             store.close();
-            assertThat(m.stop()).isZero();
+            assertThat(m.terminate()).isZero();
         }
         StateKey damaged = StateKeys.forTokens(ns.digest(), FullAttention.GROUP, q, PAGE_TOKENS, new byte[0]).get(1);
         assertThat(ParityGateSupport.flipPayloadByte(dir.resolve("ssd"), damaged)).as("extent of page 1 found").isTrue();
 
-        try (ManagerLauncher m = ManagerLauncher.start(dir);
+        try (ManagerProcess m = ManagerLauncher.start(dir);
              OrbitKvPageStore store = OrbitKvPageStore.connect(m.socket(), "llamacpp-a", 2, ns)) {
             RequestReport fromSsd = serve(store, engine, p);
             assertThat(fromSsd.restoredTokens()).isEqualTo(48);
@@ -233,7 +234,7 @@ class LlamaCppParityGateTest {
         try (LlamaCppEngine other = LlamaCppEngine.load(otherFiles.ggufFile(), LlamaCppEngine.Settings.deterministic(CONTEXT))) {
             Namespace otherNs = LlamaCppNamespace.of(otherFiles, LlamaCppSessionRunner.layout(other, PAGE_TOKENS));
             assertThat(otherNs.digestHex()).isNotEqualTo(ns.digestHex());
-            try (ManagerLauncher m = ManagerLauncher.start(tmp.resolve("mgr"));
+            try (ManagerProcess m = ManagerLauncher.start(tmp.resolve("mgr"));
                  OrbitKvPageStore a = OrbitKvPageStore.connect(m.socket(), "llamacpp-a", 1, ns);
                  OrbitKvPageStore o = OrbitKvPageStore.connect(m.socket(), "llamacpp-other", 1, otherNs)) {
                 assertThat(serve(a, engine, p).published().sealed()).isEqualTo(3);

@@ -12,6 +12,7 @@ import io.orbitkv.state.RecoveryContract;
 import io.orbitkv.state.StateGroup;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.StateKeys;
+import io.orbitkv.testkit.ManagerProcess;
 import io.orbitkv.testkit.ProcessTest;
 import io.orbitkv.testmodel.TinyMambaModel;
 import io.orbitkv.testmodel.TinyMambaSpec;
@@ -60,7 +61,7 @@ class LlamaCppRecurrentParityGateTest {
     static Namespace ns;
     static LlamaCppEngine engine;
     static LlamaCppEngine control;
-    static ManagerLauncher manager;
+    static ManagerProcess manager;
     static final Map<String, RequestReport> coldResults = new HashMap<>();
 
     @TempDir
@@ -192,7 +193,7 @@ class LlamaCppRecurrentParityGateTest {
         int[] q = prompt(7, PROMPT_TOKENS);
         int[] single = prompt(8, 20);                            // one candidate boundary, 16
         Path dir = tmp.resolve("mgr");
-        try (ManagerLauncher m = ManagerLauncher.start(dir);
+        try (ManagerProcess m = ManagerLauncher.start(dir);
              OrbitKvPageStore store = connect(m.socket(), "mamba-ssd", 1)) {
             assertThat(serve(store, engine, p, 1).published().sealed()).isEqualTo(3);
             assertThat(serve(store, engine, q, 1).published().sealed()).isEqualTo(3);
@@ -204,12 +205,12 @@ class LlamaCppRecurrentParityGateTest {
                     + "\\s*\"neededBytes\" *: *19524,\\s*\"neededImages\" *: *1,\\s*\"amplification\" *: *7.0");
             assertThat(m.metric("orbitkv_retention_amplification_ratio{")).isEqualTo(7.0);
             store.close();
-            assertThat(m.stop()).isZero();
+            assertThat(m.terminate()).isZero();
         }
         assertThat(ParityGateSupport.flipPayloadByte(dir.resolve("ssd"), checkpointKey(q, 48))).as("extent of q@48").isTrue();
         assertThat(ParityGateSupport.flipPayloadByte(dir.resolve("ssd"), checkpointKey(single, 16))).as("extent of single@16").isTrue();
 
-        try (ManagerLauncher m = ManagerLauncher.start(dir);
+        try (ManagerProcess m = ManagerLauncher.start(dir);
              OrbitKvPageStore store = connect(m.socket(), "mamba-ssd", 2)) {
             RequestReport fromSsd = serve(store, engine, p, 1);
             assertThat(fromSsd.restoredTokens()).isEqualTo(48);

@@ -97,6 +97,117 @@ public record Namespace(
         }
     }
 
+    /**
+     * A builder: the model's identity, digests, element type, layout and page size must be set;
+     * the rest default to a single-rank, unadapted engine ({@code adapterId} empty, TP and PP
+     * size 1 rank 0, {@code formatVersion} 1).
+     */
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /**
+     * Sets a namespace's fields by name. {@link #build()} refuses an unset required field by its
+     * wire name, then checks the record's invariants. Not thread-safe; one builder per namespace.
+     */
+    public static final class Builder {
+        private String modelId;
+        private String revision;
+        private String weightsDigest;
+        private String tokenizerDigest;
+        private String adapterId = "";
+        private String dtype;
+        private String kvLayout;
+        private int pageTokens;
+        private int tpSize = 1;
+        private int tpRank;
+        private int ppSize = 1;
+        private int ppRank;
+        private int formatVersion = 1;
+
+        private Builder() {
+        }
+
+        /** The model identifier and its revision (commit, tag). */
+        public Builder model(String modelId, String revision) {
+            this.modelId = modelId;
+            this.revision = revision;
+            return this;
+        }
+
+        /** Digests of the weights and of the tokenizer files, as text. */
+        public Builder digests(String weightsDigest, String tokenizerDigest) {
+            this.weightsDigest = weightsDigest;
+            this.tokenizerDigest = tokenizerDigest;
+            return this;
+        }
+
+        /** A LoRA adapter id; empty (the default) for none. */
+        public Builder adapterId(String adapterId) {
+            this.adapterId = adapterId;
+            return this;
+        }
+
+        /** KV element type, e.g. {@code bf16}. */
+        public Builder dtype(String dtype) {
+            this.dtype = dtype;
+            return this;
+        }
+
+        /** KV tensor layout, e.g. {@code nhd}. */
+        public Builder kvLayout(String kvLayout) {
+            this.kvLayout = kvLayout;
+            return this;
+        }
+
+        /** Tokens per page. */
+        public Builder pageTokens(int pageTokens) {
+            this.pageTokens = pageTokens;
+            return this;
+        }
+
+        /** Tensor-parallel world size and this engine's rank in it. */
+        public Builder tensorParallel(int size, int rank) {
+            this.tpSize = size;
+            this.tpRank = rank;
+            return this;
+        }
+
+        /** Pipeline-parallel world size and this engine's rank in it. */
+        public Builder pipelineParallel(int size, int rank) {
+            this.ppSize = size;
+            this.ppRank = rank;
+            return this;
+        }
+
+        /** Storage format version of the page images (default 1). */
+        public Builder formatVersion(int formatVersion) {
+            this.formatVersion = formatVersion;
+            return this;
+        }
+
+        /**
+         * The namespace.
+         *
+         * @throws IllegalArgumentException naming the first required field not set, or an invariant broken
+         */
+        public Namespace build() {
+            required("model_id", modelId);
+            required("revision", revision);
+            required("weights_digest", weightsDigest);
+            required("tokenizer_digest", tokenizerDigest);
+            required("dtype", dtype);
+            required("kv_layout", kvLayout);
+            if (pageTokens == 0) throw new IllegalArgumentException("page_tokens is not set");
+            return new Namespace(modelId, revision, weightsDigest, tokenizerDigest, adapterId, dtype, kvLayout,
+                    pageTokens, tpSize, tpRank, ppSize, ppRank, formatVersion);
+        }
+
+        private static void required(String field, String value) {
+            if (value == null) throw new IllegalArgumentException(field + " is not set");
+        }
+    }
+
     /** The canonical bytes defined in the class comment. */
     public byte[] canonicalBytes() {
         byte[][] strings = {

@@ -32,6 +32,21 @@ class NamespaceTest {
     }
 
     @Test
+    void theBuilderSetsFieldsByNameWithSingleRankDefaultsAndNamesAMissingField() {
+        assertThat(Namespace.builder().model("m", "r1").digests("w", "t").dtype("bf16").kvLayout("nhd").pageTokens(16)
+                .build()).isEqualTo(sample());
+        assertThat(Namespace.builder().model("模型/ü", "rev").digests("ab", "cd").adapterId("lora-7").dtype("fp8_e4m3")
+                .kvLayout("hnd").pageTokens(64).tensorParallel(8, 7).pipelineParallel(2, 1).formatVersion(3).build())
+                .isEqualTo(new Namespace("模型/ü", "rev", "ab", "cd", "lora-7", "fp8_e4m3", "hnd", 64, 8, 7, 2, 1, 3));
+        assertThatThrownBy(() -> Namespace.builder().model("m", "r1").dtype("bf16").kvLayout("nhd").pageTokens(16).build())
+                .isInstanceOf(IllegalArgumentException.class).hasMessage("weights_digest is not set");
+        assertThatThrownBy(() -> Namespace.builder().model("m", "r1").digests("w", "t").dtype("bf16").kvLayout("nhd").build())
+                .isInstanceOf(IllegalArgumentException.class).hasMessage("page_tokens is not set");
+        assertThatThrownBy(() -> Namespace.builder().model("m", "r1").digests("w", "t").dtype("bf16").kvLayout("nhd")
+                .pageTokens(16).tensorParallel(2, 2).build()).hasMessageContaining("tp_rank must be in [0, tp_size)");
+    }
+
+    @Test
     void digestIsSha256OfTheCanonicalBytes() throws Exception {
         Namespace ns = sample();
         byte[] expected = java.security.MessageDigest.getInstance("SHA-256").digest(ns.canonicalBytes());

@@ -12,6 +12,7 @@ import io.orbitkv.router.RouterSettings;
 import io.orbitkv.router.daemon.RouterDaemon;
 import io.orbitkv.router.daemon.WorkerEndpoint;
 
+import io.orbitkv.testkit.ManagerProcess;
 import java.io.IOException;
 import java.net.ServerSocket;
 import java.net.URI;
@@ -56,7 +57,7 @@ final class RoutedCluster implements AutoCloseable {
     private static final Duration CONVERGE = Duration.ofSeconds(60);
     private static final long DRAIN_NANOS = TimeUnit.SECONDS.toNanos(10);
 
-    private final List<ManagerLauncher> managers;
+    private final List<ManagerProcess> managers;
     private final RouterDaemon router;
     private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
     private final URI base;
@@ -69,7 +70,7 @@ final class RoutedCluster implements AutoCloseable {
                  int peerBlocks) {
     }
 
-    private RoutedCluster(List<ManagerLauncher> managers, RouterDaemon router, String policy) {
+    private RoutedCluster(List<ManagerProcess> managers, RouterDaemon router, String policy) {
         this.managers = managers;
         this.router = router;
         this.policy = policy;
@@ -86,11 +87,11 @@ final class RoutedCluster implements AutoCloseable {
                                byte[] namespaceDigest, String policy, double prefillTokensPerSecond)
             throws IOException, InterruptedException {
         Policy defaultPolicy = Policy.named(policy);
-        List<ManagerLauncher> managers = new ArrayList<>();
+        List<ManagerProcess> managers = new ArrayList<>();
         List<WorkerEndpoint> workers = new ArrayList<>();
         RouterDaemon router = null;
         try {
-            List<Future<ManagerLauncher>> starting = new ArrayList<>();
+            List<Future<ManagerProcess>> starting = new ArrayList<>();
             // the Managers start side by side: each start is a JVM launch that waits for its ready file
             try (ExecutorService launch = Executors.newVirtualThreadPerTaskExecutor()) {
                 for (int i = 0; i < n; i++) {
@@ -104,7 +105,7 @@ final class RoutedCluster implements AutoCloseable {
                 }
             }
             IOException failed = null;
-            for (Future<ManagerLauncher> f : starting) {
+            for (Future<ManagerProcess> f : starting) {
                 try {
                     managers.add(f.get());
                 } catch (ExecutionException e) {
@@ -114,7 +115,7 @@ final class RoutedCluster implements AutoCloseable {
                 }
             }
             if (failed != null) throw failed;
-            for (ManagerLauncher m : managers) {
+            for (ManagerProcess m : managers) {
                 if (!m.awaitView(n, CONVERGE)) throw new IOException("membership did not reach " + n + " members: " + m.stderr());
             }
             CostModel cost = new CostModel(pageTokens, pageBytes, MeasuredCosts.DRAM_BYTES_PER_SECOND,
@@ -125,7 +126,7 @@ final class RoutedCluster implements AutoCloseable {
             return new RoutedCluster(List.copyOf(managers), router, defaultPolicy.name());
         } catch (IOException | RuntimeException | InterruptedException e) {
             if (router != null) router.close();
-            for (ManagerLauncher m : managers) m.close();
+            for (ManagerProcess m : managers) m.close();
             throw e;
         }
     }
@@ -211,7 +212,7 @@ final class RoutedCluster implements AutoCloseable {
     /** Hit tokens {dram, ssd, peer} summed over the Managers' {@code /status}. */
     long[] hitTokens() throws IOException {
         long[] sum = new long[3];
-        for (ManagerLauncher m : managers) {
+        for (ManagerProcess m : managers) {
             JsonNode h = JSON.readTree(m.status()).path("prefixCache").path("hitTokens");
             sum[0] += h.path("dram").asLong();
             sum[1] += h.path("ssd").asLong();
@@ -228,7 +229,7 @@ final class RoutedCluster implements AutoCloseable {
         long deadline = System.nanoTime() + DRAIN_NANOS;
         while (true) {
             long held = 0;
-            for (ManagerLauncher m : managers) {
+            for (ManagerProcess m : managers) {
                 JsonNode s = JSON.readTree(m.status());
                 held += s.path("leases").asLong() + s.path("reservations").asLong();
             }
@@ -283,6 +284,6 @@ final class RoutedCluster implements AutoCloseable {
     public void close() {
         router.close();
         http.close();
-        for (ManagerLauncher m : managers) m.close();
+        for (ManagerProcess m : managers) m.close();
     }
 }

@@ -2,7 +2,7 @@ package io.orbitkv.bench.serve;
 
 import io.orbitkv.bench.ttft.TtftBench;
 import io.orbitkv.bench.ttft.TtftStats;
-import io.orbitkv.engine.EtcdLauncher;
+import io.orbitkv.testkit.EtcdServer;
 import io.orbitkv.engine.ManagerLauncher;
 import io.orbitkv.llamacpp.LlamaCppEngine;
 import io.orbitkv.llamacpp.LlamaCppNamespace;
@@ -106,8 +106,8 @@ public final class RoutedServeBench {
             System.exit(2);
             return;
         }
-        if (!EtcdLauncher.installed()) {
-            System.err.println("routed: needs etcd at " + EtcdLauncher.BINARY + " (Debian package etcd-server)");
+        if (!EtcdServer.installed()) {
+            System.err.println("routed: needs etcd at " + EtcdServer.BINARY + " (Debian package etcd-server)");
             System.exit(2);
         }
         String loadStart = TtftBench.loadAverage();
@@ -172,7 +172,7 @@ public final class RoutedServeBench {
             Path token = ManagerLauncher.Cluster.writeToken(config.work().resolve("cluster.token"));
             List<Cell> cells = new ArrayList<>();
             double rate;
-            try (EtcdLauncher etcd = EtcdLauncher.start(config.work().resolve("etcd"));
+            try (EtcdServer etcd = EtcdServer.start(config.work().resolve("etcd"));
                  EnginePool pool = EnginePool.start(config.engines(), List.of("-Xmx256m", "-XX:+UseSerialGC"), e.args(),
                          config.work().resolve("logs"))) {
                 List<ServeRequest> warmup = ServeBench.warmup(PAGE_TOKENS, pool.size());

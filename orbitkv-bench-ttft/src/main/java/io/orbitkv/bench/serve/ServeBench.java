@@ -1,12 +1,13 @@
 package io.orbitkv.bench.serve;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import io.orbitkv.bench.ManagerProcess;
+import io.orbitkv.bench.BenchManager;
 import io.orbitkv.bench.trace.TraceReader;
 import io.orbitkv.bench.ttft.TtftBench;
 import io.orbitkv.llamacpp.LlamaCppEngine;
 import io.orbitkv.llamacpp.LlamaCppSessionRunner;
 import io.orbitkv.state.unix.FileTrees;
+import io.orbitkv.testkit.ManagerProcess;
 import io.orbitkv.testmodel.ByteFallbackVocab;
 import io.orbitkv.testmodel.TinyLlamaModel;
 import io.orbitkv.testmodel.TinyLlamaSpec;
@@ -240,7 +241,7 @@ public final class ServeBench {
                 case ENGINE_LOCAL -> pool.arm(i -> "LOCAL " + config.engineKvBytes());
                 case ORBITKV -> {
                     long slot = Math.max(4096, Long.highestOneBit(Math.max(1, pageBytes - 1)) << 1);
-                    manager = ManagerProcess.start(config.work().resolve("managers").resolve(tag), config.shm().resolve(tag),
+                    manager = BenchManager.start(config.work().resolve("managers").resolve(tag), config.shm().resolve(tag),
                             "512m", List.of("--dram-bytes", config.dramBytes() / 1024 + "k",
                                     "--ssd-bytes", config.ssdBytes() / 1024 + "k", "--ssd-policy", "write-through",
                                     "--set", "dramSlotBytes=" + slot / 1024 + "k"));
@@ -251,7 +252,7 @@ public final class ServeBench {
             pool.run(warmup, pool.size(), 0);
             // the warm-up's sequences leave the engine-local caches: the cell starts with nothing cached anywhere
             if (arm == ServeArm.ENGINE_LOCAL) pool.arm(i -> "LOCAL " + config.engineKvBytes());
-            JsonNode before = manager == null ? null : manager.status();
+            JsonNode before = manager == null ? null : BenchManager.status(manager);
             String metricsBefore = manager == null ? "" : manager.metrics();
             long t0 = System.nanoTime();
             List<EnginePool.Result> results = pool.run(ws.requests(), concurrency, scale);
@@ -264,7 +265,7 @@ public final class ServeBench {
             long evictions = 0;
             if (manager != null) {
                 leases = awaitLeasesDrained(manager);
-                JsonNode after = manager.status();
+                JsonNode after = BenchManager.status(manager);
                 hitDram = delta(before, after, "dram");
                 hitSsd = delta(before, after, "ssd");
                 String metricsAfter = manager.metrics();
@@ -287,7 +288,7 @@ public final class ServeBench {
                 try {
                     pool.arm(i -> "COLD");
                 } finally {
-                    manager.close();
+                    manager.stop();
                 }
             }
         }
@@ -312,7 +313,7 @@ public final class ServeBench {
     private static long awaitLeasesDrained(ManagerProcess manager) throws IOException, InterruptedException {
         long deadline = System.nanoTime() + LEASE_WAIT_NANOS;
         while (true) {
-            JsonNode s = manager.status();
+            JsonNode s = BenchManager.status(manager);
             long held = s.path("leases").asLong() + s.path("reservations").asLong();
             if (held == 0 || System.nanoTime() > deadline) return held;
             Thread.sleep(20);

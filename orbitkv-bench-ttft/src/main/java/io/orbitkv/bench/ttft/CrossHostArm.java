@@ -1,7 +1,7 @@
 package io.orbitkv.bench.ttft;
 
 import com.google.protobuf.ByteString;
-import io.orbitkv.engine.EtcdLauncher;
+import io.orbitkv.testkit.EtcdServer;
 import io.orbitkv.engine.FullAttention;
 import io.orbitkv.engine.ManagerLauncher;
 import io.orbitkv.engine.OrbitKvPageStore;
@@ -16,6 +16,7 @@ import io.orbitkv.state.StateKey;
 import io.orbitkv.state.StateKeys;
 
 import io.orbitkv.state.unix.FileTrees;
+import io.orbitkv.testkit.ManagerProcess;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -59,9 +60,9 @@ final class CrossHostArm implements AutoCloseable {
 
     private final TtftEngine engine;
     private final Path dir;
-    private final EtcdLauncher etcd;
+    private final EtcdServer etcd;
     private final Path token;
-    private final ManagerLauncher hostA;
+    private final ManagerProcess hostA;
     private final OrbitKvPageStore onA;
     private final ClusterChannels channels;
     private int hostsB;
@@ -69,7 +70,7 @@ final class CrossHostArm implements AutoCloseable {
     /** The first prompt A served (a warm-up prompt), which primes each new B; empty until then. */
     private int[] primer = new int[0];
 
-    private CrossHostArm(TtftEngine engine, Path dir, EtcdLauncher etcd, Path token, ManagerLauncher hostA,
+    private CrossHostArm(TtftEngine engine, Path dir, EtcdServer etcd, Path token, ManagerProcess hostA,
                          OrbitKvPageStore onA, ClusterChannels channels) {
         this.engine = engine;
         this.dir = dir;
@@ -84,8 +85,8 @@ final class CrossHostArm implements AutoCloseable {
     static CrossHostArm start(TtftEngine engine, Path dir) throws IOException, InterruptedException {
         Files.createDirectories(dir);
         Path token = ManagerLauncher.Cluster.writeToken(dir.resolve("cluster.token"));
-        EtcdLauncher etcd = EtcdLauncher.start(dir.resolve("etcd"));
-        ManagerLauncher a = null;
+        EtcdServer etcd = EtcdServer.start(dir.resolve("etcd"));
+        ManagerProcess a = null;
         OrbitKvPageStore store = null;
         try {
             a = ManagerLauncher.start(dir.resolve("host-a"), engine.pageBytes(),
@@ -110,7 +111,7 @@ final class CrossHostArm implements AutoCloseable {
     Served serve(int[] prompt, int answerTokens) throws IOException, InterruptedException {
         Path bDir = dir.resolve("host-b-" + (++hostsB));
         RequestReport onB;
-        try (ManagerLauncher b = ManagerLauncher.start(bDir, engine.pageBytes(),
+        try (ManagerProcess b = ManagerLauncher.start(bDir, engine.pageBytes(),
                 new ManagerLauncher.Cluster(etcd.endpoint(), "host-b-" + hostsB, token))) {
             awaitConverged(b, prompt);
             if (primer.length > 0) {
@@ -123,7 +124,7 @@ final class CrossHostArm implements AutoCloseable {
             try (OrbitKvPageStore store = OrbitKvPageStore.connect(b.socket(), "decode-b", 1, engine.namespace())) {
                 onB = engine.runner(engine.namespace(), store).run(prompt, answerTokens, System.nanoTime());
             }
-            int exit = b.stop();
+            int exit = b.terminate();
             if (exit != 0) throw new IOException("host B's Manager exited " + exit + ": " + b.stderr());
         } finally {
             FileTrees.delete(bDir);
@@ -143,8 +144,8 @@ final class CrossHostArm implements AutoCloseable {
         return missedPrimers;
     }
 
-    private void awaitConverged(ManagerLauncher b, int[] prompt) throws IOException, InterruptedException {
-        for (ManagerLauncher m : List.of(hostA, b)) {
+    private void awaitConverged(ManagerProcess b, int[] prompt) throws IOException, InterruptedException {
+        for (ManagerProcess m : List.of(hostA, b)) {
             if (!m.awaitView(2, CONVERGE)) throw new IOException("membership did not reach 2 members: " + m.stderr());
         }
         LookupRequest.Builder request = LookupRequest.newBuilder();

@@ -9,6 +9,7 @@ import io.orbitkv.engine.RequestReport;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.StateKeys;
 
+import io.orbitkv.testkit.ManagerProcess;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Path;
@@ -54,7 +55,7 @@ final class TtftRun {
     private final PrintStream log;
     private final List<Arm> paired;
     private CrossHostArm cross;
-    private ManagerLauncher ssdManager;
+    private ManagerProcess ssdManager;
     private OrbitKvPageStore ssdStore;
     private long ssdEpoch;
     private int restarts;
@@ -79,7 +80,7 @@ final class TtftRun {
 
     private Result run(Workload workload) throws IOException, InterruptedException {
         Path dramDir = dir.resolve(slug() + "-dram-arm");
-        try (ManagerLauncher dram = ManagerLauncher.start(dramDir, engine.pageBytes());
+        try (ManagerProcess dram = ManagerLauncher.start(dramDir, engine.pageBytes());
              OrbitKvPageStore dramStore = OrbitKvPageStore.connect(dram.socket(), slug() + "-dram", 1, engine.namespace());
              QueryOnlyStore missStore = new QueryOnlyStore(
                      OrbitKvPageStore.connect(dram.socket(), slug() + "-miss", 1, engine.missNamespace()))) {
@@ -171,7 +172,7 @@ final class TtftRun {
     private TtftEngine.Runner restartedSsdRunner(boolean primed) throws IOException, InterruptedException {
         ssdStore.close();
         Path ssdDir = dir.resolve(slug() + "-ssd-arm");
-        int exit = ssdManager.stop();
+        int exit = ssdManager.terminate();
         if (exit != 0) throw new IOException("the SSD arm's Manager exited " + exit + ": " + ssdManager.stderr());
         ssdManager = ManagerLauncher.start(ssdDir, engine.pageBytes());
         ssdStore = OrbitKvPageStore.connect(ssdManager.socket(), slug() + "-ssd", ++ssdEpoch, engine.namespace());

@@ -1,8 +1,6 @@
 package io.orbitkv.bench.serve;
-
-import io.orbitkv.engine.EtcdLauncher;
 import io.orbitkv.engine.ManagerLauncher;
-import io.orbitkv.testkit.Environment;
+import io.orbitkv.testkit.EtcdServer;
 import io.orbitkv.testkit.ProcessTest;
 import io.orbitkv.testmodel.TinyLlamaSpec;
 import org.junit.jupiter.api.Test;
@@ -34,13 +32,13 @@ class RoutedServeTest {
 
     @Test
     void followUpTurnsGoWhereTheirPrefixIsAndRestoreBitIdenticalToCold() throws Exception {
-        Environment.require(EtcdLauncher.installed(), "etcd at " + EtcdLauncher.BINARY + " (Debian package etcd-server)");
+        EtcdServer.requireInstalled();
         ServeWorkload.Shape shape = new ServeWorkload.Shape("routed-test", 3, 3, 2, 64, 16, 8, 2, 0, 0, 7);
         List<ServeRequest> requests = ServeWorkload.synthetic(shape);
         assertThat(requests).hasSize(6);
         RoutedServeBench.Engines e = RoutedServeBench.engines(TinyLlamaSpec.ci(), tmp, 160, 1);
         Path token = ManagerLauncher.Cluster.writeToken(tmp.resolve("cluster.token"));
-        try (EtcdLauncher etcd = EtcdLauncher.start(tmp.resolve("etcd"));
+        try (EtcdServer etcd = EtcdServer.start(tmp.resolve("etcd"));
              EnginePool pool = EnginePool.start(3, List.of("-Xmx128m", "-XX:+UseSerialGC"), e.args(), tmp.resolve("logs"))) {
             pool.arm(i -> "COLD");
             Map<Integer, Long> cold = new HashMap<>();

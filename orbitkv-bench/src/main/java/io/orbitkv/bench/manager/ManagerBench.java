@@ -1,6 +1,6 @@
 package io.orbitkv.bench.manager;
 
-import io.orbitkv.bench.ManagerProcess;
+import io.orbitkv.bench.BenchManager;
 import io.orbitkv.bench.Throughput;
 import io.orbitkv.bench.storage.BenchRow;
 import io.orbitkv.client.OrbitKvClient;
@@ -16,6 +16,7 @@ import io.orbitkv.state.protocol.Hashes;
 import io.orbitkv.state.protocol.KeyForm;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
+import io.orbitkv.testkit.ManagerProcess;
 import org.HdrHistogram.Histogram;
 
 import java.io.IOException;
@@ -120,21 +121,23 @@ public final class ManagerBench {
         Prefix big = Prefix.of(ns, maxRestore, 2);
         Prefix absent = Prefix.of(ns, QUERY_PAGES, 3);
         List<BenchRow> rows = new ArrayList<>();
-        try (ManagerProcess manager = ManagerProcess.startJar(o.managerJar(), o.dir(), o.shmDir(),
-                List.of("--ssd-bytes", "512m", "--dram-bytes", dramBytes));
-             OrbitKvClient client = OrbitKvClient.connect(manager.socket(), Duration.ofSeconds(60));
-             Arena arena = Arena.ofConfined()) {
-            log("Manager pid " + manager.pid() + " ready, DRAM " + dramBytes);
-            client.register("bench-main", 1, ns, CONTRACT);
-            publish(client, small, SMALL_PAGE_BYTES, arena);
-            publish(client, big, BIG_PAGE_BYTES, arena);
-            log("published " + QUERY_PAGES + " × 16 KiB and " + maxRestore + " × 2 MiB pages");
+        try (ManagerProcess manager = BenchManager.startJar(o.managerJar(), o.dir(), o.shmDir(),
+                List.of("--ssd-bytes", "512m", "--dram-bytes", dramBytes))) {
+            try (OrbitKvClient client = OrbitKvClient.connect(manager.socket(), Duration.ofSeconds(60));
+                 Arena arena = Arena.ofConfined()) {
+                log("Manager pid " + manager.pid() + " ready, DRAM " + dramBytes);
+                client.register("bench-main", 1, ns, CONTRACT);
+                publish(client, small, SMALL_PAGE_BYTES, arena);
+                publish(client, big, BIG_PAGE_BYTES, arena);
+                log("published " + QUERY_PAGES + " × 16 KiB and " + maxRestore + " × 2 MiB pages");
 
-            rows.addAll(queryVersusEcho(client, small, o, manager.pid()));
-            rows.add(missingQuery(client, absent, o));
-            for (long pause : PACED_PAUSES_MILLIS) rows.add(paced(client, small, pause, o));
-            for (int pages : o.restorePages()) rows.add(RestoreBench.restore(client, big, pages, o, manager.pid()));
-            rows.add(concurrent(manager.socket(), ns, small, absent, o, manager.pid()));
+                rows.addAll(queryVersusEcho(client, small, o, manager.pid()));
+                rows.add(missingQuery(client, absent, o));
+                for (long pause : PACED_PAUSES_MILLIS) rows.add(paced(client, small, pause, o));
+                for (int pages : o.restorePages()) rows.add(RestoreBench.restore(client, big, pages, o, manager.pid()));
+                rows.add(concurrent(manager.socket(), ns, small, absent, o, manager.pid()));
+            }
+            manager.stop(); // after the client has gone: SIGTERM, and the Manager must drain and exit 0
         }
         return rows;
     }

@@ -21,6 +21,7 @@ import io.orbitkv.state.protocol.KeyForm;
 import io.orbitkv.state.protocol.QueryStatus;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
+import io.orbitkv.testkit.ManagerProcess;
 import org.HdrHistogram.Histogram;
 
 import java.io.IOException;
@@ -34,8 +35,6 @@ import java.util.List;
 import java.util.Optional;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 /**
  * Time from QUERY to a settled first-query peer hit: two Manager processes joined through a real
@@ -62,7 +61,6 @@ public final class FirstQueryBench {
     static final int WARM_UP_ROUNDS = 20;
     static final int PAGE_TOKENS = 16;
     static final int[] PAGE_BYTES = {32 * 1024, 256 * 1024};
-    private static final Pattern READY = Pattern.compile("socket=(\\S+) http=(\\S+) .*cluster=(\\S+) node=(\\S+)");
 
     private FirstQueryBench() {
     }
@@ -87,8 +85,8 @@ public final class FirstQueryBench {
             Namespace ns = new Namespace("first-query-bench", "r1", "sha256:w", "sha256:t", "", "bf16", "nhd",
                     PAGE_TOKENS, 1, 0, 1, 0, 1);
             RecoveryContract contract = new RecoveryContract(PAGE_TOKENS, List.of(new StateGroup.Full(0)));
-            try (OrbitKvClient onA = OrbitKvClient.connect(a.socket, Duration.ofSeconds(30));
-                 OrbitKvClient onB = OrbitKvClient.connect(b.socket, Duration.ofSeconds(30))) {
+            try (OrbitKvClient onA = OrbitKvClient.connect(a.process().socket(), Duration.ofSeconds(30));
+                 OrbitKvClient onB = OrbitKvClient.connect(b.process().socket(), Duration.ofSeconds(30))) {
                 onA.register("bench-a", 1, ns, contract);
                 onB.register("bench-b", 1, ns, contract);
                 awaitMembers(channels, a, ns);
@@ -167,7 +165,7 @@ public final class FirstQueryBench {
         for (StateKey k : keys) request.addKeys(ByteString.copyFrom(k.toBytes()));
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
         while (System.nanoTime() < deadline) {
-            LookupReply reply = ClusterInfoGrpc.newBlockingStub(channels.channel(a.cluster))
+            LookupReply reply = ClusterInfoGrpc.newBlockingStub(channels.channel(a.process().clusterEndpoint()))
                     .withDeadlineAfter(5, TimeUnit.SECONDS).locate(request.build());
             if (reply.getResultsList().stream().allMatch(k -> k.getResultCase() == KeyResult.ResultCase.PRESENT)) return;
             Thread.sleep(20);
@@ -180,7 +178,7 @@ public final class FirstQueryBench {
         StateKey probe = StateKeys.forBlockHash(ns.digest(), 0, new byte[] {1});
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
         while (System.nanoTime() < deadline) {
-            LookupReply reply = ClusterInfoGrpc.newBlockingStub(channels.channel(a.cluster)).withDeadlineAfter(5, TimeUnit.SECONDS)
+            LookupReply reply = ClusterInfoGrpc.newBlockingStub(channels.channel(a.process().clusterEndpoint())).withDeadlineAfter(5, TimeUnit.SECONDS)
                     .locate(LookupRequest.newBuilder().addKeys(ByteString.copyFrom(probe.toBytes())).build());
             KeyResult k = reply.getResults(0);
             if (k.getResultCase() == KeyResult.ResultCase.ABSENT) return;
@@ -220,74 +218,51 @@ public final class FirstQueryBench {
         }
     }
 
-    /** A Manager process, cluster member {@code node}, stopped with SIGTERM on close. */
-    private record Manager(Process process, Path socket, String http, String cluster, Path dram) implements AutoCloseable {
+    /** A Manager process, cluster member {@code node}, stopped with SIGTERM on close; its DRAM directory then removed. */
+    private record Manager(ManagerProcess process, Path dram) implements AutoCloseable {
         /**
          * CPU time the Manager process has used so far (user + system, from /proc: 10 ms
          * granularity, so only sums over many rounds mean anything).
          */
         long cpuNanos() {
-            return process.info().totalCpuDuration().map(java.time.Duration::toNanos).orElse(0L);
+            return process.process().info().totalCpuDuration().map(java.time.Duration::toNanos).orElse(0L);
         }
 
         /** The Manager's {@code /status} JSON (for a failure message). */
         String status() {
             try {
-                return java.net.http.HttpClient.newHttpClient().send(java.net.http.HttpRequest.newBuilder(
-                        java.net.URI.create("http://" + http + "/status")).build(),
-                        java.net.http.HttpResponse.BodyHandlers.ofString()).body();
-            } catch (IOException | InterruptedException e) {
+                return process.status();
+            } catch (RuntimeException e) {
                 return "(no status: " + e + ")";
             }
         }
 
-        static Manager start(Path work, String etcd, String node, Path token) throws IOException, InterruptedException {
+        static Manager start(Path work, String etcd, String node, Path token) throws IOException {
             Path dir = work.resolve(node);
             Files.createDirectories(dir);
-            Path ready = dir.resolve("ready");
             Path shm = Path.of("/dev/shm");
-            Path dram = Files.isDirectory(shm) ? Files.createTempDirectory(shm, "orbitkv-bench-" + node + "-") : dir.resolve("dram");
-            Files.deleteIfExists(ready);
-            List<String> cmd = new ArrayList<>(List.of(ProcessHandle.current().info().command().orElseThrow(),
-                    "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow", "-Xmx1g"));
+            Path dram = Files.isDirectory(shm) ? Files.createTempDirectory(shm, "orbitkv-bench-" + node + "-")
+                    : ManagerProcess.dramDir(dir);
+            List<String> jvm = new ArrayList<>(List.of("--sun-misc-unsafe-memory-access=allow", "-Xmx1g"));
             // profiling: e.g. -Dbench.managerJvmOptions=-XX:StartFlightRecording=filename=%s.jfr (%s: the node directory)
             for (String o : System.getProperty("bench.managerJvmOptions", "").split(" ")) {
-                if (!o.isBlank()) cmd.add(o.replace("%s", dir.resolve(node).toString()));
+                if (!o.isBlank()) jvm.add(o.replace("%s", dir.resolve(node).toString()));
             }
-            cmd.addAll(List.of(
-                    "-cp", System.getProperty("java.class.path"), "io.orbitkv.server.cli.OrbitKvCli", "manager",
-                    "--ssd-dir", dir.resolve("ssd").toString(), "--dram-dir", dram.toString(),
-                    "--socket", dir.resolve("manager.sock").toString(), "--http", "0", "--ready-file", ready.toString(),
-                    "--dram-bytes", "1g", "--ssd-bytes", "256m", "--set", "stagingBytes=192m",
-                    "--etcd", etcd, "--node-id", node, "--cluster-id", "bench", "--cluster-token-file", token.toString(),
-                    "--cluster-listen", "127.0.0.1:0"));
+            List<String> extra = new ArrayList<>();
             for (String o : System.getProperty("bench.managerArgs", "").split(" ")) {
-                if (!o.isBlank()) cmd.add(o); // e.g. -Dbench.managerArgs="--set ssdPolicy=on-evict"
+                if (!o.isBlank()) extra.add(o); // e.g. -Dbench.managerArgs="--set ssdPolicy=on-evict"
             }
-            Process p = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(dir.resolve("manager.log").toFile()).start();
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-            while (!Files.exists(ready) || Files.readString(ready).isBlank()) {
-                if (!p.isAlive() || System.nanoTime() > deadline) {
-                    p.destroyForcibly();
-                    throw new IllegalStateException("Manager " + node + " did not start; see " + dir.resolve("manager.log"));
-                }
-                Thread.sleep(50);
-            }
-            Matcher m = READY.matcher(Files.readString(ready));
-            if (!m.find()) throw new IllegalStateException("unexpected ready line: " + Files.readString(ready));
-            return new Manager(p, Path.of(m.group(1)), m.group(2), m.group(3), dram);
+            ManagerProcess process = ManagerProcess.over(dir).jvm(jvm).dramDir(dram)
+                    .options("--dram-bytes", "1g", "--ssd-bytes", "256m", "--set", "stagingBytes=192m",
+                            "--etcd", etcd, "--node-id", node, "--cluster-id", "bench", "--cluster-token-file", token.toString(),
+                            "--cluster-listen", "127.0.0.1:0")
+                    .options(extra).start();
+            return new Manager(process, dram);
         }
 
         @Override
         public void close() throws IOException {
-            process.destroy();
-            try {
-                if (!process.waitFor(20, TimeUnit.SECONDS)) process.destroyForcibly();
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt(); // close() keeps the interrupt for the caller
-                process.destroyForcibly();
-                return;
-            }
+            process.close();
             if (!Files.isDirectory(dram)) return; // the Manager removes its DRAM directory when empty
             try (var files = Files.list(dram)) {
                 for (Path f : files.toList()) Files.deleteIfExists(f);

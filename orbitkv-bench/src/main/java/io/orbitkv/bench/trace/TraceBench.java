@@ -1,8 +1,9 @@
 package io.orbitkv.bench.trace;
 
-import io.orbitkv.bench.ManagerProcess;
+import io.orbitkv.bench.BenchManager;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.orbitkv.state.unix.FileTrees;
+import io.orbitkv.testkit.ManagerProcess;
 import org.HdrHistogram.Histogram;
 import org.knowm.xchart.BitmapEncoder;
 import org.knowm.xchart.XYChart;
@@ -226,10 +227,10 @@ public final class TraceBench {
         long dramPages;
         long ssdPages;
         String ssdNotWritten;
-        try (ManagerProcess m = ManagerProcess.start(runDir, runShm, "1g", options)) {
+        try (ManagerProcess m = BenchManager.start(runDir, runShm, "1g", options)) {
             r = TraceReplay.run(m.socket(), trace, new TraceReplay.Options(blockTokens, blockBytes, speedup, concurrency,
                     runShm.resolve("regions"), Duration.ofSeconds(60)));
-            JsonNode status = m.status();
+            JsonNode status = BenchManager.status(m);
             dramPages = residentPages(status);
             ssdPages = status.path("ssdUsedBytes").asLong(0) / ManagerCapacity.extentBytes(blockBytes);
             String metrics = m.metrics();
@@ -239,6 +240,7 @@ public final class TraceBench {
                     + " / " + byReason(metrics, "orbitkv_publish_ssd_skipped_total")
                     + " / " + byReason(metrics, "orbitkv_publish_ssd_dropped_total")
                     + " of " + counterSum(metrics, "orbitkv_dram_evictions_total");
+            m.stop();
         } finally {
             FileTrees.delete(runShm);
             FileTrees.delete(runDir.resolve("ssd"));

@@ -1,8 +1,9 @@
 package io.orbitkv.bench.trace;
 
-import io.orbitkv.bench.ManagerProcess;
+import io.orbitkv.bench.BenchManager;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.orbitkv.core.storage.dram.DramEviction;
+import io.orbitkv.testkit.ManagerProcess;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -41,7 +42,7 @@ class TraceReplayTest {
     private ManagerProcess start(long dramBlocks, DramEviction eviction, int concurrency, int maxBlocks) throws Exception {
         long staging = Math.max(4L << 20, 2L * concurrency * maxBlocks * BLOCK_BYTES);
         long dramBytes = ManagerCapacity.dramBytesFor(dramBlocks, BLOCK_BYTES, staging);
-        return ManagerProcess.start(dir.resolve("manager"), dir.resolve("dram"), "256m", List.of(
+        return BenchManager.start(dir.resolve("manager"), dir.resolve("dram"), "256m", List.of(
                 "--dram-bytes", String.valueOf(dramBytes), "--set", "dramSlotBytes=" + BLOCK_BYTES,
                 "--set", "stagingBytes=" + staging, "--set", "ssdFiles=1",
                 "--set", "dramEviction=" + eviction.word(),
@@ -65,7 +66,8 @@ class TraceReplayTest {
         JsonNode status;
         try (ManagerProcess m = start(unique, DramEviction.W_TINY_LFU, 1, maxBlocks)) {
             r = TraceReplay.run(m.socket(), trace, options(1, 0));
-            status = m.status();
+            status = BenchManager.status(m);
+            m.stop();
         }
         assertThat(r.wrongBytes()).as("restored bytes that differ from what was published").isZero();
         assertThat(r.wrongPages()).isZero();
@@ -95,7 +97,8 @@ class TraceReplayTest {
         // Paced at 1,000× the trace's time with two connections, as bin/bench-trace replays.
         try (ManagerProcess m = start(capacity, DramEviction.LRU, 2, maxBlocks)) {
             r = TraceReplay.run(m.socket(), trace, options(2, 1000));
-            status = m.status();
+            status = BenchManager.status(m);
+            m.stop();
         }
         assertThat(r.wrongBytes()).isZero();
         assertThat(TraceBench.residentPages(status)).as("pages the Manager holds").isEqualTo(capacity);

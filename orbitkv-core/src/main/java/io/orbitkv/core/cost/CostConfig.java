@@ -7,7 +7,8 @@ import java.util.Objects;
 /**
  * Switch and budgets of cost observation. Immutable, validated.
  *
- * @param observationsEnabled   {@code ORBITKV_COST_OBSERVATIONS=1}; when false no owner times
+ * @param observationsEnabled   the Manager's {@code costObservations} key (alias
+ *                              {@code ORBITKV_COST_OBSERVATIONS=1}); when false no owner times
  *                              anything and no cost meter is registered
  * @param maxEntries            estimate entries kept at most (512); the least recently used goes first
  * @param warmSamples           successful samples before an entry is used (4)
@@ -18,7 +19,7 @@ import java.util.Objects;
 public record CostConfig(boolean observationsEnabled, int maxEntries, int warmSamples, Duration idleExpiry,
                          double ewmaWeight, double shadowMarginFraction) {
 
-    /** The one environment variable that turns observations on (value exactly {@code 1}). */
+    /** The environment alias of the {@code costObservations} key: turns observations on when exactly {@code 1}. */
     public static final String OBSERVATIONS_ENV = "ORBITKV_COST_OBSERVATIONS";
 
     public CostConfig {
@@ -46,12 +47,7 @@ public record CostConfig(boolean observationsEnabled, int maxEntries, int warmSa
         return defaults(false);
     }
 
-    /** Reads {@value #OBSERVATIONS_ENV} from the process environment; the only env read in core. */
-    public static CostConfig fromEnvironment() {
-        return fromEnvironment(System.getenv());
-    }
-
-    /** As {@link #fromEnvironment()}, from a given map (tests, the server's own env snapshot). */
+    /** Observations on when {@code env} holds {@value #OBSERVATIONS_ENV}{@code =1}. */
     public static CostConfig fromEnvironment(Map<String, String> env) {
         return defaults("1".equals(env.get(OBSERVATIONS_ENV)));
     }

@@ -5,15 +5,17 @@ import java.util.Map;
 /**
  * Whether measured estimates may change which source serves a read. Immutable.
  *
- * <p>Rules: selection needs observations ({@code ORBITKV_COST_OBSERVATIONS=1}): without
- * estimates there is nothing to select by, so {@link #fromEnvironment} turns it off whatever
- * {@value #SELECTION_ENV} says. Cross-medium switching is a further opt-in on top of selection
- * ({@value #CROSS_MEDIUM_ENV}); a config with cross-medium but not selection cannot be built.
+ * <p>Rules: selection needs observations (the Manager's {@code costObservations} key, alias
+ * {@code ORBITKV_COST_OBSERVATIONS=1}): without estimates there is nothing to select by, so
+ * {@link #of} turns it off whatever the selection switch says. Cross-medium switching is a
+ * further opt-in on top of selection; a config with cross-medium but not selection cannot be built.
  *
- * @param selectionEnabled   {@code ORBITKV_COST_SELECTION=1}: among equal-coverage same-medium
- *                           {@code HOST_READY} sources, the guarded rule may pick another one
- * @param crossMediumEnabled {@code ORBITKV_CROSS_MEDIUM_SELECTION=1}: the rule may also pick a
- *                           source on another medium, when every candidate has fresh evidence
+ * @param selectionEnabled   key {@code costSelection} (alias {@code ORBITKV_COST_SELECTION=1}): among
+ *                           equal-coverage same-medium {@code HOST_READY} sources, the guarded rule may
+ *                           pick another one
+ * @param crossMediumEnabled key {@code costCrossMediumSelection} (alias {@code ORBITKV_CROSS_MEDIUM_SELECTION=1}):
+ *                           the rule may also pick a source on another medium, when every candidate has
+ *                           fresh evidence
  */
 public record SelectionConfig(boolean selectionEnabled, boolean crossMediumEnabled) {
 
@@ -41,10 +43,15 @@ public record SelectionConfig(boolean selectionEnabled, boolean crossMediumEnabl
         return new SelectionConfig(true, true);
     }
 
+    /** The three switches, each on only when the ones it needs are on too. */
+    public static SelectionConfig of(boolean observations, boolean selection, boolean crossMedium) {
+        boolean selecting = observations && selection;
+        return new SelectionConfig(selecting, selecting && crossMedium);
+    }
+
     /** Reads the three variables (each on only when exactly {@code 1}) from {@code env}. */
     public static SelectionConfig fromEnvironment(Map<String, String> env) {
-        boolean observations = "1".equals(env.get(CostConfig.OBSERVATIONS_ENV));
-        boolean selection = observations && "1".equals(env.get(SELECTION_ENV));
-        return new SelectionConfig(selection, selection && "1".equals(env.get(CROSS_MEDIUM_ENV)));
+        return of("1".equals(env.get(CostConfig.OBSERVATIONS_ENV)), "1".equals(env.get(SELECTION_ENV)),
+                "1".equals(env.get(CROSS_MEDIUM_ENV)));
     }
 }

@@ -21,9 +21,9 @@ import picocli.CommandLine.Spec;
 
 /**
  * {@code orbitkv manager}: runs a single-node Manager in the foreground until SIGTERM or SIGINT
- * (Ctrl-C), then drains and exits with status 0. Configuration: embedded defaults, then
- * {@code --config FILE}, then {@code --set KEY=VALUE} and the named options (each names a key
- * of {@link ManagerConfig#KEYS}).
+ * (Ctrl-C), then drains and exits with status 0. Configuration: embedded defaults, then the
+ * environment aliases ({@code ORBITKV_COST_*}), then {@code --config FILE}, then
+ * {@code --set KEY=VALUE} and the named options (each names a key of {@link ManagerConfig#KEYS}).
  *
  * <p>One instance per invocation. Thread model: the caller's thread starts the daemon, prints the
  * ready line and waits; the JDK's signal-dispatch thread only releases that wait, so shutdown
@@ -113,7 +113,7 @@ final class ManagerCommand implements Callable<Integer> {
         Logger log = Logger.getLogger(ManagerDaemon.class.getName());
         ManagerConfig config;
         try {
-            config = ManagerConfig.defaults();
+            config = ManagerConfig.defaults().withEnvironment(System.getenv());
             if (configFile != null) config = config.withJson(configFile);
             config = config.withOverrides(overrides());
         } catch (ConfigException e) {

@@ -17,28 +17,33 @@ import java.util.Optional;
  * @param nodeId           this node's stable name
  * @param clusterId        the cluster's name: etcd key prefix and the {@code orbitkv-cluster-id} header
  * @param listen           cluster gRPC address, {@code host:port} (port 0 = any free one)
- * @param tokenFile        file holding the cluster token
- * @param tlsCert          this node's certificate chain (PEM), for mutual TLS
- * @param tlsKey           this node's PKCS#8 private key (PEM)
- * @param tlsCa            CA bundle peers' certificates must chain to
- * @param leaseTtlMillis   etcd lease TTL (also how long the view stays valid without renewal)
- * @param lookupTimeoutMillis deadline of one catalog lookup batch
  * @param dataListen       bulk data plane address, {@code host:port} (docs/peer-data-plane.md); empty =
  *                         the cluster listen host with an ephemeral port (peers ask for it by RPC)
+ * @param credentials      the token file and the mutual-TLS files
+ * @param leaseTtlMillis   etcd lease TTL (also how long the view stays valid without renewal)
+ * @param lookupTimeoutMillis deadline of one catalog lookup batch
  */
 public record ClusterConfig(List<String> etcdEndpoints, String nodeId, String clusterId, String listen,
-                            Optional<Path> tokenFile, Optional<Path> tlsCert, Optional<Path> tlsKey,
-                            Optional<Path> tlsCa, long leaseTtlMillis, long lookupTimeoutMillis, String dataListen) {
+                            String dataListen, Credentials credentials, long leaseTtlMillis, long lookupTimeoutMillis) {
 
-    /** As the canonical constructor, with the default data plane address. */
-    public ClusterConfig(List<String> etcdEndpoints, String nodeId, String clusterId, String listen,
-                         Optional<Path> tokenFile, Optional<Path> tlsCert, Optional<Path> tlsKey,
-                         Optional<Path> tlsCa, long leaseTtlMillis, long lookupTimeoutMillis) {
-        this(etcdEndpoints, nodeId, clusterId, listen, tokenFile, tlsCert, tlsKey, tlsCa, leaseTtlMillis, lookupTimeoutMillis, "");
+    /**
+     * The files a member proves itself with.
+     *
+     * @param tokenFile file holding the cluster token
+     * @param tlsCert   this node's certificate chain (PEM), for mutual TLS
+     * @param tlsKey    this node's PKCS#8 private key (PEM)
+     * @param tlsCa     CA bundle peers' certificates must chain to
+     */
+    public record Credentials(Optional<Path> tokenFile, Optional<Path> tlsCert, Optional<Path> tlsKey,
+                              Optional<Path> tlsCa) {
+        public Credentials {
+            Objects.requireNonNull(tokenFile, "tokenFile");
+            int tls = (tlsCert.isPresent() ? 1 : 0) + (tlsKey.isPresent() ? 1 : 0) + (tlsCa.isPresent() ? 1 : 0);
+            if (tls != 0 && tls != 3) {
+                throw new IllegalArgumentException("clusterTlsCert, clusterTlsKey and clusterTlsCa go together");
+            }
+        }
     }
-
-    public static final ClusterConfig SINGLE_NODE = new ClusterConfig(List.of(), "", "orbitkv", "127.0.0.1:0",
-            Optional.empty(), Optional.empty(), Optional.empty(), Optional.empty(), 5_000, 200);
 
     public ClusterConfig {
         etcdEndpoints = List.copyOf(etcdEndpoints);
@@ -46,16 +51,35 @@ public record ClusterConfig(List<String> etcdEndpoints, String nodeId, String cl
         Objects.requireNonNull(clusterId, "clusterId");
         Objects.requireNonNull(listen, "listen");
         Objects.requireNonNull(dataListen, "dataListen");
+        Objects.requireNonNull(credentials, "credentials");
         if (!dataListen.isEmpty()) listenAddress(dataListen);
         if (leaseTtlMillis < 2_000) throw new IllegalArgumentException("clusterLeaseTtlMillis must be >= 2000");
         if (lookupTimeoutMillis < 1) throw new IllegalArgumentException("clusterLookupTimeoutMillis must be >= 1");
-        int tls = (tlsCert.isPresent() ? 1 : 0) + (tlsKey.isPresent() ? 1 : 0) + (tlsCa.isPresent() ? 1 : 0);
-        if (tls != 0 && tls != 3) throw new IllegalArgumentException("clusterTlsCert, clusterTlsKey and clusterTlsCa go together");
         if (!etcdEndpoints.isEmpty()) {
             if (nodeId.isEmpty()) throw new IllegalArgumentException("a cluster member needs nodeId (--node-id)");
-            if (tokenFile.isEmpty()) throw new IllegalArgumentException("a cluster member needs clusterTokenFile (--cluster-token-file)");
+            if (credentials.tokenFile().isEmpty()) throw new IllegalArgumentException("a cluster member needs clusterTokenFile (--cluster-token-file)");
             listenAddress(listen);
         }
+    }
+
+    /** {@link Credentials#tokenFile()}. */
+    public Optional<Path> tokenFile() {
+        return credentials.tokenFile();
+    }
+
+    /** {@link Credentials#tlsCert()}. */
+    public Optional<Path> tlsCert() {
+        return credentials.tlsCert();
+    }
+
+    /** {@link Credentials#tlsKey()}. */
+    public Optional<Path> tlsKey() {
+        return credentials.tlsKey();
+    }
+
+    /** {@link Credentials#tlsCa()}. */
+    public Optional<Path> tlsCa() {
+        return credentials.tlsCa();
     }
 
     /** True when this Manager joins a cluster. */

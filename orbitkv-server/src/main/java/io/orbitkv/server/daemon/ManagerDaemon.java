@@ -1,9 +1,7 @@
 package io.orbitkv.server.daemon;
 
 import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
-import io.orbitkv.core.cost.CostConfig;
 import io.orbitkv.core.cost.CostObserver;
-import io.orbitkv.core.cost.SelectionConfig;
 import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.MembershipView;
 import io.orbitkv.core.engine.ManagerCore;
@@ -141,11 +139,11 @@ public final class ManagerDaemon implements AutoCloseable {
             return new Startup.Locked(config.lockFile(), StoreLock.holderPid(config.lockFile()));
         }
         StoreLock lock = acquired.get();
-        Path dramLockFile = config.dramDir().resolve(config.arenaName() + ".lock");
+        Path dramLockFile = config.dram().dir().resolve(config.dram().arenaName() + ".lock");
         Optional<StoreLock> dramAcquired;
         try {
             dramAcquired = StoreLock.tryAcquire(dramLockFile);
-            if (dramAcquired.isPresent()) ChannelServer.removeIfStale(config.socket());
+            if (dramAcquired.isPresent()) ChannelServer.removeIfStale(config.endpoints().socket());
         } catch (IOException | RuntimeException e) {
             lock.close();
             throw e;
@@ -165,19 +163,18 @@ public final class ManagerDaemon implements AutoCloseable {
         KvEventPublisher kvEvents = null;
         try {
             NamespaceTable namespaces = new NamespaceTable(NAMESPACES);
-            // ORBITKV_COST_OBSERVATIONS=1 turns cost observations on; ORBITKV_COST_SELECTION=1 and
-            // ORBITKV_CROSS_MEDIUM_SELECTION=1 layer guarded selection on them (docs/operations.md)
-            Map<String, String> env = System.getenv();
-            CostObserver cost = CostObserver.create(CostConfig.fromEnvironment(env), SelectionConfig.fromEnvironment(env),
+            // costObservations turns cost observations on; costSelection and costCrossMediumSelection
+            // layer guarded selection on them (docs/operations.md; ORBITKV_COST_* are their aliases)
+            CostObserver cost = CostObserver.create(config.cost().costConfig(), config.cost().selectionConfig(),
                     registry, System::nanoTime);
             store = TieredStore.open(config.storeConfig(), namespaces, registry, cost);
             // the cluster (and its peer service) before the Manager logic, which plans peer routes through it
             if (config.cluster().enabled()) {
-                peers = ClusterPeers.start(config.cluster(), config.ssdDir(), store, namespaces, registry, System::nanoTime);
+                peers = ClusterPeers.start(config.cluster(), config.ssd().dir(), store, namespaces, registry, System::nanoTime);
                 peers.node().describe();
             }
             RemotePages remote = peers == null ? RemotePages.NONE : peers.routes();
-            core = new ManagerCore(store, namespaces, config.limits(), config.coreBounds(), registry, System::nanoTime,
+            core = new ManagerCore(store, namespaces, config.channel().limits(), config.coreBounds(), registry, System::nanoTime,
                     regionDirectory(config), remote);
             // KV events before the channel accepts: every REGISTER and publish of this run is named
             if (config.kvEvents().enabled()) {
@@ -195,7 +192,7 @@ public final class ManagerDaemon implements AutoCloseable {
             StatusHistory statusHistory = history;
             RecentErrors errors = Logging.recentErrors();
             long startedNanos = System.nanoTime();
-            StatusServer http = StatusServer.start(config.httpHost(), config.httpPort(), registry, () -> {
+            StatusServer http = StatusServer.start(config.endpoints().httpHost(), config.endpoints().httpPort(), registry, () -> {
                 Map<String, Object> body = StatusWithCost.compose(statusCore.status(), cost.status(),
                         statusPeers.map(p -> p.routes().status()));
                 statusPeers.ifPresent(p -> body.put("cluster", ClusterStatus.of(p.node())));
@@ -294,12 +291,12 @@ public final class ManagerDaemon implements AutoCloseable {
      * DRAM directories are never region files' homes.
      */
     private static RegionDirectory regionDirectory(ManagerConfig config) throws IOException {
-        OwnerOnly.createDirectories(config.regionDir());
-        return RegionDirectory.of(config.regionDir(), List.of(config.dramDir(), config.ssdDir()));
+        OwnerOnly.createDirectories(config.channel().regionDir());
+        return RegionDirectory.of(config.channel().regionDir(), List.of(config.dram().dir(), config.ssd().dir()));
     }
 
     private void writeReadyFile() throws IOException {
-        Path ready = config.readyFile();
+        Path ready = config.endpoints().readyFile();
         Path parent = ready.toAbsolutePath().getParent();
         if (parent != null) OwnerOnly.createDirectories(parent);
         Path tmp = ready.resolveSibling(ready.getFileName() + ".tmp");
@@ -333,7 +330,7 @@ public final class ManagerDaemon implements AutoCloseable {
         kvEvents.ifPresent(k -> step("closed the KV event endpoints " + config.kvEvents().endpoint(), k::close));
         step("closed the Manager logic", core::close);
         step("closed the tiers (SSD work drained, arena files removed)", store::close);
-        step("removed " + config.readyFile(), () -> Files.deleteIfExists(config.readyFile()));
+        step("removed " + config.endpoints().readyFile(), () -> Files.deleteIfExists(config.endpoints().readyFile()));
         step("released " + dramLock.file(), dramLock::close);
         step("removed the DRAM directory if empty", this::removeEmptyDramDir);
         step("released " + lock.file(), lock::close);
@@ -341,8 +338,8 @@ public final class ManagerDaemon implements AutoCloseable {
     }
 
     private void removeEmptyDramDir() throws IOException {
-        try (var entries = Files.list(config.dramDir())) {
-            if (entries.findAny().isEmpty()) Files.deleteIfExists(config.dramDir());
+        try (var entries = Files.list(config.dram().dir())) {
+            if (entries.findAny().isEmpty()) Files.deleteIfExists(config.dram().dir());
         }
     }
 

@@ -5,7 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.etcd.jetcd.ByteSequence;
 import io.etcd.jetcd.Client;
 import io.etcd.jetcd.options.GetOption;
-import io.orbitkv.server.membership.EtcdProcess;
+import io.orbitkv.testkit.EtcdServer;
 import java.io.IOException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
@@ -56,7 +56,7 @@ class ClusterWalkthroughTest {
 
     @Test
     void theWalkthroughBlocksShowACrossNodeHitAndStopEtcdLast() throws Exception {
-        EtcdProcess.requireInstalled();
+        EtcdServer.requireInstalled();
         String script = ReadmeBlocks.shScript(Files.readString(DOC), SECTION);
         assertThat(script).as("the walk-through still runs the demo and locate").contains("cluster demo", "cluster locate");
         Files.writeString(dir.resolve("readme-cluster.sh"), script);
@@ -83,7 +83,7 @@ class ClusterWalkthroughTest {
         env.put("CLUSTER_PORT", Integer.toString(clusterPort));
         env.put("HTTP_PORT", Integer.toString(httpPort));
         env.put("ORBITKV_SHM", shm);
-        env.put("PATH", EtcdProcess.BINARY.getParent() + ":" + env.getOrDefault("PATH", "/usr/bin:/bin"));
+        env.put("PATH", EtcdServer.BINARY.getParent() + ":" + env.getOrDefault("PATH", "/usr/bin:/bin"));
 
         Process bash = pb.start();
         Set<ProcessHandle> started = new LinkedHashSet<>();
@@ -184,7 +184,7 @@ class ClusterWalkthroughTest {
         } finally {
             for (ServerSocket s : held) s.close();
         }
-        Process etcd = new ProcessBuilder(EtcdProcess.BINARY.toString(), "--data-dir", dataDir.toString(),
+        Process etcd = new ProcessBuilder(EtcdServer.BINARY.toString(), "--data-dir", dataDir.toString(),
                 "--listen-client-urls", "http://127.0.0.1:" + client, "--advertise-client-urls", "http://127.0.0.1:" + client,
                 "--listen-peer-urls", "http://127.0.0.1:" + peer, "--log-level", "warn")
                 .redirectErrorStream(true).redirectOutput(dataDir.resolveSibling("etcd-restart.log").toFile()).start();

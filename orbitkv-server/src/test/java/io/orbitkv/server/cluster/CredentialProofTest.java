@@ -8,7 +8,7 @@ import io.orbitkv.core.catalog.MembershipView;
 import io.orbitkv.core.catalog.PushBatch;
 import io.orbitkv.core.catalog.ShardState;
 import io.orbitkv.server.membership.EtcdMembership;
-import io.orbitkv.server.membership.EtcdProcess;
+import io.orbitkv.testkit.EtcdServer;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
@@ -56,7 +56,7 @@ class CredentialProofTest {
         final EtcdMembership membership;
 
         /** {@code proofToken}: the key its proofs are computed with (the token itself, unless it forges). */
-        Node(EtcdProcess etcd, String id, byte[] token, byte[] proofToken) throws Exception {
+        Node(EtcdServer etcd, String id, byte[] token, byte[] proofToken) throws Exception {
             ClusterSecurity security = new ClusterSecurity("proof", token, Optional.empty());
             channels = new ClusterChannels(security);
             open.add(channels);
@@ -84,7 +84,7 @@ class CredentialProofTest {
 
     @Test
     void aMemberWithAWrongTokenIsNeverLiveAndBothSidesCountTheRefusals() throws Exception {
-        EtcdProcess etcd = EtcdProcess.start(dir);
+        EtcdServer etcd = EtcdServer.start(dir);
         open.add(etcd);
         Node a = new Node(etcd, "a", TOKEN, TOKEN);
         Node b = new Node(etcd, "b", TOKEN, TOKEN);
@@ -110,7 +110,7 @@ class CredentialProofTest {
 
     @Test
     void aMemberThatAcceptsTheTokenButCannotProveItIsRefused() throws Exception {
-        EtcdProcess etcd = EtcdProcess.start(dir);
+        EtcdServer etcd = EtcdServer.start(dir);
         open.add(etcd);
         Node a = new Node(etcd, "a", TOKEN, TOKEN);
         Node f = new Node(etcd, "f", TOKEN, WRONG);

@@ -3,6 +3,7 @@ package io.orbitkv.server.config;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.orbitkv.core.cost.SelectionConfig;
 import io.orbitkv.core.storage.TieredStoreConfig;
 import io.orbitkv.core.storage.publish.SsdAdmissionPolicy;
 import java.io.IOException;
@@ -25,11 +26,11 @@ class ManagerConfigTest {
     @Test
     void defaultsDescribeAValidSingleNodeStore() {
         ManagerConfig c = ManagerConfig.defaults();
-        assertThat(c.socket()).isEqualTo(Path.of("var/orbitkv/manager.sock"));
-        assertThat(c.ssdDir()).isEqualTo(Path.of("var/orbitkv/ssd"));
-        assertThat(c.dramDir().toString()).startsWith("/dev/shm/orbitkv-");
-        assertThat(c.httpHost()).isEqualTo("127.0.0.1");
-        assertThat(c.httpPort()).isEqualTo(9464);
+        assertThat(c.endpoints().socket()).isEqualTo(Path.of("var/orbitkv/manager.sock"));
+        assertThat(c.ssd().dir()).isEqualTo(Path.of("var/orbitkv/ssd"));
+        assertThat(c.dram().dir().toString()).startsWith("/dev/shm/orbitkv-");
+        assertThat(c.endpoints().httpHost()).isEqualTo("127.0.0.1");
+        assertThat(c.endpoints().httpPort()).isEqualTo(9464);
         assertThat(c.lockFile()).isEqualTo(Path.of("var/orbitkv/ssd/manager.lock"));
         TieredStoreConfig store = c.storeConfig();
         long dram = store.dram().sizeClasses().stream().mapToLong(s -> s.capacityBytes()).sum();
@@ -46,12 +47,12 @@ class ManagerConfigTest {
                 """);
         ManagerConfig c = ManagerConfig.defaults().withJson(file)
                 .withOverrides(Map.of("ssdDir", dir.resolve("ssd").toString(), "dramBytes", "32m"));
-        assertThat(c.dramBytes()).isEqualTo(32L << 20);
-        assertThat(c.ssdBytes()).isEqualTo(256L << 20);
-        assertThat(c.ssdPolicy()).isEqualTo(new SsdAdmissionPolicy.ReuseAware(3));
-        assertThat(c.limits().maxConnections()).isEqualTo(8);
-        assertThat(c.dramSlotBytes()).containsExactly(64 << 10, 2 << 20);
-        assertThat(c.readyFile()).isEqualTo(dir.resolve("ssd").resolve("manager.ready").toAbsolutePath());
+        assertThat(c.dram().bytes()).isEqualTo(32L << 20);
+        assertThat(c.ssd().bytes()).isEqualTo(256L << 20);
+        assertThat(c.ssd().writes().policy()).isEqualTo(new SsdAdmissionPolicy.ReuseAware(3));
+        assertThat(c.channel().limits().maxConnections()).isEqualTo(8);
+        assertThat(c.dram().slotBytes()).containsExactly(64 << 10, 2 << 20);
+        assertThat(c.endpoints().readyFile()).isEqualTo(dir.resolve("ssd").resolve("manager.ready").toAbsolutePath());
         assertThat(c.storeConfig().dram().sizeClasses()).hasSize(2);
         assertThat(c.storeConfig().ssd().readPath()).isEqualTo(io.orbitkv.core.storage.ssd.ReadPath.AUTO);
         assertThat(c.withOverrides(Map.of("ssdReadPath", "uring")).storeConfig().ssd().readPath())
@@ -62,8 +63,8 @@ class ManagerConfigTest {
     void theSmallestDramThatStartsIsDocumentedAndARefusalNamesTheKeysToChange() {
         // Default slot classes (largest 2m) and stagingBytes = dramBytes / 8: 16m is the smallest.
         ManagerConfig smallest = ManagerConfig.defaults().withOverrides(Map.of("dramBytes", "16m"));
-        assertThat(smallest.stagingBytes()).isEqualTo(2L << 20);
-        assertThat(smallest.storeConfig().dram().reservedBudgetBytes()).isEqualTo(smallest.stagingBytes());
+        assertThat(smallest.dram().stagingBytes()).isEqualTo(2L << 20);
+        assertThat(smallest.storeConfig().dram().reservedBudgetBytes()).isEqualTo(smallest.dram().stagingBytes());
         assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("dramBytes", "15m")))
                 .isInstanceOf(ConfigException.class).hasMessageContaining("stagingBytes")
                 .hasMessageContaining("16m").hasMessageNotContaining("reservedBudgetBytes");
@@ -80,11 +81,11 @@ class ManagerConfigTest {
     void twoStoresUnderOneParentHaveDifferentDefaultReadyFiles() {
         ManagerConfig a = ManagerConfig.defaults().withOverrides(Map.of("ssdDir", dir.resolve("a").toString()));
         ManagerConfig b = ManagerConfig.defaults().withOverrides(Map.of("ssdDir", dir.resolve("b").toString()));
-        assertThat(a.readyFile()).isNotEqualTo(b.readyFile());
-        assertThat(a.readyFile().getParent()).as("next to the store's lock file").isEqualTo(a.lockFile().getParent());
+        assertThat(a.endpoints().readyFile()).isNotEqualTo(b.endpoints().readyFile());
+        assertThat(a.endpoints().readyFile().getParent()).as("next to the store's lock file").isEqualTo(a.lockFile().getParent());
         ManagerConfig explicit = a.withOverrides(Map.of("readyFile", dir.resolve("r").toString(),
                 "ssdDir", dir.resolve("c").toString()));
-        assertThat(explicit.readyFile()).as("a configured ready file stays where it was set")
+        assertThat(explicit.endpoints().readyFile()).as("a configured ready file stays where it was set")
                 .isEqualTo(dir.resolve("r").toAbsolutePath());
     }
 
@@ -126,13 +127,37 @@ class ManagerConfigTest {
     @Test
     void dramEvictionDefaultsToLruAndReachesTheDramTier() {
         ManagerConfig c = ManagerConfig.defaults();
-        assertThat(c.dramEviction()).isEqualTo(io.orbitkv.core.storage.dram.DramEviction.LRU);
+        assertThat(c.dram().eviction()).isEqualTo(io.orbitkv.core.storage.dram.DramEviction.LRU);
         assertThat(c.storeConfig().dram().eviction()).isEqualTo(io.orbitkv.core.storage.dram.DramEviction.LRU);
         assertThat(c.withOverrides(Map.of("dramEviction", "w-tinylfu")).storeConfig().dram().eviction())
                 .isEqualTo(io.orbitkv.core.storage.dram.DramEviction.W_TINY_LFU);
         assertThatThrownBy(() -> c.withOverrides(Map.of("dramEviction", "arc")))
                 .isInstanceOf(ConfigException.class).hasMessageContaining("dramEviction")
                 .hasMessageContaining("w-tinylfu or lru");
+    }
+
+    @Test
+    void costSwitchesAreKeysAndTheEnvironmentVariablesAreTheirAliases() {
+        ManagerConfig c = ManagerConfig.defaults();
+        assertThat(c.cost().costConfig().observationsEnabled()).isFalse();
+        assertThat(c.cost().selectionConfig()).isEqualTo(SelectionConfig.off());
+        ManagerConfig on = c.withOverrides(Map.of("costObservations", "true", "costSelection", "true"));
+        assertThat(on.cost().costConfig().observationsEnabled()).isTrue();
+        assertThat(on.cost().selectionConfig()).isEqualTo(SelectionConfig.sameMedium());
+        assertThat(c.withOverrides(Map.of("costSelection", "true", "costCrossMediumSelection", "true")).cost()
+                .selectionConfig()).as("selection counts only with observations").isEqualTo(SelectionConfig.off());
+
+        Map<String, String> all = Map.of("ORBITKV_COST_OBSERVATIONS", "1", "ORBITKV_COST_SELECTION", "1",
+                "ORBITKV_CROSS_MEDIUM_SELECTION", "1");
+        ManagerConfig env = c.withEnvironment(all);
+        assertThat(env.cost().selectionConfig()).isEqualTo(SelectionConfig.crossMedium());
+        assertThat(env.cost().selectionConfig()).isEqualTo(SelectionConfig.fromEnvironment(all));
+        assertThat(c.withEnvironment(Map.of("ORBITKV_COST_OBSERVATIONS", "true")).cost().observations())
+                .as("an alias is on only when exactly 1").isFalse();
+        assertThat(env.withOverrides(Map.of("costObservations", "false")).cost().costConfig().observationsEnabled())
+                .as("a later layer overrides the environment").isFalse();
+        assertThatThrownBy(() -> c.withOverrides(Map.of("costObservations", "yes")))
+                .isInstanceOf(ConfigException.class).hasMessageContaining("key 'costObservations'");
     }
 
     @Test
@@ -199,9 +224,9 @@ class ManagerConfigTest {
                 }
                 """);
         ManagerConfig c = ManagerConfig.defaults().withJson(file);
-        assertThat(c.dramBytes()).isEqualTo(64L << 20);
-        assertThat(c.httpPort()).isZero();
-        assertThat(c.ssdBytes()).as("a commented-out key is not applied").isEqualTo(4L << 30);
+        assertThat(c.dram().bytes()).isEqualTo(64L << 20);
+        assertThat(c.endpoints().httpPort()).isZero();
+        assertThat(c.ssd().bytes()).as("a commented-out key is not applied").isEqualTo(4L << 30);
         Path typo = Files.writeString(dir.resolve("commented-typo.json"), "{\n  // fine\n  \"ssdByte\": \"4g\",\n}");
         assertThatThrownBy(() -> ManagerConfig.defaults().withJson(typo)).hasMessageContaining("unknown key 'ssdByte'");
     }

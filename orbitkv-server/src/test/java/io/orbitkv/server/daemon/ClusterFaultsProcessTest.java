@@ -9,7 +9,7 @@ import io.orbitkv.client.PageToPublish;
 import io.orbitkv.client.PublishOutcome;
 import io.orbitkv.server.cluster.ClusterChannels;
 import io.orbitkv.server.cluster.ClusterSecurity;
-import io.orbitkv.server.membership.EtcdProcess;
+import io.orbitkv.testkit.EtcdServer;
 import io.orbitkv.server.peer.proto.AuthorizeCall;
 import io.orbitkv.server.peer.proto.AuthorizeReply;
 import io.orbitkv.server.peer.proto.PageMedium;
@@ -22,6 +22,7 @@ import io.orbitkv.state.StateGroup;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.StateKeys;
 import io.orbitkv.state.TokenChain;
+import io.orbitkv.testkit.ManagerProcess;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -54,18 +55,18 @@ class ClusterFaultsProcessTest {
 
     @Test
     void aWrongTokenMemberAPausedSourceAndARestartedSource() throws Exception {
-        Path token = ManagerProcess.clusterToken(dir);
+        Path token = Managers.clusterToken(dir);
         Path wrongToken = Files.writeString(dir.resolve("wrong-token"), "another-cluster-token-9876543210\n");
         Files.setPosixFilePermissions(wrongToken, PosixFilePermissions.fromString("rw-------"));
         ClusterSecurity security = ClusterSecurity.fromTokenFile("test", token, Optional.empty());
-        try (EtcdProcess etcd = EtcdProcess.start(dir);
+        try (EtcdServer etcd = EtcdServer.start(dir);
              ClusterChannels channels = new ClusterChannels(security)) {
-            ManagerProcess a = ManagerProcess.startMember(dir, etcd.endpoint(), "a", token);
-            ManagerProcess b = ManagerProcess.startMember(dir, etcd.endpoint(), "b", token);
-            ManagerProcess c = ManagerProcess.startMember(dir, etcd.endpoint(), "c", token);
+            ManagerProcess a = Managers.startMember(dir, etcd.endpoint(), "a", token);
+            ManagerProcess b = Managers.startMember(dir, etcd.endpoint(), "b", token);
+            ManagerProcess c = Managers.startMember(dir, etcd.endpoint(), "c", token);
             List<ManagerProcess> all = new ArrayList<>(List.of(a, b, c));
             try {
-                ManagerProcess.awaitMembers(all, 3);
+                Managers.awaitMembers(all, 3);
                 Namespace ns = new Namespace("faults-test", "r1", "sha256:w", "sha256:t", "", "bf16", "nhd", PAGE_TOKENS, 1, 0, 1, 0, 1);
                 int[] tokens = new int[PAGES * PAGE_TOKENS + 1];
                 for (int i = 0; i < tokens.length; i++) tokens[i] = 9_000 + i;
@@ -78,7 +79,7 @@ class ClusterFaultsProcessTest {
                     pages.add(PageToPublish.ofBlockHash(0, hashes.get(p), MemorySegment.ofArray(image)));
                     keys.add(StateKeys.forBlockHash(ns.digest(), 0, hashes.get(p)));
                 }
-                try (OrbitKvClient client = OrbitKvClient.connect(ManagerProcess.socket(a.dir), Duration.ofSeconds(20))) {
+                try (OrbitKvClient client = OrbitKvClient.connect(ManagerProcess.socket(a.dir()), Duration.ofSeconds(20))) {
                     client.register("engine-a", 1, ns, new RecoveryContract(PAGE_TOKENS, List.of(new StateGroup.Full(0))));
                     assertThat(client.publish(pages)).containsOnly(PublishOutcome.SEALED).hasSize(PAGES);
                 }
@@ -86,10 +87,10 @@ class ClusterFaultsProcessTest {
                         ClusterProcessTest.locate(channels, c, keys).stream().allMatch(l -> ClusterProcessTest.heldBy(l, "a")));
 
                 // a member with a wrong token registers: it is never live, every key is still found
-                ManagerProcess w = ManagerProcess.startMember(dir, etcd.endpoint(), "w", wrongToken);
+                ManagerProcess w = Managers.startMember(dir, etcd.endpoint(), "w", wrongToken);
                 all.add(w);
                 for (ManagerProcess m : List.of(a, b, c)) {
-                    await("w unproven on " + m.dir).atMost(Duration.ofSeconds(20)).until(() ->
+                    await("w unproven on " + m.dir()).atMost(Duration.ofSeconds(20)).until(() ->
                             m.metric("orbitkv_membership_unproven") == 1
                                     && m.metric("orbitkv_cluster_auth_failures_total{reason=\"bad_token\"") >= 1);
                 }
@@ -101,9 +102,9 @@ class ClusterFaultsProcessTest {
                         .allMatch(l -> ClusterProcessTest.heldBy(l, "a"));
                 // a push toward w would fail authentication and be logged naming w (pushes to b or c
                 // may time out on a loaded machine, so the failure count alone does not tell)
-                assertThat(a.stderrText()).as("no push toward w").doesNotContain("catalog push to w#");
-                assertThat(w.stderrText()).contains("cluster authentication failure");
-                assertThat(a.stderrText()).contains("cluster authentication failure (bad_token)");
+                assertThat(a.stderr()).as("no push toward w").doesNotContain("catalog push to w#");
+                assertThat(w.stderr()).contains("cluster authentication failure");
+                assertThat(a.stderr()).contains("cluster authentication failure (bad_token)");
                 assertThat(w.terminate()).isZero();
                 all.remove(w);
 
@@ -114,7 +115,7 @@ class ClusterFaultsProcessTest {
                 } finally {
                     signal(a, "CONT");
                 }
-                ManagerProcess.awaitMembers(all, 3);
+                Managers.awaitMembers(all, 3);
                 assertThat(a.metric("orbitkv_membership_registrations_total")).as("A registered again").isGreaterThanOrEqualTo(2);
                 await("C finds A's earlier pages after A's pause").atMost(Duration.ofSeconds(10)).pollInterval(Duration.ofMillis(200))
                         .until(() -> ClusterProcessTest.locate(channels, c, keys).stream().allMatch(l -> ClusterProcessTest.heldBy(l, "a")));
@@ -122,31 +123,31 @@ class ClusterFaultsProcessTest {
                 // A restarts: before any engine registers the namespace, it serves its SSD pages to B
                 assertThat(a.terminate()).isZero();
                 all.remove(a);
-                a = ManagerProcess.startMember(dir, etcd.endpoint(), "a", token);
+                a = Managers.startMember(dir, etcd.endpoint(), "a", token);
                 all.add(a);
-                ManagerProcess.awaitMembers(all, 3);
+                Managers.awaitMembers(all, 3);
                 ManagerProcess restarted = a;
                 await("C finds the restarted A's recovered pages").atMost(Duration.ofSeconds(20)).until(() ->
                         ClusterProcessTest.locate(channels, c, keys).stream().allMatch(l -> ClusterProcessTest.heldBy(l, "a")));
-                PeerReadGrpc.PeerReadBlockingStub toA = PeerReadGrpc.newBlockingStub(channels.channel(restarted.clusterEndpoint));
+                PeerReadGrpc.PeerReadBlockingStub toA = PeerReadGrpc.newBlockingStub(channels.channel(restarted.clusterEndpoint()));
                 AuthorizeReply reply = toA.withDeadlineAfter(5, TimeUnit.SECONDS).authorize(AuthorizeCall.newBuilder()
-                        .setRequester(Requester.newBuilder().setNodeId("b").setIncarnation(b.incarnation))
-                        .setSourceIncarnation(restarted.incarnation).setKey(ByteString.copyFrom(keys.getFirst().toBytes()))
+                        .setRequester(Requester.newBuilder().setNodeId("b").setIncarnation(b.incarnation()))
+                        .setSourceIncarnation(restarted.incarnation()).setKey(ByteString.copyFrom(keys.getFirst().toBytes()))
                         .setNamespaceDigest(ByteString.copyFrom(ns.digest())).setMedium(PageMedium.PAGE_SSD)
                         .setGeneration(0).setResidencySequence(1).build());
                 assertThat(reply.hasGrant()).as("granted, not " + reply.getRejection()).isTrue();
                 assertThat(toA.withDeadlineAfter(5, TimeUnit.SECONDS).release(ReleaseCall.newBuilder()
-                        .setRequester(Requester.newBuilder().setNodeId("b").setIncarnation(b.incarnation))
+                        .setRequester(Requester.newBuilder().setNodeId("b").setIncarnation(b.incarnation()))
                         .setTicketId(reply.getGrant().getTicketId()).build()).getOutcome()).isEqualTo("FREED");
 
                 // etcd gone: a stop attempts no revoke and says so
                 etcd.stop();
                 for (ManagerProcess m : all) {
-                    await("view invalid on " + m.dir).atMost(Duration.ofSeconds(20)).until(() -> m.metric("orbitkv_membership_valid") == 0);
+                    await("view invalid on " + m.dir()).atMost(Duration.ofSeconds(20)).until(() -> m.metric("orbitkv_membership_valid") == 0);
                 }
                 for (ManagerProcess m : all) {
-                    assertThat(m.terminate()).as("exit status of " + m.dir).isZero();
-                    assertThat(m.stderrText()).contains("left the cluster (etcd unreachable: lease left to expire")
+                    assertThat(m.terminate()).as("exit status of " + m.dir()).isZero();
+                    assertThat(m.stderr()).contains("left the cluster (etcd unreachable: lease left to expire")
                             .doesNotContain("lease revoked");
                 }
             } finally {
@@ -159,7 +160,7 @@ class ClusterFaultsProcessTest {
     }
 
     static void signal(ManagerProcess m, String name) throws Exception {
-        if (!m.process.isAlive()) return;
-        new ProcessBuilder("kill", "-" + name, Long.toString(m.process.pid())).inheritIO().start().waitFor();
+        if (!m.process().isAlive()) return;
+        new ProcessBuilder("kill", "-" + name, Long.toString(m.process().pid())).inheritIO().start().waitFor();
     }
 }

@@ -19,7 +19,7 @@ import io.orbitkv.server.cluster.proto.LookupRequest;
 import io.orbitkv.server.cluster.proto.PushReply;
 import io.orbitkv.server.cluster.proto.PushRequest;
 import io.orbitkv.server.cluster.proto.CatalogGrpc;
-import io.orbitkv.server.membership.EtcdProcess;
+import io.orbitkv.testkit.EtcdServer;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.RecoveryContract;
 import io.orbitkv.state.StateGroup;
@@ -31,6 +31,7 @@ import io.orbitkv.state.protocol.Hashes;
 import io.orbitkv.state.protocol.KeyForm;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
+import io.orbitkv.testkit.ManagerProcess;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -60,16 +61,16 @@ class ClusterProcessTest {
 
     @Test
     void threeManagersShareACatalogThroughOwnerRestartStaleIncarnationsAndAnEtcdOutage() throws Exception {
-        Path token = ManagerProcess.clusterToken(dir);
+        Path token = Managers.clusterToken(dir);
         ClusterSecurity security = ClusterSecurity.fromTokenFile("test", token, Optional.empty());
-        try (EtcdProcess etcd = EtcdProcess.start(dir);
+        try (EtcdServer etcd = EtcdServer.start(dir);
              ClusterChannels channels = new ClusterChannels(security)) {
-            ManagerProcess a = ManagerProcess.startMember(dir, etcd.endpoint(), "a", token);
-            ManagerProcess b = ManagerProcess.startMember(dir, etcd.endpoint(), "b", token);
-            ManagerProcess c = ManagerProcess.startMember(dir, etcd.endpoint(), "c", token);
+            ManagerProcess a = Managers.startMember(dir, etcd.endpoint(), "a", token);
+            ManagerProcess b = Managers.startMember(dir, etcd.endpoint(), "b", token);
+            ManagerProcess c = Managers.startMember(dir, etcd.endpoint(), "c", token);
             List<ManagerProcess> all = new ArrayList<>(List.of(a, b, c));
             try {
-                ManagerProcess.awaitMembers(all, 3);
+                Managers.awaitMembers(all, 3);
 
                 // publish on A
                 Namespace ns = new Namespace("cluster-test", "r1", "sha256:w", "sha256:t", "", "bf16", "nhd", PAGE_TOKENS, 1, 0, 1, 0, 1);
@@ -87,7 +88,7 @@ class ClusterProcessTest {
                 StateKey never = StateKeys.forBlockHash(ns.digest(), 0, new byte[] {1, 2, 3});
                 List<StateKey> asked = new ArrayList<>(keys);
                 asked.add(never);
-                try (OrbitKvClient client = OrbitKvClient.connect(ManagerProcess.socket(a.dir), Duration.ofSeconds(20))) {
+                try (OrbitKvClient client = OrbitKvClient.connect(ManagerProcess.socket(a.dir()), Duration.ofSeconds(20))) {
                     client.register("engine-a", 1, ns, new RecoveryContract(PAGE_TOKENS, List.of(new StateGroup.Full(0))));
                     assertThat(client.publish(pages)).containsOnly(PublishOutcome.SEALED).hasSize(PAGES);
 
@@ -102,13 +103,13 @@ class ClusterProcessTest {
                     List<Member> ids = List.of(new Member("a", "-", 1), new Member("b", "-", 1), new Member("c", "-", 1));
                     List<StateKey> ownedByB = keys.stream().filter(k -> Rendezvous.owner(k, ids).nodeId().equals("b")).toList();
                     assertThat(ownedByB).as("B owns some of the %d pages", PAGES).isNotEmpty();
-                    long bBefore = b.incarnation;
+                    long bBefore = b.incarnation();
                     assertThat(b.terminate()).isZero();
                     all.remove(b);
                     List<KeyLocation> samples = new ArrayList<>();
-                    b = ManagerProcess.startMember(dir, etcd.endpoint(), "b", token);
+                    b = Managers.startMember(dir, etcd.endpoint(), "b", token);
                     all.add(b);
-                    assertThat(b.incarnation).as("a restart takes the next epoch").isEqualTo(bBefore + 1);
+                    assertThat(b.incarnation()).as("a restart takes the next epoch").isEqualTo(bBefore + 1);
                     ManagerProcess restartedB = b;
                     await("lookups resume after B's replay").atMost(Duration.ofSeconds(30)).pollInterval(Duration.ofMillis(50)).until(() -> {
                         List<KeyLocation> r = locate(channels, c, ownedByB);
@@ -119,11 +120,11 @@ class ClusterProcessTest {
                     assertThat(b.metric("orbitkv_catalog_snapshots_received_total")).as("B rebuilt from snapshots").isPositive();
 
                     // stale incarnation: B's old incarnation may not stream to A, nor register
-                    PushReply stale = CatalogGrpc.newBlockingStub(channels.channel(a.clusterEndpoint)).withDeadlineAfter(5, TimeUnit.SECONDS)
+                    PushReply stale = CatalogGrpc.newBlockingStub(channels.channel(a.clusterEndpoint())).withDeadlineAfter(5, TimeUnit.SECONDS)
                             .push(PushRequest.newBuilder().setSourceNode("b").setSourceIncarnation(bBefore)
-                                    .setOwnerIncarnation(a.incarnation).setBatch(1).setSnapshotBegin(true).setSnapshotEnd(true).build());
+                                    .setOwnerIncarnation(a.incarnation()).setBatch(1).setSnapshotBegin(true).setSnapshotEnd(true).build());
                     assertThat(stale.getStatus()).isEqualTo(PushReply.Status.STALE_INCARNATION);
-                    ManagerProcess oldB = ManagerProcess.start(dir.resolve("b-stale"), ManagerProcess.clusterOptions(etcd.endpoint(), "b", token));
+                    ManagerProcess oldB = Managers.start(dir.resolve("b-stale"), Managers.clusterOptions(etcd.endpoint(), "b", token));
                     all.add(oldB);
                     await("an older incarnation of b is refused").atMost(Duration.ofSeconds(20))
                             .until(() -> oldB.metric("orbitkv_membership_stale_refused_total") >= 1);
@@ -135,7 +136,7 @@ class ClusterProcessTest {
                     // etcd outage: every view becomes invalid, lookups are Unknown, local hits on A continue
                     etcd.stop();
                     for (ManagerProcess m : all) {
-                        await("view invalid on " + m.dir).atMost(Duration.ofSeconds(20)).until(() -> m.metric("orbitkv_membership_valid") == 0);
+                        await("view invalid on " + m.dir()).atMost(Duration.ofSeconds(20)).until(() -> m.metric("orbitkv_membership_valid") == 0);
                     }
                     assertThat(locate(channels, c, asked)).containsOnly(new KeyLocation.Unknown(KeyLocation.UnknownReason.NO_MEMBERSHIP));
                     Reply.QueryResult hit = client.awaitSettled(client.query(new Request.Query(1, 0, CompletionTarget.HOST_READY,
@@ -145,15 +146,15 @@ class ClusterProcessTest {
                     client.release(1);
 
                     // etcd back: views valid again and C finds A's pages again
-                    etcd.start();
+                    etcd.restart();
                     for (ManagerProcess m : all) {
-                        await("view valid again on " + m.dir).atMost(Duration.ofSeconds(30)).until(() ->
+                        await("view valid again on " + m.dir()).atMost(Duration.ofSeconds(30)).until(() ->
                                 m.metric("orbitkv_membership_valid") == 1 && m.metric("orbitkv_membership_live") == 3);
                     }
                     await("C finds A's pages after the outage").atMost(Duration.ofSeconds(20)).until(() ->
                             locate(channels, c, keys).stream().allMatch(l -> heldBy(l, "a")));
                 }
-                for (ManagerProcess m : all) assertThat(m.terminate()).as("exit status of " + m.dir).isZero();
+                for (ManagerProcess m : all) assertThat(m.terminate()).as("exit status of " + m.dir()).isZero();
             } finally {
                 for (ManagerProcess m : all) m.close();
             }
@@ -169,7 +170,7 @@ class ClusterProcessTest {
     static List<KeyLocation> locate(ClusterChannels channels, ManagerProcess on, List<StateKey> keys) {
         LookupRequest.Builder r = LookupRequest.newBuilder();
         for (StateKey k : keys) r.addKeys(com.google.protobuf.ByteString.copyFrom(k.toBytes()));
-        LookupReply reply = ClusterInfoGrpc.newBlockingStub(channels.channel(on.clusterEndpoint))
+        LookupReply reply = ClusterInfoGrpc.newBlockingStub(channels.channel(on.clusterEndpoint()))
                 .withDeadlineAfter(10, TimeUnit.SECONDS).locate(r.build());
         List<KeyLocation> out = new ArrayList<>();
         for (KeyResult k : reply.getResultsList()) {

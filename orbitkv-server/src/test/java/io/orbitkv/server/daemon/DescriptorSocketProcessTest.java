@@ -19,6 +19,7 @@ import io.orbitkv.state.protocol.KeyForm;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
 import io.orbitkv.testkit.Environment;
+import io.orbitkv.testkit.ManagerProcess;
 import io.orbitkv.testkit.ProcessTest;
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
@@ -62,7 +63,7 @@ class DescriptorSocketProcessTest {
     @Test
     void ticketsRedeemOnceRegionsComeAsDescriptorsAndTheTablesEmpty() throws Exception {
         Path dir = tmp.resolve("m");
-        try (ManagerProcess m = ManagerProcess.start(dir)) {
+        try (ManagerProcess m = Managers.start(dir)) {
             Path socket = ManagerProcess.socket(dir);
             try (OrbitKvClient client = OrbitKvClient.connect(socket, Duration.ofSeconds(20))) {
                 Registration reg = client.register("engine-fd", 1, Engine.NS, Engine.FULL);
@@ -126,7 +127,7 @@ class DescriptorSocketProcessTest {
 
     /** The Manager JVM's pid: the ready line's ({@code setpriv} execs it, so it is also the process's). */
     private static long managerPid(ManagerProcess m) throws IOException {
-        java.util.regex.Matcher pid = java.util.regex.Pattern.compile("pid=(\\d+)").matcher(Files.readString(m.dir.resolve("ready")));
+        java.util.regex.Matcher pid = java.util.regex.Pattern.compile("pid=(\\d+)").matcher(Files.readString(m.dir().resolve("ready")));
         assertThat(pid.find()).as("pid= in the ready line").isTrue();
         return Long.parseLong(pid.group(1));
     }
@@ -134,7 +135,7 @@ class DescriptorSocketProcessTest {
     /** Starts a Manager, has one engine register (so a namespace's arenas exist), and tries to read one arena by number. */
     private static int openArenaByNumber(Path dir, Map<String, String> env) throws Exception {
         List<String> noPtrace = List.of("/usr/bin/setpriv", "--bounding-set=-sys_ptrace", "--");
-        try (ManagerProcess m = ManagerProcess.start(dir, noPtrace, env); Engine e = new Engine(ManagerProcess.socket(dir))) {
+        try (ManagerProcess m = Managers.start(dir, noPtrace, env); Engine e = new Engine(ManagerProcess.socket(dir))) {
             e.register("engine-a", 1);
             long pid = managerPid(m);
             String arena = null;

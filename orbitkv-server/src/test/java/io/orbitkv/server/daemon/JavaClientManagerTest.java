@@ -19,6 +19,7 @@ import io.orbitkv.state.protocol.KeyForm;
 import io.orbitkv.state.protocol.PageState;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
+import io.orbitkv.testkit.ManagerProcess;
 import java.io.UncheckedIOException;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
@@ -49,7 +50,7 @@ class JavaClientManagerTest {
 
     @BeforeAll
     static void start() throws Exception {
-        manager = ManagerProcess.start(dir);
+        manager = Managers.start(dir);
     }
 
     @AfterAll

@@ -12,6 +12,7 @@ import io.orbitkv.state.Namespace;
 import io.orbitkv.state.RecoveryContract;
 import io.orbitkv.state.StateGroup;
 import io.orbitkv.testkit.Environment;
+import io.orbitkv.testkit.ManagerProcess;
 import io.orbitkv.testkit.ProcessTest;
 import java.io.BufferedReader;
 import java.io.InputStream;
@@ -103,7 +104,7 @@ class KvEventsProcessTest {
         // 16 MiB of 64 KiB slots: 256 pages fit, 2 x 200 are published, so DRAM must evict. on-evict:
         // under write-through, pages waiting for a slow SSD hold their slots and a publish may be
         // pushed back with NO_SPACE (docs/publish-pipeline.md); this test is about the events
-        try (ManagerProcess manager = ManagerProcess.start(managerDir, "--set", "kvEventsEndpoint=" + pub,
+        try (ManagerProcess manager = Managers.start(managerDir, "--set", "kvEventsEndpoint=" + pub,
                 "--set", "kvEventsReplayEndpoint=" + replay, "--set", "ssdPolicy=on-evict")) {
             Process sub = new ProcessBuilder(PYTHON.toString(), script.toString(), pub, replay, "engine-a", "engine-b")
                     .redirectError(dir.resolve("subscriber.err").toFile()).start();
@@ -196,7 +197,7 @@ class KvEventsProcessTest {
             assertThat(manager.metric("orbitkv_kv_events_dropped_total")).isZero();
             assertThat(manager.metric("orbitkv_kv_events_unnamed_total")).isZero();
             assertThat(manager.terminate()).as("exit status after SIGTERM").isZero();
-            assertThat(manager.stderrText()).as("Manager stderr")
+            assertThat(manager.stderr()).as("Manager stderr")
                     .contains("closed the KV event endpoints " + pub).doesNotContain("Unsafe", "Exception");
         }
     }

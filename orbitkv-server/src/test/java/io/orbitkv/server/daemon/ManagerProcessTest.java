@@ -12,6 +12,7 @@ import io.orbitkv.state.protocol.QueryStatus;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
 import io.orbitkv.state.protocol.SettleOutcome;
+import io.orbitkv.testkit.ManagerProcess;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -54,7 +55,7 @@ class ManagerProcessTest {
     @Test
     void hitWithArenaBytesShowsInMetricsAndStatusOneManagerPerStoreAndSigtermExitsZero() throws Exception {
         Path dir = tmp.resolve("a");
-        try (ManagerProcess m = ManagerProcess.start(dir)) {
+        try (ManagerProcess m = Managers.start(dir)) {
             Path socket = ManagerProcess.socket(dir);
             assertThat(PosixFilePermissions.toString(Files.getPosixFilePermissions(socket))).isEqualTo("rw-------");
             try (Engine e = new Engine(socket)) {
@@ -65,7 +66,7 @@ class ManagerProcessTest {
                 for (int fd : e.arenaFds) {
                     assertThat(Files.readSymbolicLink(Path.of("/proc/self/fd/" + fd)).toString()).startsWith("/memfd:");
                 }
-                try (var files = Files.list(ManagerProcess.dram(dir))) {
+                try (var files = Files.list(ManagerProcess.dramDir(dir))) {
                     assertThat(files.map(f -> f.getFileName().toString()).toList()).containsExactly("manager.lock");
                 }
                 assertThat(e.publish(7, 4)).containsOnly(SettleOutcome.SEALED);
@@ -84,25 +85,25 @@ class ManagerProcessTest {
                     .isEqualTo("1".equals(System.getenv("ORBITKV_COST_OBSERVATIONS")));
             assertThat(m.get("/healthz")).isEqualTo("ok\n");
 
-            Process second = new ProcessBuilder(ManagerProcess.command(dir)).redirectErrorStream(true).start();
+            Process second = new ProcessBuilder(Managers.command(dir)).redirectErrorStream(true).start();
             assertThat(second.waitFor(60, TimeUnit.SECONDS)).isTrue();
             String out = new String(second.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
             assertThat(second.exitValue()).as(out).isEqualTo(2);
-            assertThat(out).contains("orbitkv: error: another Manager holds").contains("(pid " + m.process.pid() + ")");
+            assertThat(out).contains("orbitkv: error: another Manager holds").contains("(pid " + m.process().pid() + ")");
             Path other = tmp.resolve("other");
-            String sharedDram = exitsTwo(with(ManagerProcess.command(other), "--dram-dir", ManagerProcess.dram(dir)));
-            assertThat(sharedDram).contains("another Manager holds " + ManagerProcess.dram(dir).resolve("manager.lock"));
-            String sharedSocket = exitsTwo(with(ManagerProcess.command(other), "--socket", socket));
+            String sharedDram = exitsTwo(with(Managers.command(other), "--dram-dir", ManagerProcess.dramDir(dir)));
+            assertThat(sharedDram).contains("another Manager holds " + ManagerProcess.dramDir(dir).resolve("manager.lock"));
+            String sharedSocket = exitsTwo(with(Managers.command(other), "--socket", socket));
             assertThat(sharedSocket).contains("a Manager is already listening on " + socket);
-            assertThat(m.process.isAlive()).isTrue();
+            assertThat(m.process().isAlive()).isTrue();
             e2eStillServes(socket);
 
-            assertThat(m.terminate()).as(m.stderrText()).isZero();
+            assertThat(m.terminate()).as(m.stderr()).isZero();
             assertThat(socket).doesNotExist();
-            assertThat(ManagerProcess.ssd(dir).resolve("manager.lock")).doesNotExist();
+            assertThat(ManagerProcess.ssdDir(dir).resolve("manager.lock")).doesNotExist();
             assertThat(dir.resolve("ready")).doesNotExist();
-            assertThat(ManagerProcess.dram(dir)).doesNotExist();
-            assertThat(m.stderrText()).contains("SIGTERM received").contains("released");
+            assertThat(ManagerProcess.dramDir(dir)).doesNotExist();
+            assertThat(m.stderr()).contains("SIGTERM received").contains("released");
         }
     }
 
@@ -133,7 +134,7 @@ class ManagerProcessTest {
     @Test
     void badFramesGetTheirErrorsTheOtherClientKeepsWorkingAndNothingLeaks() throws Exception {
         Path dir = tmp.resolve("b");
-        try (ManagerProcess m = ManagerProcess.start(dir)) {
+        try (ManagerProcess m = Managers.start(dir)) {
             Path socket = ManagerProcess.socket(dir);
             try (Engine good = new Engine(socket); Engine bad = new Engine(socket)) {
                 good.register("good", 1);
@@ -196,7 +197,7 @@ class ManagerProcessTest {
     void anEngineThatReconnectsAndAManagerThatRestartsBothServeHits() throws Exception {
         Path dir = tmp.resolve("c");
         Path socket = ManagerProcess.socket(dir);
-        try (ManagerProcess m = ManagerProcess.start(dir, "--ssd-policy", "write-through")) {
+        try (ManagerProcess m = Managers.start(dir, "--ssd-policy", "write-through")) {
             try (Engine first = new Engine(socket)) {
                 first.register("engine-r", 1);
                 assertThat(first.publish(11, 4)).containsOnly(SettleOutcome.SEALED);
@@ -210,8 +211,8 @@ class ManagerProcessTest {
             await().atMost(Duration.ofSeconds(20)).until(() -> m.metric("orbitkv_ssd_writes_total") >= 4);
             assertThat(m.terminate()).isZero();
         }
-        try (ManagerProcess m = ManagerProcess.start(dir)) {
-            assertThat(m.stderrText()).contains("extentsKept=4");
+        try (ManagerProcess m = Managers.start(dir)) {
+            assertThat(m.stderr()).contains("extentsKept=4");
             try (Engine after = new Engine(socket)) {
                 after.register("engine-r", 3);
                 Reply.QueryResult r = after.query(1, 11, 4);

@@ -12,7 +12,7 @@ import io.orbitkv.client.Region;
 import io.orbitkv.server.cli.OrbitKvCli;
 import io.orbitkv.server.cluster.ClusterChannels;
 import io.orbitkv.server.cluster.ClusterSecurity;
-import io.orbitkv.server.membership.EtcdProcess;
+import io.orbitkv.testkit.EtcdServer;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.RecoveryContract;
 import io.orbitkv.state.StateGroup;
@@ -21,6 +21,7 @@ import io.orbitkv.state.protocol.Hashes;
 import io.orbitkv.state.protocol.KeyForm;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
+import io.orbitkv.testkit.ManagerProcess;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.charset.StandardCharsets;
@@ -80,7 +81,7 @@ class OperatorViewsTest {
     @TempDir
     static Path dir;
 
-    private EtcdProcess etcd;
+    private EtcdServer etcd;
     private ManagerProcess a;
     private ManagerProcess b;
     private OrbitKvClient onA;
@@ -103,18 +104,18 @@ class OperatorViewsTest {
     void startClusterAndWorkload() throws Exception {
         PrometheusProcess.requireInstalled();
         Chromium.requireInstalled();
-        token = ManagerProcess.clusterToken(dir);
-        etcd = EtcdProcess.start(dir);
-        a = ManagerProcess.startMember(dir, etcd.endpoint(), "a", token);
-        b = ManagerProcess.startMember(dir, etcd.endpoint(), "b", token);
-        ManagerProcess.awaitMembers(List.of(a, b), 2);
+        token = Managers.clusterToken(dir);
+        etcd = EtcdServer.start(dir);
+        a = Managers.startMember(dir, etcd.endpoint(), "a", token);
+        b = Managers.startMember(dir, etcd.endpoint(), "b", token);
+        Managers.awaitMembers(List.of(a, b), 2);
         ns = new Namespace("ops-test", "r1", "sha256:w", "sha256:t", "", "bf16", "nhd", PAGE_TOKENS, 1, 0, 1, 0, 1);
         RecoveryContract contract = new RecoveryContract(PAGE_TOKENS, List.of(new StateGroup.Full(0)));
-        onA = OrbitKvClient.connect(ManagerProcess.socket(a.dir), Duration.ofSeconds(20));
-        onB = OrbitKvClient.connect(ManagerProcess.socket(b.dir), Duration.ofSeconds(20));
+        onA = OrbitKvClient.connect(ManagerProcess.socket(a.dir()), Duration.ofSeconds(20));
+        onB = OrbitKvClient.connect(ManagerProcess.socket(b.dir()), Duration.ofSeconds(20));
         onA.register("engine-a", 1, ns, contract);
         onB.register("engine-b", 1, ns, contract);
-        region = onA.registerRegion(a.dir.resolve("region-a"), PAGE_BYTES, 8);
+        region = onA.registerRegion(a.dir().resolve("region-a"), PAGE_BYTES, 8);
         // one prefix known to B before the steady state: the first peer hit, awaited
         first = PeerProcessTest.Prefix.of(ns, 4, PAGE_BYTES, 1);
         assertThat(onA.publish(first.toPublish())).containsOnly(PublishOutcome.SEALED);
@@ -178,7 +179,7 @@ class OperatorViewsTest {
         if (onA != null) onA.close();
         if (onB != null) onB.close();
         for (ManagerProcess m : new ManagerProcess[] {a, b}) {
-            if (m != null) assertThat(m.terminate()).as("exit status of " + m.dir + ": " + m.stderrText()).isZero();
+            if (m != null) assertThat(m.terminate()).as("exit status of " + m.dir() + ": " + m.stderr()).isZero();
         }
         if (etcd != null) etcd.close();
     }
@@ -216,7 +217,7 @@ class OperatorViewsTest {
         Map<String, String> exprs = dashboardExpressions();
         assertThat(exprs).as("expressions in " + DASHBOARD).hasSizeGreaterThanOrEqualTo(30);
         try (PrometheusProcess prometheus = PrometheusProcess.start(dir.resolve("prometheus"),
-                List.of("127.0.0.1:" + a.httpPort, "127.0.0.1:" + b.httpPort))) {
+                List.of("127.0.0.1:" + a.httpPort(), "127.0.0.1:" + b.httpPort()))) {
             await("both Managers scraped").atMost(Duration.ofSeconds(60)).until(() -> prometheus.targetsUp() == 2);
             Map<String, String> empty = new LinkedHashMap<>(exprs);
             try {
@@ -253,7 +254,7 @@ class OperatorViewsTest {
         for (ManagerProcess m : List.of(a, b)) {
             String metrics = m.get("/metrics");
             // kept as a CI artifact: the exact series a clustered Manager exports after a workload
-            Files.writeString(Path.of("target", "metrics-" + m.dir.getFileName() + ".txt"), metrics);
+            Files.writeString(Path.of("target", "metrics-" + m.dir().getFileName() + ".txt"), metrics);
             Process promtool = new ProcessBuilder(PrometheusProcess.PROMTOOL.toString(), "check", "metrics")
                     .redirectErrorStream(true).start();
             try (var in = promtool.getOutputStream()) {
@@ -261,7 +262,7 @@ class OperatorViewsTest {
             }
             String out = new String(promtool.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
             assertThat(promtool.waitFor(60, TimeUnit.SECONDS)).isTrue();
-            assertThat(promtool.exitValue()).as("promtool check metrics on %s: %s", m.dir, out).isZero();
+            assertThat(promtool.exitValue()).as("promtool check metrics on %s: %s", m.dir(), out).isZero();
             assertThat(out).as("promtool lint findings").isBlank();
             // docs/operations.md lists every series the Manager exports
             String docs = Files.readString(OPERATIONS);
@@ -285,7 +286,7 @@ class OperatorViewsTest {
             return s.at("/history/samples").size() >= 4 && s.at("/recentErrors/total").asLong() >= 1
                     && s.at("/prefixCache/hitTokens/peer").asLong() > 0;
         });
-        String url = "http://127.0.0.1:" + b.httpPort + "/";
+        String url = "http://127.0.0.1:" + b.httpPort() + "/";
         String dom = Chromium.dumpDom(dir, url, 5_000);
         assertThat(dom).as("the page's script ran and rendered /status").contains("data-loaded=\"true\"");
         assertThat(text(dom, "state")).isEqualTo("serving");
@@ -320,11 +321,11 @@ class OperatorViewsTest {
                 JSON.readTree(b.get("/status")).at("/history/samples").size() >= 2);
         StringWriter out = new StringWriter();
         StringWriter err = new StringWriter();
-        int code = OrbitKvCli.run(new PrintWriter(out), new PrintWriter(err), "status", "--url", "127.0.0.1:" + b.httpPort);
+        int code = OrbitKvCli.run(new PrintWriter(out), new PrintWriter(err), "status", "--url", "127.0.0.1:" + b.httpPort());
         assertThat(code).as(err.toString()).isZero();
         String text = out.toString();
         System.out.print(text);
-        assertThat(text).startsWith("OrbitKV Manager 127.0.0.1:" + b.httpPort + "  serving")
+        assertThat(text).startsWith("OrbitKV Manager 127.0.0.1:" + b.httpPort() + "  serving")
                 .containsPattern("(?m)^DRAM +16\\.0 MiB ")
                 .containsPattern("(?m)^SSD +32\\.0 MiB ")
                 .containsPattern("prefix cache: hit ratio (\\d+\\.\\d%|- \\(no queries\\)) \\(last minute\\)")
@@ -336,7 +337,7 @@ class OperatorViewsTest {
 
         StringWriter watched = new StringWriter();
         assertThat(OrbitKvCli.run(new PrintWriter(watched), new PrintWriter(err), "status", "--url",
-                "http://127.0.0.1:" + a.httpPort, "--watch", "--interval", "1", "--iterations", "2")).isZero();
+                "http://127.0.0.1:" + a.httpPort(), "--watch", "--interval", "1", "--iterations", "2")).isZero();
         assertThat(watched.toString().split("\033\\[H\033\\[2J", -1)).as("two redraws").hasSize(3);
         assertThat(watched.toString()).contains("engine-a  epoch 1  connected");
 
@@ -350,7 +351,7 @@ class OperatorViewsTest {
 
     @Test
     void managersLogOneLinePerEventWithLevelAndComponentAndNoWarningAtStartUp() {
-        String log = a.stderrText();
+        String log = a.stderr();
         List<String> lines = log.lines().toList();
         assertThat(lines).as("A's stderr").isNotEmpty();
         assertThat(lines).as("one line per event: time, level, component, message").allMatch(l -> LOG_LINE.matcher(l).matches());

@@ -8,12 +8,13 @@ import io.orbitkv.client.PublishOutcome;
 import io.orbitkv.server.cluster.ClusterChannels;
 import io.orbitkv.server.cluster.ClusterSecurity;
 import io.orbitkv.server.daemon.PeerProcessTest.Prefix;
-import io.orbitkv.server.membership.EtcdProcess;
+import io.orbitkv.testkit.EtcdServer;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.RecoveryContract;
 import io.orbitkv.state.StateGroup;
 import io.orbitkv.state.protocol.QueryStatus;
 import io.orbitkv.state.protocol.Reply;
+import io.orbitkv.testkit.ManagerProcess;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -39,20 +40,20 @@ class PeerFirstQueryProcessTest {
 
     @Test
     void aPeerHeldPrefixHitsOnTheFirstQueryAndQueriesSecondsApartKeepFindingIt() throws Exception {
-        Path token = ManagerProcess.clusterToken(dir);
+        Path token = Managers.clusterToken(dir);
         ClusterSecurity security = ClusterSecurity.fromTokenFile("test", token, Optional.empty());
-        try (EtcdProcess etcd = EtcdProcess.start(dir);
+        try (EtcdServer etcd = EtcdServer.start(dir);
              ClusterChannels channels = new ClusterChannels(security)) {
-            ManagerProcess a = ManagerProcess.startMember(dir, etcd.endpoint(), "a", token);
-            ManagerProcess b = ManagerProcess.startMember(dir, etcd.endpoint(), "b", token);
+            ManagerProcess a = Managers.startMember(dir, etcd.endpoint(), "a", token);
+            ManagerProcess b = Managers.startMember(dir, etcd.endpoint(), "b", token);
             List<ManagerProcess> all = new ArrayList<>(List.of(a, b));
             try {
-                ManagerProcess.awaitMembers(all, 2);
+                Managers.awaitMembers(all, 2);
                 Namespace ns = new Namespace("first-query", "r1", "sha256:w", "sha256:t", "", "bf16", "nhd",
                         PeerProcessTest.PAGE_TOKENS, 1, 0, 1, 0, 1);
                 RecoveryContract contract = new RecoveryContract(PeerProcessTest.PAGE_TOKENS, List.of(new StateGroup.Full(0)));
-                try (OrbitKvClient onA = OrbitKvClient.connect(ManagerProcess.socket(a.dir), Duration.ofSeconds(20));
-                     OrbitKvClient onB = OrbitKvClient.connect(ManagerProcess.socket(b.dir), Duration.ofSeconds(20))) {
+                try (OrbitKvClient onA = OrbitKvClient.connect(ManagerProcess.socket(a.dir()), Duration.ofSeconds(20));
+                     OrbitKvClient onB = OrbitKvClient.connect(ManagerProcess.socket(b.dir()), Duration.ofSeconds(20))) {
                     onA.register("engine-a", 1, ns, contract);
                     onB.register("engine-b", 1, ns, contract);
 
@@ -83,7 +84,7 @@ class PeerFirstQueryProcessTest {
                     onB.release(next.operationId());
                     PeerProcessTest.awaitDrained(all);
                 }
-                for (ManagerProcess m : all) assertThat(m.terminate()).as("exit status of " + m.dir).isZero();
+                for (ManagerProcess m : all) assertThat(m.terminate()).as("exit status of " + m.dir()).isZero();
             } finally {
                 for (ManagerProcess m : all) m.close();
             }

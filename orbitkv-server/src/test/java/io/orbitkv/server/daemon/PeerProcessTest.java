@@ -12,7 +12,7 @@ import io.orbitkv.client.PublishOutcome;
 import io.orbitkv.core.catalog.KeyLocation;
 import io.orbitkv.server.cluster.ClusterChannels;
 import io.orbitkv.server.cluster.ClusterSecurity;
-import io.orbitkv.server.membership.EtcdProcess;
+import io.orbitkv.testkit.EtcdServer;
 import io.orbitkv.server.peer.proto.AuthorizeCall;
 import io.orbitkv.server.peer.proto.AuthorizeReply;
 import io.orbitkv.server.peer.proto.PageMedium;
@@ -30,6 +30,7 @@ import io.orbitkv.state.protocol.Hashes;
 import io.orbitkv.state.protocol.KeyForm;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
+import io.orbitkv.testkit.ManagerProcess;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -100,22 +101,22 @@ class PeerProcessTest {
 
     @Test
     void peerReadsAcrossThreeManagersThroughStaleIncarnationsAnEtcdOutageAndASourceKilledMidTransfer() throws Exception {
-        Path token = ManagerProcess.clusterToken(dir);
+        Path token = Managers.clusterToken(dir);
         ClusterSecurity security = ClusterSecurity.fromTokenFile("test", token, Optional.empty());
-        try (EtcdProcess etcd = EtcdProcess.start(dir);
+        try (EtcdServer etcd = EtcdServer.start(dir);
              ClusterChannels channels = new ClusterChannels(security)) {
-            ManagerProcess a = ManagerProcess.startMember(dir, etcd.endpoint(), "a", token);
-            ManagerProcess b = ManagerProcess.startMember(dir, etcd.endpoint(), "b", token);
-            ManagerProcess c = ManagerProcess.startMember(dir, etcd.endpoint(), "c", token);
+            ManagerProcess a = Managers.startMember(dir, etcd.endpoint(), "a", token);
+            ManagerProcess b = Managers.startMember(dir, etcd.endpoint(), "b", token);
+            ManagerProcess c = Managers.startMember(dir, etcd.endpoint(), "c", token);
             List<ManagerProcess> all = new ArrayList<>(List.of(a, b, c));
             try {
-                ManagerProcess.awaitMembers(all, 3);
+                Managers.awaitMembers(all, 3);
                 Namespace ns = new Namespace("peer-test", "r1", "sha256:w", "sha256:t", "", "bf16", "nhd", PAGE_TOKENS, 1, 0, 1, 0, 1);
                 RecoveryContract contract = new RecoveryContract(PAGE_TOKENS, List.of(new StateGroup.Full(0)));
                 AtomicLong ops = new AtomicLong();
-                try (OrbitKvClient onA = OrbitKvClient.connect(ManagerProcess.socket(a.dir), Duration.ofSeconds(20));
-                     OrbitKvClient onB = OrbitKvClient.connect(ManagerProcess.socket(b.dir), Duration.ofSeconds(20));
-                     OrbitKvClient onC = OrbitKvClient.connect(ManagerProcess.socket(c.dir), Duration.ofSeconds(20))) {
+                try (OrbitKvClient onA = OrbitKvClient.connect(ManagerProcess.socket(a.dir()), Duration.ofSeconds(20));
+                     OrbitKvClient onB = OrbitKvClient.connect(ManagerProcess.socket(b.dir()), Duration.ofSeconds(20));
+                     OrbitKvClient onC = OrbitKvClient.connect(ManagerProcess.socket(c.dir()), Duration.ofSeconds(20))) {
                     onA.register("engine-a", 1, ns, contract);
                     onB.register("engine-b", 1, ns, contract);
                     onC.register("engine-c", 1, ns, contract);
@@ -135,21 +136,21 @@ class PeerProcessTest {
                         for (String layer : List.of("peer", "transport", "cluster")) {
                             String series = "orbitkv_unexpected_errors_total{layer=\"" + layer + "\"}";
                             assertThat(metrics).as("the error boundaries are exported").contains(series);
-                            assertThat(m.metric(series)).as("no bug counted on a healthy run: %s on %s", series, m.dir).isZero();
+                            assertThat(m.metric(series)).as("no bug counted on a healthy run: %s on %s", series, m.dir()).isZero();
                         }
                     }
 
                     // incarnations other than the live ones are refused at the source, nothing pinned
-                    PeerReadGrpc.PeerReadBlockingStub toA = PeerReadGrpc.newBlockingStub(channels.channel(a.clusterEndpoint));
-                    AuthorizeReply granted = authorizeCall(toA, "b", b.incarnation, a.incarnation, first.keys().getFirst(), ns.digest());
+                    PeerReadGrpc.PeerReadBlockingStub toA = PeerReadGrpc.newBlockingStub(channels.channel(a.clusterEndpoint()));
+                    AuthorizeReply granted = authorizeCall(toA, "b", b.incarnation(), a.incarnation(), first.keys().getFirst(), ns.digest());
                     assertThat(granted.hasGrant()).as("the live incarnations are granted: %s", granted).isTrue();
-                    assertThat(authorize(toA, "b", b.incarnation + 1, a.incarnation, first.keys().getFirst()))
+                    assertThat(authorize(toA, "b", b.incarnation() + 1, a.incarnation(), first.keys().getFirst()))
                             .isEqualTo("STALE_REQUESTER_INCARNATION");
-                    assertThat(authorize(toA, "b", b.incarnation, a.incarnation + 1, first.keys().getFirst()))
+                    assertThat(authorize(toA, "b", b.incarnation(), a.incarnation() + 1, first.keys().getFirst()))
                             .isEqualTo("STALE_SOURCE_INCARNATION");
                     assertThat(status(a).at("/peer/tickets").asInt()).as("the granted ticket pins until released").isEqualTo(1);
                     assertThat(toA.withDeadlineAfter(5, TimeUnit.SECONDS).release(ReleaseCall.newBuilder()
-                            .setRequester(Requester.newBuilder().setNodeId("b").setIncarnation(b.incarnation))
+                            .setRequester(Requester.newBuilder().setNodeId("b").setIncarnation(b.incarnation()))
                             .setTicketId(granted.getGrant().getTicketId()).build()).getOutcome()).isEqualTo("FREED");
                     assertThat(status(a).at("/peer/tickets").asInt()).isZero();
                     assertThat(status(a).at("/peer/tickets").asInt()).isZero();
@@ -161,7 +162,7 @@ class PeerProcessTest {
                             ClusterProcessTest.locate(channels, b, second.keys()).stream().allMatch(l -> ClusterProcessTest.heldBy(l, "a")));
                     etcd.stop();
                     for (ManagerProcess m : all) {
-                        await("view invalid on " + m.dir).atMost(Duration.ofSeconds(20)).until(() -> m.metric("orbitkv_membership_valid") == 0);
+                        await("view invalid on " + m.dir()).atMost(Duration.ofSeconds(20)).until(() -> m.metric("orbitkv_membership_valid") == 0);
                     }
                     long stagedBefore = status(b).at("/peer/fetchesStaged").asLong();
                     Reply.QueryResult cut = onB.awaitSettled(onB.query(second.query(ops.incrementAndGet())));
@@ -173,8 +174,8 @@ class PeerProcessTest {
                     assertThat(local.hit()).as("local hit on A during the outage").isTrue();
                     assertThat(local.boundaryTokens()).isEqualTo(second.fullBoundary());
                     onA.release(local.operationId());
-                    etcd.start();
-                    ManagerProcess.awaitMembers(all, 3);
+                    etcd.restart();
+                    Managers.awaitMembers(all, 3);
                     Reply.QueryResult resumed = awaitFullHit(onB, second, ops);
                     assertSameBytes(onB, resumed, second);
                     onB.release(resumed.operationId());
@@ -189,10 +190,10 @@ class PeerProcessTest {
                     await("B's catalog cache knows C's pages").atMost(Duration.ofSeconds(20)).until(() ->
                             ClusterProcessTest.locate(channels, b, large.keys()).stream().allMatch(l -> l instanceof KeyLocation.Present));
                     Reply.QueryResult started = onB.query(large.query(ops.incrementAndGet()));
-                    c.process.destroyForcibly();
+                    c.process().destroyForcibly();
                     assertThat(started.status()).as("the peer fetches were under way when C was killed")
                             .isEqualTo(io.orbitkv.state.protocol.QueryStatus.PENDING);
-                    assertThat(c.process.waitFor(20, TimeUnit.SECONDS)).isTrue();
+                    assertThat(c.process().waitFor(20, TimeUnit.SECONDS)).isTrue();
                     all.remove(c);
                     Reply.QueryResult killed = onB.awaitSettled(started);
                     assertThat(killed.boundaryTokens()).isLessThanOrEqualTo(large.fullBoundary());
@@ -200,12 +201,12 @@ class PeerProcessTest {
                     System.out.printf("source killed: B answered hit=%s boundary=%d of %d tokens, %d resident pages%n",
                             killed.hit(), killed.boundaryTokens(), large.fullBoundary(), resident);
                     onB.release(killed.operationId());
-                    ManagerProcess.awaitMembers(all, 2);
+                    Managers.awaitMembers(all, 2);
                     awaitDrained(all);
-                    assertThat(authorize(toA, "c", c.incarnation, a.incarnation, first.keys().getFirst()))
+                    assertThat(authorize(toA, "c", c.incarnation(), a.incarnation(), first.keys().getFirst()))
                             .as("the killed C's incarnation is stale").isEqualTo("STALE_REQUESTER_INCARNATION");
                 }
-                for (ManagerProcess m : all) assertThat(m.terminate()).as("exit status of " + m.dir).isZero();
+                for (ManagerProcess m : all) assertThat(m.terminate()).as("exit status of " + m.dir()).isZero();
             } finally {
                 for (ManagerProcess m : all) m.close();
             }
@@ -255,7 +256,7 @@ class PeerProcessTest {
     /** Leases, reservations, staging bytes, peer fetches and tickets back to 0 on each of {@code managers}. */
     static void awaitDrained(List<ManagerProcess> managers) {
         for (ManagerProcess m : managers) {
-            await("nothing held on " + m.dir).atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(50)).until(() -> {
+            await("nothing held on " + m.dir()).atMost(Duration.ofSeconds(20)).pollInterval(Duration.ofMillis(50)).until(() -> {
                 JsonNode s = status(m);
                 return s.get("leases").asLong() == 0 && s.get("reservations").asLong() == 0
                         && s.get("stagingBytes").asLong() == 0 && s.at("/peer/fetchesInFlight").asInt() == 0

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.MembershipView;
+import io.orbitkv.testkit.EtcdServer;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -30,7 +31,7 @@ class EtcdMembershipTest {
         for (AutoCloseable c : open.reversed()) c.close();
     }
 
-    EtcdMembership join(EtcdProcess etcd, String node, long incarnation) {
+    EtcdMembership join(EtcdServer etcd, String node, long incarnation) {
         var settings = new EtcdMembership.Settings(List.of(etcd.endpoint()), "test", new Member(node, "127.0.0.1:1" + node.length(), incarnation),
                 Duration.ofSeconds(2), Duration.ofMillis(50), Duration.ofMillis(500));
         EtcdMembership m = EtcdMembership.start(settings, new SimpleMeterRegistry());
@@ -44,7 +45,7 @@ class EtcdMembershipTest {
 
     @Test
     void viewsConvergeAndALeaverDisappears() throws Exception {
-        EtcdProcess etcd = EtcdProcess.start(dir);
+        EtcdServer etcd = EtcdServer.start(dir);
         open.add(etcd);
         EtcdMembership a = join(etcd, "a", 1);
         EtcdMembership b = join(etcd, "b", 4);
@@ -63,7 +64,7 @@ class EtcdMembershipTest {
 
     @Test
     void aStaleIncarnationIsRefusedAndTheOldProcessLearnsItIsSuperseded() throws Exception {
-        EtcdProcess etcd = EtcdProcess.start(dir);
+        EtcdServer etcd = EtcdServer.start(dir);
         open.add(etcd);
         EtcdMembership old = join(etcd, "a", 5);
         Awaitility.await().atMost(Duration.ofSeconds(15)).until(() -> old.view().valid());
@@ -80,7 +81,7 @@ class EtcdMembershipTest {
 
     @Test
     void etcdOutageInvalidatesTheViewAndItsReturnRestoresIt() throws Exception {
-        EtcdProcess etcd = EtcdProcess.start(dir);
+        EtcdServer etcd = EtcdServer.start(dir);
         open.add(etcd);
         EtcdMembership a = join(etcd, "a", 1);
         EtcdMembership b = join(etcd, "b", 1);
@@ -88,14 +89,14 @@ class EtcdMembershipTest {
         etcd.stop();
         Awaitility.await().atMost(Duration.ofSeconds(15)).until(() -> !a.view().valid() && !b.view().valid());
         assertThat(a.view().invalidReason()).isNotEmpty();
-        etcd.start();
+        etcd.restart();
         Awaitility.await().atMost(Duration.ofSeconds(30)).until(() -> a.view().valid() && b.view().valid()
                 && a.view().live().size() == 2 && b.view().live().size() == 2);
     }
 
     @Test
     void withEtcdGoneAStopIsPromptAndLeavesTheLeaseToExpire() throws Exception {
-        EtcdProcess etcd = EtcdProcess.start(dir);
+        EtcdServer etcd = EtcdServer.start(dir);
         open.add(etcd);
         EtcdMembership a = join(etcd, "a", 1);
         EtcdMembership b = join(etcd, "b", 1);
@@ -114,7 +115,7 @@ class EtcdMembershipTest {
 
     @Test
     void aReRegistrationWithTheSameIncarnationIsCountedInTheView() throws Exception {
-        EtcdProcess etcd = EtcdProcess.start(dir);
+        EtcdServer etcd = EtcdServer.start(dir);
         open.add(etcd);
         EtcdMembership a = join(etcd, "a", 1);
         Awaitility.await().atMost(Duration.ofSeconds(15)).until(() -> a.view().valid() && a.view().live().size() == 1);
@@ -131,7 +132,7 @@ class EtcdMembershipTest {
 
     @Test
     void aBrokenWatchIsRepairedByReListingAndMissesNoChangeMadeMeanwhile() throws Exception {
-        EtcdProcess etcd = EtcdProcess.start(dir);
+        EtcdServer etcd = EtcdServer.start(dir);
         open.add(etcd);
         EtcdMembership a = join(etcd, "a", 1);
         EtcdMembership b = join(etcd, "b", 1);

@@ -76,6 +76,24 @@ public record ProtocolLimits(
         }
     }
 
+    /** These limits with the largest frame {@code bytes} long. */
+    public ProtocolLimits withMaxFrameBytes(int bytes) {
+        int[] v = toArray();
+        v[0] = bytes;
+        return fromArray(v);
+    }
+
+    /** These limits with the Manager's per-connection table budgets (the last four components). */
+    public ProtocolLimits withConnectionBudgets(int connections, int operationsPerConnection, int reservationsPerConnection,
+                                                int regionsPerConnection) {
+        int[] v = toArray();
+        v[9] = connections;
+        v[10] = operationsPerConnection;
+        v[11] = reservationsPerConnection;
+        v[12] = regionsPerConnection;
+        return fromArray(v);
+    }
+
     /** The values in wire (component) order. */
     int[] toArray() {
         return new int[] {maxFrameBytes, maxGroupsPerQuery, maxPagesPerQuery, maxPagesPerPublish, maxIdsPerSettle,

@@ -175,6 +175,83 @@ public sealed interface Request extends Frame {
             this(operationId, revision, target, promptTokens, originTokens, 0, 0, groups);
         }
 
+        /**
+         * A builder for the QUERY of operation {@code operationId} over a prompt of
+         * {@code promptTokens}: revision 0, target {@link CompletionTarget#HOST_READY}, origin 0,
+         * no measured prefill rate and no peer wait unless set; at least one group is required.
+         */
+        public static Builder builder(long operationId, long promptTokens) {
+            return new Builder(operationId, promptTokens);
+        }
+
+        /**
+         * Sets a QUERY's fields by name and collects its groups in order. {@link #build()} checks
+         * every invariant of the record (the same messages); a builder with no group is refused.
+         * Not thread-safe; one builder per QUERY.
+         */
+        public static final class Builder {
+            private final long operationId;
+            private final long promptTokens;
+            private int revision;
+            private CompletionTarget target = CompletionTarget.HOST_READY;
+            private long originTokens;
+            private int prefillTokensPerSecond;
+            private int peerWaitMillis;
+            private final List<QueryGroup> groups = new java.util.ArrayList<>();
+
+            private Builder(long operationId, long promptTokens) {
+                this.operationId = operationId;
+                this.promptTokens = promptTokens;
+            }
+
+            /** The revision; a live operation is replaced only by a higher one (default 0). */
+            public Builder revision(int revision) {
+                this.revision = revision;
+                return this;
+            }
+
+            /** Where the answer is to be complete: {@code HOST_READY} (default) or {@code ENGINE_RESTORE}. */
+            public Builder target(CompletionTarget target) {
+                this.target = Objects.requireNonNull(target, "target");
+                return this;
+            }
+
+            /** The first token the engine still holds state for (default 0). */
+            public Builder originTokens(long originTokens) {
+                this.originTokens = originTokens;
+                return this;
+            }
+
+            /** The engine's measured prefill rate for this model; 0 (default) = not measured. */
+            public Builder prefillTokensPerSecond(int tokensPerSecond) {
+                this.prefillTokensPerSecond = tokensPerSecond;
+                return this;
+            }
+
+            /** How long a clustered Manager may look for pages only peers hold; 0 (default) = never wait. */
+            public Builder peerWaitMillis(int millis) {
+                this.peerWaitMillis = millis;
+                return this;
+            }
+
+            /** Adds state group {@code groupId}'s page names, page 0 first. */
+            public Builder group(int groupId, KeyForm form, Hashes hashes) {
+                groups.add(new QueryGroup(groupId, form, hashes));
+                return this;
+            }
+
+            /**
+             * The QUERY.
+             *
+             * @throws IllegalArgumentException if no group was added or an invariant is broken
+             */
+            public Query build() {
+                if (groups.isEmpty()) throw new IllegalArgumentException("a QUERY needs at least one group");
+                return new Query(operationId, revision, target, promptTokens, originTokens, prefillTokensPerSecond,
+                        peerWaitMillis, groups);
+            }
+        }
+
         /** This QUERY with {@code peer_wait_millis} = {@code millis}. */
         public Query withPeerWaitMillis(int millis) {
             return new Query(operationId, revision, target, promptTokens, originTokens, prefillTokensPerSecond, millis, groups);

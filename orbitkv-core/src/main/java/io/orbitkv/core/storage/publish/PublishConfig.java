@@ -80,6 +80,12 @@ public record PublishConfig(
                 writeQueueBytes, reads, writes, maxReadsWhileWriteWaits, hitTableEntries, drainTimeoutNanos, ssdRefreshFraction);
     }
 
+    /** This config with the shutdown drain bounded by {@code nanos}. */
+    public PublishConfig withDrainTimeoutNanos(long nanos) {
+        return new PublishConfig(sealQueueBytes, sealQueueEntries, policy, writeBytesPerSecond, writeBurstBytes,
+                writeQueueBytes, readLaneOps, writeLaneOps, maxReadsWhileWriteWaits, hitTableEntries, nanos, ssdRefreshFraction);
+    }
+
     public PublishConfig withSsdRefreshFraction(double fraction) {
         return new PublishConfig(sealQueueBytes, sealQueueEntries, policy, writeBytesPerSecond, writeBurstBytes,
                 writeQueueBytes, readLaneOps, writeLaneOps, maxReadsWhileWriteWaits, hitTableEntries, drainTimeoutNanos,
