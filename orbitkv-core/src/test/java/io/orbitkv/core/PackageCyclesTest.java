@@ -31,7 +31,7 @@ class PackageCyclesTest {
 
     /**
      * module → the modules its main code may use; its tests may use these and the testkit. The
-     * architecture's module table (ARCHITECTURE.md): the state contracts depend on the JDK only,
+     * architecture's module table (docs/architecture.md): the state contracts depend on the JDK only,
      * the core on them only, the client never on the core, the server on both; the engine
      * adapters, the benchmarks and the reliability campaign sit above. A new arrow is added here
      * and in the pom together.
