@@ -38,19 +38,13 @@ final class AdmissionLimits {
     private static final Duration SILENT_GRACE = Duration.ofSeconds(1);
 
     /**
-     * Over-limit channel connections answered on their first frame at once (a virtual thread and a
-     * 16-byte header buffer each, {@link FirstFrameRefusal}); past this many a new one is answered
-     * ERROR BUSY under request id 0 at accept. 256 (one more {@code maxConnections}) costs a few
-     * hundred KiB and covers every engine of a host retrying at once.
+     * Over-limit channel connections waiting for their first frame at once (a virtual thread and a
+     * 16-byte header buffer each, {@link FirstFrameRefusal}); one more displaces the oldest of them
+     * that has sent nothing for {@link #silentGrace} (ERROR BUSY under request id 0), and only when
+     * none has is it answered ERROR BUSY under request id 0 at accept. 256 (one more
+     * {@code maxConnections}) costs a few hundred KiB and covers every engine of a host retrying at once.
      */
     static final int REFUSING_CONNECTIONS = 256;
-
-    /**
-     * How long an over-limit channel connection may take to send its first frame whole before it
-     * is answered BUSY under request id 0 ({@link FirstFrameRefusal}): a client writes its
-     * REGISTER right after connecting; a refused silent one holds its place this long only.
-     */
-    static final Duration REFUSAL_READ_DEADLINE = Duration.ofSeconds(1);
 
     /**
      * Descriptor-socket connections open at once (each on its own platform thread reading its

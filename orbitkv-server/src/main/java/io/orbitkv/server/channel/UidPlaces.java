@@ -7,7 +7,8 @@ import java.util.Optional;
 import java.util.function.Predicate;
 
 /**
- * A bounded set of places held by connections, counted per peer uid ({@code SO_PEERCRED}): at
+ * A bounded set of places held by connections, counted per peer uid ({@code SO_PEERCRED}; any
+ * value with {@code equals}, an {@code Integer} uid or the user's principal): at
  * most {@code total} places, at most {@code perUid} of them held by one uid. A newcomer that finds
  * its uid's share or the whole set taken displaces the oldest holder that {@code displaceable}
  * says may go (one that has sent nothing for a while): of its own uid when its share is taken,
@@ -27,7 +28,7 @@ import java.util.function.Predicate;
  */
 final class UidPlaces<T> {
 
-    /** Why a newcomer got no place. */
+    /** Why a newcomer got no place: every place is held, or (with places left) its uid's share is. */
     enum Refusal { FULL, UID_FULL }
 
     /** The outcome of {@link #admit}. */
@@ -45,9 +46,9 @@ final class UidPlaces<T> {
     private final int perUid;
     private final Predicate<T> displaceable;
     /** Guarded by {@code this}; insertion order is age order. */
-    private final Map<T, Integer> uidOf = new LinkedHashMap<>();
+    private final Map<T, Object> uidOf = new LinkedHashMap<>();
     /** Guarded by {@code this}; places held per uid, entries removed at 0. */
-    private final Map<Integer, Integer> heldBy = new HashMap<>();
+    private final Map<Object, Integer> heldBy = new HashMap<>();
 
     UidPlaces(int total, int perUid, Predicate<T> displaceable) {
         if (total < 1 || perUid < 1 || perUid > total) {
@@ -59,12 +60,13 @@ final class UidPlaces<T> {
     }
 
     /** Places {@code holder} of {@code uid}, displacing an older silent holder if it must. */
-    synchronized Admission<T> admit(T holder, int uid) {
+    synchronized Admission<T> admit(T holder, Object uid) {
         T displaced = null;
+        boolean full = uidOf.size() >= total;
         if (heldBy.getOrDefault(uid, 0) >= perUid) {
-            displaced = oldestDisplaceable(uid);
-            if (displaced == null) return new Admission.Refused<>(Refusal.UID_FULL);
-        } else if (uidOf.size() >= total) {
+            displaced = oldestDisplaceable(uid); // never another uid's: the newcomer's uid keeps its share
+            if (displaced == null) return new Admission.Refused<>(full ? Refusal.FULL : Refusal.UID_FULL);
+        } else if (full) {
             displaced = oldestDisplaceableOfLargestHolder();
             if (displaced == null) return new Admission.Refused<>(Refusal.FULL);
         }
@@ -76,7 +78,7 @@ final class UidPlaces<T> {
 
     /** Frees {@code holder}'s place; false if it held none (left already, or was displaced). */
     synchronized boolean leave(T holder) {
-        Integer uid = uidOf.remove(holder);
+        Object uid = uidOf.remove(holder);
         if (uid == null) return false;
         heldBy.computeIfPresent(uid, (u, n) -> n == 1 ? null : n - 1);
         return true;
@@ -88,13 +90,13 @@ final class UidPlaces<T> {
     }
 
     /** Places {@code uid} holds now. */
-    synchronized int heldBy(int uid) {
+    synchronized int heldBy(Object uid) {
         return heldBy.getOrDefault(uid, 0);
     }
 
-    private T oldestDisplaceable(int uid) {
-        for (Map.Entry<T, Integer> e : uidOf.entrySet()) {
-            if (e.getValue() == uid && displaceable.test(e.getKey())) return e.getKey();
+    private T oldestDisplaceable(Object uid) {
+        for (Map.Entry<T, Object> e : uidOf.entrySet()) {
+            if (e.getValue().equals(uid) && displaceable.test(e.getKey())) return e.getKey();
         }
         return null;
     }
@@ -102,7 +104,7 @@ final class UidPlaces<T> {
     private T oldestDisplaceableOfLargestHolder() {
         T best = null;
         int bestHeld = 0;
-        for (Map.Entry<T, Integer> e : uidOf.entrySet()) {
+        for (Map.Entry<T, Object> e : uidOf.entrySet()) {
             int held = heldBy.get(e.getValue());
             if (held > bestHeld && displaceable.test(e.getKey())) {
                 best = e.getKey();
