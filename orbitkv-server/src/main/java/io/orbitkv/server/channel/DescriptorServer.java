@@ -22,14 +22,13 @@ import java.nio.file.attribute.UserPrincipal;
 import java.nio.file.attribute.UserPrincipalLookupService;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.OptionalInt;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.LongSupplier;
 
 /**
@@ -130,10 +129,10 @@ public final class DescriptorServer implements DescriptorHandoff, AutoCloseable 
     private final DescriptorTable table;
     private final LongSupplier nanoClock;
     /** Open connections, each on its own thread; per uid and in all ({@link AdmissionLimits}). */
-    private final UidPlaces<Exchange> places = new UidPlaces<>(AdmissionLimits.DESCRIPTOR_CONNECTIONS,
+    private final UidPlaces<DescriptorConnection> places = new UidPlaces<>(AdmissionLimits.DESCRIPTOR_CONNECTIONS,
             AdmissionLimits.DESCRIPTOR_CONNECTIONS_PER_UID, e -> !e.heard);
     /** The exchange threads running, for {@link #close()} to wait on. */
-    private final Map<Exchange, Thread> running = new ConcurrentHashMap<>();
+    private final Map<DescriptorConnection, Thread> running = new ConcurrentHashMap<>();
     private final Thread acceptor;
     private final UserPrincipalLookupService users = FileSystems.getDefault().getUserPrincipalLookupService();
     private final Counter dropped;
@@ -276,7 +275,7 @@ public final class DescriptorServer implements DescriptorHandoff, AutoCloseable 
                 if (-fd == 9 /* EBADF */ || -fd == 22 /* EINVAL: shut down */) return;
                 continue;
             }
-            admit(new Exchange(fd, nanoClock.getAsLong()));
+            admit(new DescriptorConnection(fd, nanoClock.getAsLong()));
         }
     }
 
@@ -285,7 +284,7 @@ public final class DescriptorServer implements DescriptorHandoff, AutoCloseable 
      * many, {@link UidPlaces}) and its own thread, or closes it unanswered when every place is held
      * by a connection that is reading or answering (each bounded by the read and send deadlines).
      */
-    private void admit(Exchange e) {
+    private void admit(DescriptorConnection e) {
         int[] cred = new int[3];
         if (UnixSocket.peerCredentials(e.fd, cred) < 0) {
             dropped.increment();
@@ -294,12 +293,12 @@ public final class DescriptorServer implements DescriptorHandoff, AutoCloseable 
         }
         e.uid = cred[1];
         switch (places.admit(e, e.uid)) {
-            case UidPlaces.Admission.Refused<Exchange> r -> {
+            case UidPlaces.Admission.Refused<DescriptorConnection> r -> {
                 dropped.increment();
                 (r.reason() == UidPlaces.Refusal.UID_FULL ? refusedPerUid : refusedFull).increment();
                 e.close();
             }
-            case UidPlaces.Admission.Placed<Exchange> p -> {
+            case UidPlaces.Admission.Placed<DescriptorConnection> p -> {
                 p.displaced().ifPresent(d -> {
                     displaced.increment();
                     d.displace();
@@ -319,54 +318,19 @@ public final class DescriptorServer implements DescriptorHandoff, AutoCloseable 
         }
     }
 
-    /**
-     * One connection of the descriptor socket: its descriptor, when it was accepted (the time its
-     * ticket is judged at) and whether a byte has arrived (until then a newcomer may displace it).
-     * The descriptor is closed once, by whichever of the exchange thread and a displacement comes
-     * first, under the object's monitor, so a displacement never closes a reused descriptor number.
-     */
-    private static final class Exchange {
-        final int fd;
-        final long acceptedAtNanos;
-        volatile int uid;
-        /** Set once the first byte of the request arrived: the connection is no longer silent. */
-        volatile boolean heard;
-        /** Set by {@link #displace}: closed for a newcomer, counted as displaced rather than dropped. */
-        volatile boolean displaced;
-        /** Guarded by {@code this}. */
-        private boolean closed;
-
-        Exchange(int fd, long acceptedAtNanos) {
-            this.fd = fd;
-            this.acceptedAtNanos = acceptedAtNanos;
-        }
-
-        /** Wakes a receive blocked on it; the exchange thread then closes it. */
-        synchronized void displace() {
-            displaced = true;
-            if (!closed) UnixSocket.shutdown(fd);
-        }
-
-        synchronized void close() {
-            if (closed) return;
-            closed = true;
-            UnixSocket.close(fd);
-        }
-    }
-
     /** One exchange on {@code e}: read the request whole, answer, close. */
-    private void exchange(Exchange e) {
+    private void exchange(DescriptorConnection e) {
         List<Integer> received = new ArrayList<>(1);
         try {
-            switch (readRequest(e, received)) {
-                case Request.Silent s -> {
+            switch (e.readRequest(received)) {
+                case DescriptorConnection.Request.Silent s -> {
                     if (s.timedOut()) dropped.increment();
                 }
-                case Request.Partial p -> {
+                case DescriptorConnection.Request.Partial p -> {
                     malformed.increment();
                     reply(e.fd, DescriptorExchange.errorReply(ErrorCode.MALFORMED), new int[0]);
                 }
-                case Request.Whole w -> answer(e, w.bytes(), received);
+                case DescriptorConnection.Request.Whole w -> answer(e, w.bytes(), received);
             }
         } catch (RuntimeException ex) {
             FAILURES.log(System.Logger.Level.WARNING, "exchange", "a descriptor exchange failed: " + ex);
@@ -378,7 +342,7 @@ public final class DescriptorServer implements DescriptorHandoff, AutoCloseable 
         }
     }
 
-    private void answer(Exchange e, byte[] request, List<Integer> received) {
+    private void answer(DescriptorConnection e, byte[] request, List<Integer> received) {
         switch (DescriptorExchange.decodeRequest(request)) {
             case DescriptorExchange.DecodedRequest.Refused(ErrorCode code) -> {
                 malformed.increment();
@@ -392,56 +356,6 @@ public final class DescriptorServer implements DescriptorHandoff, AutoCloseable 
                 }
             }
         }
-    }
-
-    /** What arrived on a connection before its end, its read deadline or the bound. */
-    private sealed interface Request {
-        /** Nothing: nothing to answer; {@code timedOut} when the read deadline, not the client, ended it. */
-        record Silent(boolean timedOut) implements Request {
-        }
-
-        /** Some bytes, but not a whole request (or too many descriptors): answered MALFORMED. */
-        record Partial() implements Request {
-        }
-
-        /** Everything the client sent, up to the bound: 24 bytes is a request, anything else MALFORMED. */
-        record Whole(byte[] bytes) implements Request {
-        }
-    }
-
-    /**
-     * Reads what the client sends until it has 24 bytes and nothing more is waiting, the stream
-     * ends, {@link AdmissionLimits#DESCRIPTOR_READ_DEADLINE} passes or
-     * {@link AdmissionLimits#DESCRIPTOR_REQUEST_BOUND_BYTES} arrived. Longer input is read whole
-     * (to the bound) so that closing after the answer does not reset the client before it reads it.
-     */
-    private Request readRequest(Exchange e, List<Integer> received) {
-        long deadlineNanos = System.nanoTime() + AdmissionLimits.DESCRIPTOR_READ_DEADLINE.toNanos();
-        byte[] into = new byte[AdmissionLimits.DESCRIPTOR_REQUEST_BOUND_BYTES];
-        int have = 0;
-        boolean timedOut = false;
-        while (have < into.length) {
-            long leftMillis = (deadlineNanos - System.nanoTime()) / 1_000_000;
-            // Past 24 bytes only what the client has already sent matters: a short wait for the rest.
-            long waitMillis = have > DescriptorExchange.MESSAGE_BYTES
-                    ? Math.min(leftMillis, AdmissionLimits.DESCRIPTOR_LINGER.toMillis()) : leftMillis;
-            if (waitMillis <= 0 || UnixSocket.setTimeouts(e.fd, waitMillis) < 0) {
-                timedOut = true;
-                break;
-            }
-            long n = UnixSocket.receive(e.fd, into, have, into.length - have, 1, received);
-            if (n == -UnixSocket.EMSGSIZE) return new Request.Partial();
-            if (n <= 0) {
-                timedOut = n == -UnixSocket.EAGAIN;
-                break; // end of stream, the deadline, or a displacement
-            }
-            e.heard = true;
-            have += (int) n;
-            if (have == DescriptorExchange.MESSAGE_BYTES) break; // a request as clients send it: answered at once
-        }
-        if (have == 0) return new Request.Silent(timedOut && !e.displaced);
-        if (have < DescriptorExchange.MESSAGE_BYTES) return new Request.Partial();
-        return new Request.Whole(Arrays.copyOf(into, have));
     }
 
     private void arenas(int fd, DescriptorTicket ticket, int uid, long arrivedAtNanos, List<Integer> received) {
