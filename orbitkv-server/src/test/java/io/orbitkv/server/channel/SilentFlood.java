@@ -21,6 +21,11 @@ import java.util.concurrent.atomic.AtomicLong;
  */
 abstract sealed class SilentFlood implements AutoCloseable {
 
+    /** Opens a flood on a socket. */
+    interface Opener {
+        SilentFlood open(Path socket) throws IOException;
+    }
+
     /** Connections opened so far, reopenings included. */
     abstract long opened();
 
