@@ -37,7 +37,7 @@ final class ChannelMetrics {
                 .tag("reason", "max_unregistered_per_uid")
                 .description("engine connections refused (answered BUSY and closed)").register(registry);
         displaced = counter(registry, "orbitkv.channel.connections.displaced",
-                "unregistered connections silent for 1 s closed (BUSY) to give their place to a newcomer");
+                "connections that sent nothing for 1 s (unregistered, or waiting to be refused) closed with BUSY for a newcomer");
         registerTimeouts = counter(registry, "orbitkv.channel.register.timeouts",
                 "connections closed with REGISTER_TIMEOUT: not REGISTERED within the registration deadline");
         framesIn = counter(registry, "orbitkv.channel.frames.in", "frames received from engines");

@@ -341,6 +341,7 @@ public final class ChannelServer implements AutoCloseable {
             });
         }
         refusing.put(id, r);
+        scheduleDeadline(id, r::deadlinePassed, settings.registerTimeout()); // before the thread, which cancels it
         Thread.ofVirtual().name("orbitkv-conn-" + id + "-refused").start(() -> {
             try {
                 r.run();
@@ -351,7 +352,6 @@ public final class ChannelServer implements AutoCloseable {
                 if (deadline != null) deadline.cancel(false);
             }
         });
-        scheduleDeadline(id, r::deadlinePassed, settings.registerTimeout());
     }
 
     private String displacedMessage() {

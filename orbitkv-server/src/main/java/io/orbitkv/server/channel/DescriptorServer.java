@@ -160,7 +160,7 @@ public final class DescriptorServer implements DescriptorHandoff, AutoCloseable 
         this.malformed = Counter.builder("orbitkv.manager.descriptor.refusals").tag("reason", "malformed")
                 .description("descriptor socket tickets and handles refused").register(registry);
         this.dropped = Counter.builder("orbitkv.manager.descriptor.dropped.connections")
-                .description("descriptor connections closed unanswered: exchange queue full, or a timeout").register(registry);
+                .description("descriptor connections closed unanswered: no place, or a timeout").register(registry);
         this.displaced = Counter.builder("orbitkv.manager.descriptor.displaced.connections")
                 .description("silent descriptor connections closed to give their place to a newer one").register(registry);
         this.refusedPerUid = Counter.builder("orbitkv.manager.descriptor.refused.connections").tag("reason", "per_uid")

@@ -162,8 +162,10 @@ class DescriptorServerTest {
                 DescriptorTicket ticket = offer();
                 return Fetch.connect(server.socketPath()).request(ticket) == 1;
             }, Duration.ofSeconds(5));
-            System.out.printf("descriptor socket, 100 silent connections of %s: newcomer served in %d ms%n", of,
-                    took / 1_000_000);
+            System.out.printf("descriptor socket, 100 silent connections of %s: newcomer served in %d ms"
+                    + " (%.0f displaced, %.0f dropped so far)%n", of, took / 1_000_000,
+                    registry.get("orbitkv.manager.descriptor.displaced.connections").counter().count(),
+                    registry.get("orbitkv.manager.descriptor.dropped.connections").counter().count());
             return took;
         }
     }
