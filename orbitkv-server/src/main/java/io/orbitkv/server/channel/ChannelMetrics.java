@@ -17,6 +17,8 @@ final class ChannelMetrics {
     final Counter accepted;
     final Counter refusedBusy;
     final Counter refusedUnregistered;
+    final Counter refusedUnregisteredPerUid;
+    final Counter displaced;
     final Counter registerTimeouts;
     final Counter framesIn;
     final Counter framesOut;
@@ -31,6 +33,11 @@ final class ChannelMetrics {
                 .description("engine connections refused (answered BUSY and closed)").register(registry);
         refusedUnregistered = Counter.builder("orbitkv.channel.connections.refused").tag("reason", "max_unregistered")
                 .description("engine connections refused (answered BUSY and closed)").register(registry);
+        refusedUnregisteredPerUid = Counter.builder("orbitkv.channel.connections.refused")
+                .tag("reason", "max_unregistered_per_uid")
+                .description("engine connections refused (answered BUSY and closed)").register(registry);
+        displaced = counter(registry, "orbitkv.channel.connections.displaced",
+                "connections that sent nothing for 1 s (unregistered, or waiting to be refused) closed with BUSY for a newcomer");
         registerTimeouts = counter(registry, "orbitkv.channel.register.timeouts",
                 "connections closed with REGISTER_TIMEOUT: not REGISTERED within the registration deadline");
         framesIn = counter(registry, "orbitkv.channel.frames.in", "frames received from engines");

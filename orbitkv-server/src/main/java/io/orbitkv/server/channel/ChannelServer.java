@@ -31,10 +31,10 @@ import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.logging.Level;
 import java.util.logging.Logger;
+import jdk.net.ExtendedSocketOptions;
 
 /**
  * The Manager's engine-channel listener: a Unix domain stream socket (protocol §1) whose every
@@ -45,13 +45,17 @@ import java.util.logging.Logger;
  * one accept virtual thread; one reader and one writer platform thread per connection;
  * {@link #close()} from any thread (the shutdown hook). Invariants: at most
  * {@code limits.maxConnections()} connections have sessions; one more gets no session: its first
- * frame is answered ERROR BUSY under that frame's request id and it is closed (protocol §8), and
- * past {@link #REFUSING_CONNECTIONS} such connections waiting, a new one gets ERROR BUSY under
- * request id 0 at accept; the socket file exists exactly while the server is open
+ * frame is read whole and answered ERROR BUSY under that frame's request id, and it is closed
+ * cleanly (protocol §8, §9.1; {@link FirstFrameRefusal}); only when
+ * {@value AdmissionLimits#REFUSING_CONNECTIONS} such connections wait and none of them has been
+ * silent for 1 s does a new one get ERROR BUSY under request id 0 at accept; the socket file exists exactly while the server is open
  * and has mode {@code 0600} or {@code 0660}; {@link #close()} returns only after every
  * session's {@code close()} ran (or the drain bound passed). At most
- * {@code maxUnregisteredConnections} of the live connections are not yet REGISTERED (one more is
- * refused BUSY like an over-limit one), and every connection not REGISTERED within
+ * {@code maxUnregisteredConnections} of the live connections are not yet REGISTERED, at most
+ * {@link AdmissionLimits#unregisteredPerUid} of them (24 of 32) of one peer uid ({@code SO_PEERCRED}),
+ * so another uid always finds a place; a newcomer that finds no place displaces the oldest
+ * unregistered connection that has sent nothing for 1 s ({@link UidPlaces}), else it is refused
+ * BUSY like an over-limit one; and every connection not REGISTERED within
  * {@code registerTimeout} gets ERROR REGISTER_TIMEOUT and is closed; a REGISTERED session has no
  * idle timeout.
  *
@@ -71,14 +75,17 @@ import java.util.logging.Logger;
  * 20-200 ms pause: 375-428 us on a virtual thread, 69-79 us on a platform thread), which is the
  * cadence engines query at: one QUERY per request, not a tight loop. The threads are bounded by
  * {@code maxConnections}. Over-limit connections are answered on their first frame, as the protocol
- * documents, but at most 16 at once (a 64 KiB buffer each); past that a connection flood costs
- * one small write per connection at accept and no memory.
+ * documents, each on a virtual thread with a 16-byte header buffer, 256 at once.
  *
  * <p>Design note on silent connections: without a deadline, {@code maxConnections} (256) peers
  * that connect and send nothing held every place forever and locked every engine out. The
  * deadline alone would still let them hold every place for 10 s at a time, so unregistered
  * connections also get only {@code maxUnregisteredConnections} places (32 of 256 by default): the
- * rest can only be held by sessions that registered. Registered sessions are never closed for
+ * rest can only be held by sessions that registered. Even so, 40 silent connections reopened as
+ * they timed out kept all 32 places and a newcomer failed 36 of 36 tries in 18 s: so one uid gets
+ * three quarters of them, and a connection silent for 1 s yields its place to a newcomer (one of
+ * another uid then registered in 3 ms, one of the flooding uid in about 1 s; docs/reliability.md).
+ * Registered sessions are never closed for
  * being idle: an engine may go quiet for hours between requests, and what it holds is bounded by
  * its own tables. One platform thread fires the deadlines; a task per connection lives at most
  * {@code registerTimeout}, or until the connection ends.
@@ -150,11 +157,15 @@ public final class ChannelServer implements AutoCloseable {
     private final FrameDecoder decoder;
     private final ChannelMetrics metrics;
     private final Map<Long, Connection> live = new ConcurrentHashMap<>();
-    /** Over-limit connections waiting for their first frame to answer it BUSY; at most {@link #REFUSING_CONNECTIONS}. */
-    private final Map<Long, Connection> refusing = new ConcurrentHashMap<>();
+    /** Connections without a place, answered BUSY on their first frame; at most {@link AdmissionLimits#REFUSING_CONNECTIONS}. */
+    private final Map<Long, FirstFrameRefusal> refusing = new ConcurrentHashMap<>();
+    /** The same connections in age order, so a newcomer can displace the oldest silent one. */
+    private final UidPlaces<FirstFrameRefusal> refusingPlaces;
     private final Map<Long, Thread> readers = new ConcurrentHashMap<>();
-    /** Connections with a session and no REGISTERED yet; at most {@code maxUnregisteredConnections}. */
-    private final AtomicInteger unregistered = new AtomicInteger();
+    /** Connections with a session and no REGISTERED yet, by peer uid; at most {@code maxUnregisteredConnections}. */
+    private final UidPlaces<Connection> unregistered;
+    /** An unregistered connection silent this long may be displaced by a newcomer. */
+    private final long silentGraceNanos;
     /** Fires each connection's registration deadline; one daemon thread, a task per open connection at most. */
     private final ScheduledThreadPoolExecutor deadlines;
     /** Pending deadline tasks by connection id, cancelled when the connection ends (or removed when they run). */
@@ -162,12 +173,6 @@ public final class ChannelServer implements AutoCloseable {
     private final AtomicLong nextId = new AtomicLong();
     private final Thread acceptor;
     private volatile boolean closing;
-
-    /**
-     * Over-limit connections answered BUSY on their first frame at once; past this many (a
-     * connection flood) a new one gets ERROR BUSY under request id 0 at accept and is closed.
-     */
-    static final int REFUSING_CONNECTIONS = 16;
 
     private String busyMessage() {
         return "maxConnections (" + settings.limits().maxConnections() + ") reached";
@@ -179,6 +184,12 @@ public final class ChannelServer implements AutoCloseable {
         this.sessions = sessions;
         this.decoder = new FrameDecoder(settings.limits(), Direction.TO_MANAGER);
         this.metrics = new ChannelMetrics(registry);
+        this.silentGraceNanos = AdmissionLimits.silentGrace(settings.registerTimeout()).toNanos();
+        this.unregistered = new UidPlaces<>(settings.maxUnregisteredConnections(),
+                AdmissionLimits.unregisteredPerUid(settings.maxUnregisteredConnections()),
+                c -> c.silentFor(silentGraceNanos, System.nanoTime()));
+        this.refusingPlaces = new UidPlaces<>(AdmissionLimits.REFUSING_CONNECTIONS, AdmissionLimits.REFUSING_CONNECTIONS,
+                r -> r.silentFor(silentGraceNanos, System.nanoTime()));
         Gauge.builder("orbitkv.channel.connections", live, Map::size).description("open engine connections").register(registry);
         this.acceptor = Thread.ofVirtual().name("orbitkv-channel-accept").unstarted(this::acceptLoop);
         this.deadlines = new ScheduledThreadPoolExecutor(1,
@@ -259,55 +270,112 @@ public final class ChannelServer implements AutoCloseable {
             }
             metrics.accepted.increment();
             if (closing) {
+                metrics.refusedBusy.increment();
                 refuse(channel, ErrorCode.SHUTTING_DOWN, "the Manager is shutting down");
                 continue;
             }
             long id = nextId.incrementAndGet();
-            boolean full = live.size() >= settings.limits().maxConnections();
-            // Counted here, on the only thread that adds, so the bound holds exactly.
-            boolean waiting = !full && unregistered.get() >= settings.maxUnregisteredConnections();
-            String busy = waiting ? waitingMessage() : busyMessage();
-            if ((full || waiting) && refusing.size() >= REFUSING_CONNECTIONS) {
-                refuse(channel, ErrorCode.BUSY, busy);
+            if (live.size() >= settings.limits().maxConnections()) {
+                metrics.refusedBusy.increment();
+                refuseOnFirstFrame(id, channel, busyMessage());
                 continue;
             }
-            boolean refused = full || waiting;
-            Map<Long, Connection> table = refused ? refusing : live;
-            if (!refused) unregistered.incrementAndGet();
             Connection c = new Connection(id, channel, decoder, settings.outboundQueueFrames(), metrics,
-                    refused ? () -> { } : unregistered::decrementAndGet, () -> {
-                        table.remove(id);
+                    unregistered::leave, () -> {
+                        live.remove(id);
                         readers.remove(id);
                         ScheduledFuture<?> deadline = deadlineTasks.remove(id);
                         if (deadline != null) deadline.cancel(false);
                     });
-            Thread reader = Thread.ofPlatform().daemon().name("orbitkv-conn-" + id).unstarted(refused
-                    ? () -> c.runRefused(ErrorCode.BUSY, busy)
-                    : () -> c.run(sessions));
-            if (full) metrics.refusedBusy.increment();
-            if (waiting) metrics.refusedUnregistered.increment();
-            table.put(id, c);
+            // Placed here, on the only thread that adds, so the bounds hold exactly.
+            switch (unregistered.admit(c, peerOf(channel))) {
+                case UidPlaces.Admission.Refused<Connection> r -> {
+                    (r.reason() == UidPlaces.Refusal.UID_FULL ? metrics.refusedUnregisteredPerUid
+                            : metrics.refusedUnregistered).increment();
+                    refuseOnFirstFrame(id, channel, waitingMessage(r.reason()));
+                    continue;
+                }
+                case UidPlaces.Admission.Placed<Connection> p -> p.displaced().ifPresent(d -> {
+                    metrics.displaced.increment();
+                    d.displace(displacedMessage());
+                });
+            }
+            Thread reader = Thread.ofPlatform().daemon().name("orbitkv-conn-" + id).unstarted(() -> c.run(sessions));
+            live.put(id, c);
             readers.put(id, reader);
             reader.start();
-            scheduleDeadline(c);
+            scheduleDeadline(id, () -> c.registerDeadlinePassed(
+                    "not REGISTERED within the registration deadline (" + settings.registerTimeout().toMillis() + " ms)"),
+                    settings.registerTimeout());
         }
     }
 
-    private String waitingMessage() {
-        return "maxUnregisteredConnections (" + settings.maxUnregisteredConnections()
-                + ") connections are waiting to register";
+    /** The peer's user ({@code SO_PEERCRED}), the key of its share of the unregistered places. */
+    private static Object peerOf(SocketChannel channel) {
+        try {
+            return channel.getOption(ExtendedSocketOptions.SO_PEERCRED).user();
+        } catch (IOException | UnsupportedOperationException e) {
+            return UNKNOWN_PEER;
+        }
     }
 
-    private void scheduleDeadline(Connection c) {
-        long millis = settings.registerTimeout().toMillis();
-        String message = "not REGISTERED within the registration deadline (" + millis + " ms)";
+    /** The share of connections whose peer the kernel did not name (not on Linux). */
+    private static final Object UNKNOWN_PEER = "unknown peer";
+
+    /**
+     * A connection without a place: its first frame is answered BUSY on a virtual thread
+     * ({@link FirstFrameRefusal}); past {@link AdmissionLimits#REFUSING_CONNECTIONS} such
+     * connections at once it displaces the oldest that has sent nothing, and only when none is
+     * silent is it answered BUSY under request id 0 at once.
+     */
+    private void refuseOnFirstFrame(long id, SocketChannel channel, String message) {
+        FirstFrameRefusal r = new FirstFrameRefusal(id, channel, decoder, ErrorCode.BUSY, message, metrics);
+        switch (refusingPlaces.admit(r, UNKNOWN_PEER)) {
+            case UidPlaces.Admission.Refused<FirstFrameRefusal> full -> {
+                refuse(channel, ErrorCode.BUSY, message);
+                return;
+            }
+            case UidPlaces.Admission.Placed<FirstFrameRefusal> p -> p.displaced().ifPresent(d -> {
+                metrics.displaced.increment();
+                d.displace(displacedMessage());
+            });
+        }
+        refusing.put(id, r);
+        scheduleDeadline(id, r::deadlinePassed, settings.registerTimeout()); // before the thread, which cancels it
+        Thread.ofVirtual().name("orbitkv-conn-" + id + "-refused").start(() -> {
+            try {
+                r.run();
+            } finally {
+                refusingPlaces.leave(r);
+                refusing.remove(id);
+                ScheduledFuture<?> deadline = deadlineTasks.remove(id);
+                if (deadline != null) deadline.cancel(false);
+            }
+        });
+    }
+
+    private String displacedMessage() {
+        return "displaced by a newer connection: not a byte sent for " + silentGraceNanos / 1_000_000
+                + " ms; send REGISTER first";
+    }
+
+    private String waitingMessage(UidPlaces.Refusal reason) {
+        return switch (reason) {
+            case FULL -> "maxUnregisteredConnections (" + settings.maxUnregisteredConnections()
+                    + ") connections are waiting to register";
+            case UID_FULL -> "this user's share (" + AdmissionLimits.unregisteredPerUid(settings.maxUnregisteredConnections())
+                    + ") of maxUnregisteredConnections is waiting to register";
+        };
+    }
+
+    /** Runs {@code task} after {@code delay} unless the connection {@code id} ended first. */
+    private void scheduleDeadline(long id, Runnable task, Duration delay) {
         try {
-            // The scheduler thread only hands over: the close writes to the client's socket.
-            deadlineTasks.put(c.id(), deadlines.schedule(() -> {
-                deadlineTasks.remove(c.id());
-                Thread.ofVirtual().name("orbitkv-conn-" + c.id() + "-deadline")
-                        .start(() -> c.registerDeadlinePassed(message));
-            }, settings.registerTimeout().toNanos(), TimeUnit.NANOSECONDS));
+            // The scheduler thread only hands over: the task writes to the client's socket.
+            deadlineTasks.put(id, deadlines.schedule(() -> {
+                deadlineTasks.remove(id);
+                Thread.ofVirtual().name("orbitkv-conn-" + id + "-deadline").start(task);
+            }, delay.toNanos(), TimeUnit.NANOSECONDS));
         } catch (RejectedExecutionException e) {
             // Only after close(), which closes every connection itself.
         }
@@ -315,7 +383,6 @@ public final class ChannelServer implements AutoCloseable {
 
     /** One ERROR frame under request id 0, then close; on the accept thread, before any buffer. */
     private void refuse(SocketChannel channel, ErrorCode code, String message) {
-        metrics.refusedBusy.increment();
         try (channel) {
             ByteBuffer frame = ByteBuffer.wrap(FrameEncoder.toBytes(0, new Reply.Error(code, message)));
             while (frame.hasRemaining()) channel.write(frame);
@@ -341,8 +408,8 @@ public final class ChannelServer implements AutoCloseable {
         acceptor.interrupt();
         deadlines.shutdownNow();
         List<Connection> open = new ArrayList<>(live.values());
-        open.addAll(refusing.values());
         for (Connection c : open) c.sendAndClose(ErrorCode.SHUTTING_DOWN, "the Manager is shutting down");
+        for (FirstFrameRefusal r : List.copyOf(refusing.values())) r.shutDown();
         long deadline = System.nanoTime() + settings.drainTimeout().toNanos();
         for (Thread reader : new ArrayList<>(readers.values())) {
             long left = deadline - System.nanoTime();

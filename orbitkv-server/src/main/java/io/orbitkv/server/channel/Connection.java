@@ -15,6 +15,7 @@ import java.nio.file.attribute.UserPrincipal;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
+import java.util.function.Consumer;
 import jdk.net.ExtendedSocketOptions;
 import java.nio.ByteBuffer;
 import java.nio.channels.SocketChannel;
@@ -86,7 +87,11 @@ final class Connection implements EventSink {
     private final AtomicBoolean unregistered = new AtomicBoolean(true);
     /** Set by {@link #registerDeadlinePassed}: an unregistered connection closes as soon as no request is in hand. */
     private volatile boolean deadlinePassed;
-    private final Runnable onLeftUnregistered;
+    private final Consumer<Connection> onLeftUnregistered;
+    /** When the connection was accepted ({@link System#nanoTime}). */
+    private final long acceptedAtNanos = System.nanoTime();
+    /** Set by the reader once a byte arrived: from then on a newcomer cannot displace the connection. */
+    private volatile boolean heard;
     private final Runnable onExit;
     private volatile Thread writer;
     /** The reader thread; an event it queues (inside {@code handle}) it writes itself after the reply. */
@@ -94,12 +99,12 @@ final class Connection implements EventSink {
     private ByteBuffer receive = ByteBuffer.allocate(INITIAL_RECEIVE_BYTES);
 
     /**
-     * @param onLeftUnregistered runs exactly once: when the first REGISTERED reply is written, or
-     *                           when the connection ends without one
+     * @param onLeftUnregistered runs exactly once, with this connection: when the first REGISTERED
+     *                           reply is written, or when the connection ends without one
      * @param onExit             runs once when the reader loop ends
      */
     Connection(long id, SocketChannel channel, FrameDecoder decoder, int outboundQueueFrames, ChannelMetrics metrics,
-               Runnable onLeftUnregistered, Runnable onExit) {
+               Consumer<Connection> onLeftUnregistered, Runnable onExit) {
         this.id = id;
         this.channel = channel;
         this.decoder = decoder;
@@ -143,7 +148,20 @@ final class Connection implements EventSink {
     }
 
     private void leaveUnregistered() {
-        if (unregistered.compareAndSet(true, false)) onLeftUnregistered.run();
+        if (unregistered.compareAndSet(true, false)) onLeftUnregistered.accept(this);
+    }
+
+    /** True if no byte has arrived in the {@code graceNanos} since the connection was accepted. */
+    boolean silentFor(long graceNanos, long nowNanos) {
+        return !heard && nowNanos - acceptedAtNanos >= graceNanos;
+    }
+
+    /**
+     * A newcomer took this silent connection's place: ERROR BUSY under request id 0, then close,
+     * on a thread of its own (the caller is the accept thread). Any thread.
+     */
+    void displace(String message) {
+        Thread.ofVirtual().name("orbitkv-conn-" + id + "-displaced").start(() -> sendAndClose(ErrorCode.BUSY, message));
     }
 
     long id() {
@@ -193,23 +211,6 @@ final class Connection implements EventSink {
                     internalError("close", "connection " + id + ": session close failed", e);
                 }
             }
-            onExit.run();
-        }
-    }
-
-    /**
-     * The reader loop of a connection that gets no session: the first frame (or refusal) is
-     * answered with ERROR {@code code} under its request id, then the connection closes
-     * (protocol §8: BUSY on REGISTER, then close).
-     */
-    void runRefused(ErrorCode code, String message) {
-        try {
-            answerFirstFrame(code, message);
-        } catch (IOException e) {
-            LOG.fine(() -> "refused connection " + id + " ended: " + e);
-        } finally {
-            shutdown();
-            leaveUnregistered();
             onExit.run();
         }
     }
@@ -361,7 +362,9 @@ final class Connection implements EventSink {
             receive = bigger;
         }
         while (receive.position() < needed) {
-            if (channel.read(receive) < 0) {
+            int n = channel.read(receive);
+            if (n > 0 && !heard) heard = true;
+            if (n < 0) {
                 if (receive.position() > 0) {
                     metrics.truncatedAtClose.increment();
                     LOG.fine(() -> "connection " + id + " closed inside a frame (" + receive.position() + " bytes)");

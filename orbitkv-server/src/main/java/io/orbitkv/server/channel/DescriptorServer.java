@@ -28,10 +28,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.OptionalInt;
-import java.util.concurrent.ArrayBlockingQueue;
-import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.ThreadPoolExecutor;
-import java.util.concurrent.TimeUnit;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.LongSupplier;
 
 /**
@@ -42,14 +39,31 @@ import java.util.function.LongSupplier;
  * receives names another namespace's memory, and no path to the Manager's descriptors exists.
  *
  * <p>Owns the listening socket and its file, the {@link DescriptorTable} (and every duplicate
- * descriptor in it), one accept thread and a bounded pool of exchange threads.
+ * descriptor in it), one accept thread and one platform thread per open connection.
  *
- * <p>Thread model: the accept platform thread hands each connection to one of
- * {@value #EXCHANGE_THREADS} platform threads (queue {@value #QUEUED_CONNECTIONS}; a connection
- * past that is closed at once and counted); an exchange is two blocking calls, each bounded by
- * {@code exchangeTimeout} ({@code SO_RCVTIMEO}/{@code SO_SNDTIMEO}), so a client that connects
- * and stalls holds a thread for at most that long and never the channel's threads. Sessions call
- * {@link #offerArenas}, {@link #claimRegion} and {@link #release} from their own threads.
+ * <p>Thread model: the accept platform thread reads each connection's peer uid ({@code
+ * SO_PEERCRED}) and gives it a place in a {@link UidPlaces} ({@value AdmissionLimits#DESCRIPTOR_CONNECTIONS}
+ * in all, {@value AdmissionLimits#DESCRIPTOR_CONNECTIONS_PER_UID} per uid) and its own thread; a
+ * newcomer that finds no place displaces the oldest connection that has sent nothing yet (of its
+ * own uid when its uid's share is taken), and is closed at once only when every place is held by
+ * a connection that is reading or answering. A connection's request is read whole within
+ * {@link AdmissionLimits#DESCRIPTOR_READ_DEADLINE} (1 s) and its reply sent within
+ * {@code exchangeTimeout}, so a silent connection holds a place at most 1 s, and only until a
+ * newcomer needs it. Sessions call {@link #offerArenas}, {@link #claimRegion} and {@link #release}
+ * from their own threads.
+ *
+ * <p>Invariants: every request is answered, except one that sent nothing; a request shorter or
+ * longer than 24 bytes is answered MALFORMED after it was read whole (up to
+ * {@value AdmissionLimits#DESCRIPTOR_REQUEST_BOUND_BYTES} bytes), so the close that follows does
+ * not reset the client before it reads the answer; a ticket is judged at the time its connection
+ * was accepted, so reading it costs the ticket nothing.
+ *
+ * <p>Design note on floods: with 2 exchange threads, a queue of 64 and 2 s per blocking step, 100
+ * connections that sent nothing held the socket for over 30 s, and a new engine's ticket (5 s)
+ * expired in the queue. A thread per connection, a 1 s read deadline and displacement of the
+ * oldest silent connection serve a newcomer within milliseconds under the same flood, whatever
+ * uid floods (docs/reliability.md has the figures); the cost is a thread start per connection
+ * (~50 us), against fetches that happen once per REGISTER.
  *
  * <p>Design note: a second socket instead of ancillary data on the channel: the channel is a
  * {@code SocketChannel} (a virtual thread per connection), which cannot carry {@code SCM_RIGHTS},
@@ -66,8 +80,8 @@ public final class DescriptorServer implements DescriptorHandoff, AutoCloseable 
 
     private static final System.Logger LOG = System.getLogger(DescriptorServer.class.getName());
     private static final RateLimitedLog FAILURES = RateLimitedLog.tenSeconds(DescriptorServer.class.getName());
-    static final int EXCHANGE_THREADS = 2;
-    static final int QUEUED_CONNECTIONS = 64;
+    /** The listen backlog: connections the kernel holds before the accept thread takes them. */
+    static final int BACKLOG = 64;
     /** Parked region descriptors at most: clients hand one over right before REGISTER_REGION. */
     static final int MAX_PARKED_REGIONS = 256;
 
@@ -114,12 +128,19 @@ public final class DescriptorServer implements DescriptorHandoff, AutoCloseable 
     private final int listenFd;
     private final DescriptorTable table;
     private final LongSupplier nanoClock;
-    private final ThreadPoolExecutor exchanges;
+    /** Open connections, each on its own thread; per uid and in all ({@link AdmissionLimits}). */
+    private final UidPlaces<DescriptorConnection> places = new UidPlaces<>(AdmissionLimits.DESCRIPTOR_CONNECTIONS,
+            AdmissionLimits.DESCRIPTOR_CONNECTIONS_PER_UID, e -> !e.heard);
+    /** The exchange threads running, for {@link #close()} to wait on. */
+    private final Map<DescriptorConnection, Thread> running = new ConcurrentHashMap<>();
     private final Thread acceptor;
     private final UserPrincipalLookupService users = FileSystems.getDefault().getUserPrincipalLookupService();
     private final Counter dropped;
     private final Map<DescriptorTable.Refusal, Counter> refusals = new EnumMap<>(DescriptorTable.Refusal.class);
     private final Counter malformed;
+    private final Counter displaced;
+    private final Counter refusedPerUid;
+    private final Counter refusedFull;
     private volatile boolean closing;
 
     private DescriptorServer(Settings settings, int listenFd, MeterRegistry registry, LongSupplier nanoClock) {
@@ -127,7 +148,7 @@ public final class DescriptorServer implements DescriptorHandoff, AutoCloseable 
         this.listenFd = listenFd;
         this.nanoClock = nanoClock;
         this.table = new DescriptorTable(settings.maxOffers(), MAX_PARKED_REGIONS, settings.ticketTtl().toNanos(),
-                Posix::close);
+                AdmissionLimits.DESCRIPTOR_READ_DEADLINE.toNanos(), Posix::close);
         Gauge.builder("orbitkv.manager.descriptor.tickets", this, s -> s.table.offers(s.nanoClock.getAsLong()))
                 .description("arena tickets issued and not yet redeemed, expired or released").register(registry);
         Gauge.builder("orbitkv.manager.descriptor.regions", this, s -> s.table.regions(s.nanoClock.getAsLong()))
@@ -139,9 +160,13 @@ public final class DescriptorServer implements DescriptorHandoff, AutoCloseable 
         this.malformed = Counter.builder("orbitkv.manager.descriptor.refusals").tag("reason", "malformed")
                 .description("descriptor socket tickets and handles refused").register(registry);
         this.dropped = Counter.builder("orbitkv.manager.descriptor.dropped.connections")
-                .description("descriptor connections closed unanswered: exchange queue full, or a timeout").register(registry);
-        this.exchanges = new ThreadPoolExecutor(EXCHANGE_THREADS, EXCHANGE_THREADS, 0, TimeUnit.MILLISECONDS,
-                new ArrayBlockingQueue<>(QUEUED_CONNECTIONS), Thread.ofPlatform().daemon().name("orbitkv-descriptors-", 0).factory());
+                .description("descriptor connections closed unanswered: no place, or a timeout").register(registry);
+        this.displaced = Counter.builder("orbitkv.manager.descriptor.displaced.connections")
+                .description("silent descriptor connections closed to give their place to a newer one").register(registry);
+        this.refusedPerUid = Counter.builder("orbitkv.manager.descriptor.refused.connections").tag("reason", "per_uid")
+                .description("descriptor connections closed at accept: no place, none silent to displace").register(registry);
+        this.refusedFull = Counter.builder("orbitkv.manager.descriptor.refused.connections").tag("reason", "full")
+                .description("descriptor connections closed at accept: no place, none silent to displace").register(registry);
         this.acceptor = Thread.ofPlatform().daemon().name("orbitkv-descriptors-accept").unstarted(this::acceptLoop);
     }
 
@@ -165,7 +190,7 @@ public final class DescriptorServer implements DescriptorHandoff, AutoCloseable 
             if (r < 0) throw new IOException("binding the descriptor socket " + path + " failed: errno " + -r);
             Files.setPosixFilePermissions(path, PosixFilePermissions.fromString(
                     settings.socketMode().equals("0600") ? "rw-------" : "rw-rw----"));
-            r = UnixSocket.listen(fd, QUEUED_CONNECTIONS);
+            r = UnixSocket.listen(fd, BACKLOG);
             if (r < 0) throw new IOException("listen on " + path + " failed: errno " + -r);
         } catch (IOException | RuntimeException e) {
             UnixSocket.close(fd);
@@ -250,59 +275,90 @@ public final class DescriptorServer implements DescriptorHandoff, AutoCloseable 
                 if (-fd == 9 /* EBADF */ || -fd == 22 /* EINVAL: shut down */) return;
                 continue;
             }
-            try {
-                exchanges.execute(() -> exchange(fd));
-            } catch (RejectedExecutionException e) {
+            admit(new DescriptorConnection(fd, nanoClock.getAsLong()));
+        }
+    }
+
+    /**
+     * Gives {@code e} a place (displacing the oldest silent connection of the uid that holds too
+     * many, {@link UidPlaces}) and its own thread, or closes it unanswered when every place is held
+     * by a connection that is reading or answering (each bounded by the read and send deadlines).
+     */
+    private void admit(DescriptorConnection e) {
+        int[] cred = new int[3];
+        if (UnixSocket.peerCredentials(e.fd, cred) < 0) {
+            dropped.increment();
+            e.close();
+            return;
+        }
+        e.uid = cred[1];
+        switch (places.admit(e, e.uid)) {
+            case UidPlaces.Admission.Refused<DescriptorConnection> r -> {
                 dropped.increment();
-                UnixSocket.close(fd);
+                (r.reason() == UidPlaces.Refusal.UID_FULL ? refusedPerUid : refusedFull).increment();
+                e.close();
+            }
+            case UidPlaces.Admission.Placed<DescriptorConnection> p -> {
+                p.displaced().ifPresent(d -> {
+                    displaced.increment();
+                    d.displace();
+                });
+                try {
+                    Thread t = Thread.ofPlatform().daemon().name("orbitkv-descriptors-" + e.fd).unstarted(() -> exchange(e));
+                    running.put(e, t);
+                    t.start();
+                } catch (RuntimeException | OutOfMemoryError failed) {
+                    running.remove(e);
+                    places.leave(e);
+                    dropped.increment();
+                    e.close();
+                    FAILURES.log(System.Logger.Level.WARNING, "thread", "no thread for a descriptor exchange: " + failed);
+                }
             }
         }
     }
 
-    /** One exchange on the accepted {@code fd}: read the request, answer, close. */
-    private void exchange(int fd) {
+    /** One exchange on {@code e}: read the request whole, answer, close. */
+    private void exchange(DescriptorConnection e) {
         List<Integer> received = new ArrayList<>(1);
         try {
-            if (UnixSocket.setTimeouts(fd, settings.exchangeTimeout().toMillis()) < 0) return;
-            int[] cred = new int[3];
-            if (UnixSocket.peerCredentials(fd, cred) < 0) return;
-            byte[] request = new byte[DescriptorExchange.MESSAGE_BYTES];
-            int have = 0;
-            while (have < request.length) {
-                long n = UnixSocket.receive(fd, request, have, request.length - have, 1, received);
-                if (n == -UnixSocket.EMSGSIZE) {
-                    reply(fd, DescriptorExchange.errorReply(ErrorCode.MALFORMED), new int[0]);
+            switch (e.readRequest(received)) {
+                case DescriptorConnection.Request.Silent s -> {
+                    if (s.timedOut()) dropped.increment();
+                }
+                case DescriptorConnection.Request.Partial p -> {
                     malformed.increment();
-                    return;
+                    reply(e.fd, DescriptorExchange.errorReply(ErrorCode.MALFORMED), new int[0]);
                 }
-                if (n <= 0) {
-                    if (n == -UnixSocket.EAGAIN) dropped.increment();
-                    return; // end of stream or a timeout: nothing to answer
-                }
-                have += (int) n;
+                case DescriptorConnection.Request.Whole w -> answer(e, w.bytes(), received);
             }
-            switch (DescriptorExchange.decodeRequest(request)) {
-                case DescriptorExchange.DecodedRequest.Refused(ErrorCode code) -> {
-                    malformed.increment();
-                    reply(fd, DescriptorExchange.errorReply(code), new int[0]);
-                }
-                case DescriptorExchange.DecodedRequest.Ok(DescriptorExchange.ExchangeRequest r) -> {
-                    if (r.op() == DescriptorExchange.OP_ARENAS) {
-                        arenas(fd, r.ticket().orElseThrow(), cred[1], received);
-                    } else {
-                        region(fd, cred[1], received);
-                    }
-                }
-            }
-        } catch (RuntimeException e) {
-            FAILURES.log(System.Logger.Level.WARNING, "exchange", "a descriptor exchange failed: " + e);
+        } catch (RuntimeException ex) {
+            FAILURES.log(System.Logger.Level.WARNING, "exchange", "a descriptor exchange failed: " + ex);
         } finally {
+            places.leave(e);
             for (int r : received) Posix.close(r);
-            UnixSocket.close(fd);
+            e.close();
+            running.remove(e);
         }
     }
 
-    private void arenas(int fd, DescriptorTicket ticket, int uid, List<Integer> received) {
+    private void answer(DescriptorConnection e, byte[] request, List<Integer> received) {
+        switch (DescriptorExchange.decodeRequest(request)) {
+            case DescriptorExchange.DecodedRequest.Refused(ErrorCode code) -> {
+                malformed.increment();
+                reply(e.fd, DescriptorExchange.errorReply(code), new int[0]);
+            }
+            case DescriptorExchange.DecodedRequest.Ok(DescriptorExchange.ExchangeRequest r) -> {
+                if (r.op() == DescriptorExchange.OP_ARENAS) {
+                    arenas(e.fd, r.ticket().orElseThrow(), e.uid, e.acceptedAtNanos, received);
+                } else {
+                    region(e.fd, e.uid, received);
+                }
+            }
+        }
+    }
+
+    private void arenas(int fd, DescriptorTicket ticket, int uid, long arrivedAtNanos, List<Integer> received) {
         if (!received.isEmpty()) {
             malformed.increment();
             reply(fd, DescriptorExchange.errorReply(ErrorCode.MALFORMED), new int[0]);
@@ -314,7 +370,8 @@ public final class DescriptorServer implements DescriptorHandoff, AutoCloseable 
             reply(fd, DescriptorExchange.errorReply(ErrorCode.TICKET_REFUSED), new int[0]);
             return;
         }
-        switch (table.redeem(ticket, new DescriptorTable.Credentials(user.get()), nanoClock.getAsLong())) {
+        switch (table.redeem(ticket, new DescriptorTable.Credentials(user.get()), arrivedAtNanos,
+                nanoClock.getAsLong())) {
             case DescriptorTable.Redeemed.Refused(DescriptorTable.Refusal reason) -> {
                 refusals.get(reason).increment();
                 LOG.log(System.Logger.Level.DEBUG, () -> "descriptor ticket " + ticket + " refused: " + reason);
@@ -353,7 +410,8 @@ public final class DescriptorServer implements DescriptorHandoff, AutoCloseable 
     }
 
     private void reply(int fd, byte[] message, int[] fds) {
-        long r = UnixSocket.send(fd, message, fds);
+        long r = UnixSocket.setTimeouts(fd, settings.exchangeTimeout().toMillis());
+        if (r == 0) r = UnixSocket.send(fd, message, fds);
         if (r < 0) dropped.increment();
     }
 
@@ -368,11 +426,17 @@ public final class DescriptorServer implements DescriptorHandoff, AutoCloseable 
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
-        exchanges.shutdown();
-        try {
-            exchanges.awaitTermination(2 * settings.exchangeTimeout().toMillis(), TimeUnit.MILLISECONDS);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
+        // Each exchange ends within its read deadline plus one bounded send.
+        long deadline = System.nanoTime() + AdmissionLimits.DESCRIPTOR_READ_DEADLINE.toNanos()
+                + settings.exchangeTimeout().toNanos();
+        for (Thread t : List.copyOf(running.values())) {
+            long left = deadline - System.nanoTime();
+            try {
+                if (left <= 0 || !t.join(Duration.ofNanos(left))) break;
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            }
         }
         UnixSocket.close(listenFd);
         table.clear();

@@ -22,8 +22,11 @@ import java.util.function.IntConsumer;
  * except {@code closer} (a {@code close(2)}). Time comes in as a parameter.
  *
  * <p>Invariants: at most {@code maxOffers} offers and {@code maxRegions} parked regions; an entry
- * is redeemed at most once, and only by a process of the user it was bound to; an
- * expired entry is never redeemed (and is dropped by the next call that looks at the table). A
+ * is redeemed at most once, and only by a process of the user it was bound to; an entry is
+ * redeemed only by a request that arrived before it expired (the arrival time is the caller's:
+ * when the descriptor connection was accepted), so time a request spent being read is not taken
+ * from its ticket; an expired entry is dropped by the first call that looks at the table
+ * {@code lateArrivalNanos} past its expiry (the longest a request is read before it is judged). A
  * presentation with other credentials burns the entry: the rightful client then fails loudly
  * instead of a leaked ticket staying usable.
  */
@@ -59,15 +62,27 @@ final class DescriptorTable {
     private final int maxOffers;
     private final int maxRegions;
     private final long ttlNanos;
+    private final long lateArrivalNanos;
     private final IntConsumer closer;
     /** Guarded by {@code this}; insertion order is expiry order (one TTL for all). */
     private final Map<DescriptorTicket, Entry> offers = new LinkedHashMap<>();
     /** Guarded by {@code this}; insertion order is expiry order. */
     private final Map<DescriptorTicket, Entry> regions = new LinkedHashMap<>();
 
+    /** A table whose requests are judged when they are read ({@code lateArrivalNanos} 0). */
     DescriptorTable(int maxOffers, int maxRegions, long ttlNanos, IntConsumer closer) {
+        this(maxOffers, maxRegions, ttlNanos, 0, closer);
+    }
+
+    /**
+     * @param lateArrivalNanos how long after its expiry an entry is kept for a request that arrived
+     *                         before the expiry and is still being read
+     */
+    DescriptorTable(int maxOffers, int maxRegions, long ttlNanos, long lateArrivalNanos, IntConsumer closer) {
         if (maxOffers < 1 || maxRegions < 1) throw new IllegalArgumentException("table bounds must be >= 1");
         if (ttlNanos <= 0) throw new IllegalArgumentException("ttlNanos must be positive: " + ttlNanos);
+        if (lateArrivalNanos < 0) throw new IllegalArgumentException("lateArrivalNanos must be >= 0: " + lateArrivalNanos);
+        this.lateArrivalNanos = lateArrivalNanos;
         this.maxOffers = maxOffers;
         this.maxRegions = maxRegions;
         this.ttlNanos = ttlNanos;
@@ -101,22 +116,30 @@ final class DescriptorTable {
 
     /** Redeems the arena offer {@code ticket} for a process with {@code presented} credentials. */
     synchronized Redeemed redeem(DescriptorTicket ticket, Credentials presented, long nowNanos) {
-        return take(offers, ticket, Optional.of(presented), nowNanos);
+        return take(offers, ticket, Optional.of(presented), nowNanos, nowNanos);
+    }
+
+    /**
+     * Redeems the arena offer {@code ticket} for a request that arrived at {@code arrivedAtNanos}
+     * (judged then) and is redeemed at {@code nowNanos}.
+     */
+    synchronized Redeemed redeem(DescriptorTicket ticket, Credentials presented, long arrivedAtNanos, long nowNanos) {
+        return take(offers, ticket, Optional.of(presented), arrivedAtNanos, nowNanos);
     }
 
     /** Claims the parked region {@code handle} for a session whose client has {@code presented} credentials. */
     synchronized Redeemed claim(DescriptorTicket handle, Optional<Credentials> presented, long nowNanos) {
-        return take(regions, handle, presented, nowNanos);
+        return take(regions, handle, presented, nowNanos, nowNanos);
     }
 
     private Redeemed take(Map<DescriptorTicket, Entry> table, DescriptorTicket ticket, Optional<Credentials> presented,
-                          long nowNanos) {
+                          long arrivedAtNanos, long nowNanos) {
         Entry e = table.remove(ticket);
         if (e == null) {
             expire(table, nowNanos);
             return new Redeemed.Refused(Refusal.UNKNOWN);
         }
-        if (nowNanos - e.expiresAtNanos() >= 0) {
+        if (arrivedAtNanos - e.expiresAtNanos() >= 0) {
             close(e);
             expire(table, nowNanos);
             return new Redeemed.Refused(Refusal.EXPIRED);
@@ -142,13 +165,20 @@ final class DescriptorTable {
     /** Live arena offers at {@code nowNanos} (expired ones are dropped first). */
     synchronized int offers(long nowNanos) {
         expire(offers, nowNanos);
-        return offers.size();
+        return live(offers, nowNanos);
     }
 
     /** Live parked regions at {@code nowNanos}. */
     synchronized int regions(long nowNanos) {
         expire(regions, nowNanos);
-        return regions.size();
+        return live(regions, nowNanos);
+    }
+
+    /** Entries not expired at {@code nowNanos} (those kept for a late arrival are not counted). */
+    private static int live(Map<DescriptorTicket, Entry> table, long nowNanos) {
+        int n = 0;
+        for (Entry e : table.values()) if (nowNanos - e.expiresAtNanos() < 0) n++;
+        return n;
     }
 
     /** Closes every descriptor held; the table is empty afterwards. */
@@ -163,7 +193,7 @@ final class DescriptorTable {
     private void expire(Map<DescriptorTicket, Entry> table, long nowNanos) {
         for (Iterator<Entry> it = table.values().iterator(); it.hasNext(); ) {
             Entry e = it.next();
-            if (nowNanos - e.expiresAtNanos() < 0) return; // insertion order is expiry order
+            if (nowNanos - e.expiresAtNanos() < lateArrivalNanos) return; // insertion order is expiry order
             it.remove();
             close(e);
         }

@@ -94,12 +94,8 @@ class ChannelServerTest {
     }
 
     private ChannelServer start(int maxConnections, Duration registerTimeout, int maxUnregistered) throws IOException {
-        ProtocolLimits d = ProtocolLimits.DEFAULTS;
-        ProtocolLimits limits = new ProtocolLimits(d.maxFrameBytes(), d.maxGroupsPerQuery(), d.maxPagesPerQuery(),
-                d.maxPagesPerPublish(), d.maxIdsPerSettle(), d.maxPagesPerRestore(), d.maxArenaFiles(),
-                d.maxStatsCounters(), d.maxStringBytes(), maxConnections, d.maxOperationsPerConnection(),
-                d.maxReservationsPerConnection(), d.maxRegionsPerConnection());
-        server = ChannelServer.start(new ChannelServer.Settings(dir.resolve("m.sock"), "0600", limits, 4,
+        server = ChannelServer.start(new ChannelServer.Settings(dir.resolve("m.sock"), "0600",
+                Newcomer.limitsWithMaxConnections(maxConnections), 4,
                 Duration.ofSeconds(10), registerTimeout, maxUnregistered),
                 (sink, peer) -> new OpenResult.Opened(new ScriptedSession(sink)), registry);
         return server;
