@@ -303,12 +303,14 @@ class ChannelServerTest {
             List<RawClient> silent = new java.util.ArrayList<>();
             try {
                 for (int i = 0; i < maxConnections; i++) silent.add(new RawClient(server.socketPath()));
-                // Two hold the unregistered places (a and at most one more engine could still register), the
-                // others wait to be refused; none takes a place a registered session could use.
-                await().atMost(Duration.ofSeconds(10)).until(() -> registry.get("orbitkv.channel.connections.refused")
-                        .tag("reason", "max_unregistered").counter().count() == maxConnections - maxUnregistered);
-                assertThat(server.connections()).isEqualTo(1 + maxUnregistered);
+                // Connected right behind the silent ones (accepted after them, in order), so that it meets
+                // them before any has been silent long enough to be displaced, however slow the checks below.
                 try (RawClient early = new RawClient(server.socketPath())) {
+                    // Two hold the unregistered places (a and at most one more engine could still register),
+                    // the others and early wait to be refused; none takes a place a registered session could use.
+                    await().atMost(Duration.ofSeconds(10)).until(() -> registry.get("orbitkv.channel.connections.refused")
+                            .tag("reason", "max_unregistered").counter().count() == maxConnections - maxUnregistered + 1);
+                    assertThat(server.connections()).isEqualTo(1 + maxUnregistered);
                     long id = early.send(register("early"));
                     assertError(early.next(), id, ErrorCode.BUSY);
                     assertThat(early.next()).isInstanceOf(RawClient.Closed.class);
