@@ -9,7 +9,7 @@ package io.orbitkv.bench.trace;
  * <p>Capacities are in blocks. Implementations are single-threaded and hold at most their
  * capacity in blocks.
  */
-public sealed interface CachePolicy permits LruPolicy, BeladyPolicy, CaffeinePolicy {
+public sealed interface CachePolicy permits LruPolicy, BeladyPolicy, CaffeinePolicy, ChainAwarePolicy {
 
     /** A short name for tables and charts. */
     String name();
