@@ -92,9 +92,7 @@ public final class ChainAwarePolicy implements CachePolicy {
 
     @Override
     public int hitBlocks(TraceRequest r) {
-        int k = 0;
-        while (k < r.blocks() && nodes.containsKey(r.block(k))) k++;
-        return k;
+        return CachePolicy.cachedPrefix(r, nodes::containsKey);
     }
 
     @Override
