@@ -68,9 +68,7 @@ public final class BeladyPolicy implements CachePolicy {
 
     @Override
     public int hitBlocks(TraceRequest r) {
-        int k = 0;
-        while (k < r.blocks() && nextUseOfCached.containsKey(r.block(k))) k++;
-        return k;
+        return CachePolicy.cachedPrefix(r, nextUseOfCached::containsKey);
     }
 
     @Override

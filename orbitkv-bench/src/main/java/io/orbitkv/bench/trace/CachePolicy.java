@@ -9,7 +9,7 @@ package io.orbitkv.bench.trace;
  * <p>Capacities are in blocks. Implementations are single-threaded and hold at most their
  * capacity in blocks.
  */
-public sealed interface CachePolicy permits LruPolicy, BeladyPolicy, CaffeinePolicy {
+public sealed interface CachePolicy permits LruPolicy, BeladyPolicy, CaffeinePolicy, ChainAwarePolicy {
 
     /** A short name for tables and charts. */
     String name();
@@ -25,6 +25,13 @@ public sealed interface CachePolicy permits LruPolicy, BeladyPolicy, CaffeinePol
 
     /** References every block of {@code r} in chain order: cached ones are used, missing ones offered for admission. */
     void access(TraceRequest r);
+
+    /** Blocks of {@code r}'s chain, from the first, for which {@code cached} holds, up to the first for which it does not. */
+    static int cachedPrefix(TraceRequest r, java.util.function.LongPredicate cached) {
+        int k = 0;
+        while (k < r.blocks() && cached.test(r.block(k))) k++;
+        return k;
+    }
 
     /** Fails on a capacity below one block. */
     static int requireCapacity(int capacityBlocks) {

@@ -53,9 +53,7 @@ public final class CaffeinePolicy implements CachePolicy {
 
     @Override
     public int hitBlocks(TraceRequest r) {
-        int k = 0;
-        while (k < r.blocks() && blocks.policy().getIfPresentQuietly(r.block(k)) != null) k++;
-        return k;
+        return CachePolicy.cachedPrefix(r, id -> blocks.policy().getIfPresentQuietly(id) != null);
     }
 
     @Override

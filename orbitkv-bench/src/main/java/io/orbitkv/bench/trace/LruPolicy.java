@@ -77,9 +77,7 @@ public final class LruPolicy implements CachePolicy {
 
     @Override
     public int hitBlocks(TraceRequest r) {
-        int k = 0;
-        while (k < r.blocks() && blocks.containsKey(r.block(k))) k++;
-        return k;
+        return CachePolicy.cachedPrefix(r, blocks::containsKey);
     }
 
     @Override

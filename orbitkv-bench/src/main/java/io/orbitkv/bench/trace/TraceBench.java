@@ -27,8 +27,8 @@ import java.util.Map;
 
 /**
  * {@code bin/bench-trace}: replays a Mooncake-format trace against real Manager processes at
- * several capacities (percent of the trace's distinct blocks), next to offline LRU and Belady
- * simulations at the same capacities, and writes a Markdown table, a CSV, a chart (PNG) and a
+ * several capacities (percent of the trace's distinct blocks), next to offline LRU, Belady and
+ * chain-aware ({@link ChainAwarePolicy}) simulations at the same capacities, and writes a Markdown table, a CSV, a chart (PNG) and a
  * loss analysis to the results directory; the table also goes to standard output.
  *
  * <pre>
@@ -79,7 +79,7 @@ public final class TraceBench {
     /** A run's Manager result with the simulations at its total capacity. */
     record Row(RunSpec spec, TraceReplay.Result replay, long measuredDramPages, long measuredSsdPages, String ssdWritesNotMade,
                PrefixSimulator.Result lru, PrefixSimulator.Result belady, PrefixSimulator.Result caffeine,
-               PrefixSimulator.Result oracleLru) {
+               PrefixSimulator.Result oracleLru, PrefixSimulator.Result chainAware) {
         /** Compared in whole tokens (the three served the same prompts), so equal hits are not lost to rounding. */
         boolean targetMet() {
             return replay != null && replay.hitTokens() * 100 >= 95 * belady.hitTokens()
@@ -162,7 +162,8 @@ public final class TraceBench {
                     PrefixSimulator.run(trace, new LruPolicy(cap), blockTokens),
                     PrefixSimulator.run(trace, new BeladyPolicy(cap, trace), blockTokens),
                     PrefixSimulator.run(trace, new CaffeinePolicy(cap), blockTokens),
-                    PrefixSimulator.run(trace, LruPolicy.withOracleAdmission(cap, trace), blockTokens)};
+                    PrefixSimulator.run(trace, LruPolicy.withOracleAdmission(cap, trace), blockTokens),
+                    PrefixSimulator.run(trace, new ChainAwarePolicy(cap), blockTokens)};
             });
         }
 
@@ -173,7 +174,7 @@ public final class TraceBench {
         for (RunSpec spec : specs) {
             PrefixSimulator.Result[] s = sims.get(spec.totalBlocks());
             if (simulateOnly) {
-                rows.add(new Row(spec, null, 0, 0, "", s[0], s[1], s[2], s[3]));
+                rows.add(new Row(spec, null, 0, 0, "", s[0], s[1], s[2], s[3], s[4]));
                 continue;
             }
             Row row = replay(spec, trace, s, blockBytes, blockTokens, speedup, concurrency, stagingBytes, dir, shm,
@@ -249,7 +250,7 @@ public final class TraceBench {
                 + fmt(r.ssdHitRatio(), 4) + "), LRU " + fmt(s[0].hitRatio(), 4) + ", Belady " + fmt(s[1].hitRatio(), 4)
                 + "; Manager held " + dramPages + " DRAM pages, " + ssdPages + " SSD extents; " + r.wrongBytes()
                 + " wrong bytes; " + fmt(r.achievedRate(), 1) + " req/s in " + fmt(r.wallNanos() / 1e9, 1) + " s");
-        return new Row(spec, r, dramPages, ssdPages, ssdNotWritten, s[0], s[1], s[2], s[3]);
+        return new Row(spec, r, dramPages, ssdPages, ssdNotWritten, s[0], s[1], s[2], s[3], s[4]);
     }
 
     /** The sum over every series of the Prometheus counter {@code name} in a /metrics text. */
@@ -305,8 +306,8 @@ public final class TraceBench {
         b.append("Prefix-hit ratio = hit tokens / prompt tokens (a request's hit is the longest prefix of its blocks all "
                 + "cached; the last block counts its real tokens). Target: OrbitKV ≥ 0.95 × Belady and ≥ LRU.\n\n");
         b.append("| run | blocks | Manager pages held (DRAM / SSD) | OrbitKV | DRAM | SSD | LRU | Belady | OrbitKV / Belady "
-                + "| OrbitKV / LRU | target | Caffeine offline | LRU + oracle admission |\n");
-        b.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |\n");
+                + "| OrbitKV / LRU | target | Caffeine offline | LRU + oracle admission | chain-aware | chain-aware / Belady |\n");
+        b.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n");
         for (Row r : rows) {
             TraceReplay.Result x = r.replay();
             b.append("| ").append(r.spec().label()).append(" | ").append(r.spec().totalBlocks()).append(" | ")
@@ -319,7 +320,8 @@ public final class TraceBench {
                     .append(x == null ? "—" : fmt(x.hitRatio() / r.lru().hitRatio(), 3)).append(" | ")
                     .append(x == null ? "—" : r.targetMet() ? "met" : "missed").append(" | ")
                     .append(fmt(r.caffeine().hitRatio(), 4)).append(" | ").append(fmt(r.oracleLru().hitRatio(), 4))
-                    .append(" |\n");
+                    .append(" | ").append(fmt(r.chainAware().hitRatio(), 4)).append(" | ")
+                    .append(fmt(r.chainAware().hitRatio() / r.belady().hitRatio(), 3)).append(" |\n");
         }
         if (!simOnly) {
             b.append("\n| run | restored | published | QUERY p50 / p99 | RESTORE p50 / p99 | offered / achieved req/s "
@@ -347,7 +349,7 @@ public final class TraceBench {
         List<String> lines = new ArrayList<>();
         lines.add("run,dram_percent,ssd_percent,blocks,manager_dram_pages,manager_ssd_pages,orbitkv,orbitkv_dram,orbitkv_ssd,"
                 + "lru,belady,caffeine_offline,lru_oracle_admission,restored_bytes,published_bytes,query_p50_us,query_p99_us,"
-                + "restore_p50_us,restore_p99_us,offered_rps,achieved_rps,wrong_bytes");
+                + "restore_p50_us,restore_p99_us,offered_rps,achieved_rps,wrong_bytes,chain_aware");
         for (Row r : rows) {
             TraceReplay.Result x = r.replay();
             List<String> f = new ArrayList<>(List.of(r.spec().label(), trim(r.spec().dramPercent()),
@@ -370,6 +372,7 @@ public final class TraceBench {
                         Double.isInfinite(x.offeredRate()) ? "" : fmt(x.offeredRate(), 2), fmt(x.achievedRate(), 2),
                         String.valueOf(x.wrongBytes())));
             }
+            f.add(fmt(r.chainAware().hitRatio(), 5));
             lines.add(String.join(",", f.stream().map(v -> v.contains(",") ? "\"" + v + "\"" : v).toList()));
         }
         return lines;
@@ -388,6 +391,7 @@ public final class TraceBench {
         chart.addSeries("LRU (offline)", x, sims.stream().mapToDouble(r -> r.lru().hitRatio()).toArray());
         chart.addSeries("Caffeine W-TinyLFU (offline)", x,
                 sims.stream().mapToDouble(r -> r.caffeine().hitRatio()).toArray());
+        chart.addSeries("Chain-aware (offline)", x, sims.stream().mapToDouble(r -> r.chainAware().hitRatio()).toArray());
         if (!simOnly) {
             for (DramEviction e : dramOnly.stream().map(r -> r.spec().eviction()).distinct().toList()) {
                 List<Row> mine = dramOnly.stream().filter(r -> r.spec().eviction() == e).toList();
