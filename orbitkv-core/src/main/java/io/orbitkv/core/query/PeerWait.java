@@ -10,7 +10,8 @@ import java.util.concurrent.TimeUnit;
 /**
  * The peer wait of one QUERY revision (first-query peer hits, docs/manager-core.md): the catalog
  * lookup of the pages no local tier holds, the timer at the wait bound, and the peer fetches given
- * up at that bound that have not landed yet.
+ * up at that bound that have not landed yet. The bound holds for every peer fetch of a QUERY that
+ * may wait, whether the lookup of this QUERY or an earlier one's named the peer.
  *
  * <p>Thread model: confined to the session lock, like its {@link QueryOperation}; the catalog's
  * answer and the timer hop to {@link QueryServices#callbacks()} and take the lock before they call
@@ -20,14 +21,16 @@ import java.util.concurrent.TimeUnit;
  * DISCOVERING (the lookup is in flight, nothing is held for it) → WAITING (the lookup answered;
  * peer fetches may be in flight) → EXPIRED (the bound passed first: plans use local tiers only)
  * or ENDED (settled or stopped before the bound). DISCOVERING may also go straight to EXPIRED or
- * ENDED. Each wait that started is counted exactly once, when it leaves DISCOVERING or WAITING.
+ * ENDED; NONE goes straight to WAITING when a plan fetches pages the catalog's cache already named. Each wait that started is counted exactly once, when it leaves DISCOVERING or WAITING.
  *
  * <p>Invariant: {@code abandonedInFlight} counts the {@link PageSlot.State#ABANDONED} pages of the
  * operation; the operation drains only when it is zero.
  *
  * <p>Design note: one catalog lookup of up to {@value #MAX_DISCOVERED_KEYS} keys per QUERY, not one
  * per page, and the wait holds nothing while it asks: a 4,096-page prefix that only peers hold is
- * found in one round trip, and a CANCEL during the lookup drains at once.
+ * found in one round trip, and a CANCEL during the lookup drains at once. The timer is armed for
+ * cached candidates too: a frozen peer otherwise held such a QUERY until the transport's own 10 s
+ * fetch deadline, whatever its 2 s or 5 s bound said.
  */
 final class PeerWait {
 
@@ -44,6 +47,8 @@ final class PeerWait {
     private final SessionCallback session;
     private final Request.Query query;
     private final SessionScope scope;
+    /** When the QUERY arrived: the bound counts from here. */
+    private final long arrivedNanos;
     private final Runnable onDiscovered;
     private final Runnable onExpired;
     private State state = State.NONE;
@@ -55,11 +60,12 @@ final class PeerWait {
      * @param onExpired    called under the session lock when the wait bound passed
      */
     PeerWait(QueryServices services, SessionCallback session, Request.Query query, SessionScope scope,
-             Runnable onDiscovered, Runnable onExpired) {
+             long arrivedNanos, Runnable onDiscovered, Runnable onExpired) {
         this.services = services;
         this.session = session;
         this.query = query;
         this.scope = scope;
+        this.arrivedNanos = arrivedNanos;
         this.onDiscovered = onDiscovered;
         this.onExpired = onExpired;
     }
@@ -72,8 +78,7 @@ final class PeerWait {
      * background so that the next QUERY finds every peer page, not one more page per QUERY.
      */
     boolean start(QueryPlan plan) {
-        long waitNanos = Math.min(TimeUnit.MILLISECONDS.toNanos(query.peerWaitMillis()),
-                services.bounds().peerWaitMaxNanos());
+        long waitNanos = waitNanos();
         RemotePages remote = services.planner().remote();
         if (!remote.discoverable()) return false;
         List<StateKey> missing = services.planner().missingLocally(query, scope, plan, MAX_DISCOVERED_KEYS);
@@ -84,11 +89,7 @@ final class PeerWait {
         }
         if (plan instanceof QueryPlan.Hit h) h.releaseAll();
         transition(State.DISCOVERING);
-        cancelTimer = services.timer().schedule(() -> {
-            synchronized (session.lock()) {
-                onExpired.run();
-            }
-        }, waitNanos);
+        armTimer(waitNanos);
         remote.discover(missing, scope).whenCompleteAsync((ignored, failure) -> {
             if (failure != null) {
                 UnexpectedErrors.record(UnexpectedErrors.Layer.QUERY, "PeerWait.discover", "a plan from what is known",
@@ -99,6 +100,41 @@ final class PeerWait {
             }
         }, services.callbacks());
         return true;
+    }
+
+    /**
+     * The operation adopted a plan whose peer pages (of {@code spans}) the catalog's cache already
+     * named, so no lookup ran: when the QUERY may wait and the wait is still NONE, moves to WAITING
+     * and arms the timer at the bound counted from the QUERY's arrival, so that those fetches are
+     * abandoned there as after a lookup (no change otherwise).
+     */
+    void fetching(List<QueryPlan.SlotSpan> spans) {
+        long waitNanos = waitNanos();
+        if (state != State.NONE || waitNanos <= 0 || !anyPeerPageToLand(spans)) return;
+        transition(State.WAITING);
+        armTimer(Math.max(0, arrivedNanos + waitNanos - services.clock().getAsLong()));
+    }
+
+    private static boolean anyPeerPageToLand(List<QueryPlan.SlotSpan> spans) {
+        for (QueryPlan.SlotSpan s : spans) {
+            for (PageSlot p : s.pages()) {
+                if (p.remote && (p.state == PageSlot.State.QUEUED || p.state == PageSlot.State.STAGING)) return true;
+            }
+        }
+        return false;
+    }
+
+    /** The QUERY's peer wait bound: {@code peer_wait_millis} capped by the Manager's maximum. */
+    private long waitNanos() {
+        return Math.min(TimeUnit.MILLISECONDS.toNanos(query.peerWaitMillis()), services.bounds().peerWaitMaxNanos());
+    }
+
+    private void armTimer(long delayNanos) {
+        cancelTimer = services.timer().schedule(() -> {
+            synchronized (session.lock()) {
+                onExpired.run();
+            }
+        }, delayNanos);
     }
 
     /** The catalog answered: true (now WAITING) if the wait was still DISCOVERING, false if it had moved on. */
@@ -191,7 +227,7 @@ final class PeerWait {
 
     private void transition(State next) {
         boolean legal = switch (state) {
-            case NONE -> next == State.DISCOVERING;
+            case NONE -> next == State.DISCOVERING || next == State.WAITING;
             case DISCOVERING -> next == State.WAITING || next == State.EXPIRED || next == State.ENDED;
             case WAITING -> next == State.EXPIRED || next == State.ENDED;
             case EXPIRED, ENDED -> false;

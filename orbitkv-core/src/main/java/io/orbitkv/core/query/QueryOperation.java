@@ -100,7 +100,7 @@ public final class QueryOperation {
         this.query = Objects.requireNonNull(query, "query");
         this.scope = Objects.requireNonNull(scope, "scope");
         this.arrivedNanos = services.clock().getAsLong();
-        this.peerWait = new PeerWait(services, session, query, scope, this::onDiscovered, this::onWaitExpired);
+        this.peerWait = new PeerWait(services, session, query, scope, arrivedNanos, this::onDiscovered, this::onWaitExpired);
         this.pump = new StagingPump(services, session, scope, this::onStaged);
         this.restorer = new Restorer(services, session, query.operationId(), query.revision(), this::drainCheck);
     }
@@ -223,7 +223,8 @@ public final class QueryOperation {
                 }
                 leaseTickets = h.pageCount();
                 selected = h;
-                if (!pump.start(h.spans())) finishHit();
+                if (pump.start(h.spans())) peerWait.fetching(h.spans());
+                else finishHit();
                 return Optional.empty();
             }
         }

@@ -197,6 +197,59 @@ class QueryOperationTest {
     }
 
     @Test
+    void peerFetchesFromCachedCandidatesEndAtTheBoundToo() {
+        kit.publish(scope, 9, 0, 0, 1);
+        long pageBytes = QueryKit.stagingBytesOfOnePage();
+        peers.know(key(9, 2), pageBytes); // an earlier QUERY's lookup named the peer: no lookup now
+        peers.know(key(9, 3), pageBytes);
+        QueryOperation op = operation(1, 9, 4, 50, QueryKit.BOUNDS);
+        kit.start(op);
+        assertThat(kit.result(op).status()).isEqualTo(QueryStatus.PENDING);
+        assertThat(peers.discovered).as("the candidates were known").isEmpty();
+        assertThat(peers.fetches).as("both pages fetched at once").hasSize(2);
+
+        kit.clock.advance(WAIT_NANOS - 1);
+        assertThat(op.state()).as("1 ns before the bound").isEqualTo(QueryOperation.State.PENDING);
+        kit.clock.advance(1);
+        assertThat(op.state()).as("the frozen peer does not hold it past the bound").isEqualTo(QueryOperation.State.FINAL);
+        assertThat(kit.session.events(1)).containsExactly(CompletionEvent.QUERY_SETTLED);
+        assertThat(kit.result(op).boundaryTokens()).as("what local tiers hold").isEqualTo(2 * QueryKit.PAGE_TOKENS);
+        assertThat(kit.leases.used()).isEqualTo(2);
+        assertThat(kit.stagingBytes.used()).as("abandoned fetches hold their bytes until they land").isEqualTo(2 * pageBytes);
+        assertThat(kit.metrics.peerWaits).containsExactly(java.util.Map.entry(QueryMetrics.PeerWaitOutcome.EXPIRED, 1));
+
+        for (QueryKit.Peers.Fetch f : peers.fetches) f.miss(); // the transport's own deadline, later
+        kit.runCallbacks();
+        assertThat(op.state()).isEqualTo(QueryOperation.State.FINAL);
+        assertThat(kit.stagingBytes.used()).isZero();
+        assertThat(kit.stop(op, true).drained()).isTrue();
+        assertThat(kit.metrics.settled).hasSize(1);
+        kit.assertNothingHeld();
+    }
+
+    @Test
+    void peerFetchesFromCachedCandidatesThatLandBeforeTheBoundCountTheWaitSettled() {
+        kit.publish(scope, 10, 0, 0, 1);
+        long pageBytes = QueryKit.stagingBytesOfOnePage();
+        peers.know(key(10, 2), pageBytes);
+        QueryOperation op = operation(1, 10, 3, 50, QueryKit.BOUNDS);
+        kit.start(op);
+        assertThat(peers.fetches).hasSize(1);
+        kit.publish(scope, key(10, 2));
+        Lease staged = (Lease) kit.store.acquire(key(10, 2));
+        peers.fetches.getFirst().result().complete(new StageResult.Staged(staged, StageResult.Source.PEER_READ));
+        kit.runCallbacks();
+
+        assertThat(op.state()).isEqualTo(QueryOperation.State.FINAL);
+        assertThat(kit.result(op).boundaryTokens()).isEqualTo(3 * QueryKit.PAGE_TOKENS);
+        assertThat(kit.metrics.peerWaits).containsExactly(java.util.Map.entry(QueryMetrics.PeerWaitOutcome.SETTLED, 1));
+        kit.clock.advance(WAIT_NANOS); // the timer was stopped: nothing changes
+        assertThat(kit.metrics.peerWaits).containsExactly(java.util.Map.entry(QueryMetrics.PeerWaitOutcome.SETTLED, 1));
+        assertThat(kit.stop(op, true).drained()).isTrue();
+        kit.assertNothingHeld();
+    }
+
+    @Test
     void cancelDropsQueuedStagingsAtOnceAndDrainsTheSubmittedOnes() {
         long pageBytes = QueryKit.stagingBytesOfOnePage();
         for (long p = 0; p < 5; p++) peers.know(key(5, p), pageBytes);

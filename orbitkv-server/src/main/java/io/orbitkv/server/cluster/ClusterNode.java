@@ -11,7 +11,6 @@ import io.orbitkv.core.catalog.ShardState;
 import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.server.config.ClusterConfig;
-import io.orbitkv.server.membership.EpochFile;
 import io.orbitkv.server.membership.EtcdMembership;
 import java.io.IOException;
 import java.nio.file.Path;
@@ -105,7 +104,8 @@ public final class ClusterNode implements AutoCloseable {
     public static ClusterNode start(ClusterConfig config, Path stateDir, TieredStore store, MeterRegistry registry,
                                     LongFunction<List<BindableService>> extraServicesFor) throws IOException {
         ClusterSecurity security = ClusterSecurity.load(config);
-        long incarnation = EpochFile.next(stateDir);
+        long incarnation = EtcdMembership.startIncarnation(config.etcdEndpoints(), config.clusterId(), config.nodeId(),
+                stateDir, Duration.ofSeconds(2));
         List<BindableService> extraServices = extraServicesFor.apply(incarnation);
         ShardState shard = new ShardState(config.nodeId(), incarnation,
                 new ShardState.Budgets(SHARD_SOURCES, SHARD_KEYS_PER_SOURCE), registry);

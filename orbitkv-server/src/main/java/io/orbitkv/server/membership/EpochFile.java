@@ -17,7 +17,9 @@ import java.nio.file.StandardOpenOption;
  * <p>Called once per start by the lifecycle thread, under the store lock (so two processes never
  * race on it). Invariant: the returned incarnation is greater than any earlier one of this state
  * directory, even across crashes: the new value is written to a temporary file, fsynced, and
- * renamed over the old one before it is used.
+ * renamed over the old one before it is used. A wiped directory starts again at 1, so a cluster
+ * member takes its epoch through {@link EtcdMembership#startIncarnation}, which raises it above the
+ * incarnation etcd holds for the node ({@link #nextAbove}).
  *
  * <p>Design note: a persistent counter rather than a timestamp, because clocks step backwards
  * (NTP, VM migration) and a repeated incarnation would let a stale stream be accepted as current.
@@ -32,7 +34,19 @@ public final class EpochFile {
 
     /** Reads the previous epoch (0 if none), stores previous + 1 durably, and returns it. */
     public static long next(Path stateDir) throws IOException {
-        Files.createDirectories(stateDir);
+        return store(stateDir, previous(stateDir) + 1);
+    }
+
+    /**
+     * Stores {@code max(previous, floor) + 1} durably and returns it: the next epoch above one
+     * known elsewhere too (the incarnation etcd holds for this node when the directory was wiped).
+     */
+    static long nextAbove(Path stateDir, long floor) throws IOException {
+        return store(stateDir, Math.max(previous(stateDir), floor) + 1);
+    }
+
+    /** The epoch stored now; 0 if there is none. */
+    static long previous(Path stateDir) throws IOException {
         Path file = stateDir.resolve(NAME);
         long previous = 0;
         if (Files.exists(file)) {
@@ -44,7 +58,12 @@ public final class EpochFile {
             }
             if (previous < 0) throw new IOException(file + " holds a negative epoch");
         }
-        long next = previous + 1;
+        return previous;
+    }
+
+    private static long store(Path stateDir, long next) throws IOException {
+        Files.createDirectories(stateDir);
+        Path file = stateDir.resolve(NAME);
         Path tmp = stateDir.resolve(NAME + ".tmp");
         try (FileChannel ch = FileChannel.open(tmp, StandardOpenOption.CREATE, StandardOpenOption.WRITE,
                 StandardOpenOption.TRUNCATE_EXISTING)) {

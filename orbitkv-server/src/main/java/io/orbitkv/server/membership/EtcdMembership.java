@@ -26,7 +26,9 @@ import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.MembershipView;
 import io.orbitkv.core.log.RateLimitedLog;
 import io.orbitkv.core.log.UnexpectedErrors;
+import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.List;
@@ -170,6 +172,55 @@ public final class EtcdMembership implements AutoCloseable {
         return m;
     }
 
+    /**
+     * This start's incarnation: the next epoch of {@code stateDir} ({@link EpochFile}), raised
+     * above the incarnation etcd holds for {@code nodeId} (read once, within {@code rpcTimeout})
+     * when the directory's is not above it, i.e. the directory was wiped or replaced; that is
+     * logged at WARNING. Rejoining so is safe only while no process of this node is registered:
+     * etcd's key is the highest incarnation this node ever registered, so the new one repeats
+     * none, and catalog entries of older ones are ignored (only the view's incarnations count).
+     * While this node's member key is live (another process of it runs, or a crashed one's lease
+     * has not expired yet: at most the lease TTL) a raised incarnation would supersede that
+     * process, so the directory's epoch is kept and the registration is refused as stale (logged
+     * then, the view stays invalid), as it is when etcd cannot be reached at start.
+     */
+    public static long startIncarnation(List<String> endpoints, String clusterId, String nodeId, Path stateDir,
+                                        Duration rpcTimeout) throws IOException {
+        Stored stored = stored(endpoints, clusterId, nodeId, rpcTimeout);
+        long previous = EpochFile.previous(stateDir);
+        if (stored.incarnation() <= previous || stored.live()) return EpochFile.next(stateDir);
+        long next = EpochFile.nextAbove(stateDir, stored.incarnation());
+        System.getLogger(EtcdMembership.class.getName()).log(System.Logger.Level.WARNING, "etcd holds incarnation "
+                + stored.incarnation() + " for node " + nodeId + " of cluster " + clusterId + " but "
+                + stateDir.resolve(EpochFile.NAME) + (previous == 0 ? " is missing" : " holds " + previous)
+                + " (the state directory was wiped or replaced): rejoining as incarnation " + next);
+        return next;
+    }
+
+    /** What etcd holds for a node at start: its highest incarnation (0 if none) and whether its member key is live. */
+    private record Stored(long incarnation, boolean live) {
+        static final Stored UNKNOWN = new Stored(0, false);
+    }
+
+    /** Reads {@link Stored} in one transaction; {@link Stored#UNKNOWN} if etcd did not answer in time. */
+    private static Stored stored(List<String> endpoints, String clusterId, String nodeId, Duration rpcTimeout) {
+        try (Client client = Client.builder().endpoints(endpoints.toArray(String[]::new)).connectTimeout(rpcTimeout).build()) {
+            ByteSequence incKey = bytes(MembershipRecord.incarnationKey(clusterId, nodeId));
+            ByteSequence memberKey = bytes(MembershipRecord.memberKey(clusterId, nodeId));
+            TxnResponse read = client.getKVClient().txn()
+                    .Then(Op.get(incKey, GetOption.DEFAULT), Op.get(memberKey, GetOption.DEFAULT))
+                    .commit().get(rpcTimeout.toMillis(), TimeUnit.MILLISECONDS);
+            List<KeyValue> inc = read.getGetResponses().get(0).getKvs();
+            boolean live = !read.getGetResponses().get(1).getKvs().isEmpty();
+            return new Stored(inc.isEmpty() ? 0 : Long.parseLong(inc.getFirst().getValue().toString(StandardCharsets.UTF_8).strip()), live);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return Stored.UNKNOWN;
+        } catch (ExecutionException | TimeoutException | EtcdException | StatusRuntimeException e) {
+            return Stored.UNKNOWN; // etcd not reached: the registration's transaction still refuses a lower incarnation
+        }
+    }
+
     /** The current view (a volatile read; never touches etcd). */
     public MembershipView view() {
         return view.get();
@@ -234,6 +285,10 @@ public final class EtcdMembership implements AutoCloseable {
         if (txn.isSucceeded()) {
             staleRefused.increment();
             superseded = true;
+            System.getLogger(EtcdMembership.class.getName()).log(System.Logger.Level.WARNING, "etcd holds a higher"
+                    + " incarnation of node " + self.nodeId() + " than this process's " + self.incarnation()
+                    + ": registration refused, this process stays out of the cluster (a newer process of this node"
+                    + " runs, or etcd was unreachable at start after the state directory was wiped: restart to rejoin)");
             client.getLeaseClient().revoke(lease);
             return;
         }

@@ -63,6 +63,50 @@ class EtcdMembershipTest {
     }
 
     @Test
+    void aNodeRestartedWithAWipedStateDirectoryRejoinsAboveTheStoredIncarnationAndSaysWhy() throws Exception {
+        EtcdServer etcd = EtcdServer.start(dir);
+        open.add(etcd);
+        Path state = dir.resolve("ssd-a");
+        List<String> endpoints = List.of(etcd.endpoint());
+        long first = EtcdMembership.startIncarnation(endpoints, "test", "a", state, Duration.ofMillis(500));
+        EtcdMembership before = join(etcd, "a", first);
+        Awaitility.await().atMost(Duration.ofSeconds(15)).until(() -> before.view().valid());
+        before.close();
+        first = EtcdMembership.startIncarnation(endpoints, "test", "a", state, Duration.ofMillis(500));
+        EtcdMembership second = join(etcd, "a", first);
+        Awaitility.await().atMost(Duration.ofSeconds(15)).until(() -> second.view().valid());
+        second.close();
+        assertThat(first).isEqualTo(2);
+
+        try (var wiped = java.nio.file.Files.walk(state)) { // the SSD directory wiped: its epoch file is gone
+            for (Path p : wiped.sorted(java.util.Comparator.reverseOrder()).toList()) java.nio.file.Files.delete(p);
+        }
+        java.util.logging.Logger log = java.util.logging.Logger.getLogger(EtcdMembership.class.getName());
+        List<java.util.logging.LogRecord> records = new java.util.concurrent.CopyOnWriteArrayList<>();
+        java.util.logging.Handler capture = new java.util.logging.Handler() {
+            @Override public void publish(java.util.logging.LogRecord r) { records.add(r); }
+            @Override public void flush() { }
+            @Override public void close() { }
+        };
+        log.addHandler(capture);
+        try {
+            long restarted = EtcdMembership.startIncarnation(endpoints, "test", "a", state, Duration.ofMillis(500));
+            assertThat(restarted).as("above the incarnation etcd holds").isEqualTo(3);
+            EtcdMembership after = join(etcd, "a", restarted);
+            Awaitility.await().atMost(Duration.ofSeconds(15)).untilAsserted(() -> assertThat(after.view().valid())
+                    .as(after.view().toString()).isTrue());
+            assertThat(ids(after.view())).containsExactly("a#3");
+            assertThat(EpochFile.previous(state)).as("stored durably").isEqualTo(3);
+        } finally {
+            log.removeHandler(capture);
+        }
+        assertThat(records).anySatisfy(r -> {
+            assertThat(r.getLevel()).isEqualTo(java.util.logging.Level.WARNING);
+            assertThat(r.getMessage()).contains("etcd holds incarnation 2", "node a", "rejoining as incarnation 3");
+        });
+    }
+
+    @Test
     void aStaleIncarnationIsRefusedAndTheOldProcessLearnsItIsSuperseded() throws Exception {
         EtcdServer etcd = EtcdServer.start(dir);
         open.add(etcd);
