@@ -8,6 +8,7 @@ import java.net.Socket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
@@ -34,12 +35,16 @@ public final class EtcdServer implements AutoCloseable {
     private static final Duration START_TIMEOUT = Duration.ofSeconds(30);
 
     private final Path dir;
+    private final String host;
+    private final List<String> prefix;
     private final int clientPort;
     private final int peerPort;
     private Process process;
 
-    private EtcdServer(Path dir, int clientPort, int peerPort) {
+    private EtcdServer(Path dir, String host, List<String> prefix, int clientPort, int peerPort) {
         this.dir = dir;
+        this.host = host;
+        this.prefix = List.copyOf(prefix);
         this.clientPort = clientPort;
         this.peerPort = peerPort;
     }
@@ -56,8 +61,16 @@ public final class EtcdServer implements AutoCloseable {
 
     /** Starts etcd with its data and log under {@code dir}; see the class comment. */
     public static EtcdServer start(Path dir) throws IOException {
+        return start(dir, "127.0.0.1", List.of());
+    }
+
+    /**
+     * As {@link #start(Path)}, listening on {@code host} (an address of the network namespace it
+     * runs in) and started under {@code prefix} (e.g. {@code ip netns exec NAME}; may be empty).
+     */
+    public static EtcdServer start(Path dir, String host, List<String> prefix) throws IOException {
         requireInstalled();
-        EtcdServer etcd = new EtcdServer(Files.createDirectories(dir), freePort(), freePort());
+        EtcdServer etcd = new EtcdServer(Files.createDirectories(dir), host, prefix, freePort(), freePort());
         etcd.restart();
         return etcd;
     }
@@ -66,16 +79,17 @@ public final class EtcdServer implements AutoCloseable {
     public void restart() throws IOException {
         if (process != null && process.isAlive()) throw new IllegalStateException("etcd is running");
         String client = endpoint();
-        String peer = "http://127.0.0.1:" + peerPort;
+        String peer = "http://" + host + ":" + peerPort;
         Path log = dir.resolve("etcd.log");
-        process = new ProcessBuilder(List.of(BINARY.toString(), "--name", "t", "--data-dir", dir.resolve("etcd-data").toString(),
+        List<String> command = new ArrayList<>(prefix);
+        command.addAll(List.of(BINARY.toString(), "--name", "t", "--data-dir", dir.resolve("etcd-data").toString(),
                 "--listen-client-urls", client, "--advertise-client-urls", client,
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                "--initial-cluster", "t=" + peer, "--log-level", "warn"))
-                .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile())).start();
+                "--initial-cluster", "t=" + peer, "--log-level", "warn"));
+        process = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile())).start();
         long deadline = System.nanoTime() + START_TIMEOUT.toNanos();
         try {
-            while (!accepts(clientPort)) {
+            while (!accepts(host, clientPort)) {
                 if (!process.isAlive()) throw new IOException("etcd exited " + process.exitValue() + "; see " + log);
                 if (System.nanoTime() > deadline) {
                     process.destroyForcibly().waitFor();
@@ -92,7 +106,7 @@ public final class EtcdServer implements AutoCloseable {
 
     /** The client URL, e.g. {@code http://127.0.0.1:41234}. */
     public String endpoint() {
-        return "http://127.0.0.1:" + clientPort;
+        return "http://" + host + ":" + clientPort;
     }
 
     /** Stops the server with SIGKILL (an outage, not a graceful leave) and waits for it to exit. */
@@ -113,9 +127,9 @@ public final class EtcdServer implements AutoCloseable {
         }
     }
 
-    private static boolean accepts(int port) {
+    private static boolean accepts(String host, int port) {
         try (Socket s = new Socket()) {
-            s.connect(new InetSocketAddress(InetAddress.getLoopbackAddress(), port), 200);
+            s.connect(new InetSocketAddress(host, port), 200);
             return true;
         } catch (IOException e) {
             return false;

@@ -38,7 +38,7 @@ import java.util.regex.Pattern;
  */
 public final class ManagerProcess implements AutoCloseable {
 
-    private static final Pattern HTTP = Pattern.compile("http=127\\.0\\.0\\.1:(\\d+)");
+    private static final Pattern HTTP = Pattern.compile("http=(\\S+):(\\d+)");
     private static final Pattern CLUSTER = Pattern.compile("cluster=(\\S+) node=(\\S+) incarnation=(\\d+)");
     private static final HttpClient HTTP_CLIENT = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
     /** JVM options unless {@link Launch#jvm} sets others: a small heap and a quick start (C1 only, serial GC). */
@@ -48,6 +48,7 @@ public final class ManagerProcess implements AutoCloseable {
     private final Process process;
     private final Path stderr;
     private final String readyLine;
+    private final String httpHost;
     private final int httpPort;
     private final String clusterEndpoint;
     private final long incarnation;
@@ -58,7 +59,9 @@ public final class ManagerProcess implements AutoCloseable {
         this.stderr = stderr;
         this.readyLine = readyLine;
         Matcher http = HTTP.matcher(readyLine);
-        this.httpPort = http.find() ? Integer.parseInt(http.group(1)) : -1;
+        boolean served = http.find();
+        this.httpHost = served ? http.group(1) : "";
+        this.httpPort = served ? Integer.parseInt(http.group(2)) : -1;
         Matcher cluster = CLUSTER.matcher(readyLine);
         boolean clustered = cluster.find();
         this.clusterEndpoint = clustered ? cluster.group(1) : "";
@@ -269,7 +272,7 @@ public final class ManagerProcess implements AutoCloseable {
     public String get(String path) {
         if (httpPort < 0) throw new IllegalStateException("the Manager's ready line named no HTTP port: " + readyLine);
         try {
-            HttpResponse<String> r = HTTP_CLIENT.send(HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + httpPort + path))
+            HttpResponse<String> r = HTTP_CLIENT.send(HttpRequest.newBuilder(URI.create("http://" + httpHost + ":" + httpPort + path))
                     .timeout(Duration.ofSeconds(10)).build(), HttpResponse.BodyHandlers.ofString());
             if (r.statusCode() != 200) throw new IllegalStateException(path + " answered " + r.statusCode() + ": " + r.body());
             return r.body();
