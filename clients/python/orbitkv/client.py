@@ -243,21 +243,36 @@ class Client:
 
     def send(self, request) -> _Waiter:
         """Writes ``request`` without waiting; ``.wait(timeout, what)`` on the result gives the reply frame."""
-        waiter = _Waiter()
+        return self.send_many([request])[0]
+
+    def send_many(self, requests: Sequence) -> List[_Waiter]:
+        """Writes ``requests`` in order with one write, without waiting: one wake-up of the
+        Manager for the batch instead of one per frame. One waiter per request, as :meth:`send`."""
+        waiters = [_Waiter() for _ in requests]
         with self._pending_lock:
             if self._failure is not None:
-                waiter.set(error=self._failure)
-                return waiter
-            request_id = self._next_id
-            self._next_id = self._next_id + 1 if self._next_id < p.U63_MAX else 1
-            self._pending[request_id] = waiter
-        data = p.encode(request_id, request)
+                for waiter in waiters:
+                    waiter.set(error=self._failure)
+                return waiters
+            ids = []
+            for waiter in waiters:
+                request_id = self._next_id
+                self._next_id = self._next_id + 1 if self._next_id < p.U63_MAX else 1
+                self._pending[request_id] = waiter
+                ids.append(request_id)
+        try:
+            data = b"".join(p.encode(request_id, request) for request_id, request in zip(ids, requests))
+        except BaseException:
+            with self._pending_lock:  # nothing was written: no reply will come for these ids
+                for request_id in ids:
+                    self._pending.pop(request_id, None)
+            raise
         try:
             with self._write_lock:
                 self._sock.sendall(data)
         except OSError as e:
-            self._fail(ConnectionError(f"writing {request.TYPE.name} failed: {e}"))
-        return waiter
+            self._fail(ConnectionError(f"writing {requests[0].TYPE.name} failed: {e}"))
+        return waiters
 
     def call(self, request, reply_type):
         """Sends ``request`` and returns its typed reply; raises OrbitKvError on ERROR."""
@@ -270,9 +285,10 @@ class Client:
 
     def call_all(self, requests: Sequence, reply_type) -> List[Union[object, OrbitKvError]]:
         """Pipelines ``requests``: writes every one before reading the first reply, so n requests
-        cost one round trip; waits at most ``timeout`` for all of them together. Returns, in order,
-        each typed reply or the OrbitKvError its ERROR carried (the others' effects stand)."""
-        waiters = [self.send(r) for r in requests]
+        cost one round trip (and one write); waits at most ``timeout`` for all of them together.
+        Returns, in order, each typed reply or the OrbitKvError its ERROR carried (the others'
+        effects stand)."""
+        waiters = self.send_many(requests)
         deadline = time.monotonic() + self.timeout
         out: List[Union[object, OrbitKvError]] = []
         for request, waiter in zip(requests, waiters):
