@@ -149,6 +149,9 @@ class _Operations:
     def __init__(self):
         self._lock = threading.Lock()
         self._ops: Dict[int, dict] = {}
+        #: operations released without waiting (:meth:`Client.release_nowait`): their entry ends
+        #: with their RELEASED (drained) or DRAINED, since no caller is left to forget it
+        self._detached: set = set()
         self._failure: Optional[BaseException] = None
 
     def _op(self, op_id: int, revision: int = 0) -> dict:
@@ -171,6 +174,7 @@ class _Operations:
             elif isinstance(frame, (p.Cancelled, p.Released)):
                 if frame.drained:
                     self._ops.pop(frame.operation_id, None)
+                    self._detached.discard(frame.operation_id)
                 else:
                     self._op(frame.operation_id)["events"][p.CompletionEvent.DRAINED] = _Waiter()
             elif isinstance(frame, p.Completion):
@@ -180,7 +184,15 @@ class _Operations:
                 waiter = op["events"].setdefault(frame.event, _Waiter())
                 if frame.event == p.CompletionEvent.DRAINED:
                     op["ended"] = True
+                    if frame.operation_id in self._detached:
+                        self._detached.discard(frame.operation_id)
+                        del self._ops[frame.operation_id]
                 waiter.set(frame)
+
+    def detach(self, op_ids: Iterable[int]) -> None:
+        """Marks operations whose RELEASE nobody waits for: their entries end on their own."""
+        with self._lock:
+            self._detached.update(op_ids)
 
     def waiter(self, op_id: int, event: p.CompletionEvent) -> _Waiter:
         with self._lock:
@@ -204,6 +216,7 @@ class _Operations:
                     if not w.event.is_set():
                         w.set(error=self._failure)
             self._ops.clear()
+            self._detached.clear()
 
     def __len__(self) -> int:
         with self._lock:
@@ -443,6 +456,18 @@ class Client:
         self.call(p.Restore(operation_id, region.region_id, pages), p.RestoreAccepted)
         return self._operations.waiter(operation_id, p.CompletionEvent.RESTORE_DONE).wait(
             self.timeout, "RESTORE_DONE")
+
+    def release_nowait(self, operation_ids: Sequence[int]) -> None:
+        """RELEASE of several operations, written with one write, without waiting for RELEASED
+        or DRAINED: for a caller that has finished with the pages (copied what it needed) and
+        must not spend a round trip on giving them back. The Manager applies each RELEASE
+        before any later request of this connection (it reads a connection's frames in order),
+        so a later QUERY or STATS sees them; a refusal (an unknown operation) is dropped, and a
+        lost connection releases everything anyway (protocol 9.6)."""
+        if not operation_ids:
+            return
+        self._operations.detach(operation_ids)
+        self.send_many([p.Release(op) for op in operation_ids])
 
     def release(self, operation_id: int) -> p.Released:
         """RELEASE; returns once everything the operation held is released (after DRAINED if needed)."""

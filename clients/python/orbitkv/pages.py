@@ -195,9 +195,10 @@ class ManagerPages:
 
     def present_each(self, names: Sequence[bytes], wait_s: float = 0.0) -> List[bool]:
         """Whether each page of ``names`` is present on its own (not as a prefix: a store keyed by
-        independent chunks asks this). One QUERY per name, all written before the first answer is
-        read, then their RELEASEs the same way: two round trips for the batch, nothing held
-        afterwards. A page still being staged counts only if it settles within ``wait_s``."""
+        independent chunks asks this). One QUERY per name, all written with one write before the
+        first answer is read, then their RELEASEs with one write that is not waited for
+        (:meth:`Client.release_nowait`): one round trip for the batch, and nothing held once the
+        Manager has read the RELEASEs, before any later request of this store. A page still being staged counts only if it settles within ``wait_s``."""
         return self._each(names, None, wait_s)
 
     def read_each(self, names: Sequence[bytes], sink: Callable[[int, memoryview], None],
@@ -244,7 +245,7 @@ class ManagerPages:
                     found[i] = True
                 else:
                     found[i] = self._read(lookup, lambda _, page, i=i: sink(i, page), 0.0) == 1
-            client.release_all(held)
+            client.release_nowait(held)
         except Exception as e:  # noqa: BLE001 - every Manager failure is a miss, counted
             self._failed(client, _failure_kind(e), e)
             return [False] * len(names)
@@ -403,7 +404,7 @@ class ManagerPages:
         if client is None or lookup._operation_id == 0:
             return
         try:
-            client.release(lookup._operation_id)
+            client.release_nowait([lookup._operation_id])
         except Exception as e:  # noqa: BLE001
             self._failed(client, _failure_kind(e), e)
 

@@ -200,6 +200,22 @@ class ClientAgainstScript(unittest.TestCase):
             r = w.wait(5, "QUERY_RESULT")
             self.assertEqual((r.operation_id, r.revision), (op, op % 5))
 
+    def test_release_nowait_writes_the_releases_and_forgets_each_operation_when_it_ends(self):
+        def script(rid, request):
+            if isinstance(request, p.Release):
+                if request.operation_id == 1:
+                    return [(rid, p.Released(1, True, 1))]
+                if request.operation_id == 2:  # still draining: its entry must wait for DRAINED
+                    return [(rid, p.Released(2, False, 1)), (0, p.Completion(2, 0, p.CompletionEvent.DRAINED, p.Outcome.OK))]
+                return [(rid, p.Error(p.ErrorCode.UNKNOWN_OPERATION, "no such operation"))]
+            return [(rid, p.StatsReply([p.Counter("leases", 0)]))]
+        manager, client = self.start(script)
+        client.release_nowait([1, 2, 3])
+        self.assertEqual(client.stats(), {"leases": 0}, "a refused RELEASE does not fail the connection")
+        self.assertEqual([type(f).__name__ for f in manager.received[1:]], ["Release", "Release", "Release", "Stats"])
+        self.assertEqual(len(client._operations), 0, "released operations leave no routing state")
+        self.assertFalse(client.failed)
+
     def test_unsolicited_stale_epoch_fails_pending_calls(self):
         _, client = self.start(lambda rid, request: [(0, p.Error(p.ErrorCode.STALE_EPOCH, "epoch 2 registered"))])
         with self.assertRaises(OrbitKvError) as caught:

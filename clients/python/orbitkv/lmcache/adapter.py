@@ -37,7 +37,7 @@ by one non-blocking eventfd (``event_fd``): a worker appends, then writes the ev
 the eventfd, then swaps the list, so no completion is ever left unsignalled.
 
 Invariants. Every submitted future id gets exactly one completion, within a bounded time: each
-Manager wait is bounded by ``timeout_s`` (a slice of a batch needs at most four, plus one per
+Manager wait is bounded by ``timeout_s`` (a slice of a batch needs at most two, plus one per
 chunk still being staged), and after a failure the store is down for ``retry_after_s`` and answers at once.
 No exception escapes into LMCache: bad input, an unknown model, a Manager that is down, slow, full
 or restarting make the key a miss (get, exists) or unstored (set), counted in :meth:`snapshot`.
@@ -58,11 +58,12 @@ wrapper's client-side refcount, not a Manager lease, so a chunk found by a looku
 before its load, which then reports a miss (LMCache treats loads as may-fail). Exists answers
 each key on its own (LMCache's keys are independent chunks, and a batch has gaps):
 :meth:`ManagerPages.present_each` sends one single-name QUERY per key, all written before the
-first answer is read, then all RELEASEs the same way, so a slice of up to ``keys_per_round``
-(128) keys costs two round trips whatever its hits and gaps, and holds nothing afterwards. Get
+first answer is read, then all RELEASEs without waiting for them, so a slice of up to
+``keys_per_round`` (128) keys costs one round trip whatever its hits and gaps, and holds nothing
+once the Manager has read the RELEASEs. Get
 reads the longest present prefix first (one QUERY and one RELEASE; LMCache loads what a lookup
 found, so that is mostly the whole batch) and hands the keys after the first missing one to
-:meth:`ManagerPages.read_each`: at most four round trips per slice. Measured warm here (2 shared
+:meth:`ManagerPages.read_each`: at most two round trips per slice (RELEASEs are not waited for). Measured warm here (2 shared
 cores), a single-name QUERY and its RELEASE cost about 0.1 ms per key on top of a round trip
 (``present_each`` of 8 names 1.0 ms p50, of 64 names 7.8 ms), and reading 8 × 256 KiB pages took
 1.1 ms through ``read_each`` against 0.35 ms through one prefix QUERY. A chunk being staged from
