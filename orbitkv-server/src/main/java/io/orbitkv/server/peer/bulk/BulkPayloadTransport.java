@@ -36,15 +36,15 @@ import java.util.concurrent.atomic.AtomicLong;
  * {@link #fetchBatch} send the pages of one source as BATCH_REQUESTs on pooled, authenticated
  * connections to the source's data endpoint (one request for a small batch; a batch of 16 pages or
  * more is spread over up to {@code connectionsPerPeer} requests streamed at once, see
- * {@link #parts}), and the pages come back
- * straight into the reserved slots. Authorize, transfer and release (the three-call path) and any
- * source without a data endpoint go to the {@code control} transport (gRPC).
+ * {@link #parts}), and the pages come back straight into the reserved slots. Authorize, transfer
+ * and release (the three-call path) and any source without a data endpoint go to the
+ * {@code control} transport (gRPC).
  *
  * <p>Owns one {@link BulkPeerPool} per source incarnation and data address, the Manager-wide
  * in-flight budget and one timer thread, which cuts handshakes that take too long and, every
  * {@link #sweepTickNanos tick}, batches past their deadline (a periodic sweep rather than a timer
- * entry per batch, whose schedule and cancel woke the timer thread for every batch). Borrows the control transport and the endpoint
- * resolver. Thread model: every method is thread-safe and non-blocking (session threads call
+ * entry per batch, whose schedule and cancel woke the timer thread for every batch). Borrows the
+ * control transport and the endpoint resolver. Thread model: every method is thread-safe and non-blocking (session threads call
  * {@code fetch}; the tick thread calls {@link #onMemberLeft}); outcomes complete on the pools'
  * connection threads, or on the control transport's threads for a fallback.
  *
