@@ -36,13 +36,18 @@ import io.orbitkv.state.StateKey;
 
 import java.io.IOException;
 import java.lang.foreign.MemorySegment;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadInfo;
+import java.lang.management.ThreadMXBean;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.Random;
 import java.util.concurrent.CompletableFuture;
@@ -151,26 +156,29 @@ public final class PeerReadBench {
                 }
 
                 System.out.println("| page | conc | peer GB/s | bulk GB/s | redis GB/s | nio GB/s | peer/redis | bulk/redis (≥ 1.5) | bulk/nio (≥ 0.8) |"
+                        + " bulk CPU s/GB source / requester |"
                         + (mooncake == null ? "" : " mooncake GB/s | bulk/mooncake (≥ 1.2) |"));
-                System.out.println("|---|---|---|---|---|---|---|---|---|" + (mooncake == null ? "" : "---|---|"));
+                System.out.println("|---|---|---|---|---|---|---|---|---|---|" + (mooncake == null ? "" : "---|---|"));
                 for (int s = 0; s < SIZES.length; s++) {
                     List<Page> set = pages.get(s);
                     for (int conc : CONCURRENCY) {
                         final int sizeIndex = s;
                         double peer = run(conc, seconds, (t, i) -> readOne(reader, requester, endpoint, source, set.get(i % set.size())));
-                        double viaBulk = run(conc, seconds, (t, i) -> readOne(bulkReader, requester, endpoint, source, set.get(i % set.size())));
+                        Rate bulkRate = measure(conc, seconds, (t, i) -> readOne(bulkReader, requester, endpoint, source, set.get(i % set.size())));
+                        double viaBulk = bulkRate.gbs();
                         double red = run(conc, seconds, (t, i) -> redis.get(t, sizeIndex, i % set.size()));
                         double raw = run(conc, seconds, (t, i) -> nio.get(t, sizeIndex, i % set.size()));
-                        System.out.printf("| %d KiB | %d | %.2f | %.2f | %.2f | %.2f | %.2f× | %.2f× | %.2f× |%s%n", SIZES[s] / 1024, conc,
-                                peer, viaBulk, red, raw, peer / red, viaBulk / red, viaBulk / raw,
+                        System.out.printf("| %d KiB | %d | %.2f | %.2f | %.2f | %.2f | %.2f× | %.2f× | %.2f× | %s |%s%n", SIZES[s] / 1024, conc,
+                                peer, viaBulk, red, raw, peer / red, viaBulk / red, viaBulk / raw, bulkRate.cpu(),
                                 mooncake == null ? "" : mooncake.cells(SIZES[s] / 1024 + " KiB|" + conc, viaBulk));
                     }
                     final int sizeIndex = s;
-                    double viaBulk = run(1, seconds, (t, i) -> readBatch(bulkReader, requester, endpoint, source, set));
+                    Rate bulkRate = measure(1, seconds, (t, i) -> readBatch(bulkReader, requester, endpoint, source, set));
+                    double viaBulk = bulkRate.gbs();
                     double red = run(1, seconds, (t, i) -> redis.mget(t, sizeIndex, BATCH));
                     double raw = run(1, seconds, (t, i) -> nio.getAll(t, sizeIndex, BATCH));
-                    System.out.printf("| %d KiB | batch %d | – | %.2f | %.2f | %.2f | – | %.2f× | %.2f× |%s%n", SIZES[s] / 1024, BATCH,
-                            viaBulk, red, raw, viaBulk / red, viaBulk / raw,
+                    System.out.printf("| %d KiB | batch %d | – | %.2f | %.2f | %.2f | – | %.2f× | %.2f× | %s |%s%n", SIZES[s] / 1024, BATCH,
+                            viaBulk, red, raw, viaBulk / red, viaBulk / raw, bulkRate.cpu(),
                             mooncake == null ? "" : mooncake.cells(SIZES[s] / 1024 + " KiB|batch " + BATCH, viaBulk));
                 }
                 bulk.close();
@@ -257,6 +265,41 @@ public final class PeerReadBench {
 
     /** GB/s (10⁹ bytes) of {@code threads} threads running {@code op} for {@code seconds}, after a 0.5 s warm-up. */
     static double run(int threads, double seconds, Op op) throws InterruptedException {
+        return measure(threads, seconds, op).gbs();
+    }
+
+    /**
+     * A measured rate and the CPU seconds per GB its two sides spent in the counted window: the
+     * source's bulk threads ({@code orbitkv-bulk-serve-*}, {@code orbitkv-bulk-source-*}), and the
+     * requester's ({@code orbitkv-bulk-fetch-*}, {@code orbitkv-bulk-requester-*} and the reading threads,
+     * which commit and evict); per-thread CPU time, so JIT and GC threads count on neither side.
+     */
+    record Rate(double gbs, double sourceCpuSeconds, double requesterCpuSeconds, double gigabytes) {
+        String cpu() {
+            return gigabytes <= 0 ? "–" : String.format("%.2f / %.2f", sourceCpuSeconds / gigabytes, requesterCpuSeconds / gigabytes);
+        }
+    }
+
+    static final String READER_THREAD = "peer-bench-reader-";
+
+    /** CPU nanoseconds of every live thread, by id, and the side ({@code 0} source, {@code 1} requester, else none). */
+    static Map<Long, long[]> threadCpu() {
+        ThreadMXBean mx = ManagementFactory.getThreadMXBean();
+        Map<Long, long[]> out = new HashMap<>();
+        for (ThreadInfo ti : mx.getThreadInfo(mx.getAllThreadIds())) {
+            if (ti == null) continue;
+            long cpu = mx.getThreadCpuTime(ti.getThreadId());
+            if (cpu < 0) continue;
+            String n = ti.getThreadName();
+            int side = n.startsWith("orbitkv-bulk-serve") || n.startsWith("orbitkv-bulk-source") ? 0
+                    : n.startsWith("orbitkv-bulk-fetch") || n.startsWith("orbitkv-bulk-requester") || n.startsWith(READER_THREAD) ? 1 : 2;
+            out.put(ti.getThreadId(), new long[] {cpu, side});
+        }
+        return out;
+    }
+
+    /** {@link #run}, with the CPU each side spent while counting. */
+    static Rate measure(int threads, double seconds, Op op) throws InterruptedException {
         AtomicLong bytes = new AtomicLong();
         AtomicBoolean counting = new AtomicBoolean();
         AtomicBoolean stop = new AtomicBoolean();
@@ -264,7 +307,7 @@ public final class PeerReadBench {
         AtomicLong failures = new AtomicLong();
         for (int t = 0; t < threads; t++) {
             int thread = t;
-            ts.add(Thread.ofPlatform().start(() -> {
+            ts.add(Thread.ofPlatform().name(READER_THREAD + t).start(() -> {
                 int i = thread;
                 while (!stop.get()) {
                     try {
@@ -278,15 +321,21 @@ public final class PeerReadBench {
             }));
         }
         Thread.sleep(500);
+        Map<Long, long[]> cpuBefore = threadCpu();
         counting.set(true);
         long start = System.nanoTime();
         Thread.sleep((long) (seconds * 1000));
         counting.set(false);
         long elapsed = System.nanoTime() - start;
+        long[] cpu = new long[3];
+        threadCpu().forEach((id, now) -> {
+            long[] before = cpuBefore.get(id);
+            cpu[(int) now[1]] += now[0] - (before == null ? 0 : before[0]);
+        });
         stop.set(true);
         for (Thread t : ts) t.join();
         if (failures.get() > 0) System.err.println("failures: " + failures.get());
-        return bytes.get() / (elapsed / 1e9) / 1e9;
+        return new Rate(bytes.get() / (elapsed / 1e9) / 1e9, cpu[0] / 1e9, cpu[1] / 1e9, bytes.get() / 1e9);
     }
 
     static TieredStore store(Path dir, String name) throws IOException {

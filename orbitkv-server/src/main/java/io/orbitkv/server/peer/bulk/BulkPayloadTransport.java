@@ -27,19 +27,24 @@ import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * {@link PayloadTransport} over the bulk data plane (docs/peer-data-plane.md): {@link #fetch} and
- * {@link #fetchBatch} send one BATCH_REQUEST per source (split at {@code maxPagesPerBatch}) on a
- * pooled, authenticated connection to the source's data endpoint, and the pages come back
- * straight into the reserved slots. Authorize, transfer and release (the three-call path) and any
- * source without a data endpoint go to the {@code control} transport (gRPC).
+ * {@link #fetchBatch} send the pages of one source as BATCH_REQUESTs on pooled, authenticated
+ * connections to the source's data endpoint (one request for a small batch; a batch of 16 pages or
+ * more is spread over up to {@code connectionsPerPeer} requests streamed at once, see
+ * {@link #parts}), and the pages come back straight into the reserved slots. Authorize, transfer
+ * and release (the three-call path) and any source without a data endpoint go to the
+ * {@code control} transport (gRPC).
  *
  * <p>Owns one {@link BulkPeerPool} per source incarnation and data address, the Manager-wide
- * in-flight budget and one timer thread. Borrows the control transport and the endpoint
- * resolver. Thread model: every method is thread-safe and non-blocking (session threads call
+ * in-flight budget and one timer thread, which cuts handshakes that take too long and, every
+ * {@link #sweepTickNanos tick}, batches past their deadline (a periodic sweep rather than a timer
+ * entry per batch, whose schedule and cancel woke the timer thread for every batch). Borrows the
+ * control transport and the endpoint resolver. Thread model: every method is thread-safe and non-blocking (session threads call
  * {@code fetch}; the tick thread calls {@link #onMemberLeft}); outcomes complete on the pools'
  * connection threads, or on the control transport's threads for a fallback.
  *
@@ -67,6 +72,9 @@ public final class BulkPayloadTransport implements PayloadTransport, AutoCloseab
     }
 
     private record PoolKey(NodeIncarnation node, InetSocketAddress address) {}
+
+    /** Fewest pages a request carries when a batch is spread over several connections ({@link #parts}). */
+    static final int MIN_PAGES_PER_REQUEST = 8;
 
     private static final FetchOutcome UNREACHABLE = new FetchOutcome.Rejected(AuthorizeResult.Rejection.UNREACHABLE);
     private static final String UNREACHABLE_ANSWER = "an unreachable source (a miss)";
@@ -121,6 +129,24 @@ public final class BulkPayloadTransport implements PayloadTransport, AutoCloseab
         pagesRefused = counter("orbitkv.peer.bulk.requester.pages", "outcome", "refused");
         pagesBusy = counter("orbitkv.peer.bulk.requester.pages", "outcome", "inflight_full");
         bytesReceived = counter("orbitkv.peer.bulk.bytes", "side", "requester");
+        long tick = sweepTickNanos(limits);
+        timer.scheduleWithFixedDelay(this::sweep, tick, tick, TimeUnit.NANOSECONDS);
+    }
+
+    /** How often batch deadlines are checked: a tenth of the deadline, between 1 ms and 100 ms. */
+    static long sweepTickNanos(BulkLimits limits) {
+        return Math.clamp(limits.batchDeadline().toNanos() / 10, TimeUnit.MILLISECONDS.toNanos(1),
+                TimeUnit.MILLISECONDS.toNanos(100));
+    }
+
+    /** Cuts the batches past their deadline; never throws (a throw would end the periodic task). */
+    private void sweep() {
+        try {
+            long now = System.nanoTime();
+            for (BulkPeerPool pool : pools.values()) pool.sweep(now);
+        } catch (RuntimeException e) {
+            UnexpectedErrors.record(Layer.TRANSPORT, "BulkPayloadTransport.sweep", "a deadline checked at the next tick", e);
+        }
     }
 
     private Counter counter(String name, String tag, String value) {
@@ -158,7 +184,7 @@ public final class BulkPayloadTransport implements PayloadTransport, AutoCloseab
     }
 
     /**
-     * Hands the pages to {@code address}'s pool, in batches of at most {@code maxPagesPerBatch}, or
+     * Hands the pages to {@code address}'s pool, in {@link #parts} batches of consecutive pages, or
      * to the control transport when the source has no data endpoint. Whoever a page was handed to
      * answers it; a throw here (a bug: pools and the control transport answer failures as values)
      * is counted, and the pages not handed yet are refused, so no future is left pending and no page
@@ -179,8 +205,11 @@ public final class BulkPayloadTransport implements PayloadTransport, AutoCloseab
                 return;
             }
             BulkPeerPool pool = pool(source.node(), address.get());
-            for (int from = 0; from < requests.size(); from += limits.maxPagesPerBatch()) {
-                int to = Math.min(requests.size(), from + limits.maxPagesPerBatch());
+            int n = requests.size();
+            int parts = parts(n, limits);
+            for (int part = 0; part < parts; part++) {
+                int from = (int) ((long) n * part / parts);
+                int to = (int) ((long) n * (part + 1) / parts);
                 batchesSent.increment();
                 BulkBatch batch = new BulkBatch(batchIds.incrementAndGet(), requests.subList(from, to), receivers.subList(from, to),
                         out.subList(from, to));
@@ -191,6 +220,18 @@ public final class BulkPayloadTransport implements PayloadTransport, AutoCloseab
             UnexpectedErrors.record(Layer.TRANSPORT, "BulkPayloadTransport.route", UNREACHABLE_ANSWER, e);
             for (int i = handed; i < out.size(); i++) out.get(i).complete(UNREACHABLE);
         }
+    }
+
+    /**
+     * Requests a batch of {@code pages} goes out as: enough that none names more than
+     * {@code maxPagesPerBatch}, and one per connection of the source while each keeps at least
+     * {@link #MIN_PAGES_PER_REQUEST} pages, so one query's batch streams over several connections
+     * at once (their round trips, checksums and slot commits overlap) while a small batch keeps
+     * one request.
+     */
+    static int parts(int pages, BulkLimits limits) {
+        int parallel = Math.min(limits.connectionsPerPeer(), pages / MIN_PAGES_PER_REQUEST);
+        return Math.max(1, Math.max(Math.ceilDiv(pages, limits.maxPagesPerBatch()), parallel));
     }
 
     private BulkPeerPool pool(NodeIncarnation node, InetSocketAddress address) {

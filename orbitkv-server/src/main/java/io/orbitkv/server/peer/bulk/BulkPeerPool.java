@@ -94,7 +94,18 @@ final class BulkPeerPool implements AutoCloseable {
                 batch.refuseRest(Rejection.SOURCE_BUSY);
                 return;
             }
-            if (idle == 0 && connections.size() < owner.limits.connectionsPerPeer()) spawn();
+            if (queue.size() > idle && connections.size() < owner.limits.connectionsPerPeer()) spawn();
+        }
+    }
+
+    /** Closes every connection whose batch ran past its deadline (its pages end as misses); the owner's timer calls it. */
+    void sweep(long nowNanos) {
+        List<Connection> open;
+        synchronized (this) {
+            open = new ArrayList<>(connections);
+        }
+        for (Connection c : open) {
+            if (c.serving && nowNanos - c.deadlineNanos > 0) c.close();
         }
     }
 
@@ -136,6 +147,12 @@ final class BulkPeerPool implements AutoCloseable {
         private volatile BulkSocket socket;
         private volatile boolean closed;
         private volatile Thread thread;
+        /** A batch is being served and must end by {@link #deadlineNanos} ({@link #sweep}). */
+        private volatile boolean serving;
+        private volatile long deadlineNanos;
+        // connection thread only: the batch's pages still unanswered; counted idle already
+        private int left;
+        private boolean idleEarly;
         private final ByteBuffer header = ByteBuffer.allocate(BulkLayout.HEADER_BYTES);
         private final ByteBuffer pageHeader = ByteBuffer.allocate(BulkLayout.PAGE_HEADER_BYTES);
         private final ByteBuffer control = ByteBuffer.allocate(BulkLayout.AUTH_BODY_BYTES);
@@ -166,9 +183,7 @@ final class BulkPeerPool implements AutoCloseable {
                 }
                 while (!closed) {
                     BulkBatch batch;
-                    synchronized (BulkPeerPool.this) {
-                        idle++;
-                    }
+                    markIdle();
                     try {
                         batch = queue.poll(IDLE_CLOSE_SECONDS, TimeUnit.SECONDS);
                     } catch (InterruptedException e) {
@@ -176,6 +191,7 @@ final class BulkPeerPool implements AutoCloseable {
                     } finally {
                         synchronized (BulkPeerPool.this) {
                             idle--;
+                            idleEarly = false;
                         }
                     }
                     if (batch == null) return;
@@ -184,6 +200,8 @@ final class BulkPeerPool implements AutoCloseable {
             } finally {
                 close();
                 synchronized (BulkPeerPool.this) {
+                    if (idleEarly) idle--;
+                    idleEarly = false;
                     connections.remove(this);
                     owner.connectionsOpen.decrementAndGet();
                     // a batch queued while this thread was leaving must not wait for the next submit
@@ -192,6 +210,24 @@ final class BulkPeerPool implements AutoCloseable {
                     }
                 }
             }
+        }
+
+        /**
+         * Counts this connection idle, once: before the last page of a batch is answered (its
+         * requester may submit the next batch at once, and must find this connection rather than
+         * open another), or before waiting for a batch.
+         */
+        private void markIdle() {
+            synchronized (BulkPeerPool.this) {
+                if (!idleEarly) idle++;
+                idleEarly = true;
+            }
+        }
+
+        /** Answers page {@code index} of the batch being served. */
+        private void answer(BulkBatch batch, int index, FetchOutcome outcome) {
+            if (left == 1) markIdle();
+            batch.complete(index, outcome);
         }
 
         /** Connects and authenticates within the handshake timeout; false (counted where it applies) otherwise. */
@@ -249,12 +285,12 @@ final class BulkPeerPool implements AutoCloseable {
         /** Runs one batch; false when the connection failed (every unanswered page was ended). */
         private boolean serve(BulkBatch batch) {
             BulkSocket s = socket;
-            ScheduledFuture<?> deadline = owner.timer.schedule(this::close, owner.limits.batchDeadline().toNanos(),
-                    TimeUnit.NANOSECONDS);
+            deadlineNanos = System.nanoTime() + owner.limits.batchDeadline().toNanos();
+            serving = true;
             Current current = new Current();
             try {
                 s.write(batch.wire().encode());
-                int left = batch.size();
+                left = batch.size();
                 while (left > 0) {
                     readHeader(s);
                     switch (BulkLayout.decodeHeader(header, owner.limits)) {
@@ -268,7 +304,7 @@ final class BulkPeerPool implements AutoCloseable {
                                         throw malformed("page refusal out of place");
                                     }
                                     owner.pagesRefused.increment();
-                                    batch.complete(r.index(), new FetchOutcome.Rejected(r.reason()));
+                                    answer(batch, r.index(), new FetchOutcome.Rejected(r.reason()));
                                 }
                                 case BulkLayout.ERROR -> throw new IOException("source closed the connection: " + readControl(s, h));
                                 default -> throw malformed("frame type " + h.type() + " in a batch");
@@ -289,7 +325,7 @@ final class BulkPeerPool implements AutoCloseable {
                 close();
                 return false;
             } finally {
-                deadline.cancel(false);
+                serving = false;
             }
         }
 
@@ -336,7 +372,7 @@ final class BulkPeerPool implements AutoCloseable {
                 }
                 if (taken.isEmpty()) {
                     skip(s, length + BulkLayout.TRAILER_BYTES);
-                    batch.complete(index, new FetchOutcome.Declined(grant, false));
+                    answer(batch, index, new FetchOutcome.Declined(grant, false));
                     return;
                 }
                 PayloadSink sink = taken.get();
@@ -351,7 +387,7 @@ final class BulkPeerPool implements AutoCloseable {
                     owner.pagesReceived.increment();
                     owner.bytesReceived.increment(length);
                 }
-                batch.complete(index, new FetchOutcome.Streamed(grant, accepted ? TransferEnd.COMPLETED : TransferEnd.BROKEN, false));
+                answer(batch, index, new FetchOutcome.Streamed(grant, accepted ? TransferEnd.COMPLETED : TransferEnd.BROKEN, false));
             } finally {
                 owner.inflight.release(length);
                 inflight.release(length);
@@ -382,7 +418,7 @@ final class BulkPeerPool implements AutoCloseable {
         private void busy(BulkSocket s, BulkBatch batch, int index, long length) throws IOException {
             owner.pagesBusy.increment();
             skip(s, length + BulkLayout.TRAILER_BYTES);
-            batch.complete(index, new FetchOutcome.Rejected(Rejection.SOURCE_BUSY));
+            answer(batch, index, new FetchOutcome.Rejected(Rejection.SOURCE_BUSY));
         }
 
         private void skip(BulkSocket s, long bytes) throws IOException {

@@ -62,8 +62,8 @@ import java.util.zip.CRC32C;
  * connection spends its life in two blocking calls (read a 2–21 KB request, write 2 MiB pages in
  * 256 KiB gathers), the pin must outlive the write (a blocking {@code write} returns when the
  * kernel has copied the bytes, so the ticket can be released right after, with no completion
- * callback to track), and 4 connections × 16 peers is 64 threads. A piece of 256 KiB keeps the
- * CRC32C (computed just before the write) in L2 when the kernel copies it.
+ * callback to track), and 4 connections × 16 peers is 64 threads. A piece of 256 KiB is still in
+ * L2 when the CRC32C reads it right after the kernel copied it to the socket.
  */
 public final class BulkServer implements AutoCloseable {
 
@@ -79,7 +79,7 @@ public final class BulkServer implements AutoCloseable {
         default void beforePage(int index) {
         }
 
-        /** The bytes to send for {@code piece} (already checksummed); must not modify {@code piece}. */
+        /** The bytes to send for {@code piece} (the trailer checksums the pinned bytes, not these); must not modify {@code piece}. */
         default ByteBuffer piece(int index, long offsetBytes, ByteBuffer piece) {
             return piece;
         }
@@ -378,31 +378,29 @@ public final class BulkServer implements AutoCloseable {
         socket.write(new BulkLayout.PageRefused(request.batchId(), index, reason).encode());
     }
 
-    /** PAGE header, then the pinned payload in {@link #PIECE_BYTES} gathers, then the CRC32C trailer. */
+    /**
+     * PAGE header, then the pinned payload in {@link #PIECE_BYTES} gathers, then the CRC32C trailer.
+     * Each piece is checksummed right after its write: the kernel's copy just brought it into
+     * cache, and the requester copies and checksums the piece out of the socket meanwhile, so the
+     * source's checksum overlaps the transfer instead of delaying its first byte.
+     */
     private void writePage(BulkSocket socket, long batchId, int index, AuthorizeResult.Granted g, MemorySegment payload)
             throws IOException {
         long length = g.lengthBytes();
         if (payload.byteSize() != length) throw new IllegalStateException("pinned " + payload.byteSize() + " bytes for " + length);
         ByteBuffer header = new BulkLayout.PageHeader(batchId, index, g.lengthBytes(), g.ticketId()).encode();
-        ByteBuffer trailer = ByteBuffer.allocate(BulkLayout.TRAILER_BYTES);
         CRC32C crc = new CRC32C();
         SendHook h = hook;
         for (long offset = 0; offset < length; ) {
             int n = (int) Math.min(PIECE_BYTES, length - offset);
             ByteBuffer piece = payload.asSlice(offset, n).asByteBuffer();
-            crc.update(piece.duplicate());
-            ByteBuffer out = h.piece(index, offset, piece);
+            ByteBuffer out = h.piece(index, offset, piece.duplicate());
+            if (offset == 0) socket.write(header, out);
+            else socket.write(out);
+            crc.update(piece); // the pinned bytes themselves, whatever the hook sent
             offset += n;
-            boolean last = offset == length;
-            if (last) trailer.putInt((int) crc.getValue()).flip();
-            if (offset == n) {
-                if (last) socket.write(header, out, trailer);
-                else socket.write(header, out);
-            } else {
-                if (last) socket.write(out, trailer);
-                else socket.write(out);
-            }
         }
+        socket.write(ByteBuffer.allocate(BulkLayout.TRAILER_BYTES).putInt((int) crc.getValue()).flip());
         pagesSent.increment();
         bytesSent.increment(length);
     }

@@ -83,6 +83,20 @@ class BulkLayoutTest {
         assertThat(BulkLayout.decodeRequest(frame, two)).isInstanceOf(BulkLayout.Malformed.class);
     }
 
+    @Property(tries = 200)
+    void aBatchIsSpreadOverTheConnectionsInRequestsWithinTheLimit(@ForAll @IntRange(min = 1, max = 5_000) int pages,
+                                                                  @ForAll @IntRange(min = 1, max = 8) int connections) {
+        BulkLimits limits = LIMITS.withConnectionsPerPeer(connections);
+        int parts = BulkPayloadTransport.parts(pages, limits);
+        assertThat(parts).isBetween(1, pages);
+        assertThat(Math.ceilDiv(pages, parts)).as("largest request").isLessThanOrEqualTo(limits.maxPagesPerBatch());
+        if (parts > 1 && parts > Math.ceilDiv(pages, limits.maxPagesPerBatch())) {
+            assertThat(parts).as("spread for parallelism: one per connection").isLessThanOrEqualTo(connections);
+            assertThat(pages / parts).as("smallest request").isGreaterThanOrEqualTo(BulkPayloadTransport.MIN_PAGES_PER_REQUEST);
+        }
+        if (pages < 2 * BulkPayloadTransport.MIN_PAGES_PER_REQUEST) assertThat(parts).as("a small batch").isEqualTo(1);
+    }
+
     @Provide
     Arbitrary<Rejection> rejections() {
         return Arbitraries.of(Rejection.class);
