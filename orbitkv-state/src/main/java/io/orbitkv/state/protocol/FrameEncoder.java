@@ -106,10 +106,7 @@ public final class FrameEncoder {
             case Request.Query q -> {
                 w.u64(q.operationId()).u32(q.revision()).u8(q.target().code()).u8(0).u16(q.groups().size());
                 w.u64(q.promptTokens()).u64(q.originTokens()).u32(q.prefillTokensPerSecond()).u32(q.peerWaitMillis());
-                for (Request.QueryGroup g : q.groups()) {
-                    w.u32(g.groupId()).u8(g.form().code()).u8(g.hashes().width()).u16(0).u32(g.hashes().count());
-                    g.hashes().writeTo(w);
-                }
+                writeGroups(q.groups(), w);
             }
             case Request.QueryPoll p -> w.u64(p.operationId()).u32(p.revision());
             case Request.Cancel c -> w.u64(c.operationId());
@@ -129,6 +126,11 @@ public final class FrameEncoder {
             case Request.Release r -> w.u64(r.operationId());
             case Request.Stats s -> {
                 // empty body
+            }
+            case Request.Prepare p -> {
+                w.u64(p.operationId()).u32(p.firstUseMillis()).u8(p.priority()).u8(0).u16(p.groups().size());
+                w.u64(p.promptTokens()).u64(p.originTokens());
+                writeGroups(p.groups(), w);
             }
         }
     }
@@ -167,6 +169,8 @@ public final class FrameEncoder {
                 w.u16(s.counters().size()).u16(0);
                 for (Reply.Counter c : s.counters()) w.u64(c.value()).string16(c.name());
             }
+            case Reply.Prepared p -> w.u64(p.operationId()).u8(p.outcome().code()).u8(0).u16(0).u32(p.pagesToStage())
+                    .u32(p.pagesResident()).u32(p.startDelayMillis()).u64(p.bytesToStage());
             case Reply.Completion c -> {
                 w.u64(c.operationId()).u32(c.revision()).u8(c.event().code());
                 switch (c.outcome()) {
@@ -197,6 +201,13 @@ public final class FrameEncoder {
                     }
                 }
             }
+        }
+    }
+
+    private static void writeGroups(List<Request.QueryGroup> groups, WireWriter w) {
+        for (Request.QueryGroup g : groups) {
+            w.u32(g.groupId()).u8(g.form().code()).u8(g.hashes().width()).u16(0).u32(g.hashes().count());
+            g.hashes().writeTo(w);
         }
     }
 
