@@ -262,6 +262,13 @@ public final class ManagerCore implements AutoCloseable {
                 metrics.pagesLeased(), metrics.restoreBytes(), metrics.busyTotal(), shuttingDown, metrics.prefixCache());
     }
 
+    /** A snapshot of preparation for {@code /status} (PREPARE, protocol §5.11). */
+    public ManagerStatus.Preparation preparation() {
+        return new ManagerStatus.Preparation(speculation.prepares(), speculation.heldPages(), speculation.inFlight().used(),
+                speculation.inFlight().capacity(), speculation.held().used(), speculation.held().capacity(),
+                speculation.busyRefusals(), speculation.accounting().snapshot());
+    }
+
     /**
      * Stops accepting sessions, fences every open one with SHUTTING_DOWN, waits (bounded by
      * {@code fenceDrainTimeoutNanos}) until each drained, then stops the copier and the callback
