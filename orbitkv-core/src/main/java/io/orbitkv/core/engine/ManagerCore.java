@@ -131,7 +131,9 @@ public final class ManagerCore implements AutoCloseable {
         this.housekeeper = new Housekeeper(TICK_MILLIS, nanoClock, registry);
         this.housekeeper.addDuty("publish-quarantine", quarantine::onTick);
         this.housekeeper.addDuty("peer-routes", remote::onTick);
-        this.speculation = new Speculation(config.speculation(), nanoClock);
+        // prepared pages are pinned in DRAM: at most a quarter of the tier, whatever was configured
+        this.speculation = new Speculation(config.speculation().withHeldAtMost(store.dramUsage().capacityBytes() / 4),
+                nanoClock);
         this.metrics.speculation(speculation);
         this.housekeeper.addDuty("prepare-resume", now -> resumePrepares());
         this.queryServices = new QueryServices(store, planner, leaseTable, stagingBudget, copier, housekeeper.callbacks(),

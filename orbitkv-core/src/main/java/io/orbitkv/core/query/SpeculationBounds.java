@@ -48,6 +48,15 @@ public record SpeculationBounds(long inFlightBytes, long heldBytes, long session
                 marginNanos, graceNanos, maxLeadNanos, coldBytesPerSecond);
     }
 
+    /**
+     * These bounds with the held budgets at most {@code bytes} (at least 1): the Manager keeps
+     * prepared pages to a share of its DRAM tier, whatever was configured.
+     */
+    public SpeculationBounds withHeldAtMost(long bytes) {
+        long cap = Math.max(1, bytes);
+        return withBudgets(inFlightBytes, Math.min(heldBytes, cap), sessionInFlightBytes, Math.min(sessionHeldBytes, cap));
+    }
+
     /** These bounds with the timing rules replaced. */
     public SpeculationBounds withTiming(long margin, long grace, long maxLead) {
         return new SpeculationBounds(inFlightBytes, heldBytes, sessionInFlightBytes, sessionHeldBytes, maxPrepares,

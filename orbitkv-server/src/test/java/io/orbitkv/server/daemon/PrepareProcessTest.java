@@ -39,7 +39,8 @@ import org.junit.jupiter.api.io.TempDir;
 class PrepareProcessTest {
 
     private static final int PAGE_TOKENS = 16;
-    private static final int PAGES = 4;
+    private static final int PAGES = 16;
+    private static final int PAGE_BYTES = 32 * 1024;
     private static final ObjectMapper JSON = new ObjectMapper();
 
     @TempDir
@@ -66,7 +67,7 @@ class PrepareProcessTest {
         List<PageToPublish> out = new ArrayList<>();
         List<byte[]> h = hashes(seed);
         for (int p = 0; p < h.size(); p++) {
-            byte[] b = new byte[4000];
+            byte[] b = new byte[PAGE_BYTES];
             for (int j = 0; j < b.length; j++) b[j] = (byte) (seed + p * 7 + j);
             out.add(PageToPublish.ofBlockHash(0, h.get(p), MemorySegment.ofArray(b)));
         }
@@ -85,9 +86,33 @@ class PrepareProcessTest {
                         && m.metric("orbitkv_manager_prepares") == 0);
     }
 
+    /**
+     * QUERY to FINAL hit, once the connection is warm: prefixes 5 and 7 prepared (and landed),
+     * 6 and 8 not; printed for docs/performance.md (one run: indicative, not a benchmark).
+     */
+    private static void measure(ManagerProcess m, OrbitKvClient c) {
+        long[] prepared = new long[2];
+        long[] unprepared = new long[2];
+        for (int i = 0; i < 2; i++) {
+            int seed = 5 + 2 * i;
+            c.prepare(query(seed, seed), 0, 1);
+            await().atMost(Duration.ofSeconds(20)).until(() -> m.metric("orbitkv_manager_prepared_pages_held") == PAGES);
+            long t0 = System.nanoTime();
+            assertThat(c.awaitSettled(c.query(query(seed, seed))).hit()).isTrue();
+            prepared[i] = System.nanoTime() - t0;
+            c.release(seed);
+            long t1 = System.nanoTime();
+            assertThat(c.awaitSettled(c.query(query(seed + 1, seed + 1))).hit()).isTrue();
+            unprepared[i] = System.nanoTime() - t1;
+            c.release(seed + 1);
+        }
+        System.out.printf("prepare: QUERY to FINAL hit of %d pages of %d KiB: prepared %d, %d us; unprepared %d, %d us%n",
+                PAGES, PAGE_BYTES >> 10, prepared[0] / 1000, prepared[1] / 1000, unprepared[0] / 1000, unprepared[1] / 1000);
+    }
+
     @Test
     void aPreparedPrefixIsServedFromDramAndEveryByteReturnsToTheBudget() throws Exception {
-        int[] seeds = {1, 2, 3, 4};
+        int[] seeds = {1, 2, 3, 4, 5, 6, 7, 8};
         try (ManagerProcess m = Managers.start(dir, "--ssd-policy", "write-through")) {
             try (OrbitKvClient c = client("engine-p", 1)) {
                 for (int seed : seeds) assertThat(c.publish(pages(seed))).containsOnly(PublishOutcome.SEALED);
@@ -116,6 +141,7 @@ class PrepareProcessTest {
                 assertThat(c.awaitSettled(cold).hit()).isTrue();
                 c.release(2);
                 awaitBudgetBack(m);
+                measure(m, c);
 
                 // a prepare whose first use is far off waits; CANCEL gives everything back at once
                 Reply.Prepared later = c.prepare(query(3, 3), 30_000, 1);
@@ -132,9 +158,9 @@ class PrepareProcessTest {
 
             JsonNode prepare = JSON.readTree(m.get("/status")).get("prepare");
             JsonNode ns = prepare.get("namespaces").get(0);
-            assertThat(ns.get("consumed").asLong()).isEqualTo(PAGES);
+            assertThat(ns.get("consumed").asLong()).isEqualTo(3L * PAGES);
             assertThat(ns.get("releasedUnused").asLong()).isEqualTo(PAGES);
-            assertThat(ns.get("preparedSsd").asLong()).isEqualTo(2L * PAGES);
+            assertThat(ns.get("preparedSsd").asLong()).isEqualTo(4L * PAGES);
             assertThat(prepare.get("heldBytes").asLong()).isZero();
             assertThat(m.terminate()).isZero();
         }
