@@ -196,29 +196,32 @@ class PrepareOperationTest {
                 0, TimeUnit.SECONDS.toNanos(2), TimeUnit.SECONDS.toNanos(60), 1_000_000_000L), kit.clock::now);
         session = kit.speculation.sessionBudgets();
         for (int p = 0; p < 3; p++) peers.know(QueryKit.key(NS, 7, 0, p), PAGE);
-        kit.onSsdOnly(scope, 8, 0, 1, 2);
+        for (int p = 0; p < 3; p++) peers.know(QueryKit.key(NS, 8, 0, p), PAGE);
         PrepareOperation prep = prepare(16, 7, 3, 0);
         assertThat(start(prep).pagesToStage()).isEqualTo(3);
         assertThat(peers.fetches).as("one prepare read at a time (stagesPerPrepare 1)").hasSize(1);
 
         QueryOperation demand = query(1, 8, 3);
         kit.start(demand);
-        assertThat(kit.stagingBytes.used()).as("the QUERY's reads are admitted at once").isEqualTo(3 * PAGE);
+        assertThat(peers.fetches).as("the QUERY's reads are submitted at once, beside the prepare's").hasSize(4);
+        assertThat(kit.stagingBytes.used()).isEqualTo(3 * PAGE);
         peers.fetches.getFirst().miss();
         kit.runCallbacks();
-        assertThat(peers.fetches).as("no new prepare read while a QUERY stages").hasSize(1);
+        assertThat(peers.fetches).as("no new prepare read while a QUERY stages").hasSize(4);
         assertThat(kit.speculation.resumeWaiting(kit.stagingBytes.used() == 0)).isEmpty();
-        kit.runUntil(() -> demand.state() == QueryOperation.State.FINAL);
-        assertThat(kit.result(demand).boundaryTokens()).isEqualTo(3 * QueryKit.PAGE_TOKENS);
 
-        List<PrepareOperation> resumed = kit.speculation.resumeWaiting(kit.stagingBytes.used() == 0);
+        peers.fetches.subList(1, 4).forEach(QueryKit.Peers.Fetch::miss);
+        kit.runUntil(() -> demand.state() == QueryOperation.State.FINAL);
+        assertThat(kit.stagingBytes.used()).isZero();
+        List<PrepareOperation> resumed = kit.speculation.resumeWaiting(true);
         assertThat(resumed).containsExactly(prep);
         resumed.forEach(PrepareOperation::resumeLocked);
-        assertThat(peers.fetches).as("resumed once the QUERY's stagings landed").hasSize(2);
-        peers.fetches.forEach(QueryKit.Peers.Fetch::miss);
-        kit.runCallbacks();
-        for (int i = 0; i < 3 && peers.fetches.size() < 3; i++) kit.runCallbacks();
-        peers.fetches.forEach(QueryKit.Peers.Fetch::miss);
+        assertThat(peers.fetches).as("resumed once the QUERY's stagings landed").hasSize(5);
+        for (int n = 5; n <= 6; n++) {
+            peers.fetches.getLast().miss();
+            kit.runCallbacks();
+            assertThat(peers.fetches).hasSize(Math.min(n + 1, 6));
+        }
         kit.runUntil(() -> prep.state() == PrepareOperation.State.ENDED);
         kit.stop(demand, false);
         assertBudgetsBack();
