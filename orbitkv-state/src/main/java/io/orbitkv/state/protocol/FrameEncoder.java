@@ -58,22 +58,25 @@ public final class FrameEncoder {
     }
 
     /**
-     * An upper estimate of the frame's bytes for the two frames that can be large (QUERY,
+     * An upper estimate of the frame's bytes for the frames that can be large (QUERY, PREPARE,
      * QUERY_RESULT), so the writer grows at most once instead of doubling seven times from 256
      * bytes to a 32 KiB QUERY; 256 for the rest.
      */
     private static int sizeHint(Frame frame) {
         long bytes = switch (frame) {
-            case Request.Query q -> {
-                long n = FrameLayout.HEADER_BYTES + 40;
-                for (Request.QueryGroup g : q.groups()) n += 12 + (long) g.hashes().count() * g.hashes().width();
-                yield n;
-            }
+            case Request.Query q -> FrameLayout.HEADER_BYTES + 40 + groupBytes(q.groups());
+            case Request.Prepare p -> FrameLayout.HEADER_BYTES + 32 + groupBytes(p.groups());
             case Reply.QueryResult r -> FrameLayout.HEADER_BYTES + 24 + 8L * r.groups().size()
                     + 12L * Reply.MAX_SPANS_PER_GROUP * r.groups().size() + 17 * r.pageCount();
             default -> 256;
         };
         return (int) Math.min(bytes, 1 << 26);
+    }
+
+    private static long groupBytes(List<Request.QueryGroup> groups) {
+        long n = 0;
+        for (Request.QueryGroup g : groups) n += 12 + (long) g.hashes().count() * g.hashes().width();
+        return n;
     }
 
     /** The request id rule of the header: COMPLETION 0, ERROR any, every other type non-zero. */
