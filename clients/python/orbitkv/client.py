@@ -364,6 +364,19 @@ class Client:
                           prefill_tokens_per_second, peer_wait_millis)
         return self.call(request, p.QueryResult)
 
+    def prepare(self, operation_id: int, groups: Union[Dict[int, Sequence[bytes]], Sequence[p.QueryGroup]],
+                prompt_tokens: int, first_use_millis: int, priority: int = 0, origin_tokens: int = 0,
+                key_form: p.KeyForm = p.KeyForm.BLOCK_HASH) -> p.Prepared:
+        """Sends a PREPARE (protocol 5.11): the Manager stages the missing pages of this demand
+        (``groups`` as for :meth:`query`) into DRAM ahead of its expected first use, in
+        ``first_use_millis`` ms, without leasing anything. The answer is never a hit: the later
+        :meth:`query` of the same demand (it may reuse ``operation_id``) finds the pages resident.
+        End it early with :meth:`cancel`."""
+        if isinstance(groups, dict):
+            groups = [p.QueryGroup(gid, key_form, list(hashes)) for gid, hashes in groups.items()]
+        request = p.Prepare(operation_id, first_use_millis, priority, prompt_tokens, origin_tokens, groups)
+        return self.call(request, p.Prepared)
+
     def poll(self, operation_id: int, revision: int) -> p.QueryResult:
         return self.call(p.QueryPoll(operation_id, revision), p.QueryResult)
 

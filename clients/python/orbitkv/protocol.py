@@ -80,6 +80,7 @@ class FrameType(enum.IntEnum):
     RESTORE = 0x0009
     RELEASE = 0x000A
     STATS = 0x000B
+    PREPARE = 0x000C
     REGISTERED = 0x8001
     REGION_REGISTERED = 0x8002
     QUERY_RESULT = 0x8003
@@ -90,6 +91,7 @@ class FrameType(enum.IntEnum):
     RESTORE_ACCEPTED = 0x8009
     RELEASED = 0x800A
     STATS_REPLY = 0x800B
+    PREPARED = 0x800C
     COMPLETION = 0x80F0
     ERROR = 0x80FF
 
@@ -160,6 +162,13 @@ class SettleOutcome(enum.IntEnum):
     ABORTED = 2
     NOT_FOUND = 3
     DISCARDED = 4
+
+
+class PrepareOutcome(enum.IntEnum):
+    """How the Manager took a PREPARE (docs/protocol.md 6.12)."""
+    ACCEPTED = 1
+    TRIMMED = 2
+    REFUSED = 3
 
 
 class CompletionEvent(enum.IntEnum):
@@ -546,6 +555,41 @@ class Stats:
     TYPE = FrameType.STATS
 
 
+MAX_PRIORITY = 255
+
+
+@dataclass(frozen=True)
+class Prepare:
+    """Stage a prefix's missing pages into DRAM before its first use (docs/protocol.md 5.11).
+
+    The demand is a QUERY's (prompt, origin, groups); ``first_use_millis`` is relative to now;
+    ``priority`` 0..255, higher first. The answer is PREPARED, never a hit.
+    """
+    operation_id: int
+    first_use_millis: int
+    priority: int
+    prompt_tokens: int
+    origin_tokens: int
+    groups: Tuple[QueryGroup, ...]
+    TYPE = FrameType.PREPARE
+
+    def __post_init__(self) -> None:
+        _check_int("operation_id", self.operation_id, 1, U63_MAX)
+        _check_int("first_use_millis", self.first_use_millis, 0, U31_MAX)
+        _check_int("priority", self.priority, 0, MAX_PRIORITY)
+        _check_int("prompt_tokens", self.prompt_tokens, 1, U63_MAX)
+        _check_int("origin_tokens", self.origin_tokens, 0, self.prompt_tokens - 1)
+        object.__setattr__(self, "groups", tuple(self.groups))
+        _check_int("group count", len(self.groups), 1, 0xFFFF)
+        _distinct("group ids", [g.group_id for g in self.groups])
+
+    @staticmethod
+    def of(query: "Query", first_use_millis: int, priority: int = 0) -> "Prepare":
+        """The PREPARE of the demand ``query`` will make (its operation id, prompt, origin and groups)."""
+        return Prepare(query.operation_id, first_use_millis, priority, query.prompt_tokens, query.origin_tokens,
+                       query.groups)
+
+
 # ---------------------------------------------------------------------------------------------
 # Reply and event frames (section 6)
 
@@ -790,6 +834,28 @@ class RestoreAccepted:
 
 
 @dataclass(frozen=True)
+class Prepared:
+    """The answer to PREPARE: never a hit; the later QUERY finds the staged pages resident."""
+    operation_id: int
+    outcome: PrepareOutcome
+    pages_to_stage: int
+    pages_resident: int
+    start_delay_millis: int
+    bytes_to_stage: int
+    TYPE = FrameType.PREPARED
+
+    def __post_init__(self) -> None:
+        _check_int("operation_id", self.operation_id, 1, U63_MAX)
+        object.__setattr__(self, "outcome", PrepareOutcome(self.outcome))
+        _check_int("pages_to_stage", self.pages_to_stage, 0, U31_MAX)
+        _check_int("pages_resident", self.pages_resident, 0, U31_MAX)
+        _check_int("start_delay_millis", self.start_delay_millis, 0, U31_MAX)
+        _check_int("bytes_to_stage", self.bytes_to_stage, 0, U63_MAX)
+        if self.outcome == PrepareOutcome.REFUSED and (self.pages_to_stage or self.bytes_to_stage):
+            raise _bad("a REFUSED prepare stages nothing")
+
+
+@dataclass(frozen=True)
 class Counter:
     name: str
     value: int
@@ -846,9 +912,9 @@ class Error:
 
 
 Request = Union[Register, RegisterRegion, Query, QueryPoll, Cancel, PublishReserve, PublishCommit, PublishAbort,
-                Restore, Release, Stats]
+                Restore, Release, Stats, Prepare]
 Reply = Union[Registered, RegionRegistered, QueryResult, Cancelled, Released, Reserved, Committed, Aborted,
-              RestoreAccepted, StatsReply, Completion, Error]
+              RestoreAccepted, StatsReply, Prepared, Completion, Error]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -864,6 +930,15 @@ def _request_id_allowed(frame_type: FrameType, request_id: int) -> bool:
     if frame_type == FrameType.COMPLETION:
         return request_id == NO_REQUEST
     return frame_type == FrameType.ERROR or request_id != NO_REQUEST
+
+
+def _groups(groups) -> bytes:
+    """A QUERY's (or PREPARE's) groups, as 5.3 lays them out."""
+    out = bytearray()
+    for g in groups:
+        out += struct.pack("<IBBHI", g.group_id, g.key_form, g.hash_bytes, 0, len(g.hashes))
+        out += b"".join(g.hashes)
+    return bytes(out)
 
 
 def encode(request_id: int, frame) -> bytes:
@@ -886,12 +961,11 @@ def _body(f) -> bytes:
             return head + p("<BB", REGION_FROM_PATH, 0) + _str16(f.path)
         return head + p("<BB", REGION_FROM_DESCRIPTOR, 0) + bytes(f.handle)
     if isinstance(f, Query):
-        out = bytearray(p("<QIBBHQQII", f.operation_id, f.revision, f.target, 0, len(f.groups),
-                          f.prompt_tokens, f.origin_tokens, f.prefill_tokens_per_second, f.peer_wait_millis))
-        for g in f.groups:
-            out += p("<IBBHI", g.group_id, g.key_form, g.hash_bytes, 0, len(g.hashes))
-            out += b"".join(g.hashes)
-        return bytes(out)
+        return p("<QIBBHQQII", f.operation_id, f.revision, f.target, 0, len(f.groups), f.prompt_tokens,
+                 f.origin_tokens, f.prefill_tokens_per_second, f.peer_wait_millis) + _groups(f.groups)
+    if isinstance(f, Prepare):
+        return p("<QIBBHQQ", f.operation_id, f.first_use_millis, f.priority, 0, len(f.groups), f.prompt_tokens,
+                 f.origin_tokens) + _groups(f.groups)
     if isinstance(f, QueryPoll):
         return p("<QI", f.operation_id, f.revision)
     if isinstance(f, (Cancel, Release)):
@@ -944,6 +1018,9 @@ def _body(f) -> bytes:
         return p("<I", len(f.outcomes)) + bytes(f.outcomes)
     if isinstance(f, RestoreAccepted):
         return p("<QI", f.operation_id, f.page_count)
+    if isinstance(f, Prepared):
+        return p("<QBBHIIIQ", f.operation_id, f.outcome, 0, 0, f.pages_to_stage, f.pages_resident,
+                 f.start_delay_millis, f.bytes_to_stage)
     if isinstance(f, StatsReply):
         out = bytearray(p("<HH", len(f.counters), 0))
         for c in f.counters:
@@ -1172,6 +1249,12 @@ class FrameDecoder:
             return Restore(op, region, tuple(pages))
         if t == FrameType.STATS:
             return Stats()
+        if t == FrameType.PREPARE:
+            op, first_use, priority = r.u63("operation_id"), r.u31("first_use_millis"), r.u8("priority")
+            r.zero8("pad")
+            n = r.count("group_count", r.u16("group_count"), lim.max_groups_per_query, "maxGroupsPerQuery", 12)
+            prompt, origin = r.u63("prompt_tokens"), r.u63("origin_tokens")
+            return Prepare(op, first_use, priority, prompt, origin, self._query_groups(r, n))
         if t == FrameType.REGISTERED:
             return self._registered(r)
         if t == FrameType.REGION_REGISTERED:
@@ -1201,6 +1284,12 @@ class FrameDecoder:
             return Committed(outcomes) if t == FrameType.COMMITTED else Aborted(outcomes)
         if t == FrameType.RESTORE_ACCEPTED:
             return RestoreAccepted(r.u63("operation_id"), r.u31("page_count"))
+        if t == FrameType.PREPARED:
+            op, outcome = r.u63("operation_id"), _code(PrepareOutcome, r.u8("outcome"), "outcome")
+            r.zero8("pad")
+            r.zero16("pad")
+            return Prepared(op, outcome, r.u31("pages_to_stage"), r.u31("pages_resident"), r.u31("start_delay_millis"),
+                            r.u63("bytes_to_stage"))
         if t == FrameType.STATS_REPLY:
             n = r.count("counter_count", r.u16("counter_count"), lim.max_stats_counters, "maxStatsCounters", 11)
             r.zero16("pad")
@@ -1240,6 +1329,11 @@ class FrameDecoder:
         prompt, origin = r.u63("prompt_tokens"), r.u63("origin_tokens")
         prefill_rate = r.u31("prefill_tokens_per_second")
         peer_wait = r.u31("peer_wait_millis")
+        return Query(op, revision, target, prompt, origin, self._query_groups(r, n), prefill_rate, peer_wait)
+
+    def _query_groups(self, r: _Reader, n: int) -> Tuple[QueryGroup, ...]:
+        """A QUERY's (or PREPARE's) ``n`` groups, their pages summed against maxPagesPerQuery."""
+        lim = self.limits
         groups, pages = [], 0
         for _ in range(n):
             gid = r.u31("group_id")
@@ -1252,7 +1346,7 @@ class FrameDecoder:
             packed = r.raw(count * width, "hashes")
             hashes = tuple(packed[i * width:(i + 1) * width] for i in range(count))
             groups.append(QueryGroup(gid, form, hashes, width))
-        return Query(op, revision, target, prompt, origin, tuple(groups), prefill_rate, peer_wait)
+        return tuple(groups)
 
     def _registered(self, r: _Reader) -> Registered:
         incarnation, epoch = r.u63("incarnation_id"), r.u63("epoch")

@@ -200,6 +200,24 @@ class AgainstManager(unittest.TestCase):
             self.assertEqual(caught.exception.code, p.ErrorCode.TICKET_REFUSED)
         self.assertEqual(client.stats()["leases"], 0)  # the Manager goes on serving
 
+    def test_prepare_is_never_a_hit_and_the_query_of_its_id_is(self):
+        client, ns = self.client("prepare")
+        tokens, hashes, images = self.prefix(ns, 3, seed=9)
+        client.publish([PageToPublish(0, h, img) for h, img in zip(hashes, images)])
+        prepared = client.prepare(4, {0: hashes}, prompt_tokens=len(tokens), first_use_millis=50, priority=3)
+        self.assertEqual(prepared.outcome, p.PrepareOutcome.ACCEPTED)
+        self.assertEqual((prepared.pages_resident, prepared.pages_to_stage), (3, 0))
+        self.assertEqual(client.stats()["leases"], 0)  # a prepare leases nothing
+        result = client.query(4, {0: hashes}, prompt_tokens=len(tokens))
+        self.assertEqual(result.status, p.QueryStatus.FINAL)
+        self.assertEqual(result.boundary_tokens, 3 * PAGE_TOKENS)
+        client.release(4)
+        missing = self.prefix(ns, 2, seed=10)
+        nothing = client.prepare(5, {0: missing[1]}, prompt_tokens=len(missing[0]), first_use_millis=0)
+        self.assertEqual((nothing.outcome, nothing.pages_to_stage), (p.PrepareOutcome.ACCEPTED, 0))
+        stats = client.stats()
+        self.assertEqual((stats["prepares"], stats["speculation_held_bytes"]), (0, 0))
+
     def test_miss_then_cancel_frees_the_operation(self):
         client, ns = self.client("cancel")
         tokens, hashes, _ = self.prefix(ns, 2, seed=5)

@@ -60,6 +60,7 @@ def sample_frames():
         (9, p.Restore(5, 0, [p.RestorePage(0, 1, 0), p.RestorePage(1, 1, 1)])),
         (10, p.Release(5)),
         (11, p.Stats()),
+        (12, p.Prepare(6, 1500, 9, 100, 16, [p.QueryGroup(0, p.KeyForm.BLOCK_HASH, [b"\x02" * 8] * 3)])),
         (1, p.Registered(7, 3, p.DEFAULT_LIMITS, bytes(range(16)), "/run/orbitkv/manager.sock.fd",
                          [p.ArenaFile(1 << 20, 4096)])),
         (2, p.RegionRegistered(0)),
@@ -76,6 +77,7 @@ def sample_frames():
         (8, p.Aborted([p.SettleOutcome.ABORTED])),
         (9, p.RestoreAccepted(5, 2)),
         (11, p.StatsReply([p.Counter("query_hits", 3), p.Counter("leases", 0)])),
+        (12, p.Prepared(6, p.PrepareOutcome.TRIMMED, 2, 1, 1200, 8192)),
         (0, p.Completion(5, 1, p.CompletionEvent.RESTORE_DONE, p.Outcome.FAILED, p.ErrorCode.INTERNAL)),
         (0, p.Completion(5, 1, p.CompletionEvent.QUERY_SETTLED, p.Outcome.OK)),
         (0, p.Error(p.ErrorCode.MALFORMED, "")),
@@ -234,6 +236,42 @@ class RoundTrips(unittest.TestCase):
                     data[:16] + struct.pack("<IIII", 9, 0, 0, 0) + data[32:]):
             with self.assertRaises(p.ProtocolError):
                 p.decode_contract(bad)
+
+
+class PrepareFrames(unittest.TestCase):
+    """PREPARE carries QUERY's demand behind its own header (5.11); PREPARED is never a hit (6.12)."""
+
+    QUERY = p.Query(9, 0, p.CompletionTarget.HOST_READY, 65, 16,
+                    [p.QueryGroup(0, p.KeyForm.BLOCK_HASH, [b"\x01" * 8, b"\x02" * 8]),
+                     p.QueryGroup(2, p.KeyForm.STATE_KEY, [bytes(range(32))])])
+
+    def test_prepare_lays_out_the_query_demand_behind_its_own_header(self):
+        prepare = p.Prepare.of(self.QUERY, 2500, 200)
+        data = p.encode(3, prepare)
+        self.assertEqual(struct.unpack_from("<HH", data, 4), (p.VERSION, 0x000C))
+        self.assertEqual(struct.unpack_from("<QIBBHQQ", data, p.HEADER_BYTES), (9, 2500, 200, 0, 2, 65, 16))
+        query = p.encode(3, self.QUERY)
+        self.assertEqual(data[p.HEADER_BYTES + 32:], query[p.HEADER_BYTES + 40:], "the groups are QUERY's bytes")
+        self.assertEqual(round_trip(self, data).frame, prepare)
+
+    def test_prepared_round_trips_and_its_fields_sit_where_the_table_says(self):
+        prepared = p.Prepared(9, p.PrepareOutcome.ACCEPTED, 4, 2, 1500, 4 * 8192)
+        data = p.encode(3, prepared)
+        self.assertEqual(struct.unpack_from("<QBBHIIIQ", data, p.HEADER_BYTES), (9, 1, 0, 0, 4, 2, 1500, 4 * 8192))
+        self.assertEqual(round_trip(self, data).frame, prepared)
+
+    def test_bad_values_are_refused(self):
+        with self.assertRaises(p.ProtocolError):
+            p.Prepare.of(self.QUERY, 0, 256)
+        with self.assertRaises(p.ProtocolError):
+            p.Prepare(1, -1, 0, 10, 0, self.QUERY.groups)
+        with self.assertRaises(p.ProtocolError):
+            p.Prepared(1, p.PrepareOutcome.REFUSED, 1, 0, 0, 0)
+        data = bytearray(p.encode(3, p.Prepared(9, p.PrepareOutcome.TRIMMED, 1, 0, 0, 8192)))
+        data[p.HEADER_BYTES + 8] = 4  # no such outcome
+        with self.assertRaises(p.MalformedFrame) as caught:
+            TO_CLIENT.decode(bytes(data))
+        self.assertEqual(caught.exception.code, p.ErrorCode.MALFORMED)
 
 
 class Refusals(unittest.TestCase):

@@ -95,6 +95,9 @@ final class OperationEvents {
             case Reply.StatsReply r -> {
                 // no operation state
             }
+            case Reply.Prepared r -> {
+                // nothing awaited: a prepare's only event is DRAINED after a CANCEL that did not drain
+            }
             case Reply.Error e -> {
                 // a refused request changes nothing on the Manager, so nothing here either
             }

@@ -143,6 +143,24 @@ public final class OrbitKvClient implements AutoCloseable {
         return call(query, Reply.QueryResult.class);
     }
 
+    /**
+     * Asks the Manager to stage the missing pages of {@code prepare}'s demand into DRAM before its
+     * first use (PREPARE, protocol §5.11). The answer is never a hit and leases nothing: the later
+     * QUERY of the same demand finds the pages resident. End it early with {@link #cancel}.
+     */
+    public Reply.Prepared prepare(Request.Prepare prepare) {
+        return call(prepare, Reply.Prepared.class);
+    }
+
+    /**
+     * PREPARE of the demand {@code query} will make (its operation id, prompt, origin and groups),
+     * expected in {@code firstUseMillis} ms, at {@code priority} (0..255, higher first).
+     */
+    public Reply.Prepared prepare(Request.Query query, int firstUseMillis, int priority) {
+        return prepare(new Request.Prepare(query.operationId(), firstUseMillis, priority, query.promptTokens(),
+                query.originTokens(), query.groups()));
+    }
+
     /** The current result of a live operation at {@code revision} (QUERY_POLL). */
     public Reply.QueryResult poll(long operationId, int revision) {
         return call(new Request.QueryPoll(operationId, revision), Reply.QueryResult.class);

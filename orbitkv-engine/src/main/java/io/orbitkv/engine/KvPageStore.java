@@ -52,6 +52,17 @@ public interface KvPageStore extends AutoCloseable {
     }
 
     /**
+     * A lookup of {@code pageKeys} for a prompt of {@code promptTokens} is expected in about
+     * {@code firstUseMillis} ms (the request is queued): the store may stage the pages it does
+     * not hold close to the engine meanwhile (the Manager-backed one sends PREPARE, protocol
+     * §5.11), so that the later {@link #lookupPrefix} is a DRAM hit. Nothing is leased; returns
+     * whether the store took it. The default takes nothing.
+     */
+    default boolean prepare(List<StateKey> pageKeys, long promptTokens, int firstUseMillis) {
+        return false;
+    }
+
+    /**
      * The runner computed {@code tokens} prompt tokens in {@code nanos} (one prefill). A store may
      * use the measured rate (the Manager-backed one sends it in QUERY so the Manager can prefer a
      * shorter DRAM prefix over a slow restore); the default ignores it.

@@ -162,6 +162,24 @@ public final class OrbitKvPageStore implements KvPageStore {
         return new PrefixLookup.Hit(images, source, () -> releaseInFlight = client.releaseAsync(operationId));
     }
 
+    /**
+     * PREPARE of the prefix {@link #lookupPrefix} will ask for (its own operation id: the Manager
+     * ends it once a QUERY consumed its pages, or at first use plus its grace). A refusal for now
+     * (BUSY, or a speculation budget that is full) is {@code false}, not an error.
+     */
+    @Override
+    public boolean prepare(List<StateKey> pageKeys, long promptTokens, int firstUseMillis) {
+        if (pageKeys.isEmpty()) return false;
+        Request.Prepare prepare = new Request.Prepare(nextOperationId++, firstUseMillis, 0, promptTokens, 0,
+                List.of(new Request.QueryGroup(FullAttention.GROUP, KeyForm.STATE_KEY, Hashes.ofKeys(pageKeys))));
+        try {
+            return client.prepare(prepare).outcome() != Reply.PrepareOutcome.REFUSED;
+        } catch (OrbitKvException e) {
+            if (!refusedForNow(e)) throw e;
+            return false;
+        }
+    }
+
     /** A settled QUERY and where its first answer said the hit comes from; or only why the Manager refused it. */
     private record Settled(Reply.QueryResult result, HitSource source, String refusal) {
     }

@@ -72,6 +72,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
     private final Set<QueryOperation> replaced = new HashSet<>();
     private final Map<Long, Reservation> reservations = new LinkedHashMap<>();
     private final Map<Integer, EngineRegion> regions = new LinkedHashMap<>();
+    private final SessionPrepares prepares;
     private Phase phase = Phase.CONNECTED;
     private ErrorCode closedCode = ErrorCode.SHUTTING_DOWN;
     private SessionScope scope;
@@ -88,6 +89,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
         this.core = core;
         this.sink = sink;
         this.client = client;
+        this.prepares = new SessionPrepares(core, this, this::finishIfDrained);
     }
 
     @Override
@@ -110,6 +112,8 @@ final class EngineSession implements ChannelSession, SessionCallback {
                 case Request.PublishAbort a -> abort(a);
                 case Request.Restore ignored -> throw new IllegalStateException("handled above");
                 case Request.Stats ignored -> core.stats();
+                case Request.Prepare p -> prepares.prepare(p, scope, live.containsKey(p.operationId()),
+                        live.size() + replaced.size() + prepares.size());
             };
         }
     }
@@ -186,6 +190,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
                 reservations.clear();
                 for (QueryOperation op : new ArrayList<>(live.values())) op.stop(false);
                 for (QueryOperation op : new ArrayList<>(replaced)) op.stop(false);
+                prepares.stopAll();
                 finishIfDrained();
             }
         }
@@ -215,7 +220,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
      * {@link #drained()} completes. Called under the lock; effective once.
      */
     private void finishIfDrained() {
-        if (phase != Phase.CLOSED || !live.isEmpty() || !replaced.isEmpty() || finishing) return;
+        if (phase != Phase.CLOSED || !live.isEmpty() || !replaced.isEmpty() || prepares.size() > 0 || finishing) return;
         finishing = true;
         List<EngineRegion> unmap = List.copyOf(regions.values());
         core.metrics().regions.addAndGet(-regions.size());
@@ -245,7 +250,8 @@ final class EngineSession implements ChannelSession, SessionCallback {
                 return new Reply.Error(ErrorCode.STALE_REVISION, "revision " + q.revision()
                         + " is not above the live revision " + existing.revision());
             }
-        } else if (live.size() + replaced.size() >= core.limits().maxOperationsPerConnection()) {
+        } else if (!prepares.has(q.operationId())
+                && live.size() + replaced.size() + prepares.size() >= core.limits().maxOperationsPerConnection()) {
             return busy(ManagerMetrics.Table.OPERATIONS, "maxOperationsPerConnection "
                     + core.limits().maxOperationsPerConnection() + " reached");
         }
@@ -260,6 +266,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
             replaced.add(existing);
             existing.stop(true);
         }
+        prepares.takenOver(q.operationId()); // a QUERY of a prepared id ends the prepare: the QUERY holds what it needs
         if (op.state() != QueryOperation.State.ENDED) {
             live.put(q.operationId(), op);
             core.metrics().operations.incrementAndGet();
@@ -281,10 +288,11 @@ final class EngineSession implements ChannelSession, SessionCallback {
 
     private Reply stop(long operationId, boolean release) {
         QueryOperation op = live.get(operationId);
-        if (op == null || op.state() == QueryOperation.State.DRAINING) {
+        Optional<QueryOperation.Stopped> prepared = op == null ? prepares.stop(operationId) : Optional.empty();
+        if (prepared.isEmpty() && (op == null || op.state() == QueryOperation.State.DRAINING)) {
             return new Reply.Error(ErrorCode.NOT_FOUND, "operation " + operationId + " is not live");
         }
-        QueryOperation.Stopped s = op.stop(true);
+        QueryOperation.Stopped s = prepared.isPresent() ? prepared.get() : op.stop(true);
         return release ? new Reply.Released(operationId, s.drained(), s.pagesReleased())
                 : new Reply.Cancelled(operationId, s.drained(), s.pagesReleased());
     }

@@ -1,5 +1,7 @@
 package io.orbitkv.core.engine;
 
+import io.orbitkv.core.query.SpeculationBounds;
+
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -30,11 +32,12 @@ import java.util.concurrent.TimeUnit;
  * @param reconnectGraceNanos     how long a REGISTER with the epoch of a still-connected incarnation waits for
  *                                that connection's close to be processed before it is refused STALE_EPOCH
  *                                (protocol §9.2; 250 ms default)
+ * @param speculation             PREPARE's speculation budget and timing ({@link SpeculationBounds})
  */
 public record ManagerBounds(long maxLeases, long stagingBudgetBytes, int stagesPerOperation, int restoreCopyThreads,
                             int restoreQueuedTasks, long restoreInlineBytes, int maxInstances, int maxReplans, long fenceDrainTimeoutNanos,
                             long publishQuarantineNanos, long publishQuarantineBytes, long peerWaitMaxNanos,
-                            long reconnectGraceNanos) {
+                            long reconnectGraceNanos, SpeculationBounds speculation) {
 
     /**
      * The default {@code restoreInlineBytes}: 16 MiB, an 8-page restore of 2 MiB pages, copied in
@@ -54,7 +57,7 @@ public record ManagerBounds(long maxLeases, long stagingBudgetBytes, int stagesP
      */
     public static final ManagerBounds DEFAULTS = new ManagerBounds(1 << 20, 1L << 30, 64, 4, 1024, RESTORE_INLINE_BYTES,
             4096, 4, TimeUnit.SECONDS.toNanos(30), TimeUnit.SECONDS.toNanos(5), 256L << 20, TimeUnit.SECONDS.toNanos(5),
-            TimeUnit.MILLISECONDS.toNanos(250));
+            TimeUnit.MILLISECONDS.toNanos(250), SpeculationBounds.DEFAULTS);
 
     public ManagerBounds {
         if (maxLeases < 1) throw new IllegalArgumentException("maxLeases must be >= 1: " + maxLeases);
@@ -72,60 +75,68 @@ public record ManagerBounds(long maxLeases, long stagingBudgetBytes, int stagesP
         if (publishQuarantineBytes < 0) throw new IllegalArgumentException("publishQuarantineBytes must be >= 0");
         if (peerWaitMaxNanos < 0) throw new IllegalArgumentException("peerWaitMaxNanos must be >= 0");
         if (reconnectGraceNanos < 0) throw new IllegalArgumentException("reconnectGraceNanos must be >= 0");
+        java.util.Objects.requireNonNull(speculation, "speculation");
     }
 
     public ManagerBounds withMaxLeases(long leases) {
         return new ManagerBounds(leases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
                 restoreQueuedTasks, restoreInlineBytes, maxInstances, maxReplans, fenceDrainTimeoutNanos,
-                publishQuarantineNanos, publishQuarantineBytes, peerWaitMaxNanos, reconnectGraceNanos);
+                publishQuarantineNanos, publishQuarantineBytes, peerWaitMaxNanos, reconnectGraceNanos, speculation);
     }
 
     public ManagerBounds withStagingBudgetBytes(long bytes) {
         return new ManagerBounds(maxLeases, bytes, stagesPerOperation, restoreCopyThreads, restoreQueuedTasks,
                 restoreInlineBytes, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
-                publishQuarantineBytes, peerWaitMaxNanos, reconnectGraceNanos);
+                publishQuarantineBytes, peerWaitMaxNanos, reconnectGraceNanos, speculation);
     }
 
     public ManagerBounds withStagesPerOperation(int stages) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stages, restoreCopyThreads, restoreQueuedTasks,
                 restoreInlineBytes, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
-                publishQuarantineBytes, peerWaitMaxNanos, reconnectGraceNanos);
+                publishQuarantineBytes, peerWaitMaxNanos, reconnectGraceNanos, speculation);
     }
 
     public ManagerBounds withRestore(int threads, int queuedTasks) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, threads, queuedTasks,
                 restoreInlineBytes, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
-                publishQuarantineBytes, peerWaitMaxNanos, reconnectGraceNanos);
+                publishQuarantineBytes, peerWaitMaxNanos, reconnectGraceNanos, speculation);
     }
 
     /** These bounds with RESTOREs of at most {@code bytes} copied on the connection's thread (0: none). */
     public ManagerBounds withRestoreInlineBytes(long bytes) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
                 restoreQueuedTasks, bytes, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
-                publishQuarantineBytes, peerWaitMaxNanos, reconnectGraceNanos);
+                publishQuarantineBytes, peerWaitMaxNanos, reconnectGraceNanos, speculation);
     }
 
     public ManagerBounds withFenceDrainTimeoutNanos(long nanos) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
                 restoreQueuedTasks, restoreInlineBytes, maxInstances, maxReplans, nanos, publishQuarantineNanos,
-                publishQuarantineBytes, peerWaitMaxNanos, reconnectGraceNanos);
+                publishQuarantineBytes, peerWaitMaxNanos, reconnectGraceNanos, speculation);
     }
 
     public ManagerBounds withPublishQuarantine(long nanos, long bytes) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
                 restoreQueuedTasks, restoreInlineBytes, maxInstances, maxReplans, fenceDrainTimeoutNanos, nanos, bytes,
-                peerWaitMaxNanos, reconnectGraceNanos);
+                peerWaitMaxNanos, reconnectGraceNanos, speculation);
     }
 
     public ManagerBounds withPeerWaitMaxNanos(long nanos) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
                 restoreQueuedTasks, restoreInlineBytes, maxInstances, maxReplans, fenceDrainTimeoutNanos, publishQuarantineNanos,
-                publishQuarantineBytes, nanos, reconnectGraceNanos);
+                publishQuarantineBytes, nanos, reconnectGraceNanos, speculation);
     }
 
     public ManagerBounds withReconnectGraceNanos(long nanos) {
         return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
                 restoreQueuedTasks, restoreInlineBytes, maxInstances, maxReplans, fenceDrainTimeoutNanos,
-                publishQuarantineNanos, publishQuarantineBytes, peerWaitMaxNanos, nanos);
+                publishQuarantineNanos, publishQuarantineBytes, peerWaitMaxNanos, nanos, speculation);
+    }
+
+    /** These bounds with PREPARE's speculation budget and timing replaced. */
+    public ManagerBounds withSpeculation(SpeculationBounds bounds) {
+        return new ManagerBounds(maxLeases, stagingBudgetBytes, stagesPerOperation, restoreCopyThreads,
+                restoreQueuedTasks, restoreInlineBytes, maxInstances, maxReplans, fenceDrainTimeoutNanos,
+                publishQuarantineNanos, publishQuarantineBytes, peerWaitMaxNanos, reconnectGraceNanos, bounds);
     }
 }

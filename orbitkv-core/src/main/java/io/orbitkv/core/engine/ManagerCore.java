@@ -3,10 +3,12 @@ package io.orbitkv.core.engine;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.query.Budget;
+import io.orbitkv.core.query.PrepareOperation;
 import io.orbitkv.core.query.QueryMetrics;
 import io.orbitkv.core.query.QueryPlanner;
 import io.orbitkv.core.query.QueryServices;
 import io.orbitkv.core.query.RemotePages;
+import io.orbitkv.core.query.Speculation;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.dram.ArenaGeometry;
 import io.orbitkv.core.transfer.RegionDirectory;
@@ -72,6 +74,8 @@ public final class ManagerCore implements AutoCloseable {
     private final ManagerMetrics metrics;
     /** What every query operation borrows (built once from the owners above). */
     private final QueryServices queryServices;
+    /** PREPARE's speculation budget, held pages and accounting. */
+    private final Speculation speculation;
     private final RegionDirectory regions;
     private final Set<EngineSession> sessions = ConcurrentHashMap.newKeySet();
     /**
@@ -127,10 +131,15 @@ public final class ManagerCore implements AutoCloseable {
         this.housekeeper = new Housekeeper(TICK_MILLIS, nanoClock, registry);
         this.housekeeper.addDuty("publish-quarantine", quarantine::onTick);
         this.housekeeper.addDuty("peer-routes", remote::onTick);
+        // prepared pages are pinned in DRAM: at most a quarter of the tier, whatever was configured
+        this.speculation = new Speculation(config.speculation().withHeldAtMost(store.dramUsage().capacityBytes() / 4),
+                nanoClock);
+        this.metrics.speculation(speculation);
+        this.housekeeper.addDuty("prepare-resume", now -> resumePrepares());
         this.queryServices = new QueryServices(store, planner, leaseTable, stagingBudget, copier, housekeeper.callbacks(),
                 (task, delayNanos) -> housekeeper.schedule("timer", task, delayNanos), nanoClock,
                 new QueryServices.Bounds(config.restoreInlineBytes(), config.stagesPerOperation(), config.maxReplans(),
-                        config.peerWaitMaxNanos()), metrics);
+                        config.peerWaitMaxNanos()), metrics, speculation);
         this.housekeeper.start();
     }
 
@@ -142,6 +151,19 @@ public final class ManagerCore implements AutoCloseable {
      */
     public int onTick(long nowNanos) {
         return (int) housekeeper.tick(nowNanos);
+    }
+
+    /**
+     * Prepares held back by QUERY stagings resume once none is in flight, highest priority first,
+     * on one callback thread (each under its session's lock). Returns how many resumed.
+     */
+    private long resumePrepares() {
+        List<PrepareOperation> resumed = speculation.resumeWaiting(stagingBudget.used() == 0);
+        if (resumed.isEmpty()) return 0;
+        housekeeper.callbacks().execute(() -> {
+            for (PrepareOperation op : resumed) op.resumeLocked();
+        });
+        return resumed.size();
     }
 
     /** Failures of background duty (or callback kind) {@code duty} so far; see {@link Housekeeper}. */
@@ -209,6 +231,10 @@ public final class ManagerCore implements AutoCloseable {
         c.add(new Reply.Counter("restore_bytes", metrics.restoreBytes()));
         c.add(new Reply.Counter("dram_used_bytes", store.dramUsage().usedBytes()));
         c.add(new Reply.Counter("dram_capacity_bytes", store.dramUsage().capacityBytes()));
+        c.add(new Reply.Counter("prepares", speculation.prepares()));
+        c.add(new Reply.Counter("prepared_pages_held", speculation.heldPages()));
+        c.add(new Reply.Counter("speculation_inflight_bytes", speculation.inFlight().used()));
+        c.add(new Reply.Counter("speculation_held_bytes", speculation.held().used()));
         return new Reply.StatsReply(c);
     }
 
@@ -236,6 +262,13 @@ public final class ManagerCore implements AutoCloseable {
                         metrics.queries(QueryMetrics.QueryOutcome.MISS),
                         metrics.queries(QueryMetrics.QueryOutcome.PENDING)),
                 metrics.pagesLeased(), metrics.restoreBytes(), metrics.busyTotal(), shuttingDown, metrics.prefixCache());
+    }
+
+    /** A snapshot of preparation for {@code /status} (PREPARE, protocol §5.11). */
+    public ManagerStatus.Preparation preparation() {
+        return new ManagerStatus.Preparation(speculation.prepares(), speculation.heldPages(), speculation.inFlight().used(),
+                speculation.inFlight().capacity(), speculation.held().used(), speculation.held().capacity(),
+                speculation.busyRefusals(), speculation.accounting().snapshot());
     }
 
     /**
@@ -276,6 +309,11 @@ public final class ManagerCore implements AutoCloseable {
 
     QueryServices queryServices() {
         return queryServices;
+    }
+
+    /** PREPARE's shared state (budgets, held pages, accounting). */
+    public Speculation speculation() {
+        return speculation;
     }
 
     RestoreCopier copier() {

@@ -7,7 +7,9 @@ import io.micrometer.core.instrument.Meter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
 import io.orbitkv.core.log.UnexpectedErrors;
+import io.orbitkv.core.query.PrepareAccounting;
 import io.orbitkv.core.query.QueryMetrics;
+import io.orbitkv.core.query.Speculation;
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -50,7 +52,7 @@ final class ManagerMetrics implements QueryMetrics, AutoCloseable {
     final AtomicLong regions = new AtomicLong();
 
     private final MeterRegistry registry;
-    private final List<Meter> meters = new ArrayList<>();
+    private final List<Meter> meters = java.util.Collections.synchronizedList(new ArrayList<>());
     private final Map<QueryOutcome, Counter> queries = new EnumMap<>(QueryOutcome.class);
     private final Map<Table, Counter> busy = new EnumMap<>(Table.class);
     private final Map<PeerWaitOutcome, Counter> peerWaits = new EnumMap<>(PeerWaitOutcome.class);
@@ -214,6 +216,48 @@ final class ManagerMetrics implements QueryMetrics, AutoCloseable {
         return counts(restoredBytes).total();
     }
 
+    /**
+     * PREPARE's meters: the speculation budget (in flight and held, used and capacity), live
+     * prepares, held pages, prepare-table refusals, and per namespace ({@code namespace} label: the
+     * DRAM namespace id, {@code -1} past {@link PrepareAccounting#MAX_ROWS}) the pages prepared by
+     * {@code route} ({@code ssd}, {@code peer}), released by {@code outcome} ({@code consumed},
+     * {@code unused}, {@code expired}) and the byte-seconds held. A namespace's series appear with
+     * its first prepare; at most {@code MAX_ROWS + 1} namespaces.
+     */
+    void speculation(Speculation s) {
+        gauge("orbitkv.manager.speculation.inflight.bytes", "bytes prepares admitted and not yet landed",
+                () -> s.inFlight().used());
+        gauge("orbitkv.manager.speculation.held.bytes", "bytes prepares hold or will hold once landed",
+                () -> s.held().used());
+        gauge("orbitkv.manager.speculation.inflight.budget.bytes", "the in-flight speculation budget",
+                () -> s.inFlight().capacity());
+        gauge("orbitkv.manager.speculation.held.budget.bytes", "the held speculation budget", () -> s.held().capacity());
+        gauge("orbitkv.manager.prepares", "live prepare operations, over all sessions", s::prepares);
+        gauge("orbitkv.manager.prepared.pages.held", "pages held for prepares now", s::heldPages);
+        add(FunctionCounter.builder("orbitkv.manager.prepares.busy", s, Speculation::busyRefusals)
+                .description("prepares refused because the prepare table was full").register(registry));
+        s.accounting().onNewRow(this::prepareRow);
+    }
+
+    private void prepareRow(PrepareAccounting.Row row) {
+        String ns = Integer.toString(PrepareAccounting.namespaceId(row));
+        String prepared = "orbitkv.prepare.pages.prepared";
+        add(FunctionCounter.builder(prepared, row, PrepareAccounting::preparedSsd).tags("namespace", ns, "route", "ssd")
+                .description("pages staged and held for prepares, by the route they came from").register(registry));
+        add(FunctionCounter.builder(prepared, row, PrepareAccounting::preparedPeer).tags("namespace", ns, "route", "peer")
+                .description("pages staged and held for prepares, by the route they came from").register(registry));
+        String released = "orbitkv.prepare.pages.released";
+        String what = "prepared pages let go: consumed by a QUERY, released unused (cancel, disconnect), expired";
+        add(FunctionCounter.builder(released, row, PrepareAccounting::consumed).tags("namespace", ns, "outcome", "consumed")
+                .description(what).register(registry));
+        add(FunctionCounter.builder(released, row, PrepareAccounting::unused).tags("namespace", ns, "outcome", "unused")
+                .description(what).register(registry));
+        add(FunctionCounter.builder(released, row, PrepareAccounting::expired).tags("namespace", ns, "outcome", "expired")
+                .description(what).register(registry));
+        add(FunctionCounter.builder("orbitkv.prepare.held.byte.seconds", row, PrepareAccounting::byteSeconds)
+                .tags("namespace", ns).description("byte-seconds prepared pages were held until let go").register(registry));
+    }
+
     private void gauge(String name, String description, Supplier<Number> value) {
         add(Gauge.builder(name, value).description(description).register(registry));
     }
@@ -229,6 +273,8 @@ final class ManagerMetrics implements QueryMetrics, AutoCloseable {
 
     @Override
     public void close() {
-        for (Meter m : meters) registry.remove(m);
+        synchronized (meters) {
+            for (Meter m : meters) registry.remove(m);
+        }
     }
 }

@@ -1,5 +1,6 @@
 package io.orbitkv.core.engine;
 
+import io.orbitkv.core.query.PrepareAccounting;
 import io.orbitkv.core.query.QueryMetrics.TierCounts;
 import io.orbitkv.core.storage.dram.DramUsage;
 
@@ -63,6 +64,18 @@ public record ManagerStatus(DramUsage dram, long ssdUsedBytes, long ssdCapacityB
             Objects.requireNonNull(hitTokens, "hitTokens");
             Objects.requireNonNull(hitBytes, "hitBytes");
             Objects.requireNonNull(restoredBytes, "restoredBytes");
+        }
+    }
+
+    /**
+     * {@code /status}'s {@code prepare}: live prepares, pages held for them, the speculation budget
+     * (used and capacity, in flight and held) and, per namespace, what preparation bought (pages
+     * prepared by route, consumed, released unused, expired, byte-seconds held, trimmed, refused).
+     */
+    public record Preparation(int prepares, int heldPages, long inFlightBytes, long inFlightBudgetBytes, long heldBytes,
+                              long heldBudgetBytes, long busyRefusals, List<PrepareAccounting.Counts> namespaces) {
+        public Preparation {
+            namespaces = List.copyOf(namespaces);
         }
     }
 

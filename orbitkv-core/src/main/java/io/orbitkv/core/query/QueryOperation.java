@@ -311,11 +311,16 @@ public final class QueryOperation {
         transition(State.FINAL);
     }
 
-    /** Counts the settled answer, and marks a hit's leased keys as needed (retention). */
+    /** Counts the settled answer, marks a hit's leased keys as needed (retention) and consumes prepared ones. */
     private void countSettled() {
         QueryMetrics.SettledQuery settled = selected.settled(query, Math.max(0, services.clock().getAsLong() - arrivedNanos));
         services.metrics().countSettled(settled);
-        if (settled.hit()) services.store().retention().needed(scope.namespaceId(), settled.leasedKeys());
+        if (!settled.hit()) return;
+        services.store().retention().needed(scope.namespaceId(), settled.leasedKeys());
+        // prepared pages this hit leased are consumed: the Manager's own hold on them ends
+        for (PrepareOperation owner : services.speculation().consume(scope.namespaceId(), settled.leasedKeys())) {
+            owner.consumedCheckLater(services.callbacks());
+        }
     }
 
     private List<QueryPlan.SlotSpan> spans() {

@@ -27,10 +27,11 @@ import java.util.function.LongSupplier;
  * @param clock        the Manager's monotonic clock (nanoseconds): latencies, restore samples
  * @param bounds       the per-operation bounds
  * @param metrics      where operations count what they did
+ * @param speculation  the prepared pages and the speculation budget (PREPARE); a QUERY consumes them
  */
 public record QueryServices(TieredStore store, QueryPlanner planner, Budget leases, Budget stagingBytes,
                             RestoreCopier copier, Executor callbacks, Timer timer, LongSupplier clock, Bounds bounds,
-                            QueryMetrics metrics) {
+                            QueryMetrics metrics, Speculation speculation) {
 
     public QueryServices {
         Objects.requireNonNull(store, "store");
@@ -43,6 +44,7 @@ public record QueryServices(TieredStore store, QueryPlanner planner, Budget leas
         Objects.requireNonNull(clock, "clock");
         Objects.requireNonNull(bounds, "bounds");
         Objects.requireNonNull(metrics, "metrics");
+        Objects.requireNonNull(speculation, "speculation");
     }
 
     /** Runs tasks once after a delay. */

@@ -9,6 +9,7 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.BiConsumer;
+import java.util.function.BooleanSupplier;
 
 /**
  * The stagings of one query operation: the required pages no local DRAM lease covers wait in a
@@ -42,6 +43,8 @@ final class StagingPump {
     private final SessionCallback session;
     private final SessionScope scope;
     private final BiConsumer<PageSlot, StageResult> onLanded;
+    /** Whether a new read may be submitted now (a prepare's pump closes it while QUERY stagings run). */
+    private final BooleanSupplier gate;
     private final ArrayDeque<PageSlot> queue = new ArrayDeque<>();
     private State state = State.IDLE;
     private int inFlight;
@@ -51,10 +54,17 @@ final class StagingPump {
     /** @param onLanded gets each landed page and its result, under the session lock, after {@link #landed} */
     StagingPump(QueryServices services, SessionCallback session, SessionScope scope,
                 BiConsumer<PageSlot, StageResult> onLanded) {
+        this(services, session, scope, onLanded, () -> true);
+    }
+
+    /** As above, submitting a read only while {@code gate} holds; a closed gate leaves the page queued. */
+    StagingPump(QueryServices services, SessionCallback session, SessionScope scope,
+                BiConsumer<PageSlot, StageResult> onLanded, BooleanSupplier gate) {
         this.services = services;
         this.session = session;
         this.scope = scope;
         this.onLanded = onLanded;
+        this.gate = gate;
     }
 
     /** Queues the QUEUED pages of {@code spans} and submits what the window allows; false if there were none. */
@@ -71,6 +81,11 @@ final class StagingPump {
     /** Whether pages are queued or in flight. */
     boolean busy() {
         return state == State.RUNNING;
+    }
+
+    /** Pages queued and not yet submitted. */
+    int queued() {
+        return queue.size();
     }
 
     /** Stagings submitted and not landed (abandoned peer fetches excluded). */
@@ -96,6 +111,7 @@ final class StagingPump {
         for (Iterator<PageSlot> it = queue.iterator(); it.hasNext(); ) {
             PageSlot slot = it.next();
             if (slot.remote ? peers.size() >= peerBatch : inFlight - remoteInFlight >= window) continue;
+            if (!gate.getAsBoolean()) break;
             it.remove();
             slot.state = PageSlot.State.STAGING;
             inFlight++;

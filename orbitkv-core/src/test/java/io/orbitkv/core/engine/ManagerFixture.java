@@ -162,6 +162,9 @@ final class ManagerFixture implements AutoCloseable {
             assertThat(s.dram().leases()).as("DRAM leases").isZero();
             assertThat(s.dram().reservedBytes()).as("DRAM reserved bytes").isZero();
             assertThat(store.inflightStagings()).isZero();
+            assertThat(core.speculation().inFlight().used()).as("speculation bytes in flight").isZero();
+            assertThat(core.speculation().held().used()).as("speculation bytes held").isZero();
+            assertThat(core.speculation().prepares()).as("prepares").isZero();
         });
     }
 

@@ -91,7 +91,12 @@ class ManagerSessionProperties {
             case 0 -> new Request.Register("prop-" + instance, 1, NS, HYBRID);
             case 1 -> new Request.RegisterRegion(x % 5 == 0 ? "/nonexistent/region" : regionFile.toString(),
                     4L * ManagerFixture.SLOT, ManagerFixture.SLOT, 4);
-            case 2, 3, 12, 13, 14 -> Client.query(op, revision, x % 2 == 0 ? CompletionTarget.HOST_READY : CompletionTarget.ENGINE_RESTORE,
+            case 14 -> {
+                Request.Query q = Client.query(op, 0, CompletionTarget.HOST_READY, pages * 16L + 1 + x % 16,
+                        (x % 3 == 0 && pages > 1) ? 16 : 0, prompt, new int[] {0, 1, 2}, pages);
+                yield new Request.Prepare(op, x % 50, x % 256, q.promptTokens(), q.originTokens(), q.groups());
+            }
+            case 2, 3, 12, 13 -> Client.query(op, revision, x % 2 == 0 ? CompletionTarget.HOST_READY : CompletionTarget.ENGINE_RESTORE,
                     pages * 16L + 1 + x % 16, (x % 3 == 0 && pages > 1) ? 16 : 0, prompt,
                     x % 7 == 0 ? new int[] {0, 1} : new int[] {0, 1, 2}, pages);
             case 4 -> new Request.QueryPoll(op, revision);
@@ -131,6 +136,7 @@ class ManagerSessionProperties {
             case Request.PublishAbort pa -> reply instanceof Reply.Aborted ab
                     && ab.outcomes().size() == pa.reservationIds().size();
             case Request.Restore ignored -> reply instanceof Reply.RestoreAccepted;
+            case Request.Prepare p -> reply instanceof Reply.Prepared pr && pr.operationId() == p.operationId();
             case Request.Stats ignored -> reply instanceof Reply.StatsReply st
                     && st.counters().stream().map(Reply.Counter::name).toList().containsAll(Set.of("leases", "operations"));
         };

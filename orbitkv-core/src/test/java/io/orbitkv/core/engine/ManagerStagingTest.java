@@ -7,6 +7,7 @@ import io.orbitkv.state.protocol.CompletionEvent;
 import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.PageState;
 import io.orbitkv.state.protocol.QueryStatus;
+import io.orbitkv.state.protocol.CompletionTarget;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
 import org.junit.jupiter.api.AfterEach;
@@ -242,5 +243,26 @@ class ManagerStagingTest {
             c.send(new Request.Release(1));
         }
         m.assertNothingHeld();
+    }
+
+    @Test
+    void aConnectionClosedWithPrepareReadsInFlightGivesTheBudgetBackOnlyAfterTheyDrain() throws IOException {
+        m = ManagerFixture.open(dir);
+        Client c = m.register("e1", 1, NS, ManagerFixture.FULL);
+        onSsdOnly(c, 9, 0, 1, 2);
+        CompletableFuture<Void> hold = holdReads();
+        Request.Query demand = Client.query(1, 0, CompletionTarget.HOST_READY, 3 * 16 + 1, 0, 9, new int[] {0}, 3);
+        Reply reply = c.send(new Request.Prepare(1, 0, 0, demand.promptTokens(), 0, demand.groups()));
+        assertThat(reply).isInstanceOfSatisfying(Reply.Prepared.class, p -> {
+            assertThat(p.outcome()).isEqualTo(Reply.PrepareOutcome.ACCEPTED);
+            assertThat(p.pagesToStage()).isEqualTo(3);
+        });
+        assertThat(m.core.status().leases()).as("a prepare takes no lease table entry").isZero();
+        c.close();
+        assertThat(m.core.speculation().held().used()).as("reads submitted before the close still count")
+                .isPositive();
+        hold.complete(null);
+        m.assertNothingHeld();
+        assertThat(m.core.preparation().namespaces()).allSatisfy(n -> assertThat(n.consumed()).isZero());
     }
 }

@@ -70,6 +70,8 @@ final class QueryKit implements AutoCloseable {
     final Clock clock = new Clock();
     final Session session = new Session();
     final Metrics metrics = new Metrics();
+    /** The speculation budget and held table of PREPARE (small budgets: a few pages). */
+    Speculation speculation = new Speculation(SpeculationBounds.DEFAULTS, clock::now);
 
     QueryKit(Path dir) throws IOException {
         DramTierConfig dram = new DramTierConfig(Files.createDirectories(dir.resolve("dram")), "query",
@@ -96,7 +98,7 @@ final class QueryKit implements AutoCloseable {
 
     QueryServices services(RemotePages remote, QueryServices.Bounds bounds) {
         return new QueryServices(store, new QueryPlanner(store, remote), leases, stagingBytes, copier, callbacks::add,
-                clock::schedule, clock::now, bounds, metrics);
+                clock::schedule, clock::now, bounds, metrics, speculation);
     }
 
     // ---- pages --------------------------------------------------------------------------------

@@ -2,6 +2,7 @@ package io.orbitkv.server.config;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.TextNode;
+import io.orbitkv.core.query.SpeculationBounds;
 import io.orbitkv.core.storage.dram.DramEviction;
 import io.orbitkv.core.storage.publish.SsdAdmissionPolicy;
 import io.orbitkv.core.storage.ssd.ReadPath;
@@ -10,6 +11,7 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.concurrent.TimeUnit;
 
 /**
  * One key per field: the mutable form of a {@link ManagerConfig} while a layer of keys (the
@@ -58,6 +60,13 @@ public final class ConfigBuilder {
     long registerTimeoutMillis;
     int maxUnregisteredConnections;
     long publishQuarantineMillis;
+    long prepareInFlightBytes;
+    long prepareHeldBytes;
+    long prepareSessionInFlightBytes;
+    long prepareSessionHeldBytes;
+    long prepareMarginMillis;
+    long prepareGraceMillis;
+    long prepareMaxLeadMillis;
     List<String> etcd;
     String nodeId;
     String clusterId;
@@ -118,6 +127,14 @@ public final class ConfigBuilder {
         b.restoreCopyThreads = g.restoreCopyThreads();
         b.drainTimeoutMillis = g.drainTimeoutMillis();
         b.publishQuarantineMillis = g.publishQuarantineMillis();
+        SpeculationBounds sp = g.speculation();
+        b.prepareInFlightBytes = sp.inFlightBytes();
+        b.prepareHeldBytes = sp.heldBytes();
+        b.prepareSessionInFlightBytes = sp.sessionInFlightBytes();
+        b.prepareSessionHeldBytes = sp.sessionHeldBytes();
+        b.prepareMarginMillis = TimeUnit.NANOSECONDS.toMillis(sp.marginNanos());
+        b.prepareGraceMillis = TimeUnit.NANOSECONDS.toMillis(sp.graceNanos());
+        b.prepareMaxLeadMillis = TimeUnit.NANOSECONDS.toMillis(sp.maxLeadNanos());
         ManagerConfig.Endpoints e = c.endpoints();
         b.socket = e.socket();
         b.socketMode = e.socketMode();
@@ -214,8 +231,12 @@ public final class ConfigBuilder {
         var endpoints = new ManagerConfig.Endpoints(socket, socketMode, httpHost, httpPort, readyFile);
         var channel = new ManagerConfig.Channel(limits, outboundQueueFrames, registerTimeoutMillis,
                 maxUnregisteredConnections, regionDir);
+        var speculation = SpeculationBounds.DEFAULTS
+                .withBudgets(prepareInFlightBytes, prepareHeldBytes, prepareSessionInFlightBytes, prepareSessionHeldBytes)
+                .withTiming(TimeUnit.MILLISECONDS.toNanos(prepareMarginMillis), TimeUnit.MILLISECONDS.toNanos(prepareGraceMillis),
+                        TimeUnit.MILLISECONDS.toNanos(prepareMaxLeadMillis));
         var budgets = new ManagerConfig.Budgets(maxInflightStages, maxLeases, restoreCopyThreads, drainTimeoutMillis,
-                publishQuarantineMillis);
+                publishQuarantineMillis, speculation);
         var credentials = new ClusterConfig.Credentials(clusterTokenFile, clusterTlsCert, clusterTlsKey, clusterTlsCa);
         var cluster = new ClusterConfig(etcd, nodeId, clusterId, clusterListen, clusterDataListen, credentials,
                 clusterLeaseTtlMillis, clusterLookupTimeoutMillis);

@@ -107,7 +107,8 @@ final class ConfigConversions {
      * The Manager logic's bounds: {@code maxLeases}, {@code restoreCopyThreads}, the query staging
      * budget (the same {@code stagingBytes} the DRAM tier may hold reserved: a staging reserves
      * its slot there), the fence drain bound ({@code drainTimeoutMillis}) and the publish
-     * quarantine ({@code publishQuarantineMillis}); the rest are the core's defaults.
+     * quarantine ({@code publishQuarantineMillis}), PREPARE's speculation bounds ({@code prepare*});
+     * the rest are the core's defaults.
      */
     static ManagerBounds coreBounds(ManagerConfig.Dram dram, ManagerConfig.Budgets budgets) {
         ManagerBounds d = ManagerBounds.DEFAULTS;
@@ -117,7 +118,8 @@ final class ConfigConversions {
                 .withRestore(threads, Math.max(d.restoreQueuedTasks(), threads))
                 .withFenceDrainTimeoutNanos(TimeUnit.MILLISECONDS.toNanos(budgets.drainTimeoutMillis()))
                 .withPublishQuarantine(TimeUnit.MILLISECONDS.toNanos(budgets.publishQuarantineMillis()),
-                        d.publishQuarantineBytes());
+                        d.publishQuarantineBytes())
+                .withSpeculation(budgets.speculation());
     }
 
     /** The engine channel's settings; {@code maxUnregisteredConnections} 0 becomes {@code maxConnections / 8}. */

@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import io.orbitkv.core.cost.CostConfig;
 import io.orbitkv.core.cost.SelectionConfig;
 import io.orbitkv.core.engine.ManagerBounds;
+import io.orbitkv.core.query.SpeculationBounds;
 import io.orbitkv.core.storage.dram.DramEviction;
 import io.orbitkv.core.storage.dram.DramTierConfig;
 import io.orbitkv.core.storage.publish.SsdAdmissionPolicy;
@@ -60,6 +61,7 @@ public final class ConfigKeys {
     static final Path DEFAULT_REGION_DIR = Path.of("/dev/shm");
     private static final ProtocolLimits LIMITS = ProtocolLimits.DEFAULTS;
     private static final ManagerBounds BOUNDS = ManagerBounds.DEFAULTS;
+    private static final SpeculationBounds SPECULATION = SpeculationBounds.DEFAULTS;
 
     /** Every key a file or an override may name, in documentation order. */
     public static final Map<String, Key> KEYS = table(List.of(
@@ -121,6 +123,22 @@ public final class ConfigKeys {
             key("publishQuarantineMillis", String.valueOf(TimeUnit.NANOSECONDS.toMillis(BOUNDS.publishQuarantineNanos())),
                     "how long a closed session's unsealed publish slots are held, ms",
                     (b, v) -> b.publishQuarantineMillis = size(v)),
+            key("prepareInFlightBytes", String.valueOf(SPECULATION.inFlightBytes()),
+                    "bytes all PREPAREs may have admitted and not landed (size)", (b, v) -> b.prepareInFlightBytes = size(v)),
+            key("prepareHeldBytes", String.valueOf(SPECULATION.heldBytes()),
+                    "bytes all PREPAREs may hold in DRAM (size)", (b, v) -> b.prepareHeldBytes = size(v)),
+            key("prepareSessionInFlightBytes", String.valueOf(SPECULATION.sessionInFlightBytes()),
+                    "prepareInFlightBytes per connection (size)", (b, v) -> b.prepareSessionInFlightBytes = size(v)),
+            key("prepareSessionHeldBytes", String.valueOf(SPECULATION.sessionHeldBytes()),
+                    "prepareHeldBytes per connection (size)", (b, v) -> b.prepareSessionHeldBytes = size(v)),
+            key("prepareMarginMillis", String.valueOf(TimeUnit.NANOSECONDS.toMillis(SPECULATION.marginNanos())),
+                    "a PREPARE's reads start this much before first use - estimated staging time, ms",
+                    (b, v) -> b.prepareMarginMillis = size(v)),
+            key("prepareGraceMillis", String.valueOf(TimeUnit.NANOSECONDS.toMillis(SPECULATION.graceNanos())),
+                    "prepared pages not used by first use + this are released, ms", (b, v) -> b.prepareGraceMillis = size(v)),
+            key("prepareMaxLeadMillis", String.valueOf(TimeUnit.NANOSECONDS.toMillis(SPECULATION.maxLeadNanos())),
+                    "the furthest ahead a PREPARE's first use may lie (later is taken as this), ms",
+                    (b, v) -> b.prepareMaxLeadMillis = size(v)),
             key("etcd", "", "etcd client URLs, comma-separated; empty = single-node",
                     (b, v) -> b.etcd = text(v).isBlank() ? List.of() : List.of(text(v).strip().split("\\s*,\\s*"))),
             key("nodeId", "", "this node's stable name in the cluster", (b, v) -> b.nodeId = text(v)),

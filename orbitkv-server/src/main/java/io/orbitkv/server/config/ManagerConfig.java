@@ -9,6 +9,7 @@ import com.fasterxml.jackson.databind.node.TextNode;
 import io.orbitkv.core.cost.CostConfig;
 import io.orbitkv.core.cost.SelectionConfig;
 import io.orbitkv.core.engine.ManagerBounds;
+import io.orbitkv.core.query.SpeculationBounds;
 import io.orbitkv.core.storage.TieredStoreConfig;
 import io.orbitkv.core.storage.dram.DramEviction;
 import io.orbitkv.core.storage.publish.SsdAdmissionPolicy;
@@ -197,10 +198,12 @@ public record ManagerConfig(Dram dram, Ssd ssd, Endpoints endpoints, Channel cha
      * @param drainTimeoutMillis      how long shutdown waits for sessions and SSD work to drain
      * @param publishQuarantineMillis how long a closed or fenced session's unsealed publish slots are held
      *                                before they are freed (protocol §9.6); 0 frees them at once
+     * @param speculation             PREPARE's speculation budget and timing (protocol §5.11)
      */
     public record Budgets(int maxInflightStages, long maxLeases, int restoreCopyThreads, long drainTimeoutMillis,
-                          long publishQuarantineMillis) {
+                          long publishQuarantineMillis, SpeculationBounds speculation) {
         public Budgets {
+            Objects.requireNonNull(speculation, "speculation");
             if (drainTimeoutMillis < 1) throw new IllegalArgumentException("drainTimeoutMillis must be >= 1");
             if (publishQuarantineMillis < 0) throw new IllegalArgumentException("publishQuarantineMillis must be >= 0");
         }

@@ -142,6 +142,7 @@ public final class FrameDecoder {
             case RESTORE -> readRestore(r);
             case RELEASE -> new Request.Release(r.u63("operation_id"));
             case STATS -> new Request.Stats();
+            case PREPARE -> readPrepare(r);
             case REGISTERED -> readRegistered(r);
             case REGION_REGISTERED -> new Reply.RegionRegistered(r.u31("region_id"));
             case QUERY_RESULT -> QueryResultReader.read(r, limits);
@@ -164,6 +165,14 @@ public final class FrameDecoder {
             case ABORTED -> new Reply.Aborted(readSettleOutcomes(r));
             case RESTORE_ACCEPTED -> new Reply.RestoreAccepted(r.u63("operation_id"), r.u31("page_count"));
             case STATS_REPLY -> readStats(r);
+            case PREPARED -> {
+                long op = r.u63("operation_id");
+                Reply.PrepareOutcome outcome = code(Reply.PrepareOutcome.class, r.u8("outcome"), "outcome");
+                r.zero8("pad");
+                r.zero16("pad");
+                yield new Reply.Prepared(op, outcome, r.u31("pages_to_stage"), r.u31("pages_resident"),
+                        r.u31("start_delay_millis"), r.u63("bytes_to_stage"));
+            }
             case COMPLETION -> readCompletion(r);
             case ERROR -> {
                 int code = r.u16("error_code");
@@ -195,12 +204,32 @@ public final class FrameDecoder {
         int revision = r.u31("revision");
         CompletionTarget target = code(CompletionTarget.class, r.u8("target"), "target");
         r.zero8("pad");
-        int groupCount = r.checkCount("group_count", r.u16("group_count"), limits.maxGroupsPerQuery(),
-                "maxGroupsPerQuery", 12);
+        int groupCount = readGroupCount(r);
         long prompt = r.u63("prompt_tokens");
         long origin = r.u63("origin_tokens");
         int prefillRate = r.u31("prefill_tokens_per_second");
         int peerWait = r.u31("peer_wait_millis");
+        return new Request.Query(op, revision, target, prompt, origin, prefillRate, peerWait, readGroups(r, groupCount));
+    }
+
+    /** PREPARE: QUERY's demand (prompt, origin, groups) behind its own header (protocol §5.11). */
+    private Request.Prepare readPrepare(WireReader r) {
+        long op = r.u63("operation_id");
+        int firstUse = r.u31("first_use_millis");
+        int priority = r.u8("priority");
+        r.zero8("pad");
+        int groupCount = readGroupCount(r);
+        long prompt = r.u63("prompt_tokens");
+        long origin = r.u63("origin_tokens");
+        return new Request.Prepare(op, firstUse, priority, prompt, origin, readGroups(r, groupCount));
+    }
+
+    private int readGroupCount(WireReader r) {
+        return r.checkCount("group_count", r.u16("group_count"), limits.maxGroupsPerQuery(), "maxGroupsPerQuery", 12);
+    }
+
+    /** A QUERY's (or PREPARE's) groups, their pages summed against {@code maxPagesPerQuery}. */
+    private List<Request.QueryGroup> readGroups(WireReader r, int groupCount) {
         List<Request.QueryGroup> groups = new ArrayList<>(groupCount);
         long pages = 0;
         for (int i = 0; i < groupCount; i++) {
@@ -217,7 +246,7 @@ public final class FrameDecoder {
             int n = r.checkCount("page_count", count, Integer.MAX_VALUE, "", width);
             groups.add(new Request.QueryGroup(groupId, form, Hashes.adopt(width, r.bytes(n * width, "hashes"))));
         }
-        return new Request.Query(op, revision, target, prompt, origin, prefillRate, peerWait, groups);
+        return groups;
     }
 
     private Request.PublishReserve readPublishReserve(WireReader r) {

@@ -58,22 +58,25 @@ public final class FrameEncoder {
     }
 
     /**
-     * An upper estimate of the frame's bytes for the two frames that can be large (QUERY,
+     * An upper estimate of the frame's bytes for the frames that can be large (QUERY, PREPARE,
      * QUERY_RESULT), so the writer grows at most once instead of doubling seven times from 256
      * bytes to a 32 KiB QUERY; 256 for the rest.
      */
     private static int sizeHint(Frame frame) {
         long bytes = switch (frame) {
-            case Request.Query q -> {
-                long n = FrameLayout.HEADER_BYTES + 40;
-                for (Request.QueryGroup g : q.groups()) n += 12 + (long) g.hashes().count() * g.hashes().width();
-                yield n;
-            }
+            case Request.Query q -> FrameLayout.HEADER_BYTES + 40 + groupBytes(q.groups());
+            case Request.Prepare p -> FrameLayout.HEADER_BYTES + 32 + groupBytes(p.groups());
             case Reply.QueryResult r -> FrameLayout.HEADER_BYTES + 24 + 8L * r.groups().size()
                     + 12L * Reply.MAX_SPANS_PER_GROUP * r.groups().size() + 17 * r.pageCount();
             default -> 256;
         };
         return (int) Math.min(bytes, 1 << 26);
+    }
+
+    private static long groupBytes(List<Request.QueryGroup> groups) {
+        long n = 0;
+        for (Request.QueryGroup g : groups) n += 12 + (long) g.hashes().count() * g.hashes().width();
+        return n;
     }
 
     /** The request id rule of the header: COMPLETION 0, ERROR any, every other type non-zero. */
@@ -106,10 +109,7 @@ public final class FrameEncoder {
             case Request.Query q -> {
                 w.u64(q.operationId()).u32(q.revision()).u8(q.target().code()).u8(0).u16(q.groups().size());
                 w.u64(q.promptTokens()).u64(q.originTokens()).u32(q.prefillTokensPerSecond()).u32(q.peerWaitMillis());
-                for (Request.QueryGroup g : q.groups()) {
-                    w.u32(g.groupId()).u8(g.form().code()).u8(g.hashes().width()).u16(0).u32(g.hashes().count());
-                    g.hashes().writeTo(w);
-                }
+                writeGroups(q.groups(), w);
             }
             case Request.QueryPoll p -> w.u64(p.operationId()).u32(p.revision());
             case Request.Cancel c -> w.u64(c.operationId());
@@ -129,6 +129,11 @@ public final class FrameEncoder {
             case Request.Release r -> w.u64(r.operationId());
             case Request.Stats s -> {
                 // empty body
+            }
+            case Request.Prepare p -> {
+                w.u64(p.operationId()).u32(p.firstUseMillis()).u8(p.priority()).u8(0).u16(p.groups().size());
+                w.u64(p.promptTokens()).u64(p.originTokens());
+                writeGroups(p.groups(), w);
             }
         }
     }
@@ -167,6 +172,8 @@ public final class FrameEncoder {
                 w.u16(s.counters().size()).u16(0);
                 for (Reply.Counter c : s.counters()) w.u64(c.value()).string16(c.name());
             }
+            case Reply.Prepared p -> w.u64(p.operationId()).u8(p.outcome().code()).u8(0).u16(0).u32(p.pagesToStage())
+                    .u32(p.pagesResident()).u32(p.startDelayMillis()).u64(p.bytesToStage());
             case Reply.Completion c -> {
                 w.u64(c.operationId()).u32(c.revision()).u8(c.event().code());
                 switch (c.outcome()) {
@@ -197,6 +204,13 @@ public final class FrameEncoder {
                     }
                 }
             }
+        }
+    }
+
+    private static void writeGroups(List<Request.QueryGroup> groups, WireWriter w) {
+        for (Request.QueryGroup g : groups) {
+            w.u32(g.groupId()).u8(g.form().code()).u8(g.hashes().width()).u16(0).u32(g.hashes().count());
+            g.hashes().writeTo(w);
         }
     }
 

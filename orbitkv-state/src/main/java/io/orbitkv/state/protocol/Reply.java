@@ -324,6 +324,57 @@ public sealed interface Reply extends Frame {
         }
     }
 
+    /** How the Manager took a PREPARE (protocol §6.12). */
+    enum PrepareOutcome implements WireCode {
+        /** Every page to stage fits the speculation budget: they are staged (or already resident). */
+        ACCEPTED(1),
+        /** Only a shorter legal boundary fits the budget: its pages are staged, the rest are not. */
+        TRIMMED(2),
+        /** Nothing fits the budget (or the Manager's prepare table is full): nothing is staged or held. */
+        REFUSED(3);
+
+        private final int code;
+
+        PrepareOutcome(int code) {
+            this.code = code;
+        }
+
+        @Override
+        public int code() {
+            return code;
+        }
+    }
+
+    /**
+     * The answer to PREPARE. It never reports a hit: prepared pages become the engine's only when a
+     * later QUERY leases them. Invariants: operation id {@code >= 1}; counts, delay and bytes
+     * {@code >= 0}; a REFUSED answer stages nothing.
+     *
+     * @param pagesToStage     pages the Manager will stage into DRAM (SSD or peers) and hold
+     * @param pagesResident    pages of the planned boundary already resident in DRAM (not held)
+     * @param startDelayMillis how long the Manager waits before the first read (deadline-driven start)
+     * @param bytesToStage     the speculation budget taken (4 KiB-padded payload bytes)
+     */
+    record Prepared(long operationId, PrepareOutcome outcome, int pagesToStage, int pagesResident,
+                    int startDelayMillis, long bytesToStage) implements Reply {
+        public Prepared {
+            Check.positive("operation_id", operationId);
+            Objects.requireNonNull(outcome, "outcome");
+            Check.nonNegative("pages_to_stage", pagesToStage);
+            Check.nonNegative("pages_resident", pagesResident);
+            Check.nonNegative("start_delay_millis", startDelayMillis);
+            Check.nonNegative("bytes_to_stage", bytesToStage);
+            if (outcome == PrepareOutcome.REFUSED && (pagesToStage != 0 || bytesToStage != 0)) {
+                throw new IllegalArgumentException("a REFUSED prepare stages nothing");
+            }
+        }
+
+        @Override
+        public FrameType type() {
+            return FrameType.PREPARED;
+        }
+    }
+
     /** One named counter. Names are 1..64 characters of {@code [a-z0-9_.]}; values {@code >= 0}. */
     record Counter(String name, long value) {
         private static final Pattern NAME = Pattern.compile("[a-z0-9_.]{1,64}");

@@ -403,6 +403,44 @@ public sealed interface Request extends Frame {
         }
     }
 
+    /**
+     * Asks the Manager to stage a prefix's missing pages into DRAM before its first use, without
+     * leasing anything to the engine (protocol §5.11). The demand is encoded as QUERY's: the
+     * groups' page names, the prompt and the origin. Invariants: operation id {@code >= 1};
+     * {@code 0 <= firstUseMillis} (relative to the Manager's receipt); priority {@code 0..255}
+     * (higher first); {@code 0 <= originTokens < promptTokens}; 1..65,535 groups with distinct ids.
+     */
+    record Prepare(long operationId, int firstUseMillis, int priority, long promptTokens, long originTokens,
+                   List<QueryGroup> groups) implements Request {
+        /** Highest priority. */
+        public static final int MAX_PRIORITY = 255;
+
+        public Prepare {
+            Check.positive("operation_id", operationId);
+            Check.nonNegative("first_use_millis", firstUseMillis);
+            if (priority < 0 || priority > MAX_PRIORITY) {
+                throw new IllegalArgumentException("priority must be 0.." + MAX_PRIORITY + ": " + priority);
+            }
+            Check.positive("prompt_tokens", promptTokens);
+            Check.nonNegative("origin_tokens", originTokens);
+            if (originTokens >= promptTokens) {
+                throw new IllegalArgumentException("origin_tokens " + originTokens + " must be below prompt_tokens " + promptTokens);
+            }
+            groups = Check.list("groups", groups, 1, Check.U16_MAX);
+            Check.uniqueIds("groups", groups, QueryGroup::groupId);
+        }
+
+        /** The demand as the HOST_READY QUERY (revision 0, no prefill rate, no peer wait) it is planned as. */
+        public Query asQuery() {
+            return new Query(operationId, 0, CompletionTarget.HOST_READY, promptTokens, originTokens, 0, 0, groups);
+        }
+
+        @Override
+        public FrameType type() {
+            return FrameType.PREPARE;
+        }
+    }
+
     private static void requireKeyWidth(KeyForm form, Hashes hashes) {
         if (form == KeyForm.STATE_KEY && hashes.width() != StateKey.BYTES) {
             throw new IllegalArgumentException("state keys are 32 bytes, not " + hashes.width());

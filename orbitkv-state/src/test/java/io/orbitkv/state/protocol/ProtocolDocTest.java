@@ -84,6 +84,7 @@ class ProtocolDocTest {
         assertEnumTable(Refusal.class, Integer::valueOf);
         assertEnumTable(SettleOutcome.class, Integer::valueOf);
         assertEnumTable(CompletionEvent.class, Integer::valueOf);
+        assertEnumTable(Reply.PrepareOutcome.class, Integer::valueOf);
     }
 
     @Test

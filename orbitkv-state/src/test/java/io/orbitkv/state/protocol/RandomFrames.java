@@ -51,6 +51,11 @@ final class RandomFrames {
             }
             case RELEASE -> new Request.Release(id(r));
             case STATS -> new Request.Stats();
+            case PREPARE -> {
+                Request.Query q = query(r);
+                yield new Request.Prepare(q.operationId(), r.nextInt(Integer.MAX_VALUE), r.nextInt(256), q.promptTokens(),
+                        q.originTokens(), q.groups());
+            }
             case REGISTERED -> {
                 List<Reply.ArenaFile> arenas = new ArrayList<>();
                 for (int i = 0, n = 1 + r.nextInt(4); i < n; i++) {
@@ -86,6 +91,12 @@ final class RandomFrames {
                     counters.add(new Reply.Counter("counter_" + i + "." + r.nextInt(1000), r.nextLong(Long.MAX_VALUE)));
                 }
                 yield new Reply.StatsReply(counters);
+            }
+            case PREPARED -> {
+                Reply.PrepareOutcome outcome = pick(r, Reply.PrepareOutcome.values());
+                boolean refused = outcome == Reply.PrepareOutcome.REFUSED;
+                yield new Reply.Prepared(id(r), outcome, refused ? 0 : r.nextInt(Integer.MAX_VALUE),
+                        r.nextInt(Integer.MAX_VALUE), r.nextInt(Integer.MAX_VALUE), refused ? 0 : r.nextLong(Long.MAX_VALUE));
             }
             case COMPLETION -> new Reply.Completion(id(r), r.nextInt(Integer.MAX_VALUE), pick(r, CompletionEvent.values()),
                     switch (r.nextInt(3)) {
