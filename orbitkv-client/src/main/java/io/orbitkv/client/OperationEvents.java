@@ -95,6 +95,10 @@ final class OperationEvents {
             case Reply.StatsReply r -> {
                 // no operation state
             }
+
+            case Reply.Hinted r -> {
+                // no operation state
+            }
             case Reply.Error e -> {
                 // a refused request changes nothing on the Manager, so nothing here either
             }

@@ -110,6 +110,8 @@ final class EngineSession implements ChannelSession, SessionCallback {
                 case Request.PublishAbort a -> abort(a);
                 case Request.Restore ignored -> throw new IllegalStateException("handled above");
                 case Request.Stats ignored -> core.stats();
+
+                case Request.Hint h -> core.hints().apply(scope, h);
             };
         }
     }

@@ -333,6 +333,17 @@ public final class TieredStore implements AutoCloseable {
         return dram.contains(key, namespaceId) || ssd.contains(key, namespace);
     }
 
+    /**
+     * HINT DROP of {@code key} in one namespace: removes its DRAM image of {@code namespaceId} and
+     * its SSD extent of {@code namespace} (REMOVED events for both; leased images and pinned extents
+     * keep their bytes until released). Another namespace's copies are untouched. True when
+     * either tier held it.
+     */
+    public boolean drop(StateKey key, int namespaceId, NamespaceDigest namespace) {
+        boolean inDram = dram.drop(key, namespaceId);
+        return ssd.delete(key, namespace) | inDram;
+    }
+
     /** Whether the SSD store indexes {@code key} now (any namespace). */
     public boolean onSsd(StateKey key) {
         return ssd.contains(key);

@@ -133,6 +133,8 @@ class ManagerSessionProperties {
             case Request.Restore ignored -> reply instanceof Reply.RestoreAccepted;
             case Request.Stats ignored -> reply instanceof Reply.StatsReply st
                     && st.counters().stream().map(Reply.Counter::name).toList().containsAll(Set.of("leases", "operations"));
+            case Request.Hint h -> reply instanceof Reply.Hinted hd && hd.kind() == h.kind()
+                    && (long) hd.applied() + hd.notResident() + hd.refusedBudget() == h.pageCount();
         };
     }
 }

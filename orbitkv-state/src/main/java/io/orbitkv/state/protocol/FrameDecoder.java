@@ -142,6 +142,8 @@ public final class FrameDecoder {
             case RESTORE -> readRestore(r);
             case RELEASE -> new Request.Release(r.u63("operation_id"));
             case STATS -> new Request.Stats();
+
+            case HINT -> readHint(r);
             case REGISTERED -> readRegistered(r);
             case REGION_REGISTERED -> new Reply.RegionRegistered(r.u31("region_id"));
             case QUERY_RESULT -> QueryResultReader.read(r, limits);
@@ -164,6 +166,15 @@ public final class FrameDecoder {
             case ABORTED -> new Reply.Aborted(readSettleOutcomes(r));
             case RESTORE_ACCEPTED -> new Reply.RestoreAccepted(r.u63("operation_id"), r.u31("page_count"));
             case STATS_REPLY -> readStats(r);
+
+            case HINTED -> {
+                HintKind kind = code(HintKind.class, r.u8("kind"), "kind");
+                r.zero8("pad");
+                r.zero16("pad");
+                int applied = r.u31("applied");
+                int notResident = r.u31("not_resident");
+                yield new Reply.Hinted(kind, applied, notResident, r.u31("refused_budget"));
+            }
             case COMPLETION -> readCompletion(r);
             case ERROR -> {
                 int code = r.u16("error_code");
@@ -201,6 +212,11 @@ public final class FrameDecoder {
         long origin = r.u63("origin_tokens");
         int prefillRate = r.u31("prefill_tokens_per_second");
         int peerWait = r.u31("peer_wait_millis");
+        return new Request.Query(op, revision, target, prompt, origin, prefillRate, peerWait, readGroups(r, groupCount));
+    }
+
+    /** The {@code groupCount} page-name groups of a QUERY or HINT, their pages summed under {@code maxPagesPerQuery}. */
+    private List<Request.QueryGroup> readGroups(WireReader r, int groupCount) {
         List<Request.QueryGroup> groups = new ArrayList<>(groupCount);
         long pages = 0;
         for (int i = 0; i < groupCount; i++) {
@@ -213,11 +229,20 @@ public final class FrameDecoder {
             r.zero16("pad");
             long count = Integer.toUnsignedLong(r.u31("page_count"));
             pages += count;
-            r.checkCount("pages of the query", pages, limits.maxPagesPerQuery(), "maxPagesPerQuery", 0);
+            r.checkCount("pages of the frame", pages, limits.maxPagesPerQuery(), "maxPagesPerQuery", 0);
             int n = r.checkCount("page_count", count, Integer.MAX_VALUE, "", width);
             groups.add(new Request.QueryGroup(groupId, form, Hashes.adopt(width, r.bytes(n * width, "hashes"))));
         }
-        return new Request.Query(op, revision, target, prompt, origin, prefillRate, peerWait, groups);
+        return groups;
+    }
+
+    private Request.Hint readHint(WireReader r) {
+        HintKind kind = code(HintKind.class, r.u8("kind"), "kind");
+        r.zero8("pad");
+        int groupCount = r.checkCount("group_count", r.u16("group_count"), limits.maxGroupsPerQuery(),
+                "maxGroupsPerQuery", 12);
+        int duration = r.u31("duration_millis");
+        return new Request.Hint(kind, duration, readGroups(r, groupCount));
     }
 
     private Request.PublishReserve readPublishReserve(WireReader r) {

@@ -69,6 +69,11 @@ public final class FrameEncoder {
                 for (Request.QueryGroup g : q.groups()) n += 12 + (long) g.hashes().count() * g.hashes().width();
                 yield n;
             }
+            case Request.Hint h -> {
+                long n = FrameLayout.HEADER_BYTES + 8;
+                for (Request.QueryGroup g : h.groups()) n += 12 + (long) g.hashes().count() * g.hashes().width();
+                yield n;
+            }
             case Reply.QueryResult r -> FrameLayout.HEADER_BYTES + 24 + 8L * r.groups().size()
                     + 12L * Reply.MAX_SPANS_PER_GROUP * r.groups().size() + 17 * r.pageCount();
             default -> 256;
@@ -106,10 +111,7 @@ public final class FrameEncoder {
             case Request.Query q -> {
                 w.u64(q.operationId()).u32(q.revision()).u8(q.target().code()).u8(0).u16(q.groups().size());
                 w.u64(q.promptTokens()).u64(q.originTokens()).u32(q.prefillTokensPerSecond()).u32(q.peerWaitMillis());
-                for (Request.QueryGroup g : q.groups()) {
-                    w.u32(g.groupId()).u8(g.form().code()).u8(g.hashes().width()).u16(0).u32(g.hashes().count());
-                    g.hashes().writeTo(w);
-                }
+                writeGroups(q.groups(), w);
             }
             case Request.QueryPoll p -> w.u64(p.operationId()).u32(p.revision());
             case Request.Cancel c -> w.u64(c.operationId());
@@ -129,6 +131,11 @@ public final class FrameEncoder {
             case Request.Release r -> w.u64(r.operationId());
             case Request.Stats s -> {
                 // empty body
+            }
+
+            case Request.Hint h -> {
+                w.u8(h.kind().code()).u8(0).u16(h.groups().size()).u32(h.durationMillis());
+                writeGroups(h.groups(), w);
             }
         }
     }
@@ -167,6 +174,9 @@ public final class FrameEncoder {
                 w.u16(s.counters().size()).u16(0);
                 for (Reply.Counter c : s.counters()) w.u64(c.value()).string16(c.name());
             }
+
+            case Reply.Hinted h -> w.u8(h.kind().code()).u8(0).u16(0).u32(h.applied()).u32(h.notResident())
+                    .u32(h.refusedBudget());
             case Reply.Completion c -> {
                 w.u64(c.operationId()).u32(c.revision()).u8(c.event().code());
                 switch (c.outcome()) {
@@ -197,6 +207,14 @@ public final class FrameEncoder {
                     }
                 }
             }
+        }
+    }
+
+    /** The page-name groups of a QUERY or HINT: each group's header, then its hashes. */
+    private static void writeGroups(List<Request.QueryGroup> groups, WireWriter w) {
+        for (Request.QueryGroup g : groups) {
+            w.u32(g.groupId()).u8(g.form().code()).u8(g.hashes().width()).u16(0).u32(g.hashes().count());
+            g.hashes().writeTo(w);
         }
     }
 

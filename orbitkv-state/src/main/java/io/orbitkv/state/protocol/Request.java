@@ -403,6 +403,34 @@ public sealed interface Request extends Frame {
         }
     }
 
+
+    /**
+     * A value hint for the pages it names, in this connection's namespace (protocol §5.12): pin,
+     * unpin, retain, demote or drop. Invariants: {@code durationMillis >= 1} for
+     * {@link HintKind#PIN} and 0 for every other kind; 1..65,535 groups with distinct ids.
+     */
+    record Hint(HintKind kind, int durationMillis, List<QueryGroup> groups) implements Request {
+        public Hint {
+            Objects.requireNonNull(kind, "kind");
+            if (kind == HintKind.PIN) Check.positive("duration_millis", durationMillis);
+            else if (durationMillis != 0) throw new IllegalArgumentException("duration_millis must be 0 for " + kind);
+            groups = Check.list("groups", groups, 1, Check.U16_MAX);
+            Check.uniqueIds("groups", groups, QueryGroup::groupId);
+        }
+
+        /** Pages summed over the groups. */
+        public long pageCount() {
+            long n = 0;
+            for (QueryGroup g : groups) n += g.hashes().count();
+            return n;
+        }
+
+        @Override
+        public FrameType type() {
+            return FrameType.HINT;
+        }
+    }
+
     private static void requireKeyWidth(KeyForm form, Hashes hashes) {
         if (form == KeyForm.STATE_KEY && hashes.width() != StateKey.BYTES) {
             throw new IllegalArgumentException("state keys are 32 bytes, not " + hashes.width());

@@ -51,6 +51,12 @@ final class RandomFrames {
             }
             case RELEASE -> new Request.Release(id(r));
             case STATS -> new Request.Stats();
+
+            case HINT -> {
+                HintKind kind = pick(r, HintKind.values());
+                Request.Query q = query(r);
+                yield new Request.Hint(kind, kind == HintKind.PIN ? 1 + r.nextInt(Integer.MAX_VALUE) : 0, q.groups());
+            }
             case REGISTERED -> {
                 List<Reply.ArenaFile> arenas = new ArrayList<>();
                 for (int i = 0, n = 1 + r.nextInt(4); i < n; i++) {
@@ -80,6 +86,8 @@ final class RandomFrames {
             case COMMITTED -> new Reply.Committed(settle(r, SettleOutcome.SEALED, SettleOutcome.NOT_FOUND, SettleOutcome.DISCARDED));
             case ABORTED -> new Reply.Aborted(settle(r, SettleOutcome.ABORTED, SettleOutcome.NOT_FOUND));
             case RESTORE_ACCEPTED -> new Reply.RestoreAccepted(id(r), 1 + r.nextInt(Integer.MAX_VALUE));
+            case HINTED -> new Reply.Hinted(pick(r, HintKind.values()), r.nextInt(Integer.MAX_VALUE),
+                    r.nextInt(Integer.MAX_VALUE), r.nextInt(Integer.MAX_VALUE));
             case STATS_REPLY -> {
                 List<Reply.Counter> counters = new ArrayList<>();
                 for (int i = 0, n = r.nextInt(6); i < n; i++) {

@@ -361,6 +361,52 @@ public final class DramTier implements AutoCloseable {
         return index.remove(key, ResidentIndex.ANY_IMAGE, DramMetrics.EvictionCause.EXPLICIT, true);
     }
 
+    /**
+     * Holds {@code key}'s image of {@code namespaceId} in DRAM (a HINT PIN): no eviction policy and
+     * no class pressure takes it until {@link #releaseHold}; a DROP or an explicit removal still
+     * can. Empty when no image of the key is resident in that namespace (another namespace's image
+     * of the same key bytes counts as absent) or it is held already. Not a use.
+     */
+    public Optional<HeldImage> hold(StateKey key, int namespaceId) {
+        Objects.requireNonNull(key, "key");
+        requireOpen();
+        return index.hold(key, namespaceId);
+    }
+
+    /** True while {@code held}'s image is resident and still held. */
+    public boolean holds(HeldImage held) {
+        return slots.holds(held.slot(), held.imageId());
+    }
+
+    /** Ends a {@link #hold}; false when the image left the index meanwhile or was released already. */
+    public boolean releaseHold(HeldImage held) {
+        Objects.requireNonNull(held, "held");
+        return index.releaseHold(held);
+    }
+
+    /**
+     * A client's value hint (HINT RETAIN or DEMOTE) for {@code key}'s image of {@code namespaceId},
+     * passed to the eviction policy; false when no such image is resident. A held image is not
+     * reordered.
+     */
+    public boolean hint(StateKey key, int namespaceId, ValueHint value) {
+        Objects.requireNonNull(key, "key");
+        Objects.requireNonNull(value, "value");
+        requireOpen();
+        return index.hint(key, namespaceId, value);
+    }
+
+    /**
+     * Removes {@code key}'s image of {@code namespaceId} from the index (HINT DROP; REMOVED on the
+     * residency stream, not offered to the eviction listener); its slot returns to the free list
+     * when its last lease ends. False when no such image is resident.
+     */
+    public boolean drop(StateKey key, int namespaceId) {
+        Objects.requireNonNull(key, "key");
+        requireOpen();
+        return index.drop(key, namespaceId);
+    }
+
     /** Removes every image of {@code namespaceId}; returns how many. Walks the whole index. */
     public int evictNamespace(int namespaceId) {
         return index.removeNamespace(namespaceId);
