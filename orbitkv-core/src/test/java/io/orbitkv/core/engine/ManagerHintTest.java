@@ -179,4 +179,36 @@ class ManagerHintTest {
         }
         m.assertNothingHeld();
     }
+
+    @Test
+    void aDropWhileThePagesSsdWritesAreQueuedKeepsThemOffTheSsd() throws IOException {
+        m = ManagerFixture.open(dir);
+        java.util.concurrent.CompletableFuture<Void> hold = new java.util.concurrent.CompletableFuture<>();
+        m.store.dispatcher().submitRead(new io.orbitkv.core.storage.publish.IoOp() { // the one SSD I/O slot
+            @Override
+            public java.util.concurrent.CompletableFuture<?> start() {
+                return hold;
+            }
+
+            @Override
+            public void drop(DropReason reason) {
+            }
+        });
+        try (Client a = m.register("a", 1, A, ManagerFixture.FULL)) {
+            a.publish(1, 0, 0, 1, 2);
+            assertThat(a.send(blockHint(HintKind.DROP, 0, 1, 3))).isEqualTo(new Reply.Hinted(HintKind.DROP, 3, 0, 0));
+            hold.complete(null);
+            await().atMost(RecordingSink.WAIT).untilAsserted(() -> {
+                assertThat(m.registry.get("orbitkv.publish.ssd.written").tag("result", "committed").counter().count())
+                        .as("the queued writes ran").isEqualTo(3);
+                for (int p = 0; p < 3; p++) {
+                    assertThat(m.store.ssd().contains(Client.key(A, 1, 0, p))).as("page %d on SSD", p).isFalse();
+                }
+            });
+            Reply.QueryResult r = a.queryFull(1, 1, 3);
+            assertThat(r.hit()).isFalse();
+            a.send(new Request.Release(1));
+        }
+        m.assertNothingHeld();
+    }
 }

@@ -57,7 +57,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * slots are per class, so a class can run dry below it; then {@link #reserve} evicts the class's
  * {@link EvictionPolicy#classVictim}, else its CLOCK {@link EvictionPolicy#fallbackVictim} (at
  * most {@value #MAX_PRESSURE_EVICTIONS} per call, each scanning at most
- * {@code pressureScanEntries}). Explicit and namespace removals. A victim handed to the
+ * {@code pressureScanEntries}). Explicit, namespace and HINT DROP removals. A held image (HINT
+ * PIN, {@link #hold}) is no victim of the bound, of class pressure or of the CLOCK until released. A victim handed to the
  * {@link EvictionListener} (on-evict's SSD write) keeps its slot parked until the write ends, so
  * the last eviction a reservation may make hands nothing over and frees its slot at once;
  * hand-overs also stop where a parked slot would pass {@code evictedLeasedBudgetBytes}. Heap per
