@@ -151,6 +151,25 @@ final class ManagerFixture implements AutoCloseable {
         return c;
     }
 
+    /**
+     * Occupies the SSD dispatcher's one I/O slot (the fixture's store has one I/O thread) until the
+     * returned future completes: SSD reads and writes queue behind it.
+     */
+    java.util.concurrent.CompletableFuture<Void> holdSsdIo() {
+        java.util.concurrent.CompletableFuture<Void> hold = new java.util.concurrent.CompletableFuture<>();
+        store.dispatcher().submitRead(new io.orbitkv.core.storage.publish.IoOp() {
+            @Override
+            public java.util.concurrent.CompletableFuture<?> start() {
+                return hold;
+            }
+
+            @Override
+            public void drop(DropReason reason) {
+            }
+        });
+        return hold;
+    }
+
     /** Submits one copier task that holds a copy thread until {@code gate} opens. */
     void occupyCopyThread(java.util.concurrent.CountDownLatch gate) {
         assertThat(core.copier().trySubmit(List.of(() -> {

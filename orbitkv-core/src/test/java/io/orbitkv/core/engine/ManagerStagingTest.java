@@ -1,6 +1,5 @@
 package io.orbitkv.core.engine;
 
-import io.orbitkv.core.storage.publish.IoOp;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.protocol.CompletionEvent;
@@ -52,18 +51,7 @@ class ManagerStagingTest {
 
     /** Occupies the dispatcher's only read slot until the returned future completes. */
     CompletableFuture<Void> holdReads() {
-        CompletableFuture<Void> hold = new CompletableFuture<>();
-        m.store.dispatcher().submitRead(new IoOp() {
-            @Override
-            public CompletableFuture<?> start() {
-                return hold;
-            }
-
-            @Override
-            public void drop(DropReason reason) {
-            }
-        });
-        return hold;
+        return m.holdSsdIo();
     }
 
     double ssdReads() {

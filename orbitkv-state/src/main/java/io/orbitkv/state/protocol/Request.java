@@ -259,9 +259,7 @@ public sealed interface Request extends Frame {
 
         /** Pages summed over the groups. */
         public long pageCount() {
-            long n = 0;
-            for (QueryGroup g : groups) n += g.hashes().count();
-            return n;
+            return pagesOf(groups);
         }
 
         @Override
@@ -420,15 +418,19 @@ public sealed interface Request extends Frame {
 
         /** Pages summed over the groups. */
         public long pageCount() {
-            long n = 0;
-            for (QueryGroup g : groups) n += g.hashes().count();
-            return n;
+            return pagesOf(groups);
         }
 
         @Override
         public FrameType type() {
             return FrameType.HINT;
         }
+    }
+
+    private static long pagesOf(List<QueryGroup> groups) {
+        long n = 0;
+        for (QueryGroup g : groups) n += g.hashes().count();
+        return n;
     }
 
     private static void requireKeyWidth(KeyForm form, Hashes hashes) {
