@@ -111,7 +111,14 @@ class ManagerSessionProperties {
             case 9 -> new Request.PublishAbort(List.of(reservationIds.isEmpty() || x % 5 == 0 ? 998L
                     : reservationIds.get(x % reservationIds.size())));
             case 10 -> new Request.Restore(op, x % 3, List.of(new Request.RestorePage(x % 3, pages, x % 5)));
-            default -> new Request.Stats();
+            case 11 -> {
+                if (x % 2 == 0) yield new Request.Stats();
+                io.orbitkv.state.protocol.HintKind kind = io.orbitkv.state.protocol.HintKind.values()[(x >> 1) % 5];
+                int group = (x >> 3) % 4; // group 3 is not in the contract
+                yield new Request.Hint(kind, kind == io.orbitkv.state.protocol.HintKind.PIN ? 1 + x % 5_000 : 0,
+                        List.of(new Request.QueryGroup(group, KeyForm.BLOCK_HASH, Client.hashes(prompt, group, pages))));
+            }
+            default -> throw new IllegalStateException("unreachable");
         };
     }
 
