@@ -151,6 +151,14 @@ final class ManagerFixture implements AutoCloseable {
         return c;
     }
 
+    /** Waits until pages {@code pages} of group 0 of {@code prompt} in {@code ns} are on SSD (write-through). */
+    void awaitOnSsd(Namespace ns, long prompt, long... pages) {
+        for (long p : pages) {
+            io.orbitkv.state.StateKey key = Client.key(ns, prompt, 0, p);
+            org.awaitility.Awaitility.await().atMost(RecordingSink.WAIT).until(() -> store.ssd().contains(key));
+        }
+    }
+
     /**
      * Occupies the SSD dispatcher's one I/O slot (the fixture's store has one I/O thread) until the
      * returned future completes: SSD reads and writes queue behind it.

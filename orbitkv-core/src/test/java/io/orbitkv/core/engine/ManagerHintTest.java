@@ -142,10 +142,7 @@ class ManagerHintTest {
         m = ManagerFixture.open(dir);
         try (Client a = m.register("a", 1, A, ManagerFixture.FULL)) {
             a.publish(1, 0, 0, 1, 2);
-            for (int p = 0; p < 3; p++) {
-                StateKey key = Client.key(A, 1, 0, p);
-                await().atMost(RecordingSink.WAIT).until(() -> m.store.ssd().contains(key));
-            }
+            m.awaitOnSsd(A, 1, 0, 1, 2);
             assertThat(a.send(blockHint(HintKind.PIN, 10_000, 1, 3))).isEqualTo(new Reply.Hinted(HintKind.PIN, 3, 0, 0));
             assertThat(a.send(blockHint(HintKind.DROP, 0, 1, 4))).isEqualTo(new Reply.Hinted(HintKind.DROP, 3, 1, 0));
             for (int p = 0; p < 3; p++) {
@@ -166,10 +163,7 @@ class ManagerHintTest {
         m = ManagerFixture.open(dir);
         try (Client a = m.register("a", 1, A, ManagerFixture.FULL); Client b = m.register("b", 1, B, ManagerFixture.FULL)) {
             a.publish(1, 0, 0, 1, 2, 3);
-            for (int p = 0; p < 4; p++) {
-                StateKey key = Client.key(A, 1, 0, p);
-                await().atMost(RecordingSink.WAIT).until(() -> m.store.ssd().contains(key));
-            }
+            m.awaitOnSsd(A, 1, 0, 1, 2, 3);
             for (HintKind kind : HintKind.values()) {
                 int millis = kind == HintKind.PIN ? 60_000 : 0;
                 Reply foreign = b.send(keyHint(kind, millis, A, 1, 4));

@@ -215,10 +215,7 @@ class ManagerStagingTest {
         m = ManagerFixture.open(dir);
         try (Client c = m.register("e1", 1, NS, ManagerFixture.FULL)) {
             c.publish(4, 0, 0, 1, 2);
-            for (long p = 0; p < 3; p++) {
-                StateKey key = Client.key(NS, 4, 0, p);
-                await().atMost(RecordingSink.WAIT).until(() -> m.store.ssd().contains(key));
-            }
+            m.awaitOnSsd(NS, 4, 0, 1, 2);
         }
         m.restart();
         try (Client c = m.register("e1", 2, NS, ManagerFixture.FULL)) {
