@@ -46,6 +46,9 @@ import java.util.function.Supplier;
  * trip in the Manager benchmark), and one lock trip per page was a large share of its lookup
  * (with the lock's hand-off to a waiting publisher), so {@link #pinUseRun} and {@link #unpinRun}
  * take the lock once per run of pages; a run is bounded by its caller, so the hold stays short.
+ * The class is over 500 lines because every transition of a slot (the HINT PIN's hold included)
+ * changes the byte accounting under this one lock; a split would have to share the lock and the
+ * arrays, and every transition would read across two classes.
  */
 final class SlotTable {
 
