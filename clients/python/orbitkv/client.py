@@ -502,6 +502,14 @@ class Client:
     def stats(self) -> Dict[str, int]:
         return self.call(p.Stats(), p.StatsReply).as_dict()
 
+    def hint(self, kind: p.HintKind, groups: Sequence[p.QueryGroup], duration_millis: int = 0) -> p.Hinted:
+        """HINT (protocol 5.12) for pages of this client's namespace: PIN keeps them in DRAM for
+        ``duration_millis`` (at most the Manager's ``hintPinMaxMillis``, within its per-namespace
+        pinned-byte budget), UNPIN ends that, RETAIN and DEMOTE reorder them for eviction, DROP
+        removes them from DRAM and SSD. Returns the per-page counts; a page another namespace holds
+        counts as not resident. Raises OrbitKvError (NAMESPACE_MISMATCH for a group the contract lacks)."""
+        return self.call(p.Hint(kind, tuple(groups), duration_millis), p.Hinted)
+
     @property
     def failed(self) -> bool:
         """True once the connection is lost (the Manager closed it, died, or a write failed): the

@@ -81,6 +81,7 @@ class FrameType(enum.IntEnum):
     RELEASE = 0x000A
     STATS = 0x000B
     PREPARE = 0x000C
+    HINT = 0x000D
     REGISTERED = 0x8001
     REGION_REGISTERED = 0x8002
     QUERY_RESULT = 0x8003
@@ -92,6 +93,7 @@ class FrameType(enum.IntEnum):
     RELEASED = 0x800A
     STATS_REPLY = 0x800B
     PREPARED = 0x800C
+    HINTED = 0x800D
     COMPLETION = 0x80F0
     ERROR = 0x80FF
 
@@ -128,6 +130,15 @@ class ErrorCode(enum.IntEnum):
 class KeyForm(enum.IntEnum):
     BLOCK_HASH = 1
     STATE_KEY = 2
+
+
+class HintKind(enum.IntEnum):
+    """What a HINT asks for the pages it names (docs/protocol.md 5.12)."""
+    PIN = 1
+    UNPIN = 2
+    RETAIN = 3
+    DEMOTE = 4
+    DROP = 5
 
 
 class CompletionTarget(enum.IntEnum):
@@ -590,6 +601,25 @@ class Prepare:
                        query.groups)
 
 
+@dataclass(frozen=True)
+class Hint:
+    """A value hint for pages of the connection's namespace (5.12); ``duration_millis`` only for PIN."""
+    kind: HintKind
+    groups: Tuple[QueryGroup, ...]
+    duration_millis: int = 0
+    TYPE = FrameType.HINT
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", HintKind(self.kind))
+        if self.kind == HintKind.PIN:
+            _check_int("duration_millis", self.duration_millis, 1, U31_MAX)
+        elif self.duration_millis != 0:
+            raise _bad(f"duration_millis must be 0 for {self.kind.name}")
+        object.__setattr__(self, "groups", tuple(self.groups))
+        _check_int("group count", len(self.groups), 1, 0xFFFF)
+        _distinct("group ids", [g.group_id for g in self.groups])
+
+
 # ---------------------------------------------------------------------------------------------
 # Reply and event frames (section 6)
 
@@ -881,6 +911,21 @@ class StatsReply:
 
 
 @dataclass(frozen=True)
+class Hinted:
+    """The answer to HINT (6.13): pages applied, not resident (another namespace's included), refused by the budget."""
+    kind: HintKind
+    applied: int
+    not_resident: int
+    refused_budget: int
+    TYPE = FrameType.HINTED
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", HintKind(self.kind))
+        for name in ("applied", "not_resident", "refused_budget"):
+            _check_int(name, getattr(self, name), 0, U31_MAX)
+
+
+@dataclass(frozen=True)
 class Completion:
     operation_id: int
     revision: int
@@ -912,9 +957,9 @@ class Error:
 
 
 Request = Union[Register, RegisterRegion, Query, QueryPoll, Cancel, PublishReserve, PublishCommit, PublishAbort,
-                Restore, Release, Stats, Prepare]
+                Restore, Release, Stats, Prepare, Hint]
 Reply = Union[Registered, RegionRegistered, QueryResult, Cancelled, Released, Reserved, Committed, Aborted,
-              RestoreAccepted, StatsReply, Prepared, Completion, Error]
+              RestoreAccepted, StatsReply, Prepared, Hinted, Completion, Error]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -948,6 +993,15 @@ def encode(request_id: int, frame) -> bytes:
         raise _bad(f"{frame.TYPE.name} cannot travel under request id {request_id}")
     body = _body(frame)
     return HEADER.pack(HEADER_BYTES + len(body), VERSION, frame.TYPE, request_id) + body
+
+
+def _groups(groups) -> bytes:
+    """The page-name groups of a QUERY or HINT: each group's header, then its hashes."""
+    out = bytearray()
+    for g in groups:
+        out += struct.pack("<IBBHI", g.group_id, g.key_form, g.hash_bytes, 0, len(g.hashes))
+        out += b"".join(g.hashes)
+    return bytes(out)
 
 
 def _body(f) -> bytes:
@@ -984,6 +1038,9 @@ def _body(f) -> bytes:
         return bytes(out)
     if isinstance(f, Stats):
         return b""
+
+    if isinstance(f, Hint):
+        return p("<BBHI", f.kind, 0, len(f.groups), f.duration_millis) + _groups(f.groups)
     if isinstance(f, Registered):
         out = bytearray(p("<QQ", f.incarnation_id, f.epoch) + p("<13I", *f.limits.values()))
         out += p("<HH", len(f.arenas), 0) + bytes(f.ticket) + _str16(f.descriptor_socket)
@@ -1026,6 +1083,9 @@ def _body(f) -> bytes:
         for c in f.counters:
             out += p("<Q", c.value) + _str16(c.name)
         return bytes(out)
+
+    if isinstance(f, Hinted):
+        return p("<BBHIII", f.kind, 0, 0, f.applied, f.not_resident, f.refused_budget)
     if isinstance(f, Completion):
         return p("<QIBBH", f.operation_id, f.revision, f.event, f.outcome, f.error_code or 0)
     if isinstance(f, Error):
@@ -1254,7 +1314,13 @@ class FrameDecoder:
             r.zero8("pad")
             n = r.count("group_count", r.u16("group_count"), lim.max_groups_per_query, "maxGroupsPerQuery", 12)
             prompt, origin = r.u63("prompt_tokens"), r.u63("origin_tokens")
-            return Prepare(op, first_use, priority, prompt, origin, self._query_groups(r, n))
+            return Prepare(op, first_use, priority, prompt, origin, self._groups(r, n))
+        if t == FrameType.HINT:
+            kind = _code(HintKind, r.u8("kind"), "kind")
+            r.zero8("pad")
+            n = r.count("group_count", r.u16("group_count"), lim.max_groups_per_query, "maxGroupsPerQuery", 12)
+            duration = r.u31("duration_millis")
+            return Hint(kind, self._groups(r, n), duration)
         if t == FrameType.REGISTERED:
             return self._registered(r)
         if t == FrameType.REGION_REGISTERED:
@@ -1298,6 +1364,11 @@ class FrameDecoder:
                 value = r.u63("value")
                 counters.append(Counter(r.str16("name", 1, MAX_COUNTER_NAME), value))
             return StatsReply(tuple(counters))
+        if t == FrameType.HINTED:
+            kind = _code(HintKind, r.u8("kind"), "kind")
+            r.zero8("pad")
+            r.zero16("pad")
+            return Hinted(kind, r.u31("applied"), r.u31("not_resident"), r.u31("refused_budget"))
         if t == FrameType.COMPLETION:
             op, revision = r.u63("operation_id"), r.u31("revision")
             event = _code(CompletionEvent, r.u8("event"), "event")
@@ -1329,11 +1400,10 @@ class FrameDecoder:
         prompt, origin = r.u63("prompt_tokens"), r.u63("origin_tokens")
         prefill_rate = r.u31("prefill_tokens_per_second")
         peer_wait = r.u31("peer_wait_millis")
-        return Query(op, revision, target, prompt, origin, self._query_groups(r, n), prefill_rate, peer_wait)
+        return Query(op, revision, target, prompt, origin, self._groups(r, n), prefill_rate, peer_wait)
 
-    def _query_groups(self, r: _Reader, n: int) -> Tuple[QueryGroup, ...]:
-        """A QUERY's (or PREPARE's) ``n`` groups, their pages summed against maxPagesPerQuery."""
-        lim = self.limits
+    def _groups(self, r: _Reader, n: int) -> Tuple[QueryGroup, ...]:
+        """The ``n`` page-name groups of a QUERY, PREPARE or HINT, their pages summed under maxPagesPerQuery."""
         groups, pages = [], 0
         for _ in range(n):
             gid = r.u31("group_id")
@@ -1341,11 +1411,10 @@ class FrameDecoder:
             r.zero16("pad")
             count = r.u31("page_count")
             pages += count
-            r.count("pages of the query", pages, lim.max_pages_per_query, "maxPagesPerQuery", 0)
+            r.count("pages of the frame", pages, self.limits.max_pages_per_query, "maxPagesPerQuery", 0)
             r.count("page_count", count, U31_MAX, "", width)
             packed = r.raw(count * width, "hashes")
-            hashes = tuple(packed[i * width:(i + 1) * width] for i in range(count))
-            groups.append(QueryGroup(gid, form, hashes, width))
+            groups.append(QueryGroup(gid, form, tuple(packed[i * width:(i + 1) * width] for i in range(count)), width))
         return tuple(groups)
 
     def _registered(self, r: _Reader) -> Registered:

@@ -191,6 +191,15 @@ class ClientAgainstScript(unittest.TestCase):
         self.assertEqual(caught.exception.code, p.ErrorCode.NOT_FOUND)
         self.assertEqual(client.stats(), {"leases": 0})
 
+    def test_hint_sends_its_groups_and_returns_the_counts(self):
+        def script(rid, request):
+            return [(rid, p.Hinted(request.kind, 1, len(request.groups[0].hashes) - 1, 0))]
+        manager, client = self.start(script)
+        group = p.QueryGroup(0, p.KeyForm.BLOCK_HASH, [b"\x01" * 8, b"\x02" * 8])
+        self.assertEqual(client.hint(p.HintKind.PIN, [group], 2000), p.Hinted(p.HintKind.PIN, 1, 1, 0))
+        self.assertEqual(manager.received[-1], p.Hint(p.HintKind.PIN, (group,), 2000))
+        self.assertEqual(client.hint(p.HintKind.DROP, [group]).kind, p.HintKind.DROP)
+
     def test_pipelined_requests_are_matched_by_request_id(self):
         def script(rid, request):
             return [(rid, p.QueryResult(request.operation_id, request.revision, p.QueryStatus.FINAL, False, 0, []))]

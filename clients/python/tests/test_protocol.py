@@ -61,6 +61,8 @@ def sample_frames():
         (10, p.Release(5)),
         (11, p.Stats()),
         (12, p.Prepare(6, 1500, 9, 100, 16, [p.QueryGroup(0, p.KeyForm.BLOCK_HASH, [b"\x02" * 8] * 3)])),
+        (13, p.Hint(p.HintKind.PIN, [p.QueryGroup(0, p.KeyForm.STATE_KEY, [bytes(range(32))])], 5000)),
+        (14, p.Hint(p.HintKind.DROP, [p.QueryGroup(1, p.KeyForm.BLOCK_HASH, [b"\x07" * 8] * 3)])),
         (1, p.Registered(7, 3, p.DEFAULT_LIMITS, bytes(range(16)), "/run/orbitkv/manager.sock.fd",
                          [p.ArenaFile(1 << 20, 4096)])),
         (2, p.RegionRegistered(0)),
@@ -78,6 +80,7 @@ def sample_frames():
         (9, p.RestoreAccepted(5, 2)),
         (11, p.StatsReply([p.Counter("query_hits", 3), p.Counter("leases", 0)])),
         (12, p.Prepared(6, p.PrepareOutcome.TRIMMED, 2, 1, 1200, 8192)),
+        (13, p.Hinted(p.HintKind.PIN, 1, 2, 3)),
         (0, p.Completion(5, 1, p.CompletionEvent.RESTORE_DONE, p.Outcome.FAILED, p.ErrorCode.INTERNAL)),
         (0, p.Completion(5, 1, p.CompletionEvent.QUERY_SETTLED, p.Outcome.OK)),
         (0, p.Error(p.ErrorCode.MALFORMED, "")),
@@ -88,8 +91,8 @@ def sample_frames():
 class WorkedExamples(unittest.TestCase):
     def test_doc_has_the_examples(self):
         self.assertEqual(sorted(doc_examples()), ["DESCRIPTOR_ARENAS", "DESCRIPTOR_ARENAS_OK", "DESCRIPTOR_REFUSED",
-                                                  "DESCRIPTOR_REGION", "ERROR", "QUERY", "QUERY_POLL", "REGISTERED",
-                                                  "REGISTER_REGION"])
+                                                  "DESCRIPTOR_REGION", "ERROR", "HINT", "HINTED", "QUERY",
+                                                  "QUERY_POLL", "REGISTERED", "REGISTER_REGION"])
 
     def test_registered_and_register_region(self):
         ticket = bytes(range(0x10, 0x20))
@@ -121,6 +124,29 @@ class WorkedExamples(unittest.TestCase):
                         [p.QueryGroup(0, p.KeyForm.BLOCK_HASH, [b"\x01" * 8, b"\x02" * 8])], 2000)
         self.assertEqual(p.encode(9, query), data)
         self.assertEqual(round_trip(self, data).frame, query)
+
+    def test_hint_and_hinted(self):
+        hint = p.Hint(p.HintKind.PIN, [p.QueryGroup(0, p.KeyForm.BLOCK_HASH, [b"\x01" * 8, b"\x02" * 8])], 30000)
+        self.assertEqual(p.encode(5, hint), doc_examples()["HINT"])
+        self.assertEqual(round_trip(self, doc_examples()["HINT"]).frame, hint)
+        hinted = p.Hinted(p.HintKind.PIN, 2, 0, 0)
+        self.assertEqual(p.encode(5, hinted), doc_examples()["HINTED"])
+        self.assertEqual(round_trip(self, doc_examples()["HINTED"]).frame, hinted)
+
+    def test_hint_duration_fits_its_kind(self):
+        group = [p.QueryGroup(0, p.KeyForm.BLOCK_HASH, [b"\x01" * 8])]
+        with self.assertRaises(p.ProtocolError):
+            p.Hint(p.HintKind.PIN, group)  # a PIN of no time
+        with self.assertRaises(p.ProtocolError):
+            p.Hint(p.HintKind.UNPIN, group, 10)
+        data = bytearray(p.encode(5, p.Hint(p.HintKind.DEMOTE, group)))
+        struct.pack_into("<I", data, 20, 7)  # duration_millis of a DEMOTE
+        with self.assertRaises(p.MalformedFrame) as refused:
+            TO_MANAGER.decode(bytes(data))
+        self.assertEqual(refused.exception.code, p.ErrorCode.MALFORMED)
+        data[16] = 9  # no such kind
+        with self.assertRaises(p.MalformedFrame):
+            TO_MANAGER.decode(bytes(data))
 
     def test_error(self):
         data = doc_examples()["ERROR"]

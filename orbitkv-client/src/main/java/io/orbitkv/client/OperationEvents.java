@@ -98,6 +98,9 @@ final class OperationEvents {
             case Reply.Prepared r -> {
                 // nothing awaited: a prepare's only event is DRAINED after a CANCEL that did not drain
             }
+            case Reply.Hinted r -> {
+                // no operation state
+            }
             case Reply.Error e -> {
                 // a refused request changes nothing on the Manager, so nothing here either
             }

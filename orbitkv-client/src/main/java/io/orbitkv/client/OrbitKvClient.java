@@ -7,6 +7,7 @@ import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.PageEntries;
 import io.orbitkv.state.protocol.QueryStatus;
 import io.orbitkv.state.protocol.DescriptorTicket;
+import io.orbitkv.state.protocol.HintKind;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.unix.UnixSocket;
 import io.orbitkv.state.protocol.Request;
@@ -421,6 +422,19 @@ public final class OrbitKvClient implements AutoCloseable {
         Map<String, Long> out = new LinkedHashMap<>();
         for (Reply.Counter c : call(new Request.Stats(), Reply.StatsReply.class).counters()) out.put(c.name(), c.value());
         return out;
+    }
+
+    /**
+     * A value hint for pages of this client's namespace (HINT, protocol §5.12): {@code kind} PIN
+     * keeps them in DRAM for {@code durationMillis} (at most the Manager's {@code hintPinMaxMillis},
+     * within its per-namespace pinned-byte budget), UNPIN ends that, RETAIN and DEMOTE reorder them
+     * for eviction, DROP removes them from DRAM and SSD. {@code durationMillis} is 0 for every kind
+     * but PIN. Returns the per-page counts; a page another namespace holds counts as not resident.
+     *
+     * @throws OrbitKvException with NAMESPACE_MISMATCH for a group the contract lacks
+     */
+    public Reply.Hinted hint(HintKind kind, int durationMillis, List<Request.QueryGroup> groups) {
+        return call(new Request.Hint(kind, durationMillis, groups), Reply.Hinted.class);
     }
 
     /**

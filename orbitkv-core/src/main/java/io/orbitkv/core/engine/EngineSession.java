@@ -114,6 +114,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
                 case Request.Stats ignored -> core.stats();
                 case Request.Prepare p -> prepares.prepare(p, scope, live.containsKey(p.operationId()),
                         live.size() + replaced.size() + prepares.size());
+                case Request.Hint h -> core.hints().apply(scope, h);
             };
         }
     }

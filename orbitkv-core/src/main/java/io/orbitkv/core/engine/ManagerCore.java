@@ -70,6 +70,7 @@ public final class ManagerCore implements AutoCloseable {
     private final RestoreCopier copier;
     private final PublishQuarantine quarantine;
     private final Housekeeper housekeeper;
+    private final HintTable hints;
     private final RemotePages remote;
     private final ManagerMetrics metrics;
     /** What every query operation borrows (built once from the owners above). */
@@ -136,6 +137,8 @@ public final class ManagerCore implements AutoCloseable {
                 nanoClock);
         this.metrics.speculation(speculation);
         this.housekeeper.addDuty("prepare-resume", now -> resumePrepares());
+        this.hints = new HintTable(store, HintBounds.DEFAULTS, nanoClock, registry);
+        this.housekeeper.addDuty("hint-pins", hints::onTick);
         this.queryServices = new QueryServices(store, planner, leaseTable, stagingBudget, copier, housekeeper.callbacks(),
                 (task, delayNanos) -> housekeeper.schedule("timer", task, delayNanos), nanoClock,
                 new QueryServices.Bounds(config.restoreInlineBytes(), config.stagesPerOperation(), config.maxReplans(),
@@ -169,6 +172,25 @@ public final class ManagerCore implements AutoCloseable {
     /** Failures of background duty (or callback kind) {@code duty} so far; see {@link Housekeeper}. */
     long backgroundErrors(String duty, boolean callback) {
         return housekeeper.errors(duty, callback);
+    }
+
+    /** Sets the bounds of HINT (the daemon's configuration); call before the channel accepts connections. */
+    public void useHintBounds(HintBounds bounds) {
+        hints.bounds(bounds);
+    }
+
+    /** Slot bytes {@code namespaceId} holds pinned by HINT PIN now. */
+    public long hintPinnedBytes(int namespaceId) {
+        return hints.pinnedBytes(namespaceId);
+    }
+
+    /** Pages pinned by HINT PIN now, all namespaces. */
+    public int hintPins() {
+        return hints.pinCount();
+    }
+
+    HintTable hints() {
+        return hints;
     }
 
     /** Slot bytes held in the publish quarantine (protocol §9.6). */
@@ -235,6 +257,8 @@ public final class ManagerCore implements AutoCloseable {
         c.add(new Reply.Counter("prepared_pages_held", speculation.heldPages()));
         c.add(new Reply.Counter("speculation_inflight_bytes", speculation.inFlight().used()));
         c.add(new Reply.Counter("speculation_held_bytes", speculation.held().used()));
+        c.add(new Reply.Counter("hint_pins", hints.pinCount()));
+        c.add(new Reply.Counter("hint_pinned_bytes", hints.pinnedBytes()));
         return new Reply.StatsReply(c);
     }
 
@@ -293,6 +317,7 @@ public final class ManagerCore implements AutoCloseable {
             Thread.currentThread().interrupt();
         }
         housekeeper.close();
+        hints.close();
         quarantine.releaseAll();
         metrics.close();
     }

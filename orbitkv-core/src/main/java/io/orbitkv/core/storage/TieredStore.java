@@ -333,6 +333,18 @@ public final class TieredStore implements AutoCloseable {
         return dram.contains(key, namespaceId) || ssd.contains(key, namespace);
     }
 
+    /**
+     * HINT DROP of {@code key} in one namespace: removes its DRAM image of {@code namespaceId} and
+     * its SSD extent of {@code namespace} (REMOVED events for both; leased images and pinned extents
+     * keep their bytes until released), and the extent a write pending now would add. Another
+     * namespace's copies are untouched. True when either tier held it.
+     */
+    public boolean drop(StateKey key, int namespaceId, NamespaceDigest namespace) {
+        boolean inDram = dram.drop(key, namespaceId);
+        pipeline.dropped(key, namespace);
+        return ssd.delete(key, namespace) | inDram;
+    }
+
     /** Whether the SSD store indexes {@code key} now (any namespace). */
     public boolean onSsd(StateKey key) {
         return ssd.contains(key);

@@ -6,6 +6,7 @@ import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.query.RemotePages;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.TieredStoreConfig;
+import io.orbitkv.core.storage.dram.DramEviction;
 import io.orbitkv.core.storage.dram.DramTierConfig;
 import io.orbitkv.core.storage.dram.SizeClass;
 import io.orbitkv.core.storage.publish.PublishConfig;
@@ -47,6 +48,8 @@ final class ManagerFixture implements AutoCloseable {
     NamespaceTable namespaces;
     TieredStore store;
     ManagerCore core;
+    /** The DRAM tier's eviction policy; set before {@link #start()} by the constructor that takes it. */
+    private DramEviction eviction = DramEviction.W_TINY_LFU;
     /** Added to System.nanoTime() by the core's clock: tests move time forward with {@link #advance}. */
     final AtomicLong skewNanos = new AtomicLong();
 
@@ -71,6 +74,18 @@ final class ManagerFixture implements AutoCloseable {
         start();
     }
 
+    /** A fixture of default limits and bounds whose DRAM tier evicts with {@code eviction}. */
+    ManagerFixture(Path dir, int dramSlots, DramEviction eviction) throws IOException {
+        this.remote = RemotePages.NONE;
+        this.cost = CostObserver.disabled();
+        this.dir = dir;
+        this.dramSlots = dramSlots;
+        this.limits = ProtocolLimits.DEFAULTS;
+        this.config = ManagerBounds.DEFAULTS;
+        this.eviction = eviction;
+        start();
+    }
+
     static ManagerFixture open(Path dir) throws IOException {
         return new ManagerFixture(dir, 64, ProtocolLimits.DEFAULTS, ManagerBounds.DEFAULTS);
     }
@@ -84,7 +99,7 @@ final class ManagerFixture implements AutoCloseable {
         registry = new SimpleMeterRegistry();
         namespaces = new NamespaceTable(1024);
         DramTierConfig dram = new DramTierConfig(Files.createDirectories(dir.resolve("dram")), "mgr",
-                List.of(new SizeClass(SLOT, dramSlots)), 16L * SLOT, 4L * SLOT, 64);
+                List.of(new SizeClass(SLOT, dramSlots)), 16L * SLOT, 4L * SLOT, 64).withEviction(eviction);
         SsdConfig ssd = SsdConfig.of(Files.createDirectories(dir.resolve("ssd"))).withMaxPayloadBytes(SLOT)
                 .withFiles(2, 4L << 20).withIo(1, 64).withPinnedWaitNanos(TimeUnit.MILLISECONDS.toNanos(20))
                 .withBuffers(64 * 1024, 64 * 1024);
@@ -134,6 +149,33 @@ final class ManagerFixture implements AutoCloseable {
         Client c = connect();
         c.registerOk(instance, epoch, ns, contract);
         return c;
+    }
+
+    /** Waits until pages {@code pages} of group 0 of {@code prompt} in {@code ns} are on SSD (write-through). */
+    void awaitOnSsd(Namespace ns, long prompt, long... pages) {
+        for (long p : pages) {
+            io.orbitkv.state.StateKey key = Client.key(ns, prompt, 0, p);
+            org.awaitility.Awaitility.await().atMost(RecordingSink.WAIT).until(() -> store.ssd().contains(key));
+        }
+    }
+
+    /**
+     * Occupies the SSD dispatcher's one I/O slot (the fixture's store has one I/O thread) until the
+     * returned future completes: SSD reads and writes queue behind it.
+     */
+    java.util.concurrent.CompletableFuture<Void> holdSsdIo() {
+        java.util.concurrent.CompletableFuture<Void> hold = new java.util.concurrent.CompletableFuture<>();
+        store.dispatcher().submitRead(new io.orbitkv.core.storage.publish.IoOp() {
+            @Override
+            public java.util.concurrent.CompletableFuture<?> start() {
+                return hold;
+            }
+
+            @Override
+            public void drop(DropReason reason) {
+            }
+        });
+        return hold;
     }
 
     /** Submits one copier task that holds a copy thread until {@code gate} opens. */

@@ -116,7 +116,14 @@ class ManagerSessionProperties {
             case 9 -> new Request.PublishAbort(List.of(reservationIds.isEmpty() || x % 5 == 0 ? 998L
                     : reservationIds.get(x % reservationIds.size())));
             case 10 -> new Request.Restore(op, x % 3, List.of(new Request.RestorePage(x % 3, pages, x % 5)));
-            default -> new Request.Stats();
+            case 11 -> {
+                if (x % 2 == 0) yield new Request.Stats();
+                io.orbitkv.state.protocol.HintKind kind = io.orbitkv.state.protocol.HintKind.values()[(x >> 1) % 5];
+                int group = (x >> 3) % 4; // group 3 is not in the contract
+                yield new Request.Hint(kind, kind == io.orbitkv.state.protocol.HintKind.PIN ? 1 + x % 5_000 : 0,
+                        List.of(new Request.QueryGroup(group, KeyForm.BLOCK_HASH, Client.hashes(prompt, group, pages))));
+            }
+            default -> throw new IllegalStateException("unreachable");
         };
     }
 
@@ -139,6 +146,8 @@ class ManagerSessionProperties {
             case Request.Prepare p -> reply instanceof Reply.Prepared pr && pr.operationId() == p.operationId();
             case Request.Stats ignored -> reply instanceof Reply.StatsReply st
                     && st.counters().stream().map(Reply.Counter::name).toList().containsAll(Set.of("leases", "operations"));
+            case Request.Hint h -> reply instanceof Reply.Hinted hd && hd.kind() == h.kind()
+                    && (long) hd.applied() + hd.notResident() + hd.refusedBudget() == h.pageCount();
         };
     }
 }

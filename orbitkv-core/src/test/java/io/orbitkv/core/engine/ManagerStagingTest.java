@@ -1,6 +1,5 @@
 package io.orbitkv.core.engine;
 
-import io.orbitkv.core.storage.publish.IoOp;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.protocol.CompletionEvent;
@@ -53,18 +52,7 @@ class ManagerStagingTest {
 
     /** Occupies the dispatcher's only read slot until the returned future completes. */
     CompletableFuture<Void> holdReads() {
-        CompletableFuture<Void> hold = new CompletableFuture<>();
-        m.store.dispatcher().submitRead(new IoOp() {
-            @Override
-            public CompletableFuture<?> start() {
-                return hold;
-            }
-
-            @Override
-            public void drop(DropReason reason) {
-            }
-        });
-        return hold;
+        return m.holdSsdIo();
     }
 
     double ssdReads() {
@@ -228,10 +216,7 @@ class ManagerStagingTest {
         m = ManagerFixture.open(dir);
         try (Client c = m.register("e1", 1, NS, ManagerFixture.FULL)) {
             c.publish(4, 0, 0, 1, 2);
-            for (long p = 0; p < 3; p++) {
-                StateKey key = Client.key(NS, 4, 0, p);
-                await().atMost(RecordingSink.WAIT).until(() -> m.store.ssd().contains(key));
-            }
+            m.awaitOnSsd(NS, 4, 0, 1, 2);
         }
         m.restart();
         try (Client c = m.register("e1", 2, NS, ManagerFixture.FULL)) {

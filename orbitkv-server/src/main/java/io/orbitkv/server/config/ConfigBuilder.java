@@ -67,6 +67,8 @@ public final class ConfigBuilder {
     long prepareMarginMillis;
     long prepareGraceMillis;
     long prepareMaxLeadMillis;
+    long hintPinMaxMillis;
+    long hintPinnedBytesPerNamespace;
     List<String> etcd;
     String nodeId;
     String clusterId;
@@ -135,6 +137,8 @@ public final class ConfigBuilder {
         b.prepareMarginMillis = TimeUnit.NANOSECONDS.toMillis(sp.marginNanos());
         b.prepareGraceMillis = TimeUnit.NANOSECONDS.toMillis(sp.graceNanos());
         b.prepareMaxLeadMillis = TimeUnit.NANOSECONDS.toMillis(sp.maxLeadNanos());
+        b.hintPinMaxMillis = g.hintPinMaxMillis();
+        b.hintPinnedBytesPerNamespace = g.hintPinnedBytesPerNamespace();
         ManagerConfig.Endpoints e = c.endpoints();
         b.socket = e.socket();
         b.socketMode = e.socketMode();
@@ -236,7 +240,7 @@ public final class ConfigBuilder {
                 .withTiming(TimeUnit.MILLISECONDS.toNanos(prepareMarginMillis), TimeUnit.MILLISECONDS.toNanos(prepareGraceMillis),
                         TimeUnit.MILLISECONDS.toNanos(prepareMaxLeadMillis));
         var budgets = new ManagerConfig.Budgets(maxInflightStages, maxLeases, restoreCopyThreads, drainTimeoutMillis,
-                publishQuarantineMillis, speculation);
+                publishQuarantineMillis, speculation, hintPinMaxMillis, hintPinnedBytesPerNamespace);
         var credentials = new ClusterConfig.Credentials(clusterTokenFile, clusterTlsCert, clusterTlsKey, clusterTlsCa);
         var cluster = new ClusterConfig(etcd, nodeId, clusterId, clusterListen, clusterDataListen, credentials,
                 clusterLeaseTtlMillis, clusterLookupTimeoutMillis);

@@ -3,6 +3,7 @@ package io.orbitkv.server.config;
 import com.fasterxml.jackson.databind.JsonNode;
 import io.orbitkv.core.cost.CostConfig;
 import io.orbitkv.core.cost.SelectionConfig;
+import io.orbitkv.core.engine.HintBounds;
 import io.orbitkv.core.engine.ManagerBounds;
 import io.orbitkv.core.query.SpeculationBounds;
 import io.orbitkv.core.storage.dram.DramEviction;
@@ -139,6 +140,11 @@ public final class ConfigKeys {
             key("prepareMaxLeadMillis", String.valueOf(TimeUnit.NANOSECONDS.toMillis(SPECULATION.maxLeadNanos())),
                     "the furthest ahead a PREPARE's first use may lie (later is taken as this), ms",
                     (b, v) -> b.prepareMaxLeadMillis = size(v)),
+            key("hintPinMaxMillis", String.valueOf(TimeUnit.NANOSECONDS.toMillis(HintBounds.DEFAULTS.pinMaxNanos())),
+                    "the longest a HINT PIN keeps a page, ms", (b, v) -> b.hintPinMaxMillis = size(v)),
+            key("hintPinnedBytesPerNamespace", ByteSize.format(HintBounds.DEFAULTS.pinnedBytesPerNamespace()),
+                    "DRAM bytes one namespace may hold pinned by HINT PIN (size)",
+                    (b, v) -> b.hintPinnedBytesPerNamespace = size(v)),
             key("etcd", "", "etcd client URLs, comma-separated; empty = single-node",
                     (b, v) -> b.etcd = text(v).isBlank() ? List.of() : List.of(text(v).strip().split("\\s*,\\s*"))),
             key("nodeId", "", "this node's stable name in the cluster", (b, v) -> b.nodeId = text(v)),

@@ -8,6 +8,7 @@ import com.fasterxml.jackson.databind.json.JsonMapper;
 import com.fasterxml.jackson.databind.node.TextNode;
 import io.orbitkv.core.cost.CostConfig;
 import io.orbitkv.core.cost.SelectionConfig;
+import io.orbitkv.core.engine.HintBounds;
 import io.orbitkv.core.engine.ManagerBounds;
 import io.orbitkv.core.query.SpeculationBounds;
 import io.orbitkv.core.storage.TieredStoreConfig;
@@ -26,6 +27,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.concurrent.TimeUnit;
 
 /**
  * Everything a single-node Manager needs to start, grouped by what it configures: the DRAM tier,
@@ -199,13 +201,24 @@ public record ManagerConfig(Dram dram, Ssd ssd, Endpoints endpoints, Channel cha
      * @param publishQuarantineMillis how long a closed or fenced session's unsealed publish slots are held
      *                                before they are freed (protocol §9.6); 0 frees them at once
      * @param speculation             PREPARE's speculation budget and timing (protocol §5.11)
+     * @param hintPinMaxMillis        the longest a HINT PIN keeps a page (protocol §5.12), whatever it asks
+     * @param hintPinnedBytesPerNamespace DRAM slot bytes one namespace may hold pinned by HINT PIN at once
      */
     public record Budgets(int maxInflightStages, long maxLeases, int restoreCopyThreads, long drainTimeoutMillis,
-                          long publishQuarantineMillis, SpeculationBounds speculation) {
+                          long publishQuarantineMillis, SpeculationBounds speculation, long hintPinMaxMillis,
+                          long hintPinnedBytesPerNamespace) {
         public Budgets {
             Objects.requireNonNull(speculation, "speculation");
             if (drainTimeoutMillis < 1) throw new IllegalArgumentException("drainTimeoutMillis must be >= 1");
             if (publishQuarantineMillis < 0) throw new IllegalArgumentException("publishQuarantineMillis must be >= 0");
+            if (hintPinMaxMillis < 1) throw new IllegalArgumentException("hintPinMaxMillis must be >= 1");
+            if (hintPinnedBytesPerNamespace < 0) throw new IllegalArgumentException("hintPinnedBytesPerNamespace must be >= 0");
+        }
+
+        /** The core's HINT bounds ({@link HintBounds}); the pin table's size stays the core's default. */
+        public HintBounds hintBounds() {
+            return new HintBounds(TimeUnit.MILLISECONDS.toNanos(hintPinMaxMillis), hintPinnedBytesPerNamespace,
+                    HintBounds.DEFAULTS.maxPins());
         }
     }
 

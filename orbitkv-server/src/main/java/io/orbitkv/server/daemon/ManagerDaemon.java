@@ -176,6 +176,7 @@ public final class ManagerDaemon implements AutoCloseable {
             RemotePages remote = peers == null ? RemotePages.NONE : peers.routes();
             core = new ManagerCore(store, namespaces, config.channel().limits(), config.coreBounds(), registry, System::nanoTime,
                     regionDirectory(config), remote);
+            core.useHintBounds(config.budgets().hintBounds());
             // KV events before the channel accepts: every REGISTER and publish of this run is named
             if (config.kvEvents().enabled()) {
                 kvEvents = KvEventPublisher.start(config.kvEvents().settings(), store.residency(), registry);

@@ -143,6 +143,7 @@ public final class FrameDecoder {
             case RELEASE -> new Request.Release(r.u63("operation_id"));
             case STATS -> new Request.Stats();
             case PREPARE -> readPrepare(r);
+            case HINT -> readHint(r);
             case REGISTERED -> readRegistered(r);
             case REGION_REGISTERED -> new Reply.RegionRegistered(r.u31("region_id"));
             case QUERY_RESULT -> QueryResultReader.read(r, limits);
@@ -172,6 +173,14 @@ public final class FrameDecoder {
                 r.zero16("pad");
                 yield new Reply.Prepared(op, outcome, r.u31("pages_to_stage"), r.u31("pages_resident"),
                         r.u31("start_delay_millis"), r.u63("bytes_to_stage"));
+            }
+            case HINTED -> {
+                HintKind kind = code(HintKind.class, r.u8("kind"), "kind");
+                r.zero8("pad");
+                r.zero16("pad");
+                int applied = r.u31("applied");
+                int notResident = r.u31("not_resident");
+                yield new Reply.Hinted(kind, applied, notResident, r.u31("refused_budget"));
             }
             case COMPLETION -> readCompletion(r);
             case ERROR -> {
@@ -228,7 +237,7 @@ public final class FrameDecoder {
         return r.checkCount("group_count", r.u16("group_count"), limits.maxGroupsPerQuery(), "maxGroupsPerQuery", 12);
     }
 
-    /** A QUERY's (or PREPARE's) groups, their pages summed against {@code maxPagesPerQuery}. */
+    /** The {@code groupCount} page-name groups of a QUERY, PREPARE or HINT, their pages summed under {@code maxPagesPerQuery}. */
     private List<Request.QueryGroup> readGroups(WireReader r, int groupCount) {
         List<Request.QueryGroup> groups = new ArrayList<>(groupCount);
         long pages = 0;
@@ -242,11 +251,19 @@ public final class FrameDecoder {
             r.zero16("pad");
             long count = Integer.toUnsignedLong(r.u31("page_count"));
             pages += count;
-            r.checkCount("pages of the query", pages, limits.maxPagesPerQuery(), "maxPagesPerQuery", 0);
+            r.checkCount("pages of the frame", pages, limits.maxPagesPerQuery(), "maxPagesPerQuery", 0);
             int n = r.checkCount("page_count", count, Integer.MAX_VALUE, "", width);
             groups.add(new Request.QueryGroup(groupId, form, Hashes.adopt(width, r.bytes(n * width, "hashes"))));
         }
         return groups;
+    }
+
+    private Request.Hint readHint(WireReader r) {
+        HintKind kind = code(HintKind.class, r.u8("kind"), "kind");
+        r.zero8("pad");
+        int groupCount = readGroupCount(r);
+        int duration = r.u31("duration_millis");
+        return new Request.Hint(kind, duration, readGroups(r, groupCount));
     }
 
     private Request.PublishReserve readPublishReserve(WireReader r) {

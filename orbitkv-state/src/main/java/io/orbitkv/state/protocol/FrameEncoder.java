@@ -66,6 +66,7 @@ public final class FrameEncoder {
         long bytes = switch (frame) {
             case Request.Query q -> FrameLayout.HEADER_BYTES + 40 + groupBytes(q.groups());
             case Request.Prepare p -> FrameLayout.HEADER_BYTES + 32 + groupBytes(p.groups());
+            case Request.Hint h -> FrameLayout.HEADER_BYTES + 8 + groupBytes(h.groups());
             case Reply.QueryResult r -> FrameLayout.HEADER_BYTES + 24 + 8L * r.groups().size()
                     + 12L * Reply.MAX_SPANS_PER_GROUP * r.groups().size() + 17 * r.pageCount();
             default -> 256;
@@ -135,6 +136,10 @@ public final class FrameEncoder {
                 w.u64(p.promptTokens()).u64(p.originTokens());
                 writeGroups(p.groups(), w);
             }
+            case Request.Hint h -> {
+                w.u8(h.kind().code()).u8(0).u16(h.groups().size()).u32(h.durationMillis());
+                writeGroups(h.groups(), w);
+            }
         }
     }
 
@@ -174,6 +179,8 @@ public final class FrameEncoder {
             }
             case Reply.Prepared p -> w.u64(p.operationId()).u8(p.outcome().code()).u8(0).u16(0).u32(p.pagesToStage())
                     .u32(p.pagesResident()).u32(p.startDelayMillis()).u64(p.bytesToStage());
+            case Reply.Hinted h -> w.u8(h.kind().code()).u8(0).u16(0).u32(h.applied()).u32(h.notResident())
+                    .u32(h.refusedBudget());
             case Reply.Completion c -> {
                 w.u64(c.operationId()).u32(c.revision()).u8(c.event().code());
                 switch (c.outcome()) {
@@ -207,6 +214,7 @@ public final class FrameEncoder {
         }
     }
 
+    /** The page-name groups of a QUERY, PREPARE or HINT: each group's header, then its hashes. */
     private static void writeGroups(List<Request.QueryGroup> groups, WireWriter w) {
         for (Request.QueryGroup g : groups) {
             w.u32(g.groupId()).u8(g.form().code()).u8(g.hashes().width()).u16(0).u32(g.hashes().count());

@@ -23,6 +23,7 @@ public enum FrameType implements WireCode {
     RELEASE(0x000A, Direction.TO_MANAGER),
     STATS(0x000B, Direction.TO_MANAGER),
     PREPARE(0x000C, Direction.TO_MANAGER),
+    HINT(0x000D, Direction.TO_MANAGER),
 
     REGISTERED(0x8001, Direction.TO_CLIENT),
     REGION_REGISTERED(0x8002, Direction.TO_CLIENT),
@@ -37,6 +38,7 @@ public enum FrameType implements WireCode {
     STATS_REPLY(0x800B, Direction.TO_CLIENT),
     /** The reply to PREPARE: accepted, trimmed or refused; never a hit. */
     PREPARED(0x800C, Direction.TO_CLIENT),
+    HINTED(0x800D, Direction.TO_CLIENT),
     /** Asynchronous event; request id 0. */
     COMPLETION(0x80F0, Direction.TO_CLIENT),
     /** The reply to any request that failed; request id of that request, or 0 if unknown. */

@@ -402,6 +402,25 @@ public sealed interface Reply extends Frame {
         }
     }
 
+    /**
+     * The answer to HINT (protocol §6.13): of the pages named, how many the hint was applied to,
+     * how many this namespace does not hold (in DRAM; for DROP, in DRAM or on SSD) and how many a
+     * PIN could not take within the namespace's pinned-byte budget. Counts {@code >= 0}.
+     */
+    record Hinted(HintKind kind, int applied, int notResident, int refusedBudget) implements Reply {
+        public Hinted {
+            Objects.requireNonNull(kind, "kind");
+            Check.nonNegative("applied", applied);
+            Check.nonNegative("not_resident", notResident);
+            Check.nonNegative("refused_budget", refusedBudget);
+        }
+
+        @Override
+        public FrameType type() {
+            return FrameType.HINTED;
+        }
+    }
+
     /** How the work a COMPLETION reports ended. */
     sealed interface Outcome permits Settled, Failed {
     }

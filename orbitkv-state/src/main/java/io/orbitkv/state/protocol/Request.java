@@ -259,9 +259,7 @@ public sealed interface Request extends Frame {
 
         /** Pages summed over the groups. */
         public long pageCount() {
-            long n = 0;
-            for (QueryGroup g : groups) n += g.hashes().count();
-            return n;
+            return pagesOf(groups);
         }
 
         @Override
@@ -439,6 +437,37 @@ public sealed interface Request extends Frame {
         public FrameType type() {
             return FrameType.PREPARE;
         }
+    }
+
+    /**
+     * A value hint for the pages it names, in this connection's namespace (protocol §5.12): pin,
+     * unpin, retain, demote or drop. Invariants: {@code durationMillis >= 1} for
+     * {@link HintKind#PIN} and 0 for every other kind; 1..65,535 groups with distinct ids.
+     */
+    record Hint(HintKind kind, int durationMillis, List<QueryGroup> groups) implements Request {
+        public Hint {
+            Objects.requireNonNull(kind, "kind");
+            if (kind == HintKind.PIN) Check.positive("duration_millis", durationMillis);
+            else if (durationMillis != 0) throw new IllegalArgumentException("duration_millis must be 0 for " + kind);
+            groups = Check.list("groups", groups, 1, Check.U16_MAX);
+            Check.uniqueIds("groups", groups, QueryGroup::groupId);
+        }
+
+        /** Pages summed over the groups. */
+        public long pageCount() {
+            return pagesOf(groups);
+        }
+
+        @Override
+        public FrameType type() {
+            return FrameType.HINT;
+        }
+    }
+
+    private static long pagesOf(List<QueryGroup> groups) {
+        long n = 0;
+        for (QueryGroup g : groups) n += g.hashes().count();
+        return n;
     }
 
     private static void requireKeyWidth(KeyForm form, Hashes hashes) {

@@ -262,4 +262,29 @@ class FrameDecoderTest {
             assertThat(manager.decode(receive.asSlice(0, written - 1))).isEqualTo(new DecodeResult.NeedBytes(1));
         }
     }
+
+    @Test
+    void hintRoundTripsAndRefusesADurationThatDoesNotFitItsKind() {
+        Hashes names = Hashes.packed(32, new byte[64]);
+        Request.Hint pin = new Request.Hint(HintKind.PIN, 1_000,
+                List.of(new Request.QueryGroup(3, KeyForm.STATE_KEY, names)));
+        byte[] frame = FrameEncoder.toBytes(4, pin);
+        assertThat(manager.decode(ByteBuffer.wrap(frame))).isEqualTo(new DecodeResult.Decoded(4, pin, frame.length));
+        int kind = FrameLayout.HEADER_BYTES;
+        int duration = FrameLayout.HEADER_BYTES + 4;
+        le(frame).putInt(duration, 0); // a PIN of no time
+        DecodeResult.Malformed zero = malformed(manager.decode(ByteBuffer.wrap(frame)));
+        assertThat(zero.code()).isEqualTo(ErrorCode.MALFORMED);
+        assertThat(zero.skippable()).isTrue();
+        frame[kind] = (byte) HintKind.DROP.code();
+        assertThat(manager.decode(ByteBuffer.wrap(frame))).isInstanceOf(DecodeResult.Decoded.class);
+        le(frame).putInt(duration, 5); // a DROP with a duration
+        assertThat(malformed(manager.decode(ByteBuffer.wrap(frame))).code()).isEqualTo(ErrorCode.MALFORMED);
+        le(frame).putInt(duration, 0);
+        frame[kind] = 9; // no such kind
+        assertThat(malformed(manager.decode(ByteBuffer.wrap(frame))).message()).contains("kind");
+        Reply.Hinted hinted = new Reply.Hinted(HintKind.DEMOTE, 5, 6, 0);
+        byte[] reply = FrameEncoder.toBytes(4, hinted);
+        assertThat(client.decode(ByteBuffer.wrap(reply))).isEqualTo(new DecodeResult.Decoded(4, hinted, reply.length));
+    }
 }

@@ -85,6 +85,7 @@ class ProtocolDocTest {
         assertEnumTable(SettleOutcome.class, Integer::valueOf);
         assertEnumTable(CompletionEvent.class, Integer::valueOf);
         assertEnumTable(Reply.PrepareOutcome.class, Integer::valueOf);
+        assertEnumTable(HintKind.class, Integer::valueOf);
     }
 
     @Test
@@ -107,6 +108,9 @@ class ProtocolDocTest {
         Request.Query query = new Request.Query(3, 2, CompletionTarget.HOST_READY, 100, 0, 2000,
                 List.of(new Request.QueryGroup(0, KeyForm.BLOCK_HASH, Hashes.packed(8, hashes))));
         assertThat(example("QUERY")).isEqualTo(hex(FrameEncoder.toBytes(9, query)));
+        Request.Hint hint = new Request.Hint(HintKind.PIN, 30_000, query.groups());
+        assertThat(example("HINT")).isEqualTo(hex(FrameEncoder.toBytes(5, hint)));
+        assertThat(example("HINTED")).isEqualTo(hex(FrameEncoder.toBytes(5, new Reply.Hinted(HintKind.PIN, 2, 0, 0))));
         assertThat(example("ERROR"))
                 .isEqualTo(hex(FrameEncoder.toBytes(9, new Reply.Error(ErrorCode.NOT_FOUND, "no such operation"))));
         byte[] t = new byte[DescriptorTicket.BYTES];

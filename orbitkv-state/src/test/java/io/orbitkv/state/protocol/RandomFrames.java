@@ -56,6 +56,11 @@ final class RandomFrames {
                 yield new Request.Prepare(q.operationId(), r.nextInt(Integer.MAX_VALUE), r.nextInt(256), q.promptTokens(),
                         q.originTokens(), q.groups());
             }
+            case HINT -> {
+                HintKind kind = pick(r, HintKind.values());
+                Request.Query q = query(r);
+                yield new Request.Hint(kind, kind == HintKind.PIN ? 1 + r.nextInt(Integer.MAX_VALUE) : 0, q.groups());
+            }
             case REGISTERED -> {
                 List<Reply.ArenaFile> arenas = new ArrayList<>();
                 for (int i = 0, n = 1 + r.nextInt(4); i < n; i++) {
@@ -85,6 +90,8 @@ final class RandomFrames {
             case COMMITTED -> new Reply.Committed(settle(r, SettleOutcome.SEALED, SettleOutcome.NOT_FOUND, SettleOutcome.DISCARDED));
             case ABORTED -> new Reply.Aborted(settle(r, SettleOutcome.ABORTED, SettleOutcome.NOT_FOUND));
             case RESTORE_ACCEPTED -> new Reply.RestoreAccepted(id(r), 1 + r.nextInt(Integer.MAX_VALUE));
+            case HINTED -> new Reply.Hinted(pick(r, HintKind.values()), r.nextInt(Integer.MAX_VALUE),
+                    r.nextInt(Integer.MAX_VALUE), r.nextInt(Integer.MAX_VALUE));
             case STATS_REPLY -> {
                 List<Reply.Counter> counters = new ArrayList<>();
                 for (int i = 0, n = r.nextInt(6); i < n; i++) {

@@ -37,6 +37,11 @@ final class ClockHands {
         marks[slot] = 1;
     }
 
+    /** The hand takes {@code slot} at its next pass (a DEMOTE hint). */
+    void unmark(int slot) {
+        marks[slot] = 0;
+    }
+
     /** {@link #victimLocked} under the table's lock: a policy's {@link EvictionPolicy#fallbackVictim}. */
     Optional<EvictionPolicy.Victim> victim(SlotTable slots, int classIndex, int maxSlots) {
         return slots.locked(() -> victimLocked(slots, classIndex, maxSlots));

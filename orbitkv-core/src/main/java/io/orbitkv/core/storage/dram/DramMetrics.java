@@ -55,7 +55,9 @@ final class DramMetrics implements AutoCloseable {
         /** {@link DramTier#evictNamespace} dropped its namespace. */
         NAMESPACE,
         /** A commit of the same key in another namespace replaced it (see {@link DramTier}'s note on namespaces). */
-        DISPLACED;
+        DISPLACED,
+        /** A HINT DROP of its namespace removed it ({@link DramTier#drop}). */
+        DROPPED;
 
         String tag() {
             return name().toLowerCase(Locale.ROOT);

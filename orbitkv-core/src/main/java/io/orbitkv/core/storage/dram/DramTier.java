@@ -57,11 +57,12 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * slots are per class, so a class can run dry below it; then {@link #reserve} evicts the class's
  * {@link EvictionPolicy#classVictim}, else its CLOCK {@link EvictionPolicy#fallbackVictim} (at
  * most {@value #MAX_PRESSURE_EVICTIONS} per call, each scanning at most
- * {@code pressureScanEntries}). Explicit and namespace removals. A victim handed to the
+ * {@code pressureScanEntries}). Explicit, namespace and HINT DROP removals. A held image (HINT
+ * PIN, {@link #hold}) is no victim of the bound, of class pressure or of the CLOCK until released. A victim handed to the
  * {@link EvictionListener} (on-evict's SSD write) keeps its slot parked until the write ends, so
  * the last eviction a reservation may make hands nothing over and frees its slot at once;
  * hand-overs also stop where a parked slot would pass {@code evictedLeasedBudgetBytes}. Heap per
- * resident block, index, policy and slots together: 160.7 B under LRU and 205.6 B under
+ * resident block, index, policy and slots together: 161.6 B under LRU and 205.9 B under
  * W-TinyLFU at 1 M blocks ({@code DramHeapFootprintTest}; budget 256 B). The measurements behind
  * each mechanism: docs/performance.md, "DRAM tier: history of its eviction mechanisms".
  */
@@ -359,6 +360,52 @@ public final class DramTier implements AutoCloseable {
     public boolean evict(StateKey key) {
         Objects.requireNonNull(key, "key");
         return index.remove(key, ResidentIndex.ANY_IMAGE, DramMetrics.EvictionCause.EXPLICIT, true);
+    }
+
+    /**
+     * Holds {@code key}'s image of {@code namespaceId} in DRAM (a HINT PIN): no eviction policy and
+     * no class pressure takes it until {@link #releaseHold}; a DROP or an explicit removal still
+     * can. Empty when no image of the key is resident in that namespace (another namespace's image
+     * of the same key bytes counts as absent) or it is held already. Not a use.
+     */
+    public Optional<HeldImage> hold(StateKey key, int namespaceId) {
+        Objects.requireNonNull(key, "key");
+        requireOpen();
+        return index.hold(key, namespaceId);
+    }
+
+    /** True while {@code held}'s image is resident and still held. */
+    public boolean holds(HeldImage held) {
+        return slots.holds(held.slot(), held.imageId());
+    }
+
+    /** Ends a {@link #hold}; false when the image left the index meanwhile or was released already. */
+    public boolean releaseHold(HeldImage held) {
+        Objects.requireNonNull(held, "held");
+        return index.releaseHold(held);
+    }
+
+    /**
+     * A client's value hint (HINT RETAIN or DEMOTE) for {@code key}'s image of {@code namespaceId},
+     * passed to the eviction policy; false when no such image is resident. A held image is not
+     * reordered.
+     */
+    public boolean hint(StateKey key, int namespaceId, ValueHint value) {
+        Objects.requireNonNull(key, "key");
+        Objects.requireNonNull(value, "value");
+        requireOpen();
+        return index.hint(key, namespaceId, value);
+    }
+
+    /**
+     * Removes {@code key}'s image of {@code namespaceId} from the index (HINT DROP; REMOVED on the
+     * residency stream, not offered to the eviction listener); its slot returns to the free list
+     * when its last lease ends. False when no such image is resident.
+     */
+    public boolean drop(StateKey key, int namespaceId) {
+        Objects.requireNonNull(key, "key");
+        requireOpen();
+        return index.drop(key, namespaceId);
     }
 
     /** Removes every image of {@code namespaceId}; returns how many. Walks the whole index. */

@@ -15,8 +15,9 @@ import java.util.function.BiConsumer;
  * <p>Events name a global slot of the {@link SlotTable}: {@link #onInsert} (RESERVED to RESIDENT),
  * {@link #onAccess} (a lease that is a use: a hit), {@link #onRepublish} (a publish answered
  * "already resident"), {@link #onPin} and {@link #onUnpin} (a RESIDENT slot's lease count leaves
- * or returns to zero) and {@link #onRemove} (the image left the index; its slot may still be
- * leased). Between an insert and its removal a slot holds one image, so a policy keys its state
+ * or returns to zero), {@link #onRemove} (the image left the index; its slot may still be
+ * leased), {@link #onHold} and {@link #onRelease} (a HINT PIN begins or ends) and {@link #hint} (a
+ * client's RETAIN or DEMOTE). Between an insert and its removal a slot holds one image, so a policy keys its state
  * by slot and needs no image ids.
  *
  * <p>Victims are asked for at three points: {@link #boundVictim} after an insertion, when the
@@ -42,9 +43,10 @@ import java.util.function.BiConsumer;
  * {@link #onInsert} as a second slot. Memory per resident page, in bytes of heap: LRU 9
  * (two {@code int} links and the CLOCK mark); W-TinyLFU 1 (the CLOCK mark; its order and sketch
  * live in the Caffeine index and are counted there). The whole tier, index and slots included,
- * measured 160.7 B per resident block under LRU and 205.6 B under W-TinyLFU at 1 M blocks
- * ({@code DramHeapFootprintTest}); 160.8 B and 213.7 B on the same machine before this seam, when
- * W-TinyLFU also paid for the unused recency list.
+ * measured 161.6 B per resident block under LRU and 205.9 B under W-TinyLFU at 1 M blocks
+ * ({@code DramHeapFootprintTest}, with the held flag of HINT PIN; 160.7 B and 205.6 B before
+ * it); 160.8 B and 213.7 B on the same machine before this seam, when W-TinyLFU also paid for
+ * the unused recency list.
  */
 interface EvictionPolicy {
 
@@ -97,6 +99,26 @@ interface EvictionPolicy {
 
     /** {@code slot}'s image left the index (its slot may wait for leases). Under the table's lock. */
     void onRemove(int slot);
+
+    /**
+     * A client's value hint for {@code slot}'s resident image {@code imageId} ({@link ValueHint}): RETAIN makes it
+     * leave later, DEMOTE sooner, each as the policy's order allows. Never called for a held slot.
+     * Under the table's lock.
+     */
+    void hint(int slot, long imageId, ValueHint value);
+
+    /**
+     * {@code slot}'s resident image became held ({@link SlotTable#hold}, a HINT PIN): the policy
+     * must name it as no victim until {@link #onRelease}. Held slots also answer false to
+     * {@link SlotTable#residentUnleasedLocked} and true to {@link SlotTable#isLeased}, so a policy
+     * that already skips leased slots need do nothing. Under the table's lock.
+     */
+    default void onHold(int slot) {
+    }
+
+    /** {@code slot}'s image is no longer held, and still resident. Under the table's lock. */
+    default void onRelease(int slot) {
+    }
 
     /**
      * The image to evict so the resident bytes return under the bound: the first unleased one

@@ -18,8 +18,11 @@ import java.util.function.BiConsumer;
  * each slot's neighbours in two {@code int} arrays, {@link #NONE} at the ends and for slots not
  * on it. Insert, access and republish move a slot to the head; removal unlinks it; all O(1).
  *
+ * <p>Value hints: RETAIN moves a slot to the head, DEMOTE to the tail (the next victim). A held
+ * slot (HINT PIN) is off the list until released, when it returns at the head.
+ *
  * <p>Thread model: see {@link EvictionPolicy}; the list is guarded by the {@link SlotTable}'s
- * lock. Invariant: the list holds exactly the RESIDENT slots, each once.
+ * lock. Invariant: the list holds exactly the RESIDENT slots that are not held, each once.
  *
  * <p>Design note: the index is an unbounded Caffeine map and the tier enforces the bound from
  * {@link #boundVictim}, because Caffeine's own access order drops reads under load (its read
@@ -82,6 +85,31 @@ final class LruPolicy implements EvictionPolicy {
     }
 
     @Override
+    public void hint(int slot, long imageId, ValueHint value) {
+        unlink(slot);
+        if (value == ValueHint.RETAIN) {
+            clock.mark(slot);
+            linkAtHead(slot);
+        } else {
+            clock.unmark(slot);
+            linkAtTail(slot);
+        }
+    }
+
+    /** A held image leaves the list, so no scan of the coldest window ever stops at it. */
+    @Override
+    public void onHold(int slot) {
+        unlink(slot);
+    }
+
+    /** A released image returns as the most recent: it was in use until now. */
+    @Override
+    public void onRelease(int slot) {
+        clock.mark(slot);
+        linkAtHead(slot);
+    }
+
+    @Override
     public Optional<Victim> boundVictim(SlotTable slots, int maxSlots) {
         return slots.locked(() -> leastRecentLocked(slots, -1, true, maxSlots)
                 .or(() -> leastRecentLocked(slots, -1, false, 1)));
@@ -127,6 +155,15 @@ final class LruPolicy implements EvictionPolicy {
         if (head != NONE) prev[head] = slot;
         head = slot;
         if (tail == NONE) tail = slot;
+    }
+
+    // @GuardedBy("SlotTable.lock")
+    private void linkAtTail(int slot) {
+        next[slot] = NONE;
+        prev[slot] = tail;
+        if (tail != NONE) next[tail] = slot;
+        tail = slot;
+        if (head == NONE) head = slot;
     }
 
     // @GuardedBy("SlotTable.lock")

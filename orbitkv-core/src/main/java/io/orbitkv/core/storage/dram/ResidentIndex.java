@@ -66,7 +66,7 @@ final class ResidentIndex {
     private final int scanEntries;
     /** The lease an evicted image is handed over with (the tier's, over the image's bytes). */
     private final BiFunction<StateKey, ResidentImage, Lease> leaseOf;
-    /** Serialises the bound's enforcement, so concurrent inserts do not over-evict. */
+    /** Serialises the bound's enforcement, so concurrent inserts do not over-evict, and its resizing for held images. */
     private final ReentrantLock boundLock = new ReentrantLock();
     private volatile EvictionListener listener;
 
@@ -131,6 +131,66 @@ final class ResidentIndex {
             }
         }
         return removed;
+    }
+
+    /**
+     * Holds {@code key}'s image if it is resident in {@code namespaceId} (another namespace's image
+     * of the key is absent here): no policy evicts it until {@link #releaseHold}. Under a
+     * self-bounding index its weight drops to 0 and the bound shrinks by its bytes, so the
+     * unheld images keep to {@code indexWeightBytes} minus what is held.
+     */
+    Optional<HeldImage> hold(StateKey key, int namespaceId) {
+        ResidentImage image = peek(key);
+        if (image == null || image.namespaceId() != namespaceId || !slots.hold(image.slot(), image.imageId())) {
+            return Optional.empty();
+        }
+        reweigh(key, image.imageId());
+        return Optional.of(new HeldImage(key, image.slot(), image.imageId(), slots.slotBytes(image.slot())));
+    }
+
+    /** Ends {@link #hold}; false when the image is gone or was released already. */
+    boolean releaseHold(HeldImage held) {
+        if (!slots.unhold(held.slot(), held.imageId())) return false;
+        reweigh(held.key(), held.imageId());
+        return true;
+    }
+
+    /** Passes {@code value} to the policy for {@code key}'s image of {@code namespaceId}; false when it has none. */
+    boolean hint(StateKey key, int namespaceId, ValueHint value) {
+        ResidentImage image = value == ValueHint.RETAIN && policy.indexEnforcesBound() ? lookup(key) : peek(key);
+        return image != null && image.namespaceId() == namespaceId && slots.hint(image.slot(), image.imageId(), value);
+    }
+
+    /** Removes {@code key}'s image of {@code namespaceId}, not handed to the eviction listener; false when it has none. */
+    boolean drop(StateKey key, int namespaceId) {
+        ResidentImage image = peek(key);
+        boolean removed = image != null && image.namespaceId() == namespaceId
+                && remove(key, image.imageId(), DramMetrics.EvictionCause.DROPPED, false);
+        if (removed) syncHeldBound();
+        return removed;
+    }
+
+    /**
+     * Re-weighs {@code key}'s entry if it still holds {@code imageId} (a copy of the value makes
+     * Caffeine call the weigher again) and sets the bound to {@code indexWeightBytes} less the held
+     * bytes. Only under a self-bounding index; the LRU tier's bound counts held bytes as used and
+     * evicts other images for them.
+     */
+    private void reweigh(StateKey key, long imageId) {
+        if (!policy.indexEnforcesBound()) return;
+        index.asMap().computeIfPresent(key, (k, image) -> image.imageId() != imageId ? image
+                : new ResidentImage(image.slot(), image.lengthBytes(), image.namespaceId(), image.imageId()));
+        syncHeldBound();
+    }
+
+    /** Caffeine's maximum = {@code indexWeightBytes} − held bytes, so held images count against the bound. */
+    private void syncHeldBound() {
+        boundLock.lock();
+        try {
+            index.policy().eviction().ifPresent(bound -> bound.setMaximum(Math.max(0, maxWeightBytes - slots.heldBytes())));
+        } finally {
+            boundLock.unlock();
+        }
     }
 
     /** The keys indexed now, a weakly consistent copy. */

@@ -12,7 +12,7 @@ import java.util.function.Supplier;
  *
  * <p>Slots are numbered globally: class {@code c} owns {@code [base[c], base[c] + count[c])}.
  * Per slot the table keeps one state byte, one lease count and one image id in primitive arrays,
- * and each class keeps its free slots on an {@code int} stack: O(1) allocate and free. 17 bytes
+ * and each class keeps its free slots on an {@code int} stack: O(1) allocate and free. 18 bytes
  * of heap per slot (the policy's own state apart) and no object per slot.
  *
  * <p>State machine of one slot (all transitions are methods of this class):
@@ -35,7 +35,8 @@ import java.util.function.Supplier;
  *
  * <p>Invariants: {@code free + reserved + used + evictedLeased == capacity} (bytes); a slot is
  * on its class's free stack iff its state is FREE; {@code leases[s] > 0} only in RESIDENT or
- * EVICTED_LEASED; an EVICTED_LEASED slot has {@code leases[s] > 0}.
+ * EVICTED_LEASED; an EVICTED_LEASED slot has {@code leases[s] > 0}; a held slot ({@link #hold})
+ * is RESIDENT, and {@code heldBytes} is the slot bytes of the held slots.
  *
  * <p>Design note: one lock rather than per-class locks or CAS on packed words: an operation is
  * ~20 array reads and writes (tens of nanoseconds uncontended) and happens once per page
@@ -45,6 +46,9 @@ import java.util.function.Supplier;
  * trip in the Manager benchmark), and one lock trip per page was a large share of its lookup
  * (with the lock's hand-off to a waiting publisher), so {@link #pinUseRun} and {@link #unpinRun}
  * take the lock once per run of pages; a run is bounded by its caller, so the hold stays short.
+ * The class is over 500 lines because every transition of a slot (the HINT PIN's hold included)
+ * changes the byte accounting under this one lock; a split would have to share the lock and the
+ * arrays, and every transition would read across two classes.
  */
 final class SlotTable {
 
@@ -77,6 +81,13 @@ final class SlotTable {
     private final byte[] states;
     private final int[] leases;
     private final long[] imageIds;
+    /**
+     * True while the slot's RESIDENT image is held by a HINT PIN ({@link #hold}): no policy names it
+     * a victim. Written under the lock; {@link #weight} reads it without (see there).
+     */
+    private final boolean[] held;
+    /** Slot bytes of the held images. */
+    private long heldBytes;
     private long freeBytes;
     private long reservedBytes;
     private long usedBytes;
@@ -116,6 +127,7 @@ final class SlotTable {
         this.states = new byte[slots];
         this.leases = new int[slots];
         this.imageIds = new long[slots];
+        this.held = new boolean[slots];
         this.capacityBytes = capacity;
         this.freeBytes = capacity;
         this.reservedBudgetBytes = reservedBudgetBytes;
@@ -349,6 +361,10 @@ final class SlotTable {
             expect(slot, imageId, RESIDENT);
             retirements[cause.ordinal()]++;
             int bytes = classSlotBytes[classOf(slot)];
+            if (held[slot]) {
+                held[slot] = false;
+                heldBytes -= bytes;
+            }
             policy.onRemove(slot);
             usedBytes -= bytes;
             residentImages--;
@@ -389,6 +405,73 @@ final class SlotTable {
     }
 
     /**
+     * Holds resident image {@code imageId} (a HINT PIN): no policy names it a victim until
+     * {@link #unhold} or its retirement (a DROP, a displacement). False when the slot no longer
+     * holds that image or it is already held.
+     */
+    boolean hold(int slot, long imageId) {
+        lock.lock();
+        try {
+            if (states[slot] != RESIDENT || imageIds[slot] != imageId || held[slot]) return false;
+            held[slot] = true;
+            heldBytes += classSlotBytes[classOf(slot)];
+            policy.onHold(slot);
+            return true;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** True while {@code slot} holds resident image {@code imageId} and it is held. */
+    boolean holds(int slot, long imageId) {
+        return locked(() -> states[slot] == RESIDENT && imageIds[slot] == imageId && held[slot]);
+    }
+
+    /** Ends {@link #hold} of resident image {@code imageId}; false when it is not held (retired, or released). */
+    boolean unhold(int slot, long imageId) {
+        lock.lock();
+        try {
+            if (states[slot] != RESIDENT || imageIds[slot] != imageId || !held[slot]) return false;
+            held[slot] = false;
+            heldBytes -= classSlotBytes[classOf(slot)];
+            policy.onRelease(slot);
+            return true;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Passes a client's {@link ValueHint} for resident image {@code imageId} to the policy; a held
+     * image is left as it is (nothing evicts it until released). False when the slot no longer holds it.
+     */
+    boolean hint(int slot, long imageId, ValueHint value) {
+        lock.lock();
+        try {
+            if (states[slot] != RESIDENT || imageIds[slot] != imageId) return false;
+            if (!held[slot]) policy.hint(slot, imageId, value);
+            return true;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * The weight of {@code slot}'s image in a self-bounding index: 0 while held (Caffeine never
+     * evicts a zero-weight entry for size), else its slot bytes. Read without the lock: the thread
+     * that re-weighs after {@link #hold} or {@link #unhold} wrote the flag itself, and a slot reused
+     * by a new image was freed (flag cleared) under the lock its new reservation then took.
+     */
+    int weight(int slot) {
+        return held[slot] ? 0 : slotBytes(slot);
+    }
+
+    /** Slot bytes of the held images now. */
+    long heldBytes() {
+        return locked(() -> heldBytes);
+    }
+
+    /**
      * Runs {@code query} under this table's lock: a policy's victim choice, which reads its own
      * state and the slots' ({@link #residentUnleasedLocked}, {@link #imageIdLocked}) consistently.
      * The query must not call out of the tier.
@@ -402,10 +485,10 @@ final class SlotTable {
         }
     }
 
-    /** True when {@code slot} is RESIDENT and holds no lease. Inside {@link #locked}. */
+    /** True when {@code slot} is RESIDENT, holds no lease and is not held ({@link #hold}). Inside {@link #locked}. */
     boolean residentUnleasedLocked(int slot) {
         assert lock.isHeldByCurrentThread();
-        return states[slot] == RESIDENT && leases[slot] == 0;
+        return states[slot] == RESIDENT && leases[slot] == 0 && !held[slot];
     }
 
     /** The image id {@code slot} holds or held last. Inside {@link #locked}. */
@@ -424,11 +507,11 @@ final class SlotTable {
         }
     }
 
-    /** True when the slot holds at least one lease (a hint: may change right after). */
+    /** True when the slot holds at least one lease or is held (a hint: may change right after). */
     boolean isLeased(int slot) {
         lock.lock();
         try {
-            return leases[slot] > 0;
+            return leases[slot] > 0 || held[slot];
         } finally {
             lock.unlock();
         }

@@ -32,7 +32,15 @@ import java.util.function.BiConsumer;
  */
 final class TinyLfuPolicy implements EvictionPolicy {
 
+    /** Most DEMOTEd images remembered for class pressure; the oldest is forgotten past it. */
+    static final int DEMOTED_CAPACITY = 1024;
+
     private final ClockHands clock;
+    // @GuardedBy("SlotTable.lock") below: a ring of DEMOTEd slots and the images they held then
+    private final int[] demotedSlots = new int[DEMOTED_CAPACITY];
+    private final long[] demotedImages = new long[DEMOTED_CAPACITY];
+    private int demotedNext;
+    private int demotedCount;
     /**
      * Caffeine's size policy of the index; set once by {@link #newIndex} in the tier's constructor,
      * so the tier's final fields publish it to every thread that reaches the tier.
@@ -49,7 +57,7 @@ final class TinyLfuPolicy implements EvictionPolicy {
         if (order != null) throw new IllegalStateException("the index is already built");
         Cache<StateKey, ResidentImage> index = Caffeine.newBuilder()
                 .maximumWeight(maxWeightBytes)
-                .weigher((StateKey key, ResidentImage image) -> slots.slotBytes(image.slot()))
+                .weigher((StateKey key, ResidentImage image) -> slots.weight(image.slot()))
                 .executor(Runnable::run)
                 .evictionListener((StateKey key, ResidentImage image, RemovalCause cause) ->
                         onEvicted.accept(Objects.requireNonNull(key), Objects.requireNonNull(image)))
@@ -83,6 +91,24 @@ final class TinyLfuPolicy implements EvictionPolicy {
         // The index forgets the entry; the slot's mark is set again by its next insert.
     }
 
+    /**
+     * RETAIN sets the CLOCK mark (the tier also reads the image through the index, a use for
+     * Caffeine's sketch and order); DEMOTE clears it and remembers the image, which class pressure
+     * then takes before Caffeine's coldest. Caffeine's own bound has no way to be told.
+     */
+    @Override
+    public void hint(int slot, long imageId, ValueHint value) {
+        if (value == ValueHint.RETAIN) {
+            clock.mark(slot);
+            return;
+        }
+        clock.unmark(slot);
+        demotedSlots[demotedNext] = slot;
+        demotedImages[demotedNext] = imageId;
+        demotedNext = (demotedNext + 1) % DEMOTED_CAPACITY;
+        demotedCount = Math.min(demotedCount + 1, DEMOTED_CAPACITY);
+    }
+
     @Override
     public Optional<Victim> boundVictim(SlotTable slots, int maxSlots) {
         return Optional.empty();
@@ -90,12 +116,27 @@ final class TinyLfuPolicy implements EvictionPolicy {
 
     @Override
     public Optional<Victim> classVictim(SlotTable slots, int classIndex, int maxSlots) {
+        Optional<Victim> demoted = slots.locked(() -> demotedVictimLocked(slots, classIndex, maxSlots));
+        if (demoted.isPresent()) return demoted;
         return order.coldest(entries -> entries
                 .limit(maxSlots)
                 .map(Policy.CacheEntry::getValue)
                 .filter(image -> slots.classOf(image.slot()) == classIndex && !slots.isLeased(image.slot()))
                 .map(image -> new Victim(image.slot(), image.imageId()))
                 .findFirst());
+    }
+
+    /** The most recently DEMOTEd image of {@code classIndex} still resident, unleased and unheld, among {@code maxSlots}. */
+    private Optional<Victim> demotedVictimLocked(SlotTable slots, int classIndex, int maxSlots) {
+        for (int i = 0, at = demotedNext; i < Math.min(demotedCount, maxSlots); i++) {
+            at = at == 0 ? DEMOTED_CAPACITY - 1 : at - 1;
+            int slot = demotedSlots[at];
+            if (slots.classOf(slot) == classIndex && slots.residentUnleasedLocked(slot)
+                    && slots.imageIdLocked(slot) == demotedImages[at]) {
+                return Optional.of(new Victim(slot, demotedImages[at]));
+            }
+        }
+        return Optional.empty();
     }
 
     @Override

@@ -91,6 +91,12 @@ public final class PublishPipeline implements AutoCloseable {
     /** The {@code reuse-aware:N} hit counts; empty under the other policies. */
     private final Optional<ReuseHits> reuseHits;
     private final Set<StateKey> pendingWrites = ConcurrentHashMap.newKeySet();
+    /**
+     * Keys a HINT DROP named while their SSD write was pending, with the namespaces that dropped
+     * them: the write's extent is deleted again when it lands, if its namespace is among them. An
+     * entry lives until its key's write finishes, so there are at most as many as pending writes.
+     */
+    private final ConcurrentHashMap<StateKey, Set<NamespaceDigest>> droppedWhilePending = new ConcurrentHashMap<>();
     private final AtomicBoolean closeCalled = new AtomicBoolean();
 
     /** @param nanoClock the budget's clock ({@code System::nanoTime} in production; tests drive it) */
@@ -475,9 +481,27 @@ public final class PublishPipeline implements AutoCloseable {
         }
     }
 
+    /**
+     * A HINT DROP of {@code key} in {@code namespace}: a write of the key still pending (queued or
+     * in flight) would index the page on SSD after the drop, so its extent is deleted when it
+     * lands. Nothing when no write of the key is pending.
+     */
+    public void dropped(StateKey key, NamespaceDigest namespace) {
+        if (!pendingWrites.contains(key)) return;
+        droppedWhilePending.computeIfAbsent(key, k -> ConcurrentHashMap.newKeySet()).add(namespace);
+        // The write may have finished between the check and the mark: then no finish will see it.
+        if (!pendingWrites.contains(key)) deleteIfDropped(key, namespace);
+    }
+
+    private void deleteIfDropped(StateKey key, NamespaceDigest written) {
+        Set<NamespaceDigest> droppers = droppedWhilePending.remove(key);
+        if (droppers != null && droppers.contains(written)) ssd.delete(key, written);
+    }
+
     /** An admitted write finished (any outcome, exactly once): its key, bytes and lane slot return. */
     private void onWriteFinished(SsdWrite write) {
         pendingWrites.remove(write.key());
+        deleteIfDropped(write.key(), write.namespace());
         queues.onWriteFinished(write.lengthBytes());
         // The lane has room again: the next write-through block need not wait for the sealer.
         if (config.policy() instanceof SsdAdmissionPolicy.WriteThrough) admitWriteThrough();

@@ -61,6 +61,10 @@ final class SsdWrite implements IoOp {
         return lengthBytes;
     }
 
+    NamespaceDigest namespace() {
+        return namespace;
+    }
+
     @Override
     public CompletableFuture<?> start() {
         Optional<Lease> lease = retained.isPresent() ? retained : leaseImage();

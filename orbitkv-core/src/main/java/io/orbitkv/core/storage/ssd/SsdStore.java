@@ -293,6 +293,16 @@ public final class SsdStore implements AutoCloseable {
         return index.get(key).map(index::remove).orElse(false);
     }
 
+    /**
+     * Removes {@code key} from the index if it is indexed as an extent of {@code namespace} (HINT
+     * DROP; REMOVED event); an extent of the key in another namespace is left alone and answers
+     * false. Pinned readers keep their bytes: the ring reuses the extent after their last unpin.
+     */
+    public boolean delete(StateKey key, NamespaceDigest namespace) {
+        requireRecovered();
+        return index.get(key).filter(e -> e.namespace.equals(namespace)).map(index::remove).orElse(false);
+    }
+
     /** Whether {@code key} is indexed now. */
     public boolean contains(StateKey key) {
         return index.containsKey(key);

@@ -105,4 +105,56 @@ class LruPolicyTest {
         assertThat(v.map(EvictionPolicy.Victim::slot)).contains(s1);
         assertThat(policy.fallbackVictim(slots, 1, 4)).as("nothing resident in class 1").isEmpty();
     }
+
+    @Test
+    void demotedImagesLeaveFirstAndRetainedOnesLast() {
+        int a = insert(0);
+        int b = insert(0);
+        int c = insert(1);
+        int d = insert(1);
+        assertThat(slots.hint(c, image(c), ValueHint.DEMOTE)).isTrue();
+        assertThat(slots.hint(a, image(a), ValueHint.RETAIN)).isTrue();
+        use(d); // a later use is more recent than the RETAIN
+        assertThat(slots.hint(b, 99, ValueHint.RETAIN)).as("a hint for an image the slot no longer holds").isFalse();
+        assertThat(((LruPolicy) policy).recencyOrder(slots)).containsExactly(c, b, a, d);
+        assertThat(policy.classVictim(slots, 1, 64).map(EvictionPolicy.Victim::slot)).contains(c);
+        assertThat(List.of(evictBound(), evictBound(), evictBound(), evictBound())).containsExactly(c, b, a, d);
+    }
+
+    @Test
+    void aHeldImageIsNoVictimOfAnyKindUntilReleased() {
+        int a = insert(0);
+        int b = insert(0);
+        assertThat(slots.hold(a, image(a))).isTrue();
+        assertThat(slots.hold(a, image(a))).as("held already").isFalse();
+        assertThat(slots.hint(a, image(a), ValueHint.DEMOTE)).as("answered, but a held image is not reordered").isTrue();
+        assertThat(policy.classVictim(slots, 0, 64).map(EvictionPolicy.Victim::slot)).contains(b);
+        assertThat(policy.fallbackVictim(slots, 0, 64).map(EvictionPolicy.Victim::slot)).contains(b);
+        assertThat(slots.pin(b, image(b))).isTrue(); // now b is leased: the bound's last resort would be a leased image
+        assertThat(policy.boundVictim(slots, 64).map(EvictionPolicy.Victim::slot))
+                .as("the bound takes a leased image before a held one").contains(b);
+        slots.unpin(b, image(b));
+        slots.retire(b, image(b), DramMetrics.EvictionCause.POLICY);
+        assertThat(policy.boundVictim(slots, 64)).as("only the held image is resident").isEmpty();
+        assertThat(policy.classVictim(slots, 0, 64)).isEmpty();
+        assertThat(policy.fallbackVictim(slots, 0, 64)).isEmpty();
+        assertThat(slots.heldBytes()).isEqualTo(4096);
+        assertThat(slots.unhold(a, image(a))).isTrue();
+        assertThat(slots.heldBytes()).isZero();
+        assertThat(evictBound()).as("released, it is evictable again").isEqualTo(a);
+    }
+
+    @Test
+    void retiringAHeldImageReleasesItsHold() {
+        int a = insert(0);
+        long imageA = image(a);
+        assertThat(slots.hold(a, imageA)).isTrue();
+        slots.retire(a, imageA, DramMetrics.EvictionCause.DROPPED);
+        assertThat(slots.heldBytes()).isZero();
+        assertThat(slots.holds(a, imageA)).isFalse();
+        assertThat(slots.unhold(a, imageA)).isFalse();
+        int again = insert(0);
+        assertThat(again).as("the slot was freed at once").isEqualTo(a);
+        assertThat(policy.boundVictim(slots, 64).map(EvictionPolicy.Victim::slot)).contains(again);
+    }
 }

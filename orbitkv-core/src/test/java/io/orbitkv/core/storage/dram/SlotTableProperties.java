@@ -429,6 +429,12 @@ class SlotTableProperties {
         }
 
         @Override
+        public void hint(int slot, long imageId, ValueHint value) {
+            assertThat(inserted).as("hint of slot %d", slot).contains(slot);
+            delegate.hint(slot, imageId, value);
+        }
+
+        @Override
         public void onPin(int slot) {
             assertThat(inserted).as("pin of slot %d", slot).contains(slot);
             assertThat(pinned.add(slot)).as("second first-lease of slot %d", slot).isTrue();

@@ -81,4 +81,23 @@ class TinyLfuPolicyTest {
         assertThat(policy.fallbackVictim(slots, 1, 4).map(EvictionPolicy.Victim::slot))
                 .as("the hand reaches s0 again, but its hit gives it one more pass").contains(s1.slot());
     }
+
+    @Test
+    void aDemotedImageIsTheFirstClassVictimAndAHeldOneNone() {
+        ResidentImage first = insert(key(1), 0);
+        ResidentImage second = insert(key(2), 0);
+        ResidentImage third = insert(key(3), 0);
+        assertThat(policy.classVictim(slots, 0, 64).map(EvictionPolicy.Victim::slot))
+                .as("Caffeine's coldest first").contains(first.slot());
+        assertThat(slots.hint(third.slot(), third.imageId(), ValueHint.DEMOTE)).isTrue();
+        assertThat(policy.classVictim(slots, 0, 64).map(EvictionPolicy.Victim::slot)).contains(third.slot());
+        assertThat(slots.hold(third.slot(), third.imageId())).isTrue();
+        assertThat(policy.classVictim(slots, 0, 64).map(EvictionPolicy.Victim::slot))
+                .as("a held image is passed over, demoted or not").contains(first.slot());
+        assertThat(slots.hold(first.slot(), first.imageId())).isTrue();
+        assertThat(policy.classVictim(slots, 0, 64).map(EvictionPolicy.Victim::slot)).contains(second.slot());
+        assertThat(policy.fallbackVictim(slots, 0, 64).map(EvictionPolicy.Victim::slot)).contains(second.slot());
+        assertThat(slots.weight(first.slot())).as("a held image weighs nothing in the index").isZero();
+        assertThat(slots.weight(second.slot())).isEqualTo(K4);
+    }
 }
