@@ -80,8 +80,8 @@ public final class PeerSource {
                 OptionalInt namespaceId = namespaces.id(request.namespace());
                 if (namespaceId.isEmpty()) yield CompletableFuture.completedFuture(new Rejected(Rejection.NAMESPACE_MISMATCH));
                 yield CompletableFuture.completedFuture(switch (request.anyGeneration()
-                        ? store.acquire(request.key())
-                        : store.acquireImage(request.key(), request.generation())) {
+                        ? store.acquire(request.key(), namespaceId.getAsInt())
+                        : store.acquireImage(request.key(), namespaceId.getAsInt(), request.generation())) {
                     case Lease lease -> grant(request, namespaceId.getAsInt(), lease);
                     case AcquireResult.Miss miss -> new Rejected(Rejection.GENERATION_GONE);
                 });
@@ -91,19 +91,18 @@ public final class PeerSource {
     }
 
     private CompletableFuture<AuthorizeResult> authorizeFromSsd(AuthorizeRequest request) {
-        // Check the generation and the extent's namespace digest under a pin, then stage: pages are
-        // immutable per key, so a staged image of the key has the same bytes whichever generation
-        // it was read from.
+        // Check the generation of the namespace's extent under a pin, then stage: pages are immutable
+        // per (namespace, key), so a staged image has the same bytes whichever generation it was
+        // read from. Only the requested namespace's extent is looked up: one of the same key bytes
+        // in another namespace is another page.
         int namespaceId;
-        switch (store.pin(request.key())) {
+        switch (store.pin(request.key(), request.namespace())) {
             case Pin pin -> {
                 long generation = pin.generation();
-                boolean sameNamespace = pin.namespace().equals(request.namespace());
                 pin.close();
                 if (!request.anyGeneration() && generation != request.generation()) {
                     return CompletableFuture.completedFuture(new Rejected(Rejection.GENERATION_GONE));
                 }
-                if (!sameNamespace) return CompletableFuture.completedFuture(new Rejected(Rejection.NAMESPACE_MISMATCH));
                 OptionalInt bound = namespaces.bind(request.namespace());
                 if (bound.isEmpty()) return CompletableFuture.completedFuture(new Rejected(Rejection.SOURCE_BUSY));
                 namespaceId = bound.getAsInt();
@@ -112,7 +111,7 @@ public final class PeerSource {
                 return CompletableFuture.completedFuture(new Rejected(Rejection.GENERATION_GONE));
             }
         }
-        return store.stage(request.key()).thenApply(staged -> switch (staged) {
+        return store.stage(request.key(), namespaceId).thenApply(staged -> switch (staged) {
             case StageResult.Staged s -> grant(request, namespaceId, s.lease());
             case StageResult.Miss m -> new Rejected(Rejection.GENERATION_GONE);
             case StageResult.Busy b -> new Rejected(Rejection.SOURCE_BUSY);

@@ -215,7 +215,7 @@ class PeerSourceTest {
             await().atMost(Duration.ofSeconds(10)).until(() -> s.store.dram().usage().leases() == 0);
             assertThat(s.store.dram().evict(k)).isTrue();
             long ssdGeneration;
-            try (Pin pin = (Pin) s.store.ssd().pin(k)) {
+            try (Pin pin = (Pin) s.store.ssd().pin(k, PeerNode.DIGEST)) {
                 ssdGeneration = pin.generation();
             }
             AuthorizeResult r = s.source.authorize(new AuthorizeRequest(B, 1, k, PeerNode.DIGEST, PeerMedium.SSD,
