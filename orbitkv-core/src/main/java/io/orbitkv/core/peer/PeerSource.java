@@ -32,9 +32,11 @@ import java.util.function.LongSupplier;
  * serving at all (membership valid) → source incarnation → requester incarnation (live in the
  * member view) → residency sequence (not ahead of this source's stream) → for DRAM, namespace
  * known → exact generation (or, for {@link AuthorizeRequest#CURRENT_GENERATION}, the current
- * image) pinned on the named medium → page's namespace equals the asked one (for SSD: the
- * extent header's digest, then bound to a namespace id if no engine registered it since this
- * start) → ticket issued. A refusal after pinning releases the pin before answering.
+ * image) of the page in the asked namespace pinned on the named medium (pages are identified by
+ * namespace and key, so the same key bytes in another namespace are another page and the answer
+ * is GENERATION_GONE, exactly as for a key nobody holds; for SSD the extent's digest is then
+ * bound to a namespace id if no engine registered it since this start) → ticket issued. A
+ * refusal after pinning releases the pin before answering.
  *
  * <p>Design note: an SSD page is always staged into the source's DRAM tier before sending, so the
  * transfer reads host memory only and the bounded host memory is the DRAM tier's reservation
@@ -47,8 +49,8 @@ import java.util.function.LongSupplier;
  * engine REGISTERs their namespace, and only REGISTER used to fill the {@link NamespaceTable}: a
  * restarted source refused every peer read of its own SSD pages as NAMESPACE_MISMATCH. The
  * extent header records the page's namespace digest, which is the proof the check needs, so the
- * source binds that digest to an id on demand ({@link NamespaceTable#bind}) once the pinned
- * extent's digest equals the requested one; a digest no extent carries is never bound.
+ * source binds that digest to an id on demand ({@link NamespaceTable#bind}) once an extent of
+ * the requested digest is pinned; a digest no extent carries is never bound.
  */
 public final class PeerSource {
 

@@ -74,7 +74,7 @@ class DramArenaSharingTest {
             Reservation r = (Reservation) tier.reserve(written, 3, 100_000);
             writeCanary(r.segment(), written);
             tier.commit(r);
-            try (Lease lease = (Lease) tier.acquire(written, 1)) {
+            try (Lease lease = (Lease) tier.acquire(written, 3)) {
                 SlotRef ref = lease.slotRef();
                 assertThat(ref.classIndex()).isEqualTo(1);
                 MemorySegment seen = views[ref.classIndex()].asSlice(ref.offsetBytes(), ref.lengthBytes());
@@ -87,7 +87,7 @@ class DramArenaSharingTest {
             SlotRef target = slot.slotRef();
             writeCanary(views[target.classIndex()].asSlice(target.offsetBytes(), target.lengthBytes()), published);
             tier.commit(slot);
-            try (Lease lease = (Lease) tier.acquire(published, 1)) {
+            try (Lease lease = (Lease) tier.acquire(published, 3)) {
                 assertThat(hasCanary(lease.segment(), published)).isTrue();
                 assertThat(lease.segment().address() % DramArenaLayout.PAGE_BYTES).isZero();
             }
