@@ -143,7 +143,7 @@ final class ResidentIndex {
 
     /** The images of {@code key} in every namespace, a weakly consistent copy. Walks the whole index. */
     List<PageKey> pagesOf(StateKey key) {
-        return index.asMap().keySet().stream().filter(p -> p.key().equals(key)).toList();
+        return index.asMap().keySet().stream().filter(p -> p.hasKey(key)).toList();
     }
 
     /** Sets the one listener offered evicted images; once. */
@@ -201,8 +201,9 @@ final class ResidentIndex {
         // Release order suffices: the slot table's lock (taken next) publishes it to the policy's readers.
         slotKeys.setRelease(fresh.slot(), key);
         slots.publish(fresh.slot(), fresh.imageId());
-        residency.append(key.key(), ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.ADDED, fresh.imageId(), fresh.lengthBytes());
-        residency.retainedInDram(fresh.namespaceId(), key.key(), ResidencyEvent.Kind.ADDED, fresh.lengthBytes());
+        StateKey stateKey = key.key();
+        residency.append(stateKey, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.ADDED, fresh.imageId(), fresh.lengthBytes());
+        residency.retainedInDram(fresh.namespaceId(), stateKey, ResidencyEvent.Kind.ADDED, fresh.lengthBytes());
         if (pin && !slots.pin(fresh.slot(), fresh.imageId())) {
             throw new IllegalStateException("a freshly published slot could not be pinned: " + fresh);
         }
@@ -226,8 +227,9 @@ final class ResidentIndex {
             slots.retire(image.slot(), image.imageId(), cause);
         }
         if (listened && !offer) metrics.handOverSkipped();
-        residency.append(key.key(), ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.REMOVED, image.imageId(), image.lengthBytes());
-        residency.retainedInDram(image.namespaceId(), key.key(), ResidencyEvent.Kind.REMOVED, image.lengthBytes());
-        if (offer) current.onEvicted(leaseOf.apply(key.key(), image), image.namespaceId());
+        StateKey stateKey = key.key();
+        residency.append(stateKey, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.REMOVED, image.imageId(), image.lengthBytes());
+        residency.retainedInDram(image.namespaceId(), stateKey, ResidencyEvent.Kind.REMOVED, image.lengthBytes());
+        if (offer) current.onEvicted(leaseOf.apply(stateKey, image), image.namespaceId());
     }
 }
