@@ -41,6 +41,8 @@ class TieredStoreTest {
 
     static final int NS = 3;
     static final NamespaceDigest DIGEST = new NamespaceDigest(0xabcdL, 4, 5, 6);
+    static final int OTHER_NS = 2;
+    static final NamespaceDigest OTHER_DIGEST = new NamespaceDigest(0xdcbaL, 6, 5, 4);
     static final int BLOCK = 20 * 1024; // not a 4 KiB multiple
     static final int SLOT = 32 * 1024;
     static final Duration WAIT = Duration.ofSeconds(10);
@@ -63,6 +65,7 @@ class TieredStoreTest {
     TieredStore open(PublishConfig publish, int dramSlots, int maxInflightStages, int maxQueuedStages) throws IOException {
         NamespaceTable namespaces = new NamespaceTable(4);
         namespaces.register(NS, DIGEST);
+        namespaces.register(OTHER_NS, OTHER_DIGEST);
         DramTierConfig dram = new DramTierConfig(Files.createDirectories(dir.resolve("dram")), "tiered",
                 List.of(new SizeClass(SLOT, dramSlots)), 8L * SLOT, 2L * SLOT, 64);
         SsdConfig ssd = SsdConfig.of(Files.createDirectories(dir.resolve("ssd"))).withMaxPayloadBytes(SLOT)
@@ -219,6 +222,22 @@ class TieredStoreTest {
             }
         });
         return hold;
+    }
+
+    @Test
+    void aPageOfOneNamespaceIsNeitherFoundNorStagedForAnother() throws IOException {
+        open(writeThrough(), 16);
+        store.publish(key(1), NS, held(key(1)));
+        await().atMost(WAIT).until(() -> store.ssd().contains(key(1), DIGEST));
+        assertThat(store.lookup(key(1), OTHER_NS, OTHER_DIGEST)).as("in DRAM").isEqualTo(new LookupResult.Miss(key(1)));
+        store.dram().evict(key(1), NS);
+        assertThat(store.lookup(key(1), OTHER_NS, OTHER_DIGEST)).as("on SSD").isEqualTo(new LookupResult.Miss(key(1)));
+        assertThat(store.stage(key(1), OTHER_NS).join())
+                .isEqualTo(new StageResult.Miss(key(1), StageResult.MissReason.NOT_FOUND));
+        assertThat(store.dram().contains(key(1))).as("nothing was staged for the other namespace").isFalse();
+        StageResult own = store.stage(key(1), NS).join();
+        assertThat(own).isInstanceOf(StageResult.Staged.class);
+        ((StageResult.Staged) own).lease().release();
     }
 
     @Test

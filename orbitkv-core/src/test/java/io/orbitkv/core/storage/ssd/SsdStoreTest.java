@@ -1,6 +1,7 @@
 package io.orbitkv.core.storage.ssd;
 
 import io.orbitkv.core.storage.residency.ResidencyEvent;
+import io.orbitkv.state.NamespaceDigest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -83,6 +84,36 @@ class SsdStoreTest {
                             org.assertj.core.groups.Tuple.tuple(ResidencyEvent.Kind.REMOVED, g1, ResidencyEvent.Medium.SSD),
                             org.assertj.core.groups.Tuple.tuple(ResidencyEvent.Kind.ADDED, g2, ResidencyEvent.Medium.SSD),
                             org.assertj.core.groups.Tuple.tuple(ResidencyEvent.Kind.REMOVED, g2, ResidencyEvent.Medium.SSD));
+        }
+    }
+
+    @Test
+    void theSameKeyInTwoNamespacesIsTwoExtentsThatNeitherReplacesNorRecoversOverTheOther() throws Exception {
+        NamespaceDigest other = new NamespaceDigest(0xfeedL, 7, 8, 9);
+        SsdConfig config = SsdTestSupport.smallConfig(dir, 2, 256);
+        try (SsdTestSupport s = SsdTestSupport.openRecovered(config)) {
+            long mine = s.writeCommitted(5, 8000);
+            assertThat(s.store.write(other, key(5), payload(6, 8000), 8000).join()).isInstanceOf(WriteResult.Committed.class);
+            assertThat(s.store.size()).as("two extents of one key").isEqualTo(2);
+            assertThat(s.store.usedBytes()).isEqualTo(2 * 12 * 1024);
+            assertThat(((Pin) s.store.pin(key(5), NS)).generation()).as("the first namespace's extent stays").isEqualTo(mine);
+            assertThat(s.events()).extracting(ResidencyEvent::kind)
+                    .containsExactly(ResidencyEvent.Kind.ADDED, ResidencyEvent.Kind.ADDED);
+        }
+        try (SsdTestSupport s = SsdTestSupport.openRecovered(config)) {
+            assertThat(s.store.size()).as("recovery keeps both").isEqualTo(2);
+            assertThat(s.readAndCheck(5, 8000)).isEqualTo(new ReadResult.Served(8000, false));
+            try (Pin pin = (Pin) s.store.pin(key(5), other)) {
+                assertThat(pin.namespace()).isEqualTo(other);
+                MemorySegment dst = SsdTestSupport.SHARED.allocate(pin.paddedPayloadBytes(), 4096);
+                assertThat(s.store.read(pin, dst).join()).isEqualTo(new ReadResult.Served(8000, false));
+                assertThat(dst.asSlice(0, 8000).mismatch(payload(6, 8000).asSlice(0, 8000))).isEqualTo(-1);
+            }
+            // Removing one namespace's extent leaves the other's.
+            assertThat(s.store.delete(key(5), other)).isTrue();
+            assertThat(s.store.contains(key(5), other)).isFalse();
+            assertThat(s.store.contains(key(5), NS)).isTrue();
+            assertThat(s.readAndCheck(5, 8000)).isEqualTo(new ReadResult.Served(8000, false));
         }
     }
 
