@@ -35,6 +35,14 @@ public final class StateKey implements Comparable<StateKey> {
         this.w3 = w3;
     }
 
+    /**
+     * Builds a key from its four big-endian 64-bit words ({@link #word}), for holders that store the
+     * words inline instead of a reference to a key.
+     */
+    public static StateKey ofWords(long w0, long w1, long w2, long w3) {
+        return new StateKey(w0, w1, w2, w3);
+    }
+
     /** Builds a key from exactly {@value #BYTES} bytes; the array is not retained. */
     public static StateKey ofBytes(byte[] bytes) {
         if (bytes.length != BYTES) {
@@ -78,6 +86,17 @@ public final class StateKey implements Comparable<StateKey> {
     /** Lower-case hex, 64 digits. */
     public String toHex() {
         return HexFormat.of().formatHex(toBytes());
+    }
+
+    /** Bytes {@code 8 * index} to {@code 8 * index + 7} as a big-endian long; {@code index} is 0..3. */
+    public long word(int index) {
+        return switch (index) {
+            case 0 -> w0;
+            case 1 -> w1;
+            case 2 -> w2;
+            case 3 -> w3;
+            default -> throw new IndexOutOfBoundsException("a StateKey has words 0..3, not " + index);
+        };
     }
 
     /** The first 8 bytes as a long: uniformly distributed, usable for sharding and hashing. */

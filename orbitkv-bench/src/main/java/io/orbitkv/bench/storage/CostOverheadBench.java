@@ -146,7 +146,7 @@ public final class CostOverheadBench {
         long ops = 0;
         long now = start;
         while (now < deadline) {
-            if (!(store.pin(keys[random.nextInt(keys.length)]) instanceof Pin pin)) {
+            if (!(store.pin(keys[random.nextInt(keys.length)], NAMESPACE) instanceof Pin pin)) {
                 throw new IllegalStateException("key not indexed");
             }
             try {

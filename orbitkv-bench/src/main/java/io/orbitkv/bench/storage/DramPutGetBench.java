@@ -114,7 +114,7 @@ public final class DramPutGetBench {
         if (!(tier.commit(reservation) instanceof CommitResult.Inserted)) {
             throw new IllegalStateException("commit did not insert at op " + op);
         }
-        AcquireResult acquired = tier.acquire(key);
+        AcquireResult acquired = tier.acquire(key, 1);
         if (!(acquired instanceof Lease lease)) throw new IllegalStateException("get missed at op " + op);
         MemorySegment.copy(lease.segment(), 0, rig.destination, 0, length);
         lease.release();

@@ -74,7 +74,7 @@ public final class DramStepProfile {
                     long t2 = System.nanoTime();
                     tier.commit(r);
                     long t3 = System.nanoTime();
-                    Lease lease = (Lease) tier.acquire(key);
+                    Lease lease = (Lease) tier.acquire(key, 1);
                     long t4 = System.nanoTime();
                     MemorySegment.copy(lease.segment(), 0, destination, 0, block);
                     long t5 = System.nanoTime();
@@ -92,7 +92,7 @@ public final class DramStepProfile {
                 }
             }
             destination.fill((byte) 0);
-            try (Lease lease = (Lease) tier.acquire(rig.key(op - 1))) {
+            try (Lease lease = (Lease) tier.acquire(rig.key(op - 1), 1)) {
                 MemorySegment.copy(lease.segment(), 0, destination, 0, block);
             }
             if (destination.mismatch(source) != -1) throw new IllegalStateException("the bytes read back differ from the bytes put");

@@ -42,12 +42,12 @@ final class SsdLanes {
 
     private SsdLanes() {}
 
-    /** Random verified reads of {@code keys} (all indexed) into per-lane aligned destinations. */
-    static Round readRound(SsdStore store, StateKey[] keys, MemorySegment[] destinations, int depth, long nanos,
-                           long seed) throws InterruptedException {
+    /** Random verified reads of {@code keys} (all indexed in {@code namespace}) into per-lane aligned destinations. */
+    static Round readRound(SsdStore store, NamespaceDigest namespace, StateKey[] keys, MemorySegment[] destinations,
+                           int depth, long nanos, long seed) throws InterruptedException {
         Shared shared = new Shared(depth, nanos);
         for (int lane = 0; lane < depth; lane++) {
-            new ReadLane(store, keys, destinations[lane], new SplittableRandom(seed + lane), shared).issue();
+            new ReadLane(store, namespace, keys, destinations[lane], new SplittableRandom(seed + lane), shared).issue();
         }
         return shared.await();
     }
@@ -100,12 +100,12 @@ final class SsdLanes {
         }
     }
 
-    private record ReadLane(SsdStore store, StateKey[] keys, MemorySegment destination, SplittableRandom random,
-                            Shared shared) {
+    private record ReadLane(SsdStore store, NamespaceDigest namespace, StateKey[] keys, MemorySegment destination,
+                            SplittableRandom random, Shared shared) {
         void issue() {
             if (!shared.keepGoing()) return;
             StateKey key = keys[random.nextInt(keys.length)];
-            if (!(store.pin(key) instanceof Pin pin)) {
+            if (!(store.pin(key, namespace) instanceof Pin pin)) {
                 shared.fail("key not indexed: " + key);
                 return;
             }

@@ -103,7 +103,7 @@ public final class SsdThroughputBench {
                 long[] seed = {depth * 1_000_003L};
                 rows.add(compare("SSD randread " + DramPutGetBench.size(blockBytes) + ", QD " + depth + ", "
                         + store.readPath().name().toLowerCase(java.util.Locale.ROOT) + " route", o, job,
-                        () -> SsdLanes.readRound(store, keys, buffers, depth, nanos, seed[0]++).opsPerSecond()
+                        () -> SsdLanes.readRound(store, NAMESPACE, keys, buffers, depth, nanos, seed[0]++).opsPerSecond()
                                 * footprint, READ_TARGET));
             }
             if (o.writes()) {

@@ -91,7 +91,7 @@ public final class UringRouteBench {
                 long[] seed = {depth * 7_000_003L};
                 Throughput.Paired p = Throughput.pairedRounds(() -> {
                     try {
-                        return SsdLanes.readRound(store, keys, buffers, depth, nanos, seed[0]++).opsPerSecond() * footprint;
+                        return SsdLanes.readRound(store, NAMESPACE, keys, buffers, depth, nanos, seed[0]++).opsPerSecond() * footprint;
                     } catch (InterruptedException e) {
                         Thread.currentThread().interrupt();
                         throw new IllegalStateException(e);

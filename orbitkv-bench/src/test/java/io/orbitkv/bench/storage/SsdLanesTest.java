@@ -74,7 +74,7 @@ class SsdLanesTest {
         for (int i = 0; i < keys.length; i++) keys[i] = BenchKeys.key(i);
         SsdLanes.writeRound(store, NS, i -> keys[(int) i], new AtomicLong(), keys.length, buffers, PAYLOAD, DEPTH,
                 Long.MAX_VALUE);
-        SsdLanes.Round round = SsdLanes.readRound(store, keys, buffers, DEPTH, TimeUnit.MILLISECONDS.toNanos(200), 7);
+        SsdLanes.Round round = SsdLanes.readRound(store, NS, keys, buffers, DEPTH, TimeUnit.MILLISECONDS.toNanos(200), 7);
         assertThat(round.ops()).isPositive();
         assertThat(round.nanos()).isGreaterThanOrEqualTo(TimeUnit.MILLISECONDS.toNanos(200));
         assertThat(round.opsPerSecond()).isPositive();
@@ -97,7 +97,7 @@ class SsdLanesTest {
     @Test
     void aReadOfAKeyThatIsNotStoredFailsTheRound() {
         StateKey[] missing = {BenchKeys.key(999)};
-        assertThatThrownBy(() -> SsdLanes.readRound(store, missing, buffers, DEPTH, TimeUnit.SECONDS.toNanos(5), 1))
+        assertThatThrownBy(() -> SsdLanes.readRound(store, NS, missing, buffers, DEPTH, TimeUnit.SECONDS.toNanos(5), 1))
                 .isInstanceOf(IllegalStateException.class).hasMessageContaining("not indexed");
     }
 }

@@ -252,8 +252,8 @@ public final class CatalogPublisher {
             rebuildMirror();
         } else {
             for (ResidencyEvent e : batch.events()) {
-                mirror.apply(e);
-                route(e);
+                // a key held in two namespaces: only its first image added and last removed go out
+                if (mirror.apply(e)) route(e);
             }
             nextSequence = batch.nextSequence();
         }

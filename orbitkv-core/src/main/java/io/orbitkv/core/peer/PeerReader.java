@@ -186,7 +186,7 @@ public final class PeerReader {
                     assembler = new PayloadAssembler(dram, reservation);
                     return Optional.of(assembler);
                 }
-                case ReserveResult.AlreadyResident resident -> declined = switch (dram.acquire(candidate.key())) {
+                case ReserveResult.AlreadyResident resident -> declined = switch (dram.acquire(candidate.key(), namespaceId)) {
                     case Lease lease -> new PeerReadResult.Fetched(lease, candidate);
                     case AcquireResult.Miss miss -> new PeerReadResult.Miss(candidate, PeerReadResult.MissReason.LOCAL_DRAM_FULL);
                 };

@@ -32,9 +32,11 @@ import java.util.function.LongSupplier;
  * serving at all (membership valid) → source incarnation → requester incarnation (live in the
  * member view) → residency sequence (not ahead of this source's stream) → for DRAM, namespace
  * known → exact generation (or, for {@link AuthorizeRequest#CURRENT_GENERATION}, the current
- * image) pinned on the named medium → page's namespace equals the asked one (for SSD: the
- * extent header's digest, then bound to a namespace id if no engine registered it since this
- * start) → ticket issued. A refusal after pinning releases the pin before answering.
+ * image) of the page in the asked namespace pinned on the named medium (pages are identified by
+ * namespace and key, so the same key bytes in another namespace are another page and the answer
+ * is GENERATION_GONE, exactly as for a key nobody holds; for SSD the extent's digest is then
+ * bound to a namespace id if no engine registered it since this start) → ticket issued. A
+ * refusal after pinning releases the pin before answering.
  *
  * <p>Design note: an SSD page is always staged into the source's DRAM tier before sending, so the
  * transfer reads host memory only and the bounded host memory is the DRAM tier's reservation
@@ -47,8 +49,8 @@ import java.util.function.LongSupplier;
  * engine REGISTERs their namespace, and only REGISTER used to fill the {@link NamespaceTable}: a
  * restarted source refused every peer read of its own SSD pages as NAMESPACE_MISMATCH. The
  * extent header records the page's namespace digest, which is the proof the check needs, so the
- * source binds that digest to an id on demand ({@link NamespaceTable#bind}) once the pinned
- * extent's digest equals the requested one; a digest no extent carries is never bound.
+ * source binds that digest to an id on demand ({@link NamespaceTable#bind}) once an extent of
+ * the requested digest is pinned; a digest no extent carries is never bound.
  */
 public final class PeerSource {
 
@@ -80,8 +82,8 @@ public final class PeerSource {
                 OptionalInt namespaceId = namespaces.id(request.namespace());
                 if (namespaceId.isEmpty()) yield CompletableFuture.completedFuture(new Rejected(Rejection.NAMESPACE_MISMATCH));
                 yield CompletableFuture.completedFuture(switch (request.anyGeneration()
-                        ? store.acquire(request.key())
-                        : store.acquireImage(request.key(), request.generation())) {
+                        ? store.acquire(request.key(), namespaceId.getAsInt())
+                        : store.acquireImage(request.key(), namespaceId.getAsInt(), request.generation())) {
                     case Lease lease -> grant(request, namespaceId.getAsInt(), lease);
                     case AcquireResult.Miss miss -> new Rejected(Rejection.GENERATION_GONE);
                 });
@@ -91,19 +93,18 @@ public final class PeerSource {
     }
 
     private CompletableFuture<AuthorizeResult> authorizeFromSsd(AuthorizeRequest request) {
-        // Check the generation and the extent's namespace digest under a pin, then stage: pages are
-        // immutable per key, so a staged image of the key has the same bytes whichever generation
-        // it was read from.
+        // Check the generation of the namespace's extent under a pin, then stage: pages are immutable
+        // per (namespace, key), so a staged image has the same bytes whichever generation it was
+        // read from. Only the requested namespace's extent is looked up: one of the same key bytes
+        // in another namespace is another page.
         int namespaceId;
-        switch (store.pin(request.key())) {
+        switch (store.pin(request.key(), request.namespace())) {
             case Pin pin -> {
                 long generation = pin.generation();
-                boolean sameNamespace = pin.namespace().equals(request.namespace());
                 pin.close();
                 if (!request.anyGeneration() && generation != request.generation()) {
                     return CompletableFuture.completedFuture(new Rejected(Rejection.GENERATION_GONE));
                 }
-                if (!sameNamespace) return CompletableFuture.completedFuture(new Rejected(Rejection.NAMESPACE_MISMATCH));
                 OptionalInt bound = namespaces.bind(request.namespace());
                 if (bound.isEmpty()) return CompletableFuture.completedFuture(new Rejected(Rejection.SOURCE_BUSY));
                 namespaceId = bound.getAsInt();
@@ -112,7 +113,7 @@ public final class PeerSource {
                 return CompletableFuture.completedFuture(new Rejected(Rejection.GENERATION_GONE));
             }
         }
-        return store.stage(request.key()).thenApply(staged -> switch (staged) {
+        return store.stage(request.key(), namespaceId).thenApply(staged -> switch (staged) {
             case StageResult.Staged s -> grant(request, namespaceId, s.lease());
             case StageResult.Miss m -> new Rejected(Rejection.GENERATION_GONE);
             case StageResult.Busy b -> new Rejected(Rejection.SOURCE_BUSY);

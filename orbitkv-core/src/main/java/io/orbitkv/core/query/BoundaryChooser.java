@@ -62,8 +62,8 @@ final class BoundaryChooser {
             observer.countKeptLongest(BoundaryChoice.Basis.NO_PREFILL_RATE);
             return full;
         }
-        BoundaryCandidate longest = new BoundaryCandidate(full.boundaryTokens(), medium(full, services),
-                stateReady(full, services));
+        BoundaryCandidate longest = new BoundaryCandidate(full.boundaryTokens(), medium(full, scope, services),
+                stateReady(full, scope, services));
         QueryPlan dramOnly = services.planner().plan(query, scope, excluded, true);
         if (!(dramOnly instanceof QueryPlan.Hit dram) || dram.boundaryTokens() >= full.boundaryTokens()) {
             if (dramOnly instanceof QueryPlan.Hit unused) unused.releaseAll();
@@ -86,23 +86,23 @@ final class BoundaryChooser {
     }
 
     /** SSD, or DRAM when some page comes from a peer (a peer owner serves from its DRAM, see {@link SourceMedium}). */
-    private static SourceMedium medium(QueryPlan.Hit plan, QueryServices services) {
+    private static SourceMedium medium(QueryPlan.Hit plan, SessionScope scope, QueryServices services) {
         for (QueryPlan.SlotSpan s : plan.spans()) {
             for (PageSlot p : s.pages()) {
-                if (p.stagingBytes > 0 && !services.store().onSsd(p.key)) return SourceMedium.DRAM;
+                if (p.stagingBytes > 0 && !services.store().onSsd(p.key, scope.digest())) return SourceMedium.DRAM;
             }
         }
         return SourceMedium.SSD;
     }
 
     /** The model in the class comment: waves of parallel SSD reads; unknown with any peer page. */
-    static Lookup stateReady(QueryPlan.Hit plan, QueryServices services) {
+    static Lookup stateReady(QueryPlan.Hit plan, SessionScope scope, QueryServices services) {
         long ssdPages = 0;
         long largest = 0;
         for (QueryPlan.SlotSpan s : plan.spans()) {
             for (PageSlot p : s.pages()) {
                 if (p.stagingBytes == 0) continue;
-                if (!services.store().onSsd(p.key)) return new Lookup.Missing();
+                if (!services.store().onSsd(p.key, scope.digest())) return new Lookup.Missing();
                 ssdPages++;
                 largest = Math.max(largest, p.stagingBytes);
             }

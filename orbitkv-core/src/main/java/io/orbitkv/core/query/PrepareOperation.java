@@ -191,7 +191,7 @@ public final class PrepareOperation {
      * at the cold rate (peer pages included).
      */
     private long stagingEstimateNanos(QueryPlan.Hit h, long bytes) {
-        if (BoundaryChooser.stateReady(h, staging) instanceof Lookup.Warm(Estimate e)) {
+        if (BoundaryChooser.stateReady(h, scope, staging) instanceof Lookup.Warm(Estimate e)) {
             return (long) Math.min(Long.MAX_VALUE / 4, e.meanNanos() + e.errorNanos());
         }
         return (long) Math.min(Long.MAX_VALUE / 4, bytes * 1e9 / speculation.bounds().coldBytesPerSecond());

@@ -227,13 +227,10 @@ public final class QueryPlanner {
                 f.keys[i] = key;
                 if (excluded.contains(key)) continue;
             }
-            switch (store.lookup(key)) {
-                case LookupResult.InDram(Lease lease) -> {
-                    if (lease.namespaceId() == scope.namespaceId()) f.leases[i] = lease;
-                    else lease.release();
-                }
+            switch (store.lookup(key, scope.namespaceId(), scope.digest())) {
+                case LookupResult.InDram(Lease lease) -> f.leases[i] = lease;
                 case LookupResult.OnSsd(Pin pin) -> {
-                    if (!dramOnly && pin.namespace().equals(scope.digest())) f.stagingBytes[i] = pin.paddedPayloadBytes();
+                    if (!dramOnly) f.stagingBytes[i] = pin.paddedPayloadBytes();
                     store.unpin(pin);
                 }
                 case LookupResult.Miss ignored -> {

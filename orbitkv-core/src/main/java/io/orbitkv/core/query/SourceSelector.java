@@ -88,7 +88,7 @@ public final class SourceSelector {
      */
     public static List<Route> routes(TieredStore store, RemotePages remote, StateKey key, SessionScope scope,
                                      long stagingBytes) {
-        boolean measured = store.costObserver().selectionEnabled() && stagingBytes > 0 && store.onSsd(key);
+        boolean measured = store.costObserver().selectionEnabled() && stagingBytes > 0 && store.onSsd(key, scope.digest());
         Optional<SourceOffer> localOffer = measured
                 ? Optional.of(new SourceOffer(store.ssdReadRouteKey(stagingBytes), SourceMedium.SSD, 1))
                 : Optional.empty();
@@ -101,7 +101,7 @@ public final class SourceSelector {
 
             @Override
             public CompletableFuture<StageResult> stage() {
-                return store.stage(key);
+                return store.stage(key, scope.namespaceId());
             }
         };
         Route peers = new Route() {

@@ -9,6 +9,7 @@ import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.storage.dram.AcquireResult;
 import io.orbitkv.core.storage.dram.DramTier;
 import io.orbitkv.core.storage.dram.Lease;
+import io.orbitkv.core.storage.dram.PageKey;
 import io.orbitkv.core.storage.dram.Reservation;
 import io.orbitkv.core.storage.dram.ReserveResult;
 import io.orbitkv.core.storage.publish.PublishPipeline;
@@ -16,6 +17,7 @@ import io.orbitkv.core.storage.publish.SsdIoDispatcher;
 import io.orbitkv.core.storage.ssd.Pin;
 import io.orbitkv.core.storage.ssd.ReadResult;
 import io.orbitkv.core.storage.ssd.SsdStore;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
 import java.util.ArrayDeque;
@@ -25,7 +27,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
-import java.util.OptionalInt;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -37,7 +39,8 @@ import java.util.function.Function;
  * The {@link TieredStore}'s stagings: bringing a key's image from SSD into a fresh DRAM slot and
  * leasing it, with every concurrent staging of a key sharing one backing read.
  *
- * <p>Owns the bounded table of in-flight stagings (key → the one backing SSD read, a
+ * <p>Owns the bounded table of in-flight stagings ({@link PageKey}, the namespace id and key, →
+ * the one backing SSD read, a
  * {@link StagingRead}, that every concurrent staging of that key shares), the staging queue, the
  * parked stagings and the {@code orbitkv.tiered.stage*} meters. Borrows the {@link DramTier}, the {@link SsdStore}, the
  * {@link SsdIoDispatcher} (reads go on its read lane) and the {@link PublishPipeline} (a DRAM hit
@@ -54,7 +57,8 @@ import java.util.function.Function;
  * page on SSD is refused (Busy) only past both bounds; a staging's SSD pin is released and its
  * DRAM reservation committed or aborted exactly once, whatever the read returned; only a
  * {@link ReadResult.Served} read is committed, so a corrupt extent is never served; every caller
- * of a successful staging gets its own lease.
+ * of a successful staging gets its own lease; a staging finds, reads and leases only images and
+ * extents of its own namespace (the same key bytes in another namespace are another page).
  *
  * <p>Design note: staging reads with {@code O_DIRECT} straight into the reserved DRAM slot (slots
  * are 4 KiB aligned and padded to 4 KiB, {@link Reservation#blockSegment()}), so a 2 MiB restore
@@ -71,10 +75,10 @@ final class StagingTable {
     private enum StageCount { DRAM_HIT, SSD_READ, SHARED_READ, MISS, BUSY }
 
     /** A staging of a new key waiting for a table entry; {@code caller} completes like a direct staging's. */
-    private record Waiting(StateKey key, CompletableFuture<StageResult> caller) {}
+    private record Waiting(PageKey key, CompletableFuture<StageResult> caller) {}
 
     /** A staging whose DRAM reservation met the reserved-bytes budget; it keeps its table entry and retries. */
-    private record Parked(StateKey key, Inflight inflight) {}
+    private record Parked(PageKey key, Inflight inflight) {}
 
     /**
      * One staging in flight. {@code outcome} completes with the shared result (holding the anchor
@@ -99,7 +103,7 @@ final class StagingTable {
     private final SsdStore ssd;
     private final SsdIoDispatcher dispatcher;
     private final PublishPipeline pipeline;
-    private final ConcurrentHashMap<StateKey, Inflight> stagings = new ConcurrentHashMap<>();
+    private final ConcurrentHashMap<PageKey, Inflight> stagings = new ConcurrentHashMap<>();
     private final ReentrantLock stageLock = new ReentrantLock();
     /** Table entries taken: each staging in {@link #stagings} holds one; at most {@code maxInflightStages}. */
     // @GuardedBy("stageLock")
@@ -151,15 +155,16 @@ final class StagingTable {
     }
 
     /**
-     * A DRAM lease on {@code key}'s image, reading it from SSD into a fresh DRAM slot if needed.
+     * A DRAM lease on {@code stateKey}'s image in {@code namespaceId}, reading it from SSD (its
+     * extent of that namespace) into a fresh DRAM slot if needed.
      * Concurrent stagings of one key share one backing read; each caller gets its own lease.
      * With {@code maxInflightStages} keys in flight a new key waits in the staging queue; only a
      * full queue ({@code maxQueuedStages}) answers {@link StageResult.BusyReason#INFLIGHT_TABLE_FULL}.
      */
-    CompletableFuture<StageResult> stage(StateKey key) {
-        Objects.requireNonNull(key, "key");
-        if (closed.get()) return CompletableFuture.completedFuture(new StageResult.Miss(key, StageResult.MissReason.CLOSED));
-        if (dram.acquire(key) instanceof Lease lease) {
+    CompletableFuture<StageResult> stage(StateKey stateKey, int namespaceId) {
+        PageKey key = new PageKey(namespaceId, Objects.requireNonNull(stateKey, "key"));
+        if (closed.get()) return CompletableFuture.completedFuture(new StageResult.Miss(key.key(), StageResult.MissReason.CLOSED));
+        if (dram.acquire(key.key(), key.namespaceId()) instanceof Lease lease) {
             pipeline.onDramHit(lease);
             return completed(new StageResult.Staged(lease, StageResult.Source.DRAM_HIT));
         }
@@ -200,8 +205,8 @@ final class StagingTable {
      * Stages {@code key} with a table entry already taken by this call: the entry goes with the
      * new in-flight staging, or back at once (a DRAM hit, or another staging of the key won).
      */
-    private CompletableFuture<StageResult> stageHoldingPermit(StateKey key) {
-        if (dram.acquire(key) instanceof Lease lease) {
+    private CompletableFuture<StageResult> stageHoldingPermit(PageKey key) {
+        if (dram.acquire(key.key(), key.namespaceId()) instanceof Lease lease) {
             releasePermit();
             pipeline.onDramHit(lease);
             return completed(new StageResult.Staged(lease, StageResult.Source.DRAM_HIT));
@@ -235,7 +240,7 @@ final class StagingTable {
      * False (the caller answers Busy) when no other staging is reading, so the budget is held by
      * publishes and no finish of ours is coming.
      */
-    private boolean park(StateKey key, Inflight inflight) {
+    private boolean park(PageKey key, Inflight inflight) {
         stageLock.lock();
         try {
             if (closed.get() || stagePermits - parked.size() - 1 <= 0) return false;
@@ -268,7 +273,7 @@ final class StagingTable {
                     stageLock.unlock();
                 }
                 if (retry == null) break;
-                if (closed.get()) finish(retry.key(), retry.inflight(), new StageResult.Miss(retry.key(), StageResult.MissReason.CLOSED));
+                if (closed.get()) finish(retry.key(), retry.inflight(), new StageResult.Miss(retry.key().key(), StageResult.MissReason.CLOSED));
                 else startStaging(retry.key(), retry.inflight());
             }
             for (;;) {
@@ -284,12 +289,12 @@ final class StagingTable {
                     stageLock.unlock();
                 }
                 if (refuse) {
-                    next.caller().complete(new StageResult.Miss(next.key(), StageResult.MissReason.CLOSED));
+                    next.caller().complete(new StageResult.Miss(next.key().key(), StageResult.MissReason.CLOSED));
                     continue;
                 }
                 Waiting started = next;
                 stageHoldingPermit(started.key()).whenComplete((result, failure) -> started.caller().complete(
-                        failure == null ? result : new StageResult.Miss(started.key(), StageResult.MissReason.IO_ERROR)));
+                        failure == null ? result : new StageResult.Miss(started.key().key(), StageResult.MissReason.IO_ERROR)));
             }
         } while (drainPasses.decrementAndGet() != 0);
     }
@@ -316,8 +321,8 @@ final class StagingTable {
         } finally {
             stageLock.unlock();
         }
-        for (Waiting w : refused) w.caller().complete(new StageResult.Miss(w.key(), StageResult.MissReason.CLOSED));
-        for (Parked p : unparked) finish(p.key(), p.inflight(), new StageResult.Miss(p.key(), StageResult.MissReason.CLOSED));
+        for (Waiting w : refused) w.caller().complete(new StageResult.Miss(w.key().key(), StageResult.MissReason.CLOSED));
+        for (Parked p : unparked) finish(p.key(), p.inflight(), new StageResult.Miss(p.key().key(), StageResult.MissReason.CLOSED));
     }
 
     /** Removes the staging meters (after the store's last staging finished or was dropped). */
@@ -327,18 +332,17 @@ final class StagingTable {
 
     // ---- one staging ----------------------------------------------------------------------
 
-    private void startStaging(StateKey key, Inflight inflight) {
-        if (!(ssd.pin(key) instanceof Pin pin)) {
-            finish(key, inflight, new StageResult.Miss(key, StageResult.MissReason.NOT_FOUND));
+    private void startStaging(PageKey key, Inflight inflight) {
+        Optional<NamespaceDigest> namespace = namespaces.digest(key.namespaceId());
+        if (namespace.isEmpty()) {
+            finish(key, inflight, new StageResult.Miss(key.key(), StageResult.MissReason.UNKNOWN_NAMESPACE));
             return;
         }
-        OptionalInt namespaceId = namespaces.id(pin.namespace());
-        if (namespaceId.isEmpty()) {
-            ssd.unpin(pin);
-            finish(key, inflight, new StageResult.Miss(key, StageResult.MissReason.UNKNOWN_NAMESPACE));
+        if (!(ssd.pin(key.key(), namespace.get()) instanceof Pin pin)) {
+            finish(key, inflight, new StageResult.Miss(key.key(), StageResult.MissReason.NOT_FOUND));
             return;
         }
-        switch (dram.reserve(key, namespaceId.getAsInt(), pin.payloadBytes())) {
+        switch (dram.reserve(key.key(), key.namespaceId(), pin.payloadBytes())) {
             case ReserveResult.AlreadyResident(long imageId) -> {
                 ssd.unpin(pin);
                 finish(key, inflight, leaseImage(key, imageId, StageResult.Source.DRAM_HIT));
@@ -349,21 +353,21 @@ final class StagingTable {
                 finish(key, inflight, new StageResult.Busy(StageResult.BusyReason.DRAM_FULL));
             }
             case Reservation reservation -> {
-                StagingRead op = new StagingRead(key, pin, reservation, ssd, dram,
+                StagingRead op = new StagingRead(key.key(), pin, reservation, ssd, dram,
                         outcome -> finish(key, inflight, outcome));
                 switch (dispatcher.submitRead(op)) {
                     case QUEUED -> { }
                     case LANE_FULL -> op.abandon(new StageResult.Busy(StageResult.BusyReason.READ_LANE_FULL));
-                    case CLOSED -> op.abandon(new StageResult.Miss(key, StageResult.MissReason.CLOSED));
+                    case CLOSED -> op.abandon(new StageResult.Miss(key.key(), StageResult.MissReason.CLOSED));
                 }
             }
         }
     }
 
-    private StageResult leaseImage(StateKey key, long imageId, StageResult.Source source) {
-        return switch (dram.acquireImage(key, imageId)) {
+    private StageResult leaseImage(PageKey key, long imageId, StageResult.Source source) {
+        return switch (dram.acquireImage(key.key(), key.namespaceId(), imageId)) {
             case Lease lease -> new StageResult.Staged(lease, source);
-            case AcquireResult.Miss ignored -> new StageResult.Miss(key, StageResult.MissReason.EVICTED);
+            case AcquireResult.Miss ignored -> new StageResult.Miss(key.key(), StageResult.MissReason.EVICTED);
         };
     }
 
@@ -373,7 +377,7 @@ final class StagingTable {
      * anchor lease is still held), then releases the anchor, and only then lets the callers'
      * futures complete ({@link Inflight#settled}).
      */
-    private void finish(StateKey key, Inflight inflight, StageResult outcome) {
+    private void finish(PageKey key, Inflight inflight, StageResult outcome) {
         stagings.remove(key, inflight);
         try {
             inflight.outcome().complete(outcome);
@@ -385,15 +389,15 @@ final class StagingTable {
     }
 
     /** Turns the shared outcome into this caller's own result (its own lease, if staged). */
-    private StageResult leaseFor(StateKey key, StageResult shared, StageResult.Source source) {
+    private StageResult leaseFor(PageKey key, StageResult shared, StageResult.Source source) {
         StageResult mine = switch (shared) {
             case StageResult.Staged(Lease anchor, StageResult.Source anchorSource) -> {
                 StageResult.Source own = anchorSource == StageResult.Source.DRAM_HIT ? anchorSource : source;
                 if (dram.share(anchor) instanceof Lease lease) yield new StageResult.Staged(lease, own);
                 // The anchor was already released (this caller joined just before it finished).
-                yield dram.acquire(key) instanceof Lease lease
+                yield dram.acquire(key.key(), key.namespaceId()) instanceof Lease lease
                         ? new StageResult.Staged(lease, StageResult.Source.DRAM_HIT)
-                        : new StageResult.Miss(key, StageResult.MissReason.EVICTED);
+                        : new StageResult.Miss(key.key(), StageResult.MissReason.EVICTED);
             }
             case StageResult.Miss miss -> miss;
             case StageResult.Busy busy -> busy;

@@ -171,15 +171,20 @@ public final class TieredStore implements AutoCloseable {
         }
     }
 
-    /** Where {@code key}'s bytes are now: a DRAM lease (counts as a hit), an SSD pin, or a miss. */
-    public LookupResult lookup(StateKey key) {
+    /**
+     * Where {@code key}'s bytes of namespace {@code namespaceId} ({@code namespace} is its digest)
+     * are now: a DRAM lease (counts as a hit), an SSD pin, or a miss. Another namespace's image or
+     * extent of the same key bytes is never found.
+     */
+    public LookupResult lookup(StateKey key, int namespaceId, NamespaceDigest namespace) {
         Objects.requireNonNull(key, "key");
+        Objects.requireNonNull(namespace, "namespace");
         requireOpen();
-        if (dram.acquire(key) instanceof Lease lease) {
+        if (dram.acquire(key, namespaceId) instanceof Lease lease) {
             pipeline.onDramHit(lease);
             return new LookupResult.InDram(lease);
         }
-        return switch (ssd.pin(key)) {
+        return switch (ssd.pin(key, namespace)) {
             case Pin pin -> new LookupResult.OnSsd(pin);
             case PinResult.Miss miss -> new LookupResult.Miss(miss.key());
         };
@@ -191,7 +196,7 @@ public final class TieredStore implements AutoCloseable {
      * {@code i} from {@code from} while its image is resident in {@code namespaceId}, storing keys
      * and leases at index {@code i}, and returns the first index it did not lease ({@code to} when
      * all were). The key at that index is stored but not looked up: the caller calls
-     * {@link #lookup} for it (an SSD pin, another namespace's image, or a miss).
+     * {@link #lookup} for it (an SSD pin or a miss).
      */
     public int leaseRun(DramTier.RunKeys keyOf, int from, int to, int namespaceId, StateKey[] keys, Lease[] leases) {
         requireOpen();
@@ -201,13 +206,14 @@ public final class TieredStore implements AutoCloseable {
     }
 
     /**
-     * A DRAM lease on {@code key}'s image, reading it from SSD into a fresh DRAM slot if needed.
-     * Concurrent stagings of one key share one backing read; each caller gets its own lease.
+     * A DRAM lease on {@code key}'s image in {@code namespaceId}, reading it from SSD (that
+     * namespace's extent) into a fresh DRAM slot if needed.
+     * Concurrent stagings of one page share one backing read; each caller gets its own lease.
      * With {@code maxInflightStages} keys in flight a new key waits in the staging queue; only a
      * full queue ({@code maxQueuedStages}) answers {@link StageResult.BusyReason#INFLIGHT_TABLE_FULL}.
      */
-    public CompletableFuture<StageResult> stage(StateKey key) {
-        return stagings.stage(key);
+    public CompletableFuture<StageResult> stage(StateKey key, int namespaceId) {
+        return stagings.stage(key, namespaceId);
     }
 
     /** Stagings waiting for an in-flight table entry. */
@@ -233,7 +239,10 @@ public final class TieredStore implements AutoCloseable {
         return pipeline.commitAndAdmit(reservation);
     }
 
-    /** Keys resident on {@code medium} now, a weakly consistent copy (catalog resynchronisation). */
+    /**
+     * Keys resident on {@code medium} now, one per image or extent (a key held in two namespaces
+     * twice), a weakly consistent copy (catalog resynchronisation).
+     */
     public List<StateKey> residentKeys(ResidencyEvent.Medium medium) {
         return switch (medium) {
             case DRAM -> dram.residentKeys();
@@ -341,13 +350,13 @@ public final class TieredStore implements AutoCloseable {
      */
     public boolean drop(StateKey key, int namespaceId, NamespaceDigest namespace) {
         boolean inDram = dram.drop(key, namespaceId);
-        pipeline.dropped(key, namespace);
+        pipeline.dropped(key, namespaceId, namespace);
         return ssd.delete(key, namespace) | inDram;
     }
 
-    /** Whether the SSD store indexes {@code key} now (any namespace). */
-    public boolean onSsd(StateKey key) {
-        return ssd.contains(key);
+    /** Whether the SSD store indexes {@code key} in {@code namespace} now. */
+    public boolean onSsd(StateKey key, NamespaceDigest namespace) {
+        return ssd.contains(key, namespace);
     }
 
     /** Lets go of the SSD pin of a {@link #lookup}; false when it was already released. */
@@ -385,19 +394,22 @@ public final class TieredStore implements AutoCloseable {
         return dram.abort(reservation);
     }
 
-    /** A DRAM lease on {@code key}'s resident image (a use, for the eviction policy), or a miss. */
-    public AcquireResult acquire(StateKey key) {
-        return dram.acquire(key);
+    /** A DRAM lease on {@code key}'s image in {@code namespaceId} (a use, for the eviction policy), or a miss. */
+    public AcquireResult acquire(StateKey key, int namespaceId) {
+        return dram.acquire(key, namespaceId);
     }
 
-    /** A DRAM lease on {@code key}'s image only while it is still {@code imageId} (not a use), or a miss. */
-    public AcquireResult acquireImage(StateKey key, long imageId) {
-        return dram.acquireImage(key, imageId);
+    /**
+     * A DRAM lease on {@code key}'s image in {@code namespaceId} only while it is still
+     * {@code imageId} (not a use), or a miss.
+     */
+    public AcquireResult acquireImage(StateKey key, int namespaceId, long imageId) {
+        return dram.acquireImage(key, namespaceId, imageId);
     }
 
-    /** An SSD pin on {@code key}'s extent, or a miss. */
-    public PinResult pin(StateKey key) {
-        return ssd.pin(key);
+    /** An SSD pin on {@code key}'s extent of {@code namespace}, or a miss. */
+    public PinResult pin(StateKey key, NamespaceDigest namespace) {
+        return ssd.pin(key, namespace);
     }
 
     /** The DRAM arenas of {@code namespaceId}, made on first use; empty when none can be made. */

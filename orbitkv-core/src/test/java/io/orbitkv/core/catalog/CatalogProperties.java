@@ -28,31 +28,41 @@ import net.jqwik.api.constraints.Size;
 /**
  * Rebuild by snapshot + delta replay equals the live state, and the whole source → owner →
  * requester path answers exactly what the sources hold once caught up (Unknown before, never a
- * false Absent). jqwik prints the seed of a failing run; rerun with {@code @Property(seed = ...)}.
+ * false Absent). A key may be held by two namespaces on one node (two images, each with its own
+ * ADDED and REMOVED): the node is a holder while either image is. jqwik prints the seed of a failing run; rerun with {@code @Property(seed = ...)}.
  */
 class CatalogProperties {
 
     static final int KEY_SPACE = 24;
 
-    /** One residency change: key index, medium, added or removed. */
-    record Op(int key, Medium medium, boolean added) {
+    /** One residency change: key index, medium, added or removed, in namespace 0 or 1. */
+    record Op(int key, Medium medium, boolean added, int namespace) {
+        /** The image this op adds or removes. */
+        String image() {
+            return key + "/" + medium + "/" + namespace;
+        }
     }
 
     @Provide
     Arbitrary<Op> op() {
         return Combinators.combine(Arbitraries.integers().between(0, KEY_SPACE - 1), Arbitraries.of(Medium.class),
-                Arbitraries.of(true, true, false)).as(Op::new);
+                Arbitraries.of(true, true, false), Arbitraries.of(0, 0, 0, 1)).as(Op::new);
     }
 
-    /** Turns ops into a consistent event stream (a remove only of what is resident). */
+    /**
+     * Turns ops into a consistent event stream as the tiers write it: one ADDED per image (an image
+     * already resident is not added again), a remove only of what is resident, each image with its
+     * own generation.
+     */
     static List<ResidencyEvent> events(List<Op> ops) {
-        Set<String> resident = new HashSet<>();
+        Map<String, Long> resident = new HashMap<>();
         List<ResidencyEvent> out = new ArrayList<>();
         for (Op op : ops) {
-            String id = op.key() + "/" + op.medium();
-            if (!op.added() && !resident.contains(id)) continue;
-            if (op.added()) resident.add(id); else resident.remove(id);
-            out.add(new ResidencyEvent(out.size() + 1, Keys.key(op.key()), op.medium(), op.added() ? Kind.ADDED : Kind.REMOVED, 0));
+            if (op.added() == resident.containsKey(op.image())) continue;
+            long generation = op.added() ? out.size() + 1 : resident.remove(op.image());
+            if (op.added()) resident.put(op.image(), generation);
+            out.add(new ResidencyEvent(out.size() + 1, Keys.key(op.key()), op.medium(), op.added() ? Kind.ADDED : Kind.REMOVED,
+                    generation));
         }
         return out;
     }
@@ -77,7 +87,8 @@ class CatalogProperties {
         rebuilt.apply(new PushBatch("own", 9, 9, 1, true, true, digest, List.of()));
         rebuilt.apply(new PushBatch("src", 2, 9, 1, true, true, digest, before.snapshot(k -> true)));
         long batch = 2;
-        List<ResidencyEvent> rest = events.subList(at, events.size());
+        // what the publisher forwards after the snapshot: a key's first image added, its last removed
+        List<ResidencyEvent> rest = events.subList(at, events.size()).stream().filter(before::apply).toList();
         for (int i = 0; i < rest.size(); i += batchSize) {
             var r = rebuilt.apply(new PushBatch("src", 2, 9, batch++, false, false, digest,
                     rest.subList(i, Math.min(rest.size(), i + batchSize))));
@@ -113,12 +124,12 @@ class CatalogProperties {
         AtomicReference<MembershipView> view = new AtomicReference<>(MembershipView.valid(members, 1));
         List<ResidencyStream> streams = new ArrayList<>();
         List<CatalogPublisher> publishers = new ArrayList<>();
-        List<Map<StateKey, Set<Medium>>> models = new ArrayList<>();
+        List<Map<StateKey, Map<String, Long>>> models = new ArrayList<>();
         CatalogPublisher.Budgets budgets = new CatalogPublisher.Budgets(5, 16, 100, 1000, 7);
         for (Member m : members) {
             ResidencyStream s = new ResidencyStream(32);
             streams.add(s);
-            Map<StateKey, Set<Medium>> model = new HashMap<>();
+            Map<StateKey, Map<String, Long>> model = new HashMap<>();
             models.add(model);
             publishers.add(new CatalogPublisher(m.nodeId(), m.incarnation(), s, med -> residentKeys(model, med), transport,
                     budgets, registry));
@@ -127,10 +138,13 @@ class CatalogProperties {
         int i = 0;
         for (Op op : ops) {
             int node = (op.key() + writerSeed) % 3;
-            Set<Medium> held = models.get(node).computeIfAbsent(Keys.key(op.key()), k -> new HashSet<>());
-            if (op.added() || held.contains(op.medium())) {
-                if (op.added()) held.add(op.medium()); else held.remove(op.medium());
-                streams.get(node).append(Keys.key(op.key()), op.medium(), op.added() ? Kind.ADDED : Kind.REMOVED, 0);
+            // images of the key on this node: "medium/namespace" -> generation
+            Map<String, Long> held = models.get(node).computeIfAbsent(Keys.key(op.key()), k -> new HashMap<>());
+            String image = op.medium() + "/" + op.namespace();
+            if (op.added() != held.containsKey(image)) {
+                long generation = op.added() ? i + 1 : held.remove(image);
+                if (op.added()) held.put(image, generation);
+                streams.get(node).append(Keys.key(op.key()), op.medium(), op.added() ? Kind.ADDED : Kind.REMOVED, generation);
             }
             if (i++ == restartAt) {
                 Member old = members.get(restarted);
@@ -139,7 +153,7 @@ class CatalogProperties {
                 transport.owners.put(fresh.nodeId(), new ShardState(fresh.nodeId(), fresh.incarnation(), new ShardState.Budgets(8, 1000), registry));
                 // the whole Manager restarts: a new shard state and a new publisher incarnation, which
                 // resynchronises from the tiers (its stream's sequences continue: the tiers survived)
-                Map<StateKey, Set<Medium>> model = models.get(restarted);
+                Map<StateKey, Map<String, Long>> model = models.get(restarted);
                 publishers.set(restarted, new CatalogPublisher(fresh.nodeId(), fresh.incarnation(), streams.get(restarted),
                         med -> residentKeys(model, med), transport, budgets, registry));
                 view.set(MembershipView.valid(members, 2));
@@ -164,7 +178,7 @@ class CatalogProperties {
         for (StateKey k : keys) {
             Set<String> expected = new HashSet<>();
             for (int n = 0; n < 3; n++) {
-                for (Medium m : models.get(n).getOrDefault(k, Set.of())) expected.add("n" + n + "/" + m);
+                for (Medium m : media(models.get(n).getOrDefault(k, Map.of()))) expected.add("n" + n + "/" + m);
             }
             KeyLocation got = answers.get(k);
             if (expected.isEmpty()) {
@@ -177,18 +191,30 @@ class CatalogProperties {
         }
     }
 
-    static List<StateKey> residentKeys(Map<StateKey, Set<Medium>> model, Medium medium) {
-        return model.entrySet().stream().filter(e -> e.getValue().contains(medium)).map(Map.Entry::getKey).toList();
+    /** The media some image of a key is on, given its images ("medium/namespace" -> generation). */
+    static Set<Medium> media(Map<String, Long> images) {
+        Set<Medium> out = new HashSet<>();
+        for (String image : images.keySet()) out.add(Medium.valueOf(image.substring(0, image.indexOf('/'))));
+        return out;
+    }
+
+    /** One key per image on {@code medium}, as the tiers list them. */
+    static List<StateKey> residentKeys(Map<StateKey, Map<String, Long>> model, Medium medium) {
+        List<StateKey> out = new ArrayList<>();
+        for (var e : model.entrySet()) {
+            for (String image : e.getValue().keySet()) if (image.startsWith(medium + "/")) out.add(e.getKey());
+        }
+        return out;
     }
 
     /** Right after an owner restart nothing has been resent: a key some node holds must not be Absent. */
-    private static void checkNoFalseAbsent(CatalogLookups lookups, List<Map<StateKey, Set<Medium>>> models) {
+    private static void checkNoFalseAbsent(CatalogLookups lookups, List<Map<StateKey, Map<String, Long>>> models) {
         lookups.invalidateCandidates();
         List<StateKey> keys = new ArrayList<>();
         for (int k = 0; k < KEY_SPACE; k++) keys.add(Keys.key(k));
         Map<StateKey, KeyLocation> answers = lookups.lookup(keys, Duration.ofSeconds(1)).join();
         for (StateKey k : keys) {
-            boolean held = models.stream().anyMatch(m -> !m.getOrDefault(k, Set.of()).isEmpty());
+            boolean held = models.stream().anyMatch(m -> !m.getOrDefault(k, Map.of()).isEmpty());
             if (held) assertThat(answers.get(k)).isNotEqualTo(new KeyLocation.Absent());
         }
     }

@@ -132,7 +132,7 @@ class ManagerFirstQueryPeerTest {
 
     /** B's catalog: A's DRAM image of a key B has looked up. */
     List<PeerCandidate> catalogEvidence(StateKey key, NamespaceDigest namespace) {
-        if (!discovered.contains(key) || !namespace.equals(DIGEST) || !(a.store.dram().acquire(key) instanceof Lease lease)) {
+        if (!discovered.contains(key) || !namespace.equals(DIGEST) || !(a.store.dram().acquire(key, a.namespaces.id(namespace).orElse(-1)) instanceof Lease lease)) {
             return List.of();
         }
         try {

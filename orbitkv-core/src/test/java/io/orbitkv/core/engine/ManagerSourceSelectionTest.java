@@ -133,7 +133,7 @@ class ManagerSourceSelectionTest {
 
     /** Stands in for the catalog: A's DRAM image of the key (generation shifted by {@link #staleGeneration}). */
     List<PeerCandidate> catalogEvidence(StateKey key, NamespaceDigest namespace) {
-        if (!namespace.equals(DIGEST) || !(a.store.dram().acquire(key) instanceof Lease lease)) return List.of();
+        if (!namespace.equals(DIGEST) || !(a.store.dram().acquire(key, a.namespaces.id(namespace).orElse(-1)) instanceof Lease lease)) return List.of();
         try {
             return List.of(new PeerCandidate(new PeerEndpoint(A, "mem:a"), key, namespace, PeerMedium.DRAM,
                     lease.imageId() + staleGeneration, a.store.residency().lastSequence()));

@@ -109,7 +109,8 @@ class PeerSourceTest {
                 .isEqualTo(Rejection.NAMESPACE_MISMATCH);
         a.namespaces.register(9, PeerNode.OTHER_DIGEST);
         assertThat(rejection(new AuthorizeRequest(B, A.incarnation(), k, PeerNode.OTHER_DIGEST, PeerMedium.DRAM, gen, seq)))
-                .as("known namespace, but the page is in another one").isEqualTo(Rejection.NAMESPACE_MISMATCH);
+                .as("known namespace, but the page is in another one: that namespace holds no such page")
+                .isEqualTo(Rejection.GENERATION_GONE);
     }
 
     @Test
@@ -185,7 +186,7 @@ class PeerSourceTest {
             long seq = s.store.residency().lastSequence();
             AuthorizeResult other = s.source.authorize(new AuthorizeRequest(B, 2, k, PeerNode.OTHER_DIGEST, PeerMedium.SSD,
                     AuthorizeRequest.CURRENT_GENERATION, seq)).join();
-            assertThat(other).isEqualTo(new AuthorizeResult.Rejected(Rejection.NAMESPACE_MISMATCH));
+            assertThat(other).as("no extent of that namespace").isEqualTo(new AuthorizeResult.Rejected(Rejection.GENERATION_GONE));
             assertThat(s.namespaces.id(PeerNode.OTHER_DIGEST)).as("a digest no extent carries is never bound").isEmpty();
 
             AuthorizeResult r = s.source.authorize(new AuthorizeRequest(B, 2, k, PeerNode.DIGEST, PeerMedium.SSD,
@@ -215,7 +216,7 @@ class PeerSourceTest {
             await().atMost(Duration.ofSeconds(10)).until(() -> s.store.dram().usage().leases() == 0);
             assertThat(s.store.dram().evict(k)).isTrue();
             long ssdGeneration;
-            try (Pin pin = (Pin) s.store.ssd().pin(k)) {
+            try (Pin pin = (Pin) s.store.ssd().pin(k, PeerNode.DIGEST)) {
                 ssdGeneration = pin.generation();
             }
             AuthorizeResult r = s.source.authorize(new AuthorizeRequest(B, 1, k, PeerNode.DIGEST, PeerMedium.SSD,

@@ -139,7 +139,7 @@ final class QueryKit implements AutoCloseable {
         Reservation res = (Reservation) store.reserve(key, scope.namespaceId(), PAGE_BYTES);
         MemorySegment.copy(image(key), 0, res.segment(), ValueLayout.JAVA_BYTE, 0, PAGE_BYTES);
         assertThat(store.commit(res)).isInstanceOf(CommitResult.Inserted.class);
-        soon().until(() -> store.onSsd(key) && store.dramUsage().leases() <= leasesBefore);
+        soon().until(() -> store.onSsd(key, scope.digest()) && store.dramUsage().leases() <= leasesBefore);
     }
 
     /** The bytes published for {@code key}: distinct per key. */

@@ -182,7 +182,7 @@ class QueryOperationTest {
         assertThat(op.state()).isEqualTo(QueryOperation.State.DRAINING);
 
         kit.publish(scope, key(4, 2));
-        Lease late = (Lease) kit.store.acquire(key(4, 2)); // a fetch that lands with a lease: released on arrival
+        Lease late = (Lease) kit.store.acquire(key(4, 2), scope.namespaceId()); // a fetch that lands with a lease: released on arrival
         peers.fetches.get(0).result().complete(new StageResult.Staged(late, StageResult.Source.PEER_READ));
         kit.runCallbacks();
         assertThat(op.state()).as("one fetch still in flight").isEqualTo(QueryOperation.State.DRAINING);
@@ -236,7 +236,7 @@ class QueryOperationTest {
         kit.start(op);
         assertThat(peers.fetches).hasSize(1);
         kit.publish(scope, key(10, 2));
-        Lease staged = (Lease) kit.store.acquire(key(10, 2));
+        Lease staged = (Lease) kit.store.acquire(key(10, 2), scope.namespaceId());
         peers.fetches.getFirst().result().complete(new StageResult.Staged(staged, StageResult.Source.PEER_READ));
         kit.runCallbacks();
 
@@ -291,7 +291,7 @@ class QueryOperationTest {
 
         peers.fetches.get(0).miss(); // page 1 fails: no legal boundary passes it
         kit.publish(scope, key(6, 2));
-        Lease staged = (Lease) kit.store.acquire(key(6, 2));
+        Lease staged = (Lease) kit.store.acquire(key(6, 2), scope.namespaceId());
         peers.fetches.get(1).result().complete(new StageResult.Staged(staged, StageResult.Source.PEER_READ));
         kit.runCallbacks();
 

@@ -85,7 +85,7 @@ class TieredStoreCostTest {
             assertThat(store.publish(k, NS, held(k))).isInstanceOf(PublishResult.Queued.class);
             await().atMost(WAIT).until(() -> store.ssd().contains(k));
             assertThat(store.dram().evict(k)).isTrue();
-            assertThat(store.stage(k).join()).isInstanceOfSatisfying(StageResult.Staged.class, staged -> {
+            assertThat(store.stage(k, NS).join()).isInstanceOfSatisfying(StageResult.Staged.class, staged -> {
                 try (Lease lease = staged.lease()) {
                     assertThat(hasCanary(lease.segment(), k)).isTrue();
                 }

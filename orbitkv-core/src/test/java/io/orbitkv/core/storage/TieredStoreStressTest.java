@@ -148,7 +148,7 @@ class TieredStoreStressTest {
 
     private static void stageAndCheck(TieredStore store, StateKey k, ConcurrentLinkedQueue<String> failures,
                                       AtomicLong staged) {
-        CompletableFuture<StageResult> f = store.stage(k);
+        CompletableFuture<StageResult> f = store.stage(k, NS);
         StageResult r = f.join();
         if (r instanceof StageResult.Staged(Lease lease, StageResult.Source ignored)) {
             staged.incrementAndGet();
@@ -160,7 +160,7 @@ class TieredStoreStressTest {
     }
 
     private static void lookupAndCheck(TieredStore store, StateKey k, ConcurrentLinkedQueue<String> failures) {
-        switch (store.lookup(k)) {
+        switch (store.lookup(k, NS, DIGEST)) {
             case LookupResult.InDram(Lease lease) -> {
                 if (!hasCanary(lease.segment(), k)) failures.add("lookup: wrong bytes for " + k);
                 lease.release();

@@ -41,6 +41,8 @@ class TieredStoreTest {
 
     static final int NS = 3;
     static final NamespaceDigest DIGEST = new NamespaceDigest(0xabcdL, 4, 5, 6);
+    static final int OTHER_NS = 2;
+    static final NamespaceDigest OTHER_DIGEST = new NamespaceDigest(0xdcbaL, 6, 5, 4);
     static final int BLOCK = 20 * 1024; // not a 4 KiB multiple
     static final int SLOT = 32 * 1024;
     static final Duration WAIT = Duration.ofSeconds(10);
@@ -63,6 +65,7 @@ class TieredStoreTest {
     TieredStore open(PublishConfig publish, int dramSlots, int maxInflightStages, int maxQueuedStages) throws IOException {
         NamespaceTable namespaces = new NamespaceTable(4);
         namespaces.register(NS, DIGEST);
+        namespaces.register(OTHER_NS, OTHER_DIGEST);
         DramTierConfig dram = new DramTierConfig(Files.createDirectories(dir.resolve("dram")), "tiered",
                 List.of(new SizeClass(SLOT, dramSlots)), 8L * SLOT, 2L * SLOT, 64);
         SsdConfig ssd = SsdConfig.of(Files.createDirectories(dir.resolve("ssd"))).withMaxPayloadBytes(SLOT)
@@ -165,7 +168,7 @@ class TieredStoreTest {
         assertThat(store.ssd().size()).as("every sealed block is on SSD").isEqualTo((int) inserted.count());
         assertThat(published).containsAll(store.ssd().residentKeys());
         for (StateKey k : store.ssd().residentKeys()) {
-            StageResult r = store.stage(k).join();
+            StageResult r = store.stage(k, NS).join();
             assertThat(r).as("staged %s", k).isInstanceOf(StageResult.Staged.class);
             try (Lease lease = ((StageResult.Staged) r).lease()) {
                 assertThat(hasCanary(lease.segment(), k)).isTrue();
@@ -178,11 +181,11 @@ class TieredStoreTest {
         open(writeThrough(), 16, 1, 1);
         for (int i = 1; i <= 3; i++) putOnSsdOnly(key(i));
         CompletableFuture<Void> hold = holdDispatcher();
-        CompletableFuture<StageResult> first = store.stage(key(1)); // takes the one table entry
-        CompletableFuture<StageResult> second = store.stage(key(2)); // waits in the queue
+        CompletableFuture<StageResult> first = store.stage(key(1), NS); // takes the one table entry
+        CompletableFuture<StageResult> second = store.stage(key(2), NS); // waits in the queue
         assertThat(store.queuedStagings()).isEqualTo(1);
         assertThat(registry.get("orbitkv.tiered.stage.queue.depth").gauge().value()).isEqualTo(1.0);
-        assertThat(store.stage(key(3)).join()).as("past both bounds")
+        assertThat(store.stage(key(3), NS).join()).as("past both bounds")
                 .isEqualTo(new StageResult.Busy(StageResult.BusyReason.INFLIGHT_TABLE_FULL));
         assertThat(store.inflightStagings()).isEqualTo(1);
         hold.complete(null);
@@ -222,11 +225,27 @@ class TieredStoreTest {
     }
 
     @Test
+    void aPageOfOneNamespaceIsNeitherFoundNorStagedForAnother() throws IOException {
+        open(writeThrough(), 16);
+        store.publish(key(1), NS, held(key(1)));
+        await().atMost(WAIT).until(() -> store.ssd().contains(key(1), DIGEST));
+        assertThat(store.lookup(key(1), OTHER_NS, OTHER_DIGEST)).as("in DRAM").isEqualTo(new LookupResult.Miss(key(1)));
+        store.dram().evict(key(1), NS);
+        assertThat(store.lookup(key(1), OTHER_NS, OTHER_DIGEST)).as("on SSD").isEqualTo(new LookupResult.Miss(key(1)));
+        assertThat(store.stage(key(1), OTHER_NS).join())
+                .isEqualTo(new StageResult.Miss(key(1), StageResult.MissReason.NOT_FOUND));
+        assertThat(store.dram().contains(key(1))).as("nothing was staged for the other namespace").isFalse();
+        StageResult own = store.stage(key(1), NS).join();
+        assertThat(own).isInstanceOf(StageResult.Staged.class);
+        ((StageResult.Staged) own).lease().release();
+    }
+
+    @Test
     void lookupFindsDramThenSsdThenNothing() throws IOException {
         open(writeThrough(), 16);
         store.publish(key(1), NS, held(key(1)));
         await().atMost(WAIT).until(() -> store.ssd().contains(key(1)));
-        switch (store.lookup(key(1))) {
+        switch (store.lookup(key(1), NS, DIGEST)) {
             case LookupResult.InDram(Lease lease) -> {
                 assertThat(hasCanary(lease.segment(), key(1))).isTrue();
                 lease.release();
@@ -235,18 +254,18 @@ class TieredStoreTest {
             case LookupResult.Miss other -> throw new AssertionError("expected DRAM: " + other);
         }
         store.dram().evict(key(1));
-        assertThat(store.lookup(key(1))).isInstanceOfSatisfying(LookupResult.OnSsd.class, onSsd -> {
+        assertThat(store.lookup(key(1), NS, DIGEST)).isInstanceOfSatisfying(LookupResult.OnSsd.class, onSsd -> {
             assertThat(onSsd.pin().payloadBytes()).isEqualTo(BLOCK);
             onSsd.pin().close();
         });
-        assertThat(store.lookup(key(2))).isEqualTo(new LookupResult.Miss(key(2)));
+        assertThat(store.lookup(key(2), NS, DIGEST)).isEqualTo(new LookupResult.Miss(key(2)));
     }
 
     @Test
     void stageReadsFromSsdStraightIntoADramSlotAndLeasesIt() throws IOException {
         open(writeThrough(), 16);
         putOnSsdOnly(key(1));
-        StageResult r = store.stage(key(1)).join();
+        StageResult r = store.stage(key(1), NS).join();
         assertThat(r).isInstanceOfSatisfying(StageResult.Staged.class, staged -> {
             assertThat(staged.source()).isEqualTo(StageResult.Source.SSD_READ);
             assertThat(hasCanary(staged.lease().segment(), key(1))).isTrue();
@@ -255,13 +274,13 @@ class TieredStoreTest {
         assertThat(registry.get("orbitkv.ssd.bounce.copies").counter().count()).as("O_DIRECT into the slot").isZero();
         assertThat(store.dram().contains(key(1))).isTrue();
         // Now it is a DRAM hit, with no further read.
-        StageResult again = store.stage(key(1)).join();
+        StageResult again = store.stage(key(1), NS).join();
         assertThat(again).isInstanceOfSatisfying(StageResult.Staged.class, staged -> {
             assertThat(staged.source()).isEqualTo(StageResult.Source.DRAM_HIT);
             staged.lease().release();
         });
         assertThat(ssdReads()).isEqualTo(1.0);
-        assertThat(store.stage(key(9)).join()).isEqualTo(new StageResult.Miss(key(9), StageResult.MissReason.NOT_FOUND));
+        assertThat(store.stage(key(9), NS).join()).isEqualTo(new StageResult.Miss(key(9), StageResult.MissReason.NOT_FOUND));
         // the staging's anchor lease is released by the finishing thread just after the callers' futures complete
         await().atMost(WAIT).until(() -> store.dram().usage().leases() == 0);
         assertThat(store.dram().usage().reservedBytes()).isZero();
@@ -273,7 +292,7 @@ class TieredStoreTest {
         putOnSsdOnly(key(1));
         CompletableFuture<Void> hold = holdDispatcher();
         List<CompletableFuture<StageResult>> stagings = new ArrayList<>();
-        for (int i = 0; i < 5; i++) stagings.add(store.stage(key(1)));
+        for (int i = 0; i < 5; i++) stagings.add(store.stage(key(1), NS));
         assertThat(store.inflightStagings()).isEqualTo(1);
         assertThat(store.dispatcher().depth(true)).isEqualTo(1);
         hold.complete(null);
@@ -304,14 +323,14 @@ class TieredStoreTest {
         putOnSsdOnly(key(1));
         long payloadOffset = corruptPayloadOf(key(1));
         assertThat(payloadOffset).isNotNegative();
-        StageResult r = store.stage(key(1)).join();
+        StageResult r = store.stage(key(1), NS).join();
         assertThat(r).isEqualTo(new StageResult.Miss(key(1), StageResult.MissReason.CORRUPT));
         assertThat(store.dram().contains(key(1))).isFalse();
         assertThat(store.ssd().contains(key(1))).as("dropped from the SSD index").isFalse();
         assertThat(store.dram().usage().reservedBytes()).isZero();
         assertThat(registry.get("orbitkv.ssd.corrupt.dropped").tag("damage", "bad_payload_crc").counter().count())
                 .isEqualTo(1.0);
-        assertThat(store.stage(key(1)).join()).isEqualTo(new StageResult.Miss(key(1), StageResult.MissReason.NOT_FOUND));
+        assertThat(store.stage(key(1), NS).join()).isEqualTo(new StageResult.Miss(key(1), StageResult.MissReason.NOT_FOUND));
     }
 
     /** Flips one byte in the middle of {@code key}'s payload on disk; returns the payload's file offset. */
@@ -346,7 +365,7 @@ class TieredStoreTest {
         CompletableFuture<Void> hold = holdDispatcher();
         for (StateKey k : writeKeys) store.publish(k, NS, held(k));
         await().atMost(WAIT).until(() -> store.dispatcher().depth(false) == 3);
-        List<CompletableFuture<StageResult>> stagings = readKeys.stream().map(store::stage).toList();
+        List<CompletableFuture<StageResult>> stagings = readKeys.stream().map(k -> store.stage(k, NS)).toList();
         assertThat(store.dispatcher().depth(true)).isEqualTo(6);
         long mark = store.residency().lastSequence() + 1;
         hold.complete(null);
@@ -369,7 +388,7 @@ class TieredStoreTest {
         open(writeThrough(), 16);
         putOnSsdOnly(key(1));
         CompletableFuture<Void> hold = holdDispatcher();
-        CompletableFuture<StageResult> staging = store.stage(key(1));
+        CompletableFuture<StageResult> staging = store.stage(key(1), NS);
         store.publish(key(2), NS, held(key(2)));
         await().atMost(WAIT).until(() -> store.dispatcher().depth(false) == 1);
         double writesBefore = registry.get("orbitkv.ssd.writes").counter().count();
@@ -385,7 +404,7 @@ class TieredStoreTest {
             st.lease().release(); // legal after close
         });
         assertThat(registry.find("orbitkv.ssd.writes").counter().count()).isEqualTo(writesBefore + 1);
-        assertThat(store.stage(key(1)).join()).isEqualTo(new StageResult.Miss(key(1), StageResult.MissReason.CLOSED));
+        assertThat(store.stage(key(1), NS).join()).isEqualTo(new StageResult.Miss(key(1), StageResult.MissReason.CLOSED));
     }
 
     @Test

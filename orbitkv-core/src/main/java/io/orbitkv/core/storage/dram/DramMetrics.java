@@ -54,7 +54,11 @@ final class DramMetrics implements AutoCloseable {
         CLASS_PRESSURE,
         /** {@link DramTier#evictNamespace} dropped its namespace. */
         NAMESPACE,
-        /** A commit of the same key in another namespace replaced it (see {@link DramTier}'s note on namespaces). */
+        /**
+         * Never now: images are identified by namespace and key, so a commit of the same key in
+         * another namespace adds an image instead of replacing one. The cause stays so that the
+         * {@code cause="displaced"} series keeps reading 0 on dashboards that show it.
+         */
         DISPLACED,
         /** A HINT DROP of its namespace removed it ({@link DramTier#drop}). */
         DROPPED;

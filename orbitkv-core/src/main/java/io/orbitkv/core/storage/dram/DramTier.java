@@ -46,9 +46,11 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * residency events alternate ADDED, REMOVED (both are appended under the key's Caffeine bin
  * lock, so they cannot reorder); {@link DramUsage}'s byte sum equals the capacity at all times.
  *
- * <p>Namespaces: every image carries the namespace id it was published in, and the index is keyed
- * by StateKey alone; an image of another namespace is invisible to {@link #reserve} (no
- * ALREADY_RESIDENT for it) and a commit displaces it ({@link ResidentIndex} says why that is safe).
+ * <p>Namespaces: an image is identified by ({@link PageKey}: namespace id, key), and every call
+ * that finds, leases or evicts an image names the namespace; the same key bytes in two namespaces
+ * are two images that never see, replace or evict each other except through the shared capacity
+ * ({@link ResidentIndex}). Only {@link #residentKeys} (the catalog's resynchronisation) lists keys
+ * of every namespace.
  *
  * <p>Design note on eviction: three mechanisms, each asking the policy for a slot. The bound:
  * Caffeine's own under W-TinyLFU; otherwise each insertion that takes the resident bytes past
@@ -62,8 +64,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * {@link EvictionListener} (on-evict's SSD write) keeps its slot parked until the write ends, so
  * the last eviction a reservation may make hands nothing over and frees its slot at once;
  * hand-overs also stop where a parked slot would pass {@code evictedLeasedBudgetBytes}. Heap per
- * resident block, index, policy and slots together: 161.6 B under LRU and 205.9 B under
- * W-TinyLFU at 1 M blocks ({@code DramHeapFootprintTest}; budget 256 B). The measurements behind
+ * resident block, index, policy and slots together: 160.7–161.6 B under LRU and 205.0–205.9 B
+ * under W-TinyLFU at 1 M blocks ({@code DramHeapFootprintTest}; budget 256 B), the same as when
+ * the index was keyed by the key alone ({@link PageKey} stores the key's words inline). The measurements behind
  * each mechanism: docs/performance.md, "DRAM tier: history of its eviction mechanisms".
  */
 public final class DramTier implements AutoCloseable {
@@ -125,10 +128,8 @@ public final class DramTier implements AutoCloseable {
         int sizeClass = slots.classFor(lengthBytes);
         if (sizeClass < 0) return refuse(ReserveResult.FullReason.NO_SIZE_CLASS);
         if (!memory.ensureArenas(namespaceId)) return refuse(ReserveResult.FullReason.ARENA_NAMESPACES);
-        ResidentImage resident = index.peek(key);
-        // Another namespace's image of the same key bytes is invisible here (see the class note on
-        // namespaces): answering ALREADY_RESIDENT for it would tell the caller what another tenant holds.
-        if (resident != null && resident.namespaceId() == namespaceId) {
+        ResidentImage resident = index.peek(new PageKey(namespaceId, key));
+        if (resident != null) {
             // A recency policy counts this as a use, so the commits of the same batch cannot evict the
             // page between this answer and the pages after it.
             slots.touch(resident.slot(), resident.imageId());
@@ -158,14 +159,14 @@ public final class DramTier implements AutoCloseable {
     /**
      * Makes the reservation's image resident and readable. If the key became resident in the same
      * namespace meanwhile, the resident image stays and the reservation's slot is freed
-     * ({@link CommitResult.Duplicate}); an image of the key in another namespace is displaced.
+     * ({@link CommitResult.Duplicate}); an image of the key in another namespace is not affected.
      */
     public CommitResult commit(Reservation reservation) {
         requireOwned(reservation);
         requireOpen();
         if (!reservation.end(Reservation.COMMITTED)) return new CommitResult.NotOpen();
         ResidentImage fresh = imageOf(reservation);
-        ResidentImage winner = index.insert(reservation.key(), fresh, false);
+        ResidentImage winner = index.insert(pageOf(reservation), fresh, false);
         if (winner == fresh) return new CommitResult.Inserted(fresh.imageId());
         slots.abort(reservation.slot(), reservation.imageId());
         metrics.duplicate();
@@ -184,7 +185,7 @@ public final class DramTier implements AutoCloseable {
         requireOpen();
         if (!reservation.end(Reservation.COMMITTED)) return new AcquireResult.Miss(reservation.key());
         ResidentImage fresh = imageOf(reservation);
-        ResidentImage winner = index.insert(reservation.key(), fresh, true);
+        ResidentImage winner = index.insert(pageOf(reservation), fresh, true);
         if (winner == fresh) return newLease(reservation.key(), fresh);
         slots.abort(reservation.slot(), reservation.imageId());
         metrics.duplicate();
@@ -201,13 +202,14 @@ public final class DramTier implements AutoCloseable {
     }
 
     /**
-     * Leases {@code key}'s resident image, or misses. A hit counts as a use for the policy (so does,
-     * for a recency policy, a {@link #reserve} answered {@link ReserveResult.AlreadyResident}).
+     * Leases {@code key}'s image resident in {@code namespaceId}, or misses. A hit counts as a use for
+     * the policy (so does, for a recency policy, a {@link #reserve} answered
+     * {@link ReserveResult.AlreadyResident}).
      */
-    public AcquireResult acquire(StateKey key) {
+    public AcquireResult acquire(StateKey key, int namespaceId) {
         Objects.requireNonNull(key, "key");
         requireOpen();
-        ResidentImage image = index.lookup(key);
+        ResidentImage image = index.lookup(new PageKey(namespaceId, key));
         // The image may have been evicted (and its slot reused) since the lookup: pin checks the id.
         if (image == null || !slots.pinUse(image.slot(), image.imageId())) {
             metrics.miss();
@@ -250,8 +252,8 @@ public final class DramTier implements AutoCloseable {
             while (n < runSlots.length && i + n < to) {
                 StateKey key = Objects.requireNonNull(keyOf.key(i + n), "key");
                 keys[i + n] = key;
-                ResidentImage image = index.lookup(key);
-                if (image == null || image.namespaceId() != namespaceId) {
+                ResidentImage image = index.lookup(new PageKey(namespaceId, key));
+                if (image == null) {
                     stopped = true;
                     break;
                 }
@@ -300,15 +302,15 @@ public final class DramTier implements AutoCloseable {
     }
 
     /**
-     * Leases {@code key}'s image only if it is still resident as {@code imageId}. Unlike
+     * Leases {@code key}'s image in {@code namespaceId} only if it is still resident as {@code imageId}. Unlike
      * {@link #acquire} this is not a use: no hit is counted and the eviction policy does not see
      * it. For internal copiers (the publish pipeline writing a resident image to SSD) that must
      * not make an image look popular.
      */
-    public AcquireResult acquireImage(StateKey key, long imageId) {
+    public AcquireResult acquireImage(StateKey key, int namespaceId, long imageId) {
         Objects.requireNonNull(key, "key");
         requireOpen();
-        ResidentImage image = index.peek(key);
+        ResidentImage image = index.peek(new PageKey(namespaceId, key));
         if (image == null || image.imageId() != imageId || !slots.pin(image.slot(), image.imageId())) {
             return new AcquireResult.Miss(key);
         }
@@ -337,29 +339,48 @@ public final class DramTier implements AutoCloseable {
         index.setListener(listener);
     }
 
-    /** True when {@code key} is resident now; does not count as a use. */
+    /**
+     * True when {@code key} is resident now in any namespace; does not count as a use. Walks the
+     * whole index: for operators and tests, never for a client's request (it would tell one
+     * namespace about another's pages).
+     */
     public boolean contains(StateKey key) {
-        return index.peek(key) != null;
+        return !index.pagesOf(key).isEmpty();
     }
 
     /** True when {@code key} is resident now in {@code namespaceId}; does not count as a use. */
     public boolean contains(StateKey key, int namespaceId) {
-        ResidentImage image = index.peek(key);
-        return image != null && image.namespaceId() == namespaceId;
+        return index.peek(new PageKey(namespaceId, key)) != null;
     }
 
     /**
-     * The keys resident now, a weakly consistent copy (for the catalog's resynchronisation after a
+     * The keys resident now, one entry per image (a key resident in two namespaces is listed
+     * twice), a weakly consistent copy (for the catalog's resynchronisation after a
      * residency-stream gap: keys inserted or evicted during the copy are also in the stream).
      */
     public List<StateKey> residentKeys() {
         return index.keys();
     }
 
-    /** Removes {@code key}'s image from the index (its slot waits for its leases); false if absent. */
+    /**
+     * Removes {@code key}'s image of {@code namespaceId} from the index (its slot waits for its
+     * leases); false if absent.
+     */
+    public boolean evict(StateKey key, int namespaceId) {
+        return index.remove(new PageKey(namespaceId, key), ResidentIndex.ANY_IMAGE, DramMetrics.EvictionCause.EXPLICIT, true);
+    }
+
+    /**
+     * Removes {@code key}'s images of every namespace, as {@link #evict(StateKey, int)} does one;
+     * false if none was resident. Walks the whole index: for operators and tests, never for a
+     * client's request.
+     */
     public boolean evict(StateKey key) {
-        Objects.requireNonNull(key, "key");
-        return index.remove(key, ResidentIndex.ANY_IMAGE, DramMetrics.EvictionCause.EXPLICIT, true);
+        boolean removed = false;
+        for (PageKey page : index.pagesOf(key)) {
+            removed |= index.remove(page, ResidentIndex.ANY_IMAGE, DramMetrics.EvictionCause.EXPLICIT, true);
+        }
+        return removed;
     }
 
     /**
@@ -446,6 +467,10 @@ public final class DramTier implements AutoCloseable {
     /** Slot state table, for tests in this package. */
     SlotTable slots() {
         return slots;
+    }
+
+    private static PageKey pageOf(Reservation reservation) {
+        return new PageKey(reservation.namespaceId(), reservation.key());
     }
 
     private static ResidentImage imageOf(Reservation committed) {

@@ -1,7 +1,6 @@
 package io.orbitkv.core.storage.dram;
 
 import com.github.benmanes.caffeine.cache.Cache;
-import io.orbitkv.state.StateKey;
 
 import java.util.List;
 import java.util.Optional;
@@ -68,8 +67,8 @@ interface EvictionPolicy {
      * {@code maxWeightBytes}, evicting on the calling thread and handing each victim to
      * {@code onEvicted} under the key's bin lock. Called once.
      */
-    Cache<StateKey, ResidentImage> newIndex(SlotTable slots, long maxWeightBytes,
-                                            BiConsumer<StateKey, ResidentImage> onEvicted);
+    Cache<PageKey, ResidentImage> newIndex(SlotTable slots, long maxWeightBytes,
+                                            BiConsumer<PageKey, ResidentImage> onEvicted);
 
     /** True when the index built by {@link #newIndex} bounds itself; false when the tier asks {@link #boundVictim}. */
     boolean indexEnforcesBound();

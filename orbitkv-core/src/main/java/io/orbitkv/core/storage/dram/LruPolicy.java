@@ -2,7 +2,6 @@ package io.orbitkv.core.storage.dram;
 
 import com.github.benmanes.caffeine.cache.Cache;
 import com.github.benmanes.caffeine.cache.Caffeine;
-import io.orbitkv.state.StateKey;
 
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -51,8 +50,8 @@ final class LruPolicy implements EvictionPolicy {
     }
 
     @Override
-    public Cache<StateKey, ResidentImage> newIndex(SlotTable slots, long maxWeightBytes,
-                                                   BiConsumer<StateKey, ResidentImage> onEvicted) {
+    public Cache<PageKey, ResidentImage> newIndex(SlotTable slots, long maxWeightBytes,
+                                                   BiConsumer<PageKey, ResidentImage> onEvicted) {
         return Caffeine.newBuilder().executor(Runnable::run).build();
     }
 

@@ -15,8 +15,9 @@ import java.util.function.BiFunction;
 
 /**
  * The {@link DramTier}'s index of resident images and the evictions that keep it within its
- * bounds: owns the Caffeine index (key to {@link ResidentImage}, built by the
- * {@link EvictionPolicy}), its reverse map from slot to key and the one {@link EvictionListener},
+ * bounds: owns the Caffeine index ({@link PageKey}, i.e. namespace id and key, to
+ * {@link ResidentImage}, built by the
+ * {@link EvictionPolicy}), its reverse map from slot to page and the one {@link EvictionListener},
  * and appends every insertion and removal to the {@link ResidencyStream}.
  *
  * <p>Thread model: thread-safe. An insertion or removal runs inside Caffeine's compute for its
@@ -29,15 +30,15 @@ import java.util.function.BiFunction;
  * (both are appended under its bin lock, so they cannot reorder); a handed-over image is leased
  * in the same slot-table step that retires it, so it cannot be freed before the listener ends.
  *
- * <p>Namespaces: the index is keyed by StateKey alone, and every image carries the namespace id
- * it was published in. A key derived by the Manager ({@code SHA-256(namespace digest ‖ group ‖
- * hash)}) cannot collide across namespaces (2^-128); two namespaces hold the same key bytes only
- * when a client sent a precomputed STATE_KEY of another namespace, i.e. guessed or forged it. So
- * an insertion replaces another namespace's image of the key (cause {@code displaced}, not handed
- * to the SSD writer): the newest commit of a key wins across namespaces, the first within one. A
- * forger learns nothing and can at most evict one of the victim's images, as it could by filling
- * the tier. An index keyed by (namespace id, key) is rejected while the residency stream, the
- * catalog and the peer protocol name a page by key alone.
+ * <p>Namespaces: the index is keyed by (namespace id, key), so two namespaces holding the same key
+ * bytes hold two images, each inserted, counted, leased and evicted on its own. A key derived by
+ * the Manager ({@code SHA-256(namespace digest ‖ group ‖ hash)}) cannot collide across namespaces
+ * (2^-128); the same bytes in two namespaces arise when a client publishes another namespace's key
+ * under the STATE_KEY form. Such a publish is a new image of its own namespace, exactly as a key
+ * nobody holds would be: it neither replaces nor reveals the other namespace's image (cause
+ * {@code displaced} stays 0; it is kept for the metric's continuity). Residency events still name
+ * the key alone, one ADDED and one REMOVED per image; the catalog counts images per key
+ * ({@code ResidencyMirror}).
  *
  * <p>Design note: the policy names victims by slot, so the index keeps the reverse map (one
  * compressed reference, 4 B per slot) rather than each policy keeping keys; a victim is removed
@@ -57,9 +58,9 @@ final class ResidentIndex {
 
     private final SlotTable slots;
     private final EvictionPolicy policy;
-    private final Cache<StateKey, ResidentImage> index;
-    /** Slot to the key of its RESIDENT image (null otherwise): set inside the insertion, cleared before retirement. */
-    private final AtomicReferenceArray<StateKey> slotKeys;
+    private final Cache<PageKey, ResidentImage> index;
+    /** Slot to the page of its RESIDENT image (null otherwise): set inside the insertion, cleared before retirement. */
+    private final AtomicReferenceArray<PageKey> slotKeys;
     private final ResidencyStream residency;
     private final DramMetrics metrics;
     private final long maxWeightBytes;
@@ -85,23 +86,22 @@ final class ResidentIndex {
     }
 
     /** {@code key}'s image, counted as a use by the index's own policy; null when absent. */
-    ResidentImage lookup(StateKey key) {
+    ResidentImage lookup(PageKey key) {
         return index.getIfPresent(key);
     }
 
     /** {@code key}'s image without counting a use; null when absent. */
-    ResidentImage peek(StateKey key) {
+    ResidentImage peek(PageKey key) {
         return index.policy().getIfPresentQuietly(key);
     }
 
     /**
-     * Indexes {@code fresh} under {@code key} unless an image of the same namespace is there
-     * (another namespace's is displaced), leasing it inside the insertion when {@code pin}, then
-     * enforces the bound. Returns the image indexed: {@code fresh}, or the one that was first.
+     * Indexes {@code fresh} under {@code key} unless an image is there already, leasing it inside
+     * the insertion when {@code pin}, then enforces the bound. Returns the image indexed:
+     * {@code fresh}, or the one that was first.
      */
-    ResidentImage insert(StateKey key, ResidentImage fresh, boolean pin) {
+    ResidentImage insert(PageKey key, ResidentImage fresh, boolean pin) {
         ResidentImage winner = index.get(key, k -> publish(k, fresh, pin));
-        if (winner != fresh && winner.namespaceId() != fresh.namespaceId()) winner = displace(key, fresh, pin);
         if (winner == fresh) enforceBound();
         return winner;
     }
@@ -110,7 +110,7 @@ final class ResidentIndex {
      * Removes {@code key} if resident (and, unless {@code expectedImageId} is {@link #ANY_IMAGE}, as
      * that image), offering it to the eviction listener only when {@code handOver}.
      */
-    boolean remove(StateKey key, long expectedImageId, DramMetrics.EvictionCause cause, boolean handOver) {
+    boolean remove(PageKey key, long expectedImageId, DramMetrics.EvictionCause cause, boolean handOver) {
         boolean[] removed = {false};
         index.asMap().computeIfPresent(key, (k, image) -> {
             if (expectedImageId != ANY_IMAGE && image.imageId() != expectedImageId) return image;
@@ -124,8 +124,8 @@ final class ResidentIndex {
     /** Removes every image of {@code namespaceId}; returns how many. Walks the whole index. */
     int removeNamespace(int namespaceId) {
         int removed = 0;
-        for (Map.Entry<StateKey, ResidentImage> e : index.asMap().entrySet()) {
-            if (e.getValue().namespaceId() == namespaceId
+        for (Map.Entry<PageKey, ResidentImage> e : index.asMap().entrySet()) {
+            if (e.getKey().namespaceId() == namespaceId
                     && remove(e.getKey(), e.getValue().imageId(), DramMetrics.EvictionCause.NAMESPACE, true)) {
                 removed++;
             }
@@ -135,50 +135,50 @@ final class ResidentIndex {
 
     /**
      * Holds {@code key}'s image if it is resident in {@code namespaceId} (another namespace's image
-     * of the key is absent here): no policy evicts it until {@link #releaseHold}. Under a
-     * self-bounding index its weight drops to 0 and the bound shrinks by its bytes, so the
+     * of the key is another page, untouched): no policy evicts it until {@link #releaseHold}. Under
+     * a self-bounding index its weight drops to 0 and the bound shrinks by its bytes, so the
      * unheld images keep to {@code indexWeightBytes} minus what is held.
      */
     Optional<HeldImage> hold(StateKey key, int namespaceId) {
-        ResidentImage image = peek(key);
-        if (image == null || image.namespaceId() != namespaceId || !slots.hold(image.slot(), image.imageId())) {
-            return Optional.empty();
-        }
-        reweigh(key, image.imageId());
-        return Optional.of(new HeldImage(key, image.slot(), image.imageId(), slots.slotBytes(image.slot())));
+        PageKey page = new PageKey(namespaceId, key);
+        ResidentImage image = peek(page);
+        if (image == null || !slots.hold(image.slot(), image.imageId())) return Optional.empty();
+        reweigh(page, image.imageId());
+        return Optional.of(new HeldImage(key, namespaceId, image.slot(), image.imageId(), slots.slotBytes(image.slot())));
     }
 
     /** Ends {@link #hold}; false when the image is gone or was released already. */
     boolean releaseHold(HeldImage held) {
         if (!slots.unhold(held.slot(), held.imageId())) return false;
-        reweigh(held.key(), held.imageId());
+        reweigh(new PageKey(held.namespaceId(), held.key()), held.imageId());
         return true;
     }
 
     /** Passes {@code value} to the policy for {@code key}'s image of {@code namespaceId}; false when it has none. */
     boolean hint(StateKey key, int namespaceId, ValueHint value) {
-        ResidentImage image = value == ValueHint.RETAIN && policy.indexEnforcesBound() ? lookup(key) : peek(key);
-        return image != null && image.namespaceId() == namespaceId && slots.hint(image.slot(), image.imageId(), value);
+        PageKey page = new PageKey(namespaceId, key);
+        ResidentImage image = value == ValueHint.RETAIN && policy.indexEnforcesBound() ? lookup(page) : peek(page);
+        return image != null && slots.hint(image.slot(), image.imageId(), value);
     }
 
     /** Removes {@code key}'s image of {@code namespaceId}, not handed to the eviction listener; false when it has none. */
     boolean drop(StateKey key, int namespaceId) {
-        ResidentImage image = peek(key);
-        boolean removed = image != null && image.namespaceId() == namespaceId
-                && remove(key, image.imageId(), DramMetrics.EvictionCause.DROPPED, false);
+        PageKey page = new PageKey(namespaceId, key);
+        ResidentImage image = peek(page);
+        boolean removed = image != null && remove(page, image.imageId(), DramMetrics.EvictionCause.DROPPED, false);
         if (removed) syncHeldBound();
         return removed;
     }
 
     /**
-     * Re-weighs {@code key}'s entry if it still holds {@code imageId} (a copy of the value makes
+     * Re-weighs {@code page}'s entry if it still holds {@code imageId} (a copy of the value makes
      * Caffeine call the weigher again) and sets the bound to {@code indexWeightBytes} less the held
      * bytes. Only under a self-bounding index; the LRU tier's bound counts held bytes as used and
      * evicts other images for them.
      */
-    private void reweigh(StateKey key, long imageId) {
+    private void reweigh(PageKey page, long imageId) {
         if (!policy.indexEnforcesBound()) return;
-        index.asMap().computeIfPresent(key, (k, image) -> image.imageId() != imageId ? image
+        index.asMap().computeIfPresent(page, (k, image) -> image.imageId() != imageId ? image
                 : new ResidentImage(image.slot(), image.lengthBytes(), image.namespaceId(), image.imageId()));
         syncHeldBound();
     }
@@ -193,9 +193,17 @@ final class ResidentIndex {
         }
     }
 
-    /** The keys indexed now, a weakly consistent copy. */
+    /**
+     * The keys indexed now, a weakly consistent copy: one entry per image, so a key resident in two
+     * namespaces is listed twice (as its residency events count it).
+     */
     List<StateKey> keys() {
-        return List.copyOf(index.asMap().keySet());
+        return index.asMap().keySet().stream().map(PageKey::key).toList();
+    }
+
+    /** The images of {@code key} in every namespace, a weakly consistent copy. Walks the whole index. */
+    List<PageKey> pagesOf(StateKey key) {
+        return index.asMap().keySet().stream().filter(p -> p.hasKey(key)).toList();
     }
 
     /** Sets the one listener offered evicted images; once. */
@@ -243,31 +251,19 @@ final class ResidentIndex {
 
     /** Removes the image the policy named if its slot's key still maps to it (null: being removed now). */
     private boolean removeVictim(EvictionPolicy.Victim victim, DramMetrics.EvictionCause cause, boolean handOver) {
-        StateKey key = slotKeys.get(victim.slot());
+        PageKey key = slotKeys.get(victim.slot());
         return key != null && remove(key, victim.imageId(), cause, handOver);
-    }
-
-    /**
-     * Puts {@code fresh} in place of another namespace's image of the same key, pinning it when
-     * {@code pin}. Returns the image indexed afterwards: {@code fresh}, or a same-namespace image
-     * that won a race.
-     */
-    private ResidentImage displace(StateKey key, ResidentImage fresh, boolean pin) {
-        return index.asMap().compute(key, (k, current) -> {
-            if (current != null && current.namespaceId() == fresh.namespaceId()) return current;
-            if (current != null) onLeftIndex(k, current, DramMetrics.EvictionCause.DISPLACED, false);
-            return publish(k, fresh, pin);
-        });
     }
 
     // Runs inside Caffeine's compute for the key: the slot turns RESIDENT and ADDED is appended
     // atomically with the insertion; a pin taken here precedes any eviction the insertion triggers.
-    private ResidentImage publish(StateKey key, ResidentImage fresh, boolean pin) {
+    private ResidentImage publish(PageKey key, ResidentImage fresh, boolean pin) {
         // Release order suffices: the slot table's lock (taken next) publishes it to the policy's readers.
         slotKeys.setRelease(fresh.slot(), key);
         slots.publish(fresh.slot(), fresh.imageId());
-        residency.append(key, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.ADDED, fresh.imageId(), fresh.lengthBytes());
-        residency.retainedInDram(fresh.namespaceId(), key, ResidencyEvent.Kind.ADDED, fresh.lengthBytes());
+        StateKey stateKey = key.key();
+        residency.append(stateKey, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.ADDED, fresh.imageId(), fresh.lengthBytes());
+        residency.retainedInDram(fresh.namespaceId(), stateKey, ResidencyEvent.Kind.ADDED, fresh.lengthBytes());
         if (pin && !slots.pin(fresh.slot(), fresh.imageId())) {
             throw new IllegalStateException("a freshly published slot could not be pinned: " + fresh);
         }
@@ -278,13 +274,12 @@ final class ResidentIndex {
     // lease is taken in the same step as the retirement, so the slot parks as evicted-but-leased;
     // no lease (the image is dropped, not handed over) when handOver is false or the
     // parked slot would not fit evictedLeasedBudgetBytes.
-    private void onLeftIndex(StateKey key, ResidentImage image, DramMetrics.EvictionCause cause, boolean handOver) {
+    private void onLeftIndex(PageKey key, ResidentImage image, DramMetrics.EvictionCause cause, boolean handOver) {
         EvictionListener current = listener;
         // Only this image's insertion and this removal write the slot's key while it is RESIDENT (both
         // under the key's bin lock), so a read and a release store replace the compare-and-set.
         if (slotKeys.get(image.slot()) == key) slotKeys.setRelease(image.slot(), null);
-        boolean listened = current != null && cause != DramMetrics.EvictionCause.NAMESPACE
-                && cause != DramMetrics.EvictionCause.DISPLACED;
+        boolean listened = current != null && cause != DramMetrics.EvictionCause.NAMESPACE;
         boolean offer = false;
         if (listened && handOver) {
             offer = slots.retireHandingOver(image.slot(), image.imageId(), cause); // retires either way
@@ -292,8 +287,9 @@ final class ResidentIndex {
             slots.retire(image.slot(), image.imageId(), cause);
         }
         if (listened && !offer) metrics.handOverSkipped();
-        residency.append(key, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.REMOVED, image.imageId(), image.lengthBytes());
-        residency.retainedInDram(image.namespaceId(), key, ResidencyEvent.Kind.REMOVED, image.lengthBytes());
-        if (offer) current.onEvicted(leaseOf.apply(key, image), image.namespaceId());
+        StateKey stateKey = key.key();
+        residency.append(stateKey, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.REMOVED, image.imageId(), image.lengthBytes());
+        residency.retainedInDram(image.namespaceId(), stateKey, ResidencyEvent.Kind.REMOVED, image.lengthBytes());
+        if (offer) current.onEvicted(leaseOf.apply(stateKey, image), image.namespaceId());
     }
 }

@@ -4,7 +4,6 @@ import com.github.benmanes.caffeine.cache.Cache;
 import com.github.benmanes.caffeine.cache.Caffeine;
 import com.github.benmanes.caffeine.cache.Policy;
 import com.github.benmanes.caffeine.cache.RemovalCause;
-import io.orbitkv.state.StateKey;
 
 import java.util.List;
 import java.util.Objects;
@@ -45,21 +44,21 @@ final class TinyLfuPolicy implements EvictionPolicy {
      * Caffeine's size policy of the index; set once by {@link #newIndex} in the tier's constructor,
      * so the tier's final fields publish it to every thread that reaches the tier.
      */
-    private Policy.Eviction<StateKey, ResidentImage> order;
+    private Policy.Eviction<PageKey, ResidentImage> order;
 
     TinyLfuPolicy(List<SizeClass> sizeClasses) {
         this.clock = new ClockHands(sizeClasses);
     }
 
     @Override
-    public Cache<StateKey, ResidentImage> newIndex(SlotTable slots, long maxWeightBytes,
-                                                   BiConsumer<StateKey, ResidentImage> onEvicted) {
+    public Cache<PageKey, ResidentImage> newIndex(SlotTable slots, long maxWeightBytes,
+                                                   BiConsumer<PageKey, ResidentImage> onEvicted) {
         if (order != null) throw new IllegalStateException("the index is already built");
-        Cache<StateKey, ResidentImage> index = Caffeine.newBuilder()
+        Cache<PageKey, ResidentImage> index = Caffeine.newBuilder()
                 .maximumWeight(maxWeightBytes)
-                .weigher((StateKey key, ResidentImage image) -> slots.weight(image.slot()))
+                .weigher((PageKey key, ResidentImage image) -> slots.weight(image.slot()))
                 .executor(Runnable::run)
-                .evictionListener((StateKey key, ResidentImage image, RemovalCause cause) ->
+                .evictionListener((PageKey key, ResidentImage image, RemovalCause cause) ->
                         onEvicted.accept(Objects.requireNonNull(key), Objects.requireNonNull(image)))
                 .build();
         this.order = index.policy().eviction().orElseThrow();

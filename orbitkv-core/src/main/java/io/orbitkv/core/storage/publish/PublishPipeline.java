@@ -9,6 +9,7 @@ import io.orbitkv.core.storage.dram.AcquireResult;
 import io.orbitkv.core.storage.dram.CommitResult;
 import io.orbitkv.core.storage.dram.DramTier;
 import io.orbitkv.core.storage.dram.Lease;
+import io.orbitkv.core.storage.dram.PageKey;
 import io.orbitkv.core.storage.dram.Reservation;
 import io.orbitkv.core.storage.dram.ReserveResult;
 import io.orbitkv.core.storage.ssd.SsdStore;
@@ -90,7 +91,8 @@ public final class PublishPipeline implements AutoCloseable {
     private final PublishQueues queues;
     /** The {@code reuse-aware:N} hit counts; empty under the other policies. */
     private final Optional<ReuseHits> reuseHits;
-    private final Set<StateKey> pendingWrites = ConcurrentHashMap.newKeySet();
+    /** Images (namespace id, key) admitted for SSD and not yet written, so each is written once. */
+    private final Set<PageKey> pendingWrites = ConcurrentHashMap.newKeySet();
     /**
      * Keys a HINT DROP named while their SSD write was pending, with the namespaces that dropped
      * them: the write's extent is deleted again when it lands, if its namespace is among them. An
@@ -188,13 +190,13 @@ public final class PublishPipeline implements AutoCloseable {
                     return admitted;
                 }
                 case PublishQueues.WriteThroughTurn.TooLarge(PublishQueues.WriteThroughEntry entry) -> {
-                    pendingWrites.remove(entry.lease().key()); // never fits the queued-bytes bound: not waited for
+                    pendingWrites.remove(pageOf(entry.lease())); // never fits the queued-bytes bound: not waited for
                     skip(PublishMetrics.Skip.QUEUE_FULL, Optional.of(entry.lease()));
                 }
                 case PublishQueues.WriteThroughTurn.Admitted(PublishQueues.WriteThroughEntry entry) -> {
                     Lease lease = entry.lease();
                     metrics.admitted.increment();
-                    submit(lease.key(), entry.digest(), lease.imageId(), lease.lengthBytes(), Optional.of(lease));
+                    submit(pageOf(lease), entry.digest(), lease.imageId(), lease.lengthBytes(), Optional.of(lease));
                     admitted++;
                 }
             }
@@ -215,7 +217,7 @@ public final class PublishPipeline implements AutoCloseable {
             case SsdAdmissionPolicy.WriteThrough() -> enqueueWriteThrough(key, namespaceId, imageId);
             case SsdAdmissionPolicy.OnEvict() -> { }
             case SsdAdmissionPolicy.ReuseAware(int ignored) -> reuseHits.orElseThrow()
-                    .committed(key, new ReuseHits.Candidate(namespaceId, imageId, lengthBytes));
+                    .committed(new PageKey(namespaceId, key), new ReuseHits.Candidate(namespaceId, imageId, lengthBytes));
         }
     }
 
@@ -242,7 +244,7 @@ public final class PublishPipeline implements AutoCloseable {
             }
             case SsdAdmissionPolicy.WriteThrough() -> retained.release();
             case SsdAdmissionPolicy.ReuseAware(int ignored) -> {
-                reuseHits.orElseThrow().evicted(retained.key());
+                reuseHits.orElseThrow().evicted(pageOf(retained));
                 retained.release();
             }
         }
@@ -291,7 +293,7 @@ public final class PublishPipeline implements AutoCloseable {
             admitWriteThrough();
         } while (queues.awaitWriteRoom(deadline));
         for (PublishQueues.WriteThroughEntry e : queues.closeWriteThrough()) {
-            pendingWrites.remove(e.lease().key());
+            pendingWrites.remove(pageOf(e.lease()));
             e.lease().release();
             metrics.writeDropped(PublishMetrics.WriteDrop.CLOSED);
         }
@@ -386,18 +388,13 @@ public final class PublishPipeline implements AutoCloseable {
             skip(PublishMetrics.Skip.UNKNOWN_NAMESPACE, Optional.empty());
             return;
         }
-        if (ssd.contains(key, digest.get()) || pendingWrites.contains(key)) {
+        if (ssd.contains(key, digest.get()) || pendingWrites.contains(new PageKey(namespaceId, key))) {
             skip(PublishMetrics.Skip.ALREADY_STORED, Optional.empty());
             return;
         }
-        if (!(dram.acquireImage(key, imageId) instanceof Lease lease)) {
-            // Evicted (or displaced) between its commit and this call: nothing is left to write.
+        if (!(dram.acquireImage(key, namespaceId, imageId) instanceof Lease lease)) {
+            // Evicted between its commit and this call: nothing is left to write.
             metrics.writeDropped(PublishMetrics.WriteDrop.SOURCE_GONE);
-            return;
-        }
-        if (lease.namespaceId() != namespaceId) {
-            lease.release();
-            skip(PublishMetrics.Skip.UNKNOWN_NAMESPACE, Optional.empty());
             return;
         }
         enqueueWriteThrough(lease);
@@ -406,24 +403,25 @@ public final class PublishPipeline implements AutoCloseable {
     /** As above with the image's lease already taken; the lease goes with the write, or back. */
     private void enqueueWriteThrough(Lease lease) {
         StateKey key = lease.key();
+        PageKey page = pageOf(lease);
         Optional<NamespaceDigest> digest = namespaces.digest(lease.namespaceId());
         if (digest.isEmpty()) {
             skip(PublishMetrics.Skip.UNKNOWN_NAMESPACE, Optional.of(lease));
             return;
         }
-        if (ssd.contains(key, digest.get()) || !pendingWrites.add(key)) {
+        if (ssd.contains(key, digest.get()) || !pendingWrites.add(page)) {
             skip(PublishMetrics.Skip.ALREADY_STORED, Optional.of(lease));
             return;
         }
         switch (queues.offerWriteThrough(new PublishQueues.WriteThroughEntry(lease, digest.get()))) {
             case QUEUED -> admitWriteThrough();
             case FULL -> {
-                pendingWrites.remove(key);
+                pendingWrites.remove(page);
                 lease.release();
                 metrics.skipped(PublishMetrics.Skip.QUEUE_FULL);
             }
             case CLOSED -> {
-                pendingWrites.remove(key);
+                pendingWrites.remove(page);
                 lease.release();
                 metrics.writeDropped(PublishMetrics.WriteDrop.CLOSED);
             }
@@ -452,29 +450,30 @@ public final class PublishPipeline implements AutoCloseable {
                 return;
             }
         }
-        if (!pendingWrites.add(key)) {
+        PageKey page = new PageKey(namespaceId, key);
+        if (!pendingWrites.add(page)) {
             skip(PublishMetrics.Skip.ALREADY_STORED, retained);
             return;
         }
         switch (queues.tryAdmit(lengthBytes)) {
             case OVER_RATE -> {
-                pendingWrites.remove(key);
+                pendingWrites.remove(page);
                 skip(PublishMetrics.Skip.OVER_RATE, retained);
             }
             case QUEUE_FULL -> {
-                pendingWrites.remove(key);
+                pendingWrites.remove(page);
                 skip(PublishMetrics.Skip.QUEUE_FULL, retained);
             }
             case ADMITTED -> {
                 metrics.admitted.increment();
                 if (refresh) metrics.refreshed.increment();
-                submit(key, digest.get(), imageId, lengthBytes, retained);
+                submit(page, digest.get(), imageId, lengthBytes, retained);
             }
         }
     }
 
-    private void submit(StateKey key, NamespaceDigest digest, long imageId, int lengthBytes, Optional<Lease> retained) {
-        SsdWrite op = new SsdWrite(key, digest, imageId, lengthBytes, retained, dram, ssd, metrics, this::onWriteFinished);
+    private void submit(PageKey page, NamespaceDigest digest, long imageId, int lengthBytes, Optional<Lease> retained) {
+        SsdWrite op = new SsdWrite(page, digest, imageId, lengthBytes, retained, dram, ssd, metrics, this::onWriteFinished);
         switch (dispatcher.submitWrite(op)) {
             case QUEUED, QUEUED_DISPLACING_OLDEST -> { }
             case CLOSED -> op.drop(IoOp.DropReason.CLOSED);
@@ -482,15 +481,16 @@ public final class PublishPipeline implements AutoCloseable {
     }
 
     /**
-     * A HINT DROP of {@code key} in {@code namespace}: a write of the key still pending (queued or
-     * in flight) would index the page on SSD after the drop, so its extent is deleted when it
-     * lands. Nothing when no write of the key is pending.
+     * A HINT DROP of {@code key} in namespace {@code namespaceId} ({@code namespace}): a write of
+     * that page still pending (queued or in flight) would index it on SSD after the drop, so its
+     * extent is deleted when it lands. Nothing when no write of the page is pending.
      */
-    public void dropped(StateKey key, NamespaceDigest namespace) {
-        if (!pendingWrites.contains(key)) return;
+    public void dropped(StateKey key, int namespaceId, NamespaceDigest namespace) {
+        PageKey page = new PageKey(namespaceId, key);
+        if (!pendingWrites.contains(page)) return;
         droppedWhilePending.computeIfAbsent(key, k -> ConcurrentHashMap.newKeySet()).add(namespace);
         // The write may have finished between the check and the mark: then no finish will see it.
-        if (!pendingWrites.contains(key)) deleteIfDropped(key, namespace);
+        if (!pendingWrites.contains(page)) deleteIfDropped(key, namespace);
     }
 
     private void deleteIfDropped(StateKey key, NamespaceDigest written) {
@@ -500,11 +500,15 @@ public final class PublishPipeline implements AutoCloseable {
 
     /** An admitted write finished (any outcome, exactly once): its key, bytes and lane slot return. */
     private void onWriteFinished(SsdWrite write) {
-        pendingWrites.remove(write.key());
-        deleteIfDropped(write.key(), write.namespace());
+        pendingWrites.remove(write.page());
+        deleteIfDropped(write.page().key(), write.namespace());
         queues.onWriteFinished(write.lengthBytes());
         // The lane has room again: the next write-through block need not wait for the sealer.
         if (config.policy() instanceof SsdAdmissionPolicy.WriteThrough) admitWriteThrough();
+    }
+
+    private static PageKey pageOf(Lease lease) {
+        return new PageKey(lease.namespaceId(), lease.key());
     }
 
     private void skip(PublishMetrics.Skip reason, Optional<Lease> retained) {

@@ -3,7 +3,7 @@ package io.orbitkv.core.storage.publish;
 import com.github.benmanes.caffeine.cache.Cache;
 import com.github.benmanes.caffeine.cache.Caffeine;
 import io.orbitkv.core.storage.dram.Lease;
-import io.orbitkv.state.StateKey;
+import io.orbitkv.core.storage.dram.PageKey;
 
 import java.util.Optional;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -15,7 +15,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * <p>Thread model: thread-safe (a Caffeine cache with per-entry atomic counters, maintenance run
  * on the calling thread); hits come from any reader, evictions from DRAM's evicting thread.
  *
- * <p>Invariants: at most {@code hitTableEntries} images are counted (the least recently counted
+ * <p>Invariants: counted per image ({@link PageKey}: namespace id and key, so a commit of the
+ * same key bytes in another namespace neither resets nor shares a count); at most {@code hitTableEntries} images are counted (the least recently counted
  * leave first); a hit counts only for the exact image committed under its key (the image id
  * matches); an image is returned as a candidate at most once, by the hit that reached N.
  *
@@ -32,7 +33,7 @@ final class ReuseHits {
     private record Count(Candidate image, AtomicInteger hits) {}
 
     private final int threshold;
-    private final Cache<StateKey, Count> table;
+    private final Cache<PageKey, Count> table;
 
     ReuseHits(int entries, int threshold) {
         this.threshold = threshold;
@@ -40,21 +41,22 @@ final class ReuseHits {
     }
 
     /** {@code key}'s image was committed: its count starts at 0 (replacing any older image's). */
-    void committed(StateKey key, Candidate image) {
+    void committed(PageKey key, Candidate image) {
         table.put(key, new Count(image, new AtomicInteger()));
     }
 
     /** Counts a hit on {@code lease}'s image; the hit that reaches the threshold returns it, once. */
     Optional<Candidate> onHit(Lease lease) {
-        Count count = table.getIfPresent(lease.key());
+        PageKey key = new PageKey(lease.namespaceId(), lease.key());
+        Count count = table.getIfPresent(key);
         if (count == null || count.image().imageId() != lease.imageId()) return Optional.empty();
         if (count.hits().incrementAndGet() != threshold) return Optional.empty();
-        table.asMap().remove(lease.key(), count);
+        table.asMap().remove(key, count);
         return Optional.of(count.image());
     }
 
     /** {@code key}'s image left DRAM: it is no longer counted. */
-    void evicted(StateKey key) {
+    void evicted(PageKey key) {
         table.invalidate(key);
     }
 }

@@ -3,6 +3,7 @@ package io.orbitkv.core.storage.publish;
 import io.orbitkv.core.storage.dram.AcquireResult;
 import io.orbitkv.core.storage.dram.DramTier;
 import io.orbitkv.core.storage.dram.Lease;
+import io.orbitkv.core.storage.dram.PageKey;
 import io.orbitkv.core.storage.ssd.SsdStore;
 import io.orbitkv.core.storage.ssd.WriteResult;
 import io.orbitkv.state.NamespaceDigest;
@@ -29,6 +30,7 @@ import java.util.function.Consumer;
  */
 final class SsdWrite implements IoOp {
 
+    private final PageKey page;
     private final StateKey key;
     private final NamespaceDigest namespace;
     private final long imageId;
@@ -40,9 +42,10 @@ final class SsdWrite implements IoOp {
     private final Consumer<SsdWrite> onFinished;
     private final AtomicInteger finished = new AtomicInteger();
 
-    SsdWrite(StateKey key, NamespaceDigest namespace, long imageId, int lengthBytes, Optional<Lease> retained,
+    SsdWrite(PageKey page, NamespaceDigest namespace, long imageId, int lengthBytes, Optional<Lease> retained,
              DramTier dram, SsdStore ssd, PublishMetrics metrics, Consumer<SsdWrite> onFinished) {
-        this.key = key;
+        this.page = page;
+        this.key = page.key();
         this.namespace = namespace;
         this.imageId = imageId;
         this.lengthBytes = lengthBytes;
@@ -53,8 +56,9 @@ final class SsdWrite implements IoOp {
         this.onFinished = onFinished;
     }
 
-    StateKey key() {
-        return key;
+    /** The image's namespace id and key. */
+    PageKey page() {
+        return page;
     }
 
     int lengthBytes() {
@@ -102,7 +106,7 @@ final class SsdWrite implements IoOp {
     }
 
     private Optional<Lease> leaseImage() {
-        return switch (dram.acquireImage(key, imageId)) {
+        return switch (dram.acquireImage(key, page.namespaceId(), imageId)) {
             case Lease l -> Optional.of(l);
             case AcquireResult.Miss ignored -> Optional.empty();
         };

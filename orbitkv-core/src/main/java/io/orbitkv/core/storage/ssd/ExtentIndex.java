@@ -2,6 +2,7 @@ package io.orbitkv.core.storage.ssd;
 
 import io.orbitkv.core.storage.residency.ResidencyEvent;
 import io.orbitkv.core.storage.residency.ResidencyStream;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.StateKey;
 
 import java.util.List;
@@ -10,7 +11,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
- * The {@link SsdStore}'s in-memory index: key → newest indexed {@link Extent}, the sum of the
+ * The {@link SsdStore}'s in-memory index: (namespace digest, key) → newest indexed {@link Extent}, the sum of the
  * indexed footprints, and the residency events that announce every change.
  *
  * <p>Thread model: thread-safe; callers are the store's callers (pin, delete), its I/O workers
@@ -27,11 +28,20 @@ import java.util.concurrent.atomic.AtomicLong;
  * bytes of node, ~100 MB for 1 M extents (64 GiB of 64 KiB pages); it is bounded by the ring (an
  * extent leaves the index before its bytes are reused). Removals are in memory only: keys are
  * content digests, so an extent that reappears after a restart is still a correct image of its
- * key, and re-verification at recovery keeps a corrupt one out.
+ * key, and re-verification at recovery keeps a corrupt one out. Keyed by (namespace, key), as
+ * every extent header records both: the same key bytes in two namespaces are two extents that
+ * never replace each other (a {@link Page} adds 24 bytes per extent).
  */
 final class ExtentIndex {
 
-    private final ConcurrentHashMap<StateKey, Extent> index = new ConcurrentHashMap<>();
+    /** An extent's identity: its namespace and key. */
+    record Page(NamespaceDigest namespace, StateKey key) {
+        static Page of(Extent e) {
+            return new Page(e.namespace, e.key);
+        }
+    }
+
+    private final ConcurrentHashMap<Page, Extent> index = new ConcurrentHashMap<>();
     private final AtomicLong usedBytes = new AtomicLong();
     private final ResidencyStream residency;
 
@@ -39,18 +49,19 @@ final class ExtentIndex {
         this.residency = residency;
     }
 
-    /** The extent indexed for {@code key} now, if any. */
-    Optional<Extent> get(StateKey key) {
-        return Optional.ofNullable(index.get(key));
+    /** The extent indexed for {@code key} in {@code namespace} now, if any. */
+    Optional<Extent> get(NamespaceDigest namespace, StateKey key) {
+        return Optional.ofNullable(index.get(new Page(namespace, key)));
     }
 
-    boolean containsKey(StateKey key) {
-        return index.containsKey(key);
+    /** The extents of {@code key} in every namespace, a weakly consistent copy. Walks the whole index. */
+    List<Extent> extentsOf(StateKey key) {
+        return index.values().stream().filter(e -> e.key.equals(key)).toList();
     }
 
-    /** Indexes an extent kept by recovery (one per key, the newest intact generation). */
+    /** Indexes an extent kept by recovery (one per namespace and key, the newest intact generation). */
     void recovered(Extent e) {
-        index.put(e.key, e);
+        index.put(Page.of(e), e);
         usedBytes.addAndGet(e.footprintBytes());
         added(e);
     }
@@ -59,7 +70,7 @@ final class ExtentIndex {
     void publish(Extent placed) {
         Extent[] replaced = new Extent[1];
         boolean[] won = new boolean[1];
-        index.compute(placed.key, (k, old) -> {
+        index.compute(Page.of(placed), (k, old) -> {
             if (old != null && old.generation > placed.generation) return old;
             replaced[0] = old;
             won[0] = true;
@@ -78,15 +89,15 @@ final class ExtentIndex {
 
     /** Removes exactly this extent; true (and one REMOVED event) only for the remover that won. */
     boolean remove(Extent e) {
-        if (!index.remove(e.key, e)) return false;
+        if (!index.remove(Page.of(e), e)) return false;
         usedBytes.addAndGet(-e.footprintBytes());
         removed(e);
         return true;
     }
 
-    /** The keys indexed now, a weakly consistent copy. */
+    /** The keys indexed now, one per extent (a key in two namespaces twice), a weakly consistent copy. */
     List<StateKey> keys() {
-        return List.copyOf(index.keySet());
+        return index.keySet().stream().map(Page::key).toList();
     }
 
     /** The indexed extents, a weakly consistent copy. */

@@ -1,6 +1,5 @@
 package io.orbitkv.core.storage.ssd;
 
-import io.orbitkv.state.StateKey;
 
 import java.io.IOException;
 import java.lang.foreign.Arena;
@@ -25,7 +24,8 @@ import java.util.zip.CRC32C;
  * extent, counted by {@link ExtentDamage}, and the scan resumes at the next block, because the
  * bytes after a torn header may hold intact older extents. An intact extent is kept and the scan
  * jumps over its footprint, so headers that happen to sit inside its payload are never parsed.
- * When a key occurs twice, the higher generation wins; the loser is counted as superseded.
+ * When a key occurs twice in one namespace, the higher generation wins; the loser is counted as
+ * superseded. The same key in two namespaces is two extents (each header records its namespace).
  *
  * <p>Design note: the scan reads through one aligned window of {@code recoveryScanBufferBytes}
  * (default 1 MiB), so memory is bounded whatever the payload sizes, and an empty 64 MiB file
@@ -60,7 +60,7 @@ final class ExtentScanner {
 
     private ScanResult run() throws IOException {
         Map<ExtentDamage, Integer> dropped = new EnumMap<>(ExtentDamage.class);
-        Map<StateKey, Extent> newest = new HashMap<>();
+        Map<ExtentIndex.Page, Extent> newest = new HashMap<>();
         boolean[] preallocated = new boolean[files.fileCount()];
         long maxGeneration = 0;
         int superseded = 0;
@@ -88,8 +88,8 @@ final class ExtentScanner {
                         } else {
                             Extent e = new Extent(h.namespace(), h.key(), file, pos, h.payloadBytes(),
                                     h.payloadCrc32c(), h.generation(), 0);
-                            Extent previous = newest.get(h.key());
-                            if (previous == null || previous.generation < e.generation) newest.put(h.key(), e);
+                            Extent previous = newest.get(ExtentIndex.Page.of(e));
+                            if (previous == null || previous.generation < e.generation) newest.put(ExtentIndex.Page.of(e), e);
                             if (previous != null) superseded++;
                             pos = e.endOffset();
                         }
@@ -131,7 +131,7 @@ final class ExtentScanner {
         return windowStart + windowBytes - pos;
     }
 
-    private ScanResult result(Map<StateKey, Extent> newest, boolean[] preallocated,
+    private ScanResult result(Map<ExtentIndex.Page, Extent> newest, boolean[] preallocated,
                                      Map<ExtentDamage, Integer> dropped, int superseded, long maxGeneration) {
         List<Extent> live = new ArrayList<>(newest.values());
         Extent head = null;

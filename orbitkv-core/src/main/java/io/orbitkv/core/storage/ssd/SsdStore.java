@@ -24,7 +24,7 @@ import java.util.function.IntFunction;
 
 /**
  * The local SSD tier: a crash-safe ring of immutable extents in preallocated files, an
- * in-memory index key → newest extent, generation-exact pins for readers, and a bounded pool
+ * in-memory index (namespace, key) → newest extent, generation-exact pins for readers, and a bounded pool
  * of I/O workers doing O_DIRECT reads and writes.
  *
  * <p>Owns the files (through {@link ExtentFiles}), the {@link ExtentIndex}, the ring
@@ -225,14 +225,14 @@ public final class SsdStore implements AutoCloseable {
     }
 
     /**
-     * Pins the extent currently indexed for {@code key}, exact generation. The ring will not
-     * overwrite it until {@link #unpin}. Never blocks.
+     * Pins the extent currently indexed for {@code key} in {@code namespace}, exact generation. The
+     * ring will not overwrite it until {@link #unpin}. Never blocks.
      */
-    public PinResult pin(StateKey key) {
+    public PinResult pin(StateKey key, NamespaceDigest namespace) {
         requireRecovered();
         Extent seen = null;
         for (;;) {
-            Extent e = index.get(key).orElse(null);
+            Extent e = index.get(namespace, key).orElse(null);
             if (e == null || e == seen) return new PinResult.Miss(key);
             if (e.tryPin()) {
                 readerPins.incrementAndGet();
@@ -287,34 +287,38 @@ public final class SsdStore implements AutoCloseable {
         return observations.choose(ReadPath.URING, pin.extent());
     }
 
-    /** Removes {@code key} from the index (REMOVED event); pinned readers keep their bytes. */
-    public boolean delete(StateKey key) {
+    /** Removes {@code key}'s extent of {@code namespace} from the index (REMOVED event); pinned readers keep their bytes. */
+    public boolean delete(StateKey key, NamespaceDigest namespace) {
         requireRecovered();
-        return index.get(key).map(index::remove).orElse(false);
+        return index.get(namespace, key).map(index::remove).orElse(false);
     }
 
     /**
-     * Removes {@code key} from the index if it is indexed as an extent of {@code namespace} (HINT
-     * DROP; REMOVED event); an extent of the key in another namespace is left alone and answers
-     * false. Pinned readers keep their bytes: the ring reuses the extent after their last unpin.
+     * Removes {@code key}'s extents of every namespace from the index; false if none was indexed.
+     * Walks the whole index: for operators and tests, never for a client's request.
      */
-    public boolean delete(StateKey key, NamespaceDigest namespace) {
+    public boolean delete(StateKey key) {
         requireRecovered();
-        return index.get(key).filter(e -> e.namespace.equals(namespace)).map(index::remove).orElse(false);
+        boolean removed = false;
+        for (Extent e : index.extentsOf(key)) removed |= index.remove(e);
+        return removed;
     }
 
-    /** Whether {@code key} is indexed now. */
+    /**
+     * Whether {@code key} is indexed now in any namespace. Walks the whole index: for operators and
+     * tests, never for a client's request (it would tell one namespace about another's pages).
+     */
     public boolean contains(StateKey key) {
-        return index.containsKey(key);
+        return !index.extentsOf(key).isEmpty();
     }
 
     /**
      * Whether {@code key} is indexed now as an extent of {@code namespace}. An extent of the same key
-     * bytes in another namespace does not count: the next write of the key replaces it (a newer
-     * generation wins), so no namespace can keep another's page off the SSD by writing its key first.
+     * bytes in another namespace is another extent: it neither counts here nor is replaced by this
+     * namespace's write of the key.
      */
     public boolean contains(StateKey key, NamespaceDigest namespace) {
-        return index.get(key).filter(e -> e.namespace.equals(namespace)).isPresent();
+        return index.get(namespace, key).isPresent();
     }
 
     /**
@@ -325,8 +329,8 @@ public final class SsdStore implements AutoCloseable {
      */
     public boolean isAgeing(StateKey key, NamespaceDigest namespace, double fraction) {
         ExtentRing r = ring;
-        return r != null && index.get(key)
-                .filter(e -> e.namespace.equals(namespace) && r.bytesAhead(e) < fraction * r.usableBytes()).isPresent();
+        return r != null && index.get(namespace, key)
+                .filter(e -> r.bytesAhead(e) < fraction * r.usableBytes()).isPresent();
     }
 
     /** The keys indexed now, a weakly consistent copy (see {@code DramTier#residentKeys}). */

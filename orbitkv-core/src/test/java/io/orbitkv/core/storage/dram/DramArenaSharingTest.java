@@ -74,7 +74,7 @@ class DramArenaSharingTest {
             Reservation r = (Reservation) tier.reserve(written, 3, 100_000);
             writeCanary(r.segment(), written);
             tier.commit(r);
-            try (Lease lease = (Lease) tier.acquire(written)) {
+            try (Lease lease = (Lease) tier.acquire(written, 3)) {
                 SlotRef ref = lease.slotRef();
                 assertThat(ref.classIndex()).isEqualTo(1);
                 MemorySegment seen = views[ref.classIndex()].asSlice(ref.offsetBytes(), ref.lengthBytes());
@@ -87,7 +87,7 @@ class DramArenaSharingTest {
             SlotRef target = slot.slotRef();
             writeCanary(views[target.classIndex()].asSlice(target.offsetBytes(), target.lengthBytes()), published);
             tier.commit(slot);
-            try (Lease lease = (Lease) tier.acquire(published)) {
+            try (Lease lease = (Lease) tier.acquire(published, 3)) {
                 assertThat(hasCanary(lease.segment(), published)).isTrue();
                 assertThat(lease.segment().address() % DramArenaLayout.PAGE_BYTES).isZero();
             }
@@ -110,7 +110,7 @@ class DramArenaSharingTest {
             tier.commit(r);
             Reservation forPython = (Reservation) tier.reserve(key(2), 1, 30_000);
 
-            try (Lease lease = (Lease) tier.acquire(leasedKey)) {
+            try (Lease lease = (Lease) tier.acquire(leasedKey, 1)) {
                 String script = """
                         import mmap, struct, sys, hashlib
                         path, read_off, read_len, write_off, write_len = sys.argv[1], *map(int, sys.argv[2:6])
@@ -146,7 +146,7 @@ class DramArenaSharingTest {
             }
 
             tier.commit(forPython);
-            try (Lease written = (Lease) tier.acquire(key(2))) {
+            try (Lease written = (Lease) tier.acquire(key(2), 1)) {
                 for (int i = 0; i < written.lengthBytes(); i++) {
                     assertThat(written.segment().get(ValueLayout.JAVA_BYTE, i)).isEqualTo((byte) ((i * 7 + 3) % 251));
                 }

@@ -117,20 +117,20 @@ class DramEvictionHookTest {
     void acquireImageLeasesOnlyThatImageAndIsNotAUse() throws IOException {
         open(false);
         long image = publish(key(1), 1, 100);
-        assertThat(tier.acquireImage(key(1), image + 1)).isEqualTo(new AcquireResult.Miss(key(1)));
-        AcquireResult r = tier.acquireImage(key(1), image);
+        assertThat(tier.acquireImage(key(1), 1, image + 1)).isEqualTo(new AcquireResult.Miss(key(1)));
+        AcquireResult r = tier.acquireImage(key(1), 1, image);
         assertThat(r).isInstanceOf(Lease.class);
         ((Lease) r).release();
         assertThat(counterOf("hits")).isZero();
         tier.evict(key(1));
-        assertThat(tier.acquireImage(key(1), image)).isEqualTo(new AcquireResult.Miss(key(1)));
+        assertThat(tier.acquireImage(key(1), 1, image)).isEqualTo(new AcquireResult.Miss(key(1)));
     }
 
     @Test
     void shareGivesASecondLeaseThatSurvivesEvictionAndTheFirstRelease() throws IOException {
         open(false);
         publish(key(1), 1, 100);
-        Lease first = (Lease) tier.acquire(key(1));
+        Lease first = (Lease) tier.acquire(key(1), 1);
         tier.evict(key(1));
         Lease second = (Lease) tier.share(first);
         assertThat(tier.usage().leases()).isEqualTo(2);
@@ -151,7 +151,7 @@ class DramEvictionHookTest {
         assertThat(r.blockSegment().address() % K4).isZero();
         writeCanary(r.segment(), key(1));
         tier.commit(r);
-        try (Lease lease = (Lease) tier.acquire(key(1))) {
+        try (Lease lease = (Lease) tier.acquire(key(1), 1)) {
             assertThat(lease.blockSegment().byteSize()).isEqualTo(K4);
             assertThat(lease.blockSegment().isReadOnly()).isTrue();
             assertThat(lease.blockSegment().address()).isEqualTo(r.blockSegment().address());
@@ -164,8 +164,8 @@ class DramEvictionHookTest {
         publish(key(1), 1, 100);
         publish(key(2), 1, 100);
         for (int i = 0; i < 20; i++) {
-            ((Lease) tier.acquire(key(1))).release();
-            ((Lease) tier.acquire(key(2))).release();
+            ((Lease) tier.acquire(key(1), 1)).release();
+            ((Lease) tier.acquire(key(2), 1)).release();
         }
         tier.runMaintenance();
         Reservation r = (Reservation) tier.reserve(key(3), 1, 100);

@@ -100,7 +100,7 @@ class DramHoldTest {
         open(eviction);
         publish(key(1), A);
         publish(key(2), A);
-        Lease reader = (Lease) tier.acquire(key(2));
+        Lease reader = (Lease) tier.acquire(key(2), A);
         HeldImage held = tier.hold(key(1), A).orElseThrow();
         assertThat(tier.drop(key(1), A)).isTrue();
         assertThat(tier.holds(held)).as("a drop ends the hold").isFalse();

@@ -59,7 +59,7 @@ class DramLruEvictionTest {
     }
 
     private void use(StateKey key) {
-        AcquireResult a = tier.acquire(key);
+        AcquireResult a = tier.acquire(key, 1);
         assertThat(a).as("a hit on %s", key).isInstanceOf(Lease.class);
         Lease lease = (Lease) a;
         assertThat(hasCanary(lease.segment(), key)).isTrue();
@@ -111,7 +111,7 @@ class DramLruEvictionTest {
         open(DramEviction.LRU);
         long first = publish(key(0));
         for (int i = 1; i < INDEX_PAGES; i++) publish(key(i));
-        Lease held = (Lease) tier.acquireImage(key(0), first); // a quiet lease: key 0 stays least recent
+        Lease held = (Lease) tier.acquireImage(key(0), 1, first); // a quiet lease: key 0 stays least recent
         publish(key(300));
         assertThat(tier.contains(key(0))).as("the leased least recent image stays").isTrue();
         assertThat(tier.contains(key(1))).as("the least recent unleased image goes").isFalse();

@@ -72,7 +72,7 @@ class DramNamespaceArenasTest {
                     .containsOnly((byte) 0);
             assertThat(seenByA.asSlice(atA, SLOT).toArray(ValueLayout.JAVA_BYTE)).containsOnly((byte) 0x5A);
             assertThat(seenByB.asSlice(atB, SLOT).toArray(ValueLayout.JAVA_BYTE)).containsOnly((byte) 0x5B);
-            try (Lease lease = (Lease) tier.acquire(key(1))) {
+            try (Lease lease = (Lease) tier.acquire(key(1), B)) {
                 assertThat(lease.segment().get(ValueLayout.JAVA_BYTE, 0)).as("the Manager reads B's own memfd")
                         .isEqualTo((byte) 0x5B);
             }
@@ -125,7 +125,7 @@ class DramNamespaceArenasTest {
             int[] namespaces = {large, small, edge};
             for (int i = 0; i < namespaces.length; i++) publish(tier, key(10 + i), namespaces[i], (byte) (0x30 + i));
             for (int i = 0; i < namespaces.length; i++) {
-                try (Lease lease = (Lease) tier.acquire(key(10 + i))) {
+                try (Lease lease = (Lease) tier.acquire(key(10 + i), namespaces[i])) {
                     assertThat(lease.namespaceId()).isEqualTo(namespaces[i]);
                     assertThat(lease.segment().toArray(ValueLayout.JAVA_BYTE)).as("namespace %d", namespaces[i])
                             .containsOnly((byte) (0x30 + i));

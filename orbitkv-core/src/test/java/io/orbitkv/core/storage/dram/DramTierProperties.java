@@ -294,7 +294,7 @@ class DramTierProperties {
             return Arbitraries.integers().between(0, KEYS - 1).map(k -> Transformer.mutate("acquire key " + k, m -> {
                 StateKey key = TestImages.key(k);
                 Image before = m.resident.get(key);
-                AcquireResult a = m.tier.acquire(key);
+                AcquireResult a = m.tier.acquire(key, 1);
                 m.sync();
                 switch (a) {
                     case Lease l -> {

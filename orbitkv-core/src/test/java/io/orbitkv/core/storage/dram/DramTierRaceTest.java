@@ -54,10 +54,10 @@ class DramTierRaceTest {
              ExecutorService pool = Executors.newFixedThreadPool(THREADS)) {
             StateKey k = key(1);
             tier.commit((Reservation) tier.reserve(k, 1, 100));
-            Lease keeper = (Lease) tier.acquire(k);
+            Lease keeper = (Lease) tier.acquire(k, 1);
             CyclicBarrier barrier = new CyclicBarrier(THREADS);
             for (int round = 0; round < ROUNDS; round++) {
-                Lease shared = (Lease) tier.acquire(k);
+                Lease shared = (Lease) tier.acquire(k, 1);
                 List<ReleaseResult> results = race(pool, barrier, shared::release);
                 assertThat(results).filteredOn(r -> r == ReleaseResult.RELEASED).as("round %d", round).hasSize(1);
                 assertThat(tier.usage().leases()).as("round %d", round).isEqualTo(1);
@@ -95,7 +95,7 @@ class DramTierRaceTest {
                 long winner = ((CommitResult.Inserted) inserted.getFirst()).imageId();
                 assertThat(results).filteredOn(c -> c instanceof CommitResult.Duplicate)
                         .containsOnly(new CommitResult.Duplicate(winner)).hasSize(THREADS - 1);
-                try (Lease lease = (Lease) tier.acquire(k)) {
+                try (Lease lease = (Lease) tier.acquire(k, 1)) {
                     assertThat(lease.imageId()).isEqualTo(winner);
                     assertThat(hasCanary(lease.segment(), k)).isTrue();
                 }
@@ -127,7 +127,7 @@ class DramTierRaceTest {
                         tier.evict(k);
                         return new AcquireResult.Miss(k);
                     }
-                    return tier.acquire(k);
+                    return tier.acquire(k, 1);
                 });
                 for (AcquireResult a : results) {
                     if (a instanceof Lease lease) {

@@ -125,7 +125,7 @@ class DramTierStressTest {
             if (dice < 35) {
                 publish(tier, k, 1 + random.nextInt(K16), random.nextInt(10) == 0);
             } else if (dice < 80) {
-                if (tier.acquire(k) instanceof Lease lease) {
+                if (tier.acquire(k, 1) instanceof Lease lease) {
                     leasesTaken.incrementAndGet();
                     check(lease);
                     held.addLast(lease);

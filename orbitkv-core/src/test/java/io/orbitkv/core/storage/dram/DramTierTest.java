@@ -65,7 +65,7 @@ class DramTierTest {
     }
 
     private Lease lease(StateKey key) {
-        AcquireResult a = tier.acquire(key);
+        AcquireResult a = tier.acquire(key, 7);
         assertThat(a).isInstanceOf(Lease.class);
         return (Lease) a;
     }
@@ -94,40 +94,56 @@ class DramTierTest {
             assertThatThrownBy(() -> lease.segment().set(ValueLayout.JAVA_BYTE, 0, (byte) 1))
                     .isInstanceOf(IllegalArgumentException.class);
         }
-        assertThat(tier.acquire(key(2))).isEqualTo(new AcquireResult.Miss(key(2)));
+        assertThat(tier.acquire(key(2), 7)).isEqualTo(new AcquireResult.Miss(key(2)));
         assertThat(counter("orbitkv.dram.hits")).isEqualTo(1);
         assertThat(counter("orbitkv.dram.misses")).isEqualTo(1);
         assertThat(counter("orbitkv.dram.inserts")).isEqualTo(1);
     }
 
     @Test
-    void anImageOfAnotherNamespaceIsInvisibleToReserveAndDisplacedByACommit() throws IOException {
+    void twoNamespacesImagesOfOneKeyCoexistAndAreEvictedIndependently() throws IOException {
         openSmall();
         StateKey k = key(1);
-        publish(k, K4); // namespace 7
+        long seven = publish(k, K4); // namespace 7
+        long usedBySeven = tier.usage().usedBytes();
         assertThat(tier.reserve(k, 7, K4)).as("own namespace").isInstanceOf(ReserveResult.AlreadyResident.class);
         ReserveResult other = tier.reserve(k, 8, K4);
         assertThat(other).as("another namespace's image of the key bytes").isInstanceOf(Reservation.class);
         assertThat(tier.contains(k, 8)).isFalse();
+        assertThat(tier.acquire(k, 8)).as("namespace 8 cannot lease 7's image").isInstanceOf(AcquireResult.Miss.class);
+        assertThat(tier.acquireImage(k, 8, seven)).isInstanceOf(AcquireResult.Miss.class);
         assertThat(tier.commit((Reservation) other)).isInstanceOf(CommitResult.Inserted.class);
-        assertThat(tier.contains(k, 8)).isTrue();
-        assertThat(tier.contains(k, 7)).isFalse();
-        Lease lease = lease(k);
-        assertThat(lease.namespaceId()).isEqualTo(8);
-        lease.release();
-        assertThat(tier.usage().usedBytes()).as("the displaced image's slot is free again").isEqualTo(K4);
-        assertThat(counter("orbitkv.dram.evictions", "cause", "displaced")).isEqualTo(1);
-        assertThat(stream.readFrom(1, 16).events()).extracting(ResidencyEvent::kind).containsExactly(
-                ResidencyEvent.Kind.ADDED, ResidencyEvent.Kind.REMOVED, ResidencyEvent.Kind.ADDED);
 
-        // commitAndAcquire (staging, peer reads) displaces the same way and leases the newcomer.
-        ReserveResult back = tier.reserve(k, 7, K4);
-        assertThat(back).isInstanceOf(Reservation.class);
-        AcquireResult leased = tier.commitAndAcquire((Reservation) back);
+        // Both are resident, each in its own slot; nothing was displaced.
+        assertThat(tier.contains(k, 7)).isTrue();
+        assertThat(tier.contains(k, 8)).isTrue();
+        assertThat(tier.usage().usedBytes()).as("8's image adds its own slot").isEqualTo(2 * usedBySeven);
+        assertThat(counter("orbitkv.dram.evictions", "cause", "displaced")).isZero();
+        try (Lease a = lease(k); Lease b = (Lease) tier.acquire(k, 8)) {
+            assertThat(a.namespaceId()).isEqualTo(7);
+            assertThat(a.imageId()).isEqualTo(seven);
+            assertThat(b.namespaceId()).isEqualTo(8);
+            assertThat(b.slot()).isNotEqualTo(a.slot());
+        }
+        assertThat(stream.readFrom(1, 16).events()).extracting(ResidencyEvent::kind).containsExactly(
+                ResidencyEvent.Kind.ADDED, ResidencyEvent.Kind.ADDED);
+        assertThat(tier.residentKeys()).as("one entry per image").containsExactly(k, k);
+
+        // Evicting one namespace's image leaves the other's.
+        assertThat(tier.evict(k, 8)).isTrue();
+        assertThat(tier.contains(k, 8)).isFalse();
+        assertThat(tier.contains(k, 7)).isTrue();
+        assertThat(tier.usage().usedBytes()).isEqualTo(usedBySeven);
+        assertThat(tier.evictNamespace(8)).isZero();
+
+        // commitAndAcquire (staging, peer reads) adds beside the other namespace's image the same way.
+        AcquireResult leased = tier.commitAndAcquire((Reservation) tier.reserve(k, 8, K4));
         assertThat(leased).isInstanceOf(Lease.class);
-        assertThat(((Lease) leased).namespaceId()).isEqualTo(7);
+        assertThat(((Lease) leased).namespaceId()).isEqualTo(8);
         ((Lease) leased).release();
-        assertThat(tier.usage().usedBytes()).isEqualTo(K4);
+        assertThat(tier.evictNamespace(7)).isEqualTo(1);
+        assertThat(tier.contains(k, 8)).as("a namespace drop keeps the other's image").isTrue();
+        assertThat(counter("orbitkv.dram.evictions", "cause", "displaced")).isZero();
     }
 
     @Test
@@ -222,7 +238,7 @@ class DramTierTest {
 
         assertThat(tier.evict(victim)).isTrue();
         assertThat(tier.evict(victim)).isFalse();
-        assertThat(tier.acquire(victim)).isInstanceOf(AcquireResult.Miss.class);
+        assertThat(tier.acquire(victim, 7)).isInstanceOf(AcquireResult.Miss.class);
 
         // Fill every other 4 KiB slot: none of them may be the leased one.
         List<Reservation> others = new ArrayList<>();
@@ -316,7 +332,7 @@ class DramTierTest {
         publish(hot, K4);
         for (int i = 0; i < 800; i++) {
             if (i % 80 == 0 || (i >= 30 && i < 35)) {
-                AcquireResult read = tier.acquire(hot);
+                AcquireResult read = tier.acquire(hot, 7);
                 assertThat(read).as("hot image resident at step %d", i).isInstanceOf(Lease.class);
                 ((Lease) read).release();
             }
@@ -350,7 +366,7 @@ class DramTierTest {
         assertThat(tier.contains(key(1039))).as("the image just published").isTrue();
         int resident16 = 0;
         for (int i = 1000; i < 1040; i++) {
-            if (tier.acquire(key(i)) instanceof Lease l) {
+            if (tier.acquire(key(i), 7) instanceof Lease l) {
                 assertThat(hasCanary(l.segment(), key(i))).as("16 KiB image %d", i - 1000).isTrue();
                 l.release();
                 resident16++;
@@ -378,7 +394,7 @@ class DramTierTest {
         // Every class-0 image leased: nothing can be evicted for a new one.
         List<Lease> all = new ArrayList<>();
         for (int i = 0; i < 4; i++) {
-            if (tier.acquire(key(i)) instanceof Lease l) all.add(l);
+            if (tier.acquire(key(i), 7) instanceof Lease l) all.add(l);
         }
         all.add(lease(key(10)));
         assertThat(tier.reserve(key(11), 7, K4))
@@ -458,7 +474,7 @@ class DramTierTest {
 
         assertThat(tier.allocatedBytes(7)).as("descriptors closed").isZero();
         assertThatThrownBy(() -> lease.segment().get(ValueLayout.JAVA_BYTE, 0)).isInstanceOf(IllegalStateException.class);
-        assertThatThrownBy(() -> tier.acquire(key(1))).isInstanceOf(IllegalStateException.class);
+        assertThatThrownBy(() -> tier.acquire(key(1), 7)).isInstanceOf(IllegalStateException.class);
         assertThatThrownBy(() -> tier.reserve(key(3), 1, 10)).isInstanceOf(IllegalStateException.class);
         assertThat(lease.release()).isEqualTo(ReleaseResult.RELEASED);
         assertThat(tier.abort(pending)).isTrue();

@@ -399,9 +399,9 @@ class SlotTableProperties {
         }
 
         @Override
-        public com.github.benmanes.caffeine.cache.Cache<io.orbitkv.state.StateKey, ResidentImage> newIndex(
+        public com.github.benmanes.caffeine.cache.Cache<PageKey, ResidentImage> newIndex(
                 SlotTable slots, long maxWeightBytes,
-                java.util.function.BiConsumer<io.orbitkv.state.StateKey, ResidentImage> onEvicted) {
+                java.util.function.BiConsumer<PageKey, ResidentImage> onEvicted) {
             return delegate.newIndex(slots, maxWeightBytes, onEvicted);
         }
 

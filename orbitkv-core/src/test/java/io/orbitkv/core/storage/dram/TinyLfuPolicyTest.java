@@ -25,8 +25,8 @@ class TinyLfuPolicyTest {
     private final EvictionPolicy policy = EvictionPolicy.of(DramEviction.W_TINY_LFU, CLASSES);
     private final SlotTable slots = new SlotTable(CLASSES, 4L * K4, 4L * K4, policy);
     private final List<StateKey> evicted = new ArrayList<>();
-    private final Cache<StateKey, ResidentImage> index = policy.newIndex(slots, MAX_WEIGHT, (key, image) -> {
-        evicted.add(key);
+    private final Cache<PageKey, ResidentImage> index = policy.newIndex(slots, MAX_WEIGHT, (key, image) -> {
+        evicted.add(key.key());
         slots.retire(image.slot(), image.imageId(), DramMetrics.EvictionCause.POLICY);
     });
 
@@ -34,7 +34,7 @@ class TinyLfuPolicyTest {
     private ResidentImage insert(StateKey key, int sizeClass) {
         SlotTable.Allocation.Allocated a = (SlotTable.Allocation.Allocated) slots.reserve(sizeClass);
         ResidentImage image = new ResidentImage(a.slot(), K4, 1, a.imageId());
-        return index.get(key, k -> {
+        return index.get(new PageKey(1, key), k -> {
             slots.publish(a.slot(), a.imageId());
             return image;
         });
@@ -45,12 +45,12 @@ class TinyLfuPolicyTest {
         assertThat(policy.indexEnforcesBound()).isTrue();
         for (int i = 0; i < 8; i++) insert(key(i), 0);
         for (int round = 0; round < 20; round++) {
-            for (int i = 0; i < 8; i++) assertThat(index.getIfPresent(key(i))).isNotNull();
+            for (int i = 0; i < 8; i++) assertThat(index.getIfPresent(new PageKey(1, key(i)))).isNotNull();
         }
         insert(key(100), 0);
         index.cleanUp();
         assertThat(evicted).as("W-TinyLFU admits by frequency: the one-off newcomer leaves").containsExactly(key(100));
-        for (int i = 0; i < 8; i++) assertThat(index.getIfPresent(key(i))).isNotNull();
+        for (int i = 0; i < 8; i++) assertThat(index.getIfPresent(new PageKey(1, key(i)))).isNotNull();
         assertThat(slots.usage().usedBytes()).isEqualTo(MAX_WEIGHT);
         assertThat(policy.boundVictim(slots, 64)).as("the index bounds itself").isEmpty();
     }

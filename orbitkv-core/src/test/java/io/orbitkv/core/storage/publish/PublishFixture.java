@@ -148,7 +148,7 @@ final class PublishFixture implements AutoCloseable {
 
     /** Reads {@code key}'s SSD extent back, verified; empty when not on SSD. */
     Optional<MemorySegment> readFromSsd(StateKey key) {
-        if (!(ssd.pin(key) instanceof Pin pin)) return Optional.empty();
+        if (!(ssd.pin(key, DIGEST) instanceof Pin pin)) return Optional.empty();
         try (pin) {
             MemorySegment dst = Arena.ofAuto().allocate(pin.paddedPayloadBytes(), 4096);
             ReadResult r = ssd.read(pin, dst).join();

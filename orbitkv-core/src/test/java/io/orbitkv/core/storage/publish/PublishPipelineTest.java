@@ -45,7 +45,7 @@ class PublishPipelineTest {
     }
 
     private Lease acquire(StateKey key) {
-        AcquireResult r = f.dram.acquire(key);
+        AcquireResult r = f.dram.acquire(key, NS);
         assertThat(r).isInstanceOf(Lease.class);
         return (Lease) r;
     }
@@ -240,7 +240,7 @@ class PublishPipelineTest {
     }
 
     private long ssdGeneration(StateKey key) {
-        try (var pin = (io.orbitkv.core.storage.ssd.Pin) f.ssd.pin(key)) {
+        try (var pin = (io.orbitkv.core.storage.ssd.Pin) f.ssd.pin(key, PublishFixture.DIGEST)) {
             return pin.generation();
         }
     }

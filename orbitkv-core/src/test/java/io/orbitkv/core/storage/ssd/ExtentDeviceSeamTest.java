@@ -45,11 +45,11 @@ class ExtentDeviceSeamTest {
             store.recover();
             assertThat(store.write(NS, key(1), payload(1, 10_000), 10_000).join()).isInstanceOf(WriteResult.Committed.class);
             MemorySegment dst = SsdTestSupport.SHARED.allocate(16 * 1024, 4096);
-            try (Pin pin = (Pin) store.pin(key(1))) {
+            try (Pin pin = (Pin) store.pin(key(1), SsdTestSupport.NS)) {
                 assertThat(store.read(pin, dst).join()).isInstanceOf(ReadResult.Served.class);
             }
             lie.set(true);
-            try (Pin pin = (Pin) store.pin(key(1))) {
+            try (Pin pin = (Pin) store.pin(key(1), SsdTestSupport.NS)) {
                 assertThat(store.read(pin, dst).join()).isEqualTo(new ReadResult.Corrupt(ExtentDamage.BAD_PAYLOAD_CRC));
             }
             assertThat(store.contains(key(1))).as("dropped, never served again").isFalse();

@@ -60,7 +60,7 @@ class SsdReadRouteTest {
     private static List<byte[]> readAll(SsdStore store) {
         List<byte[]> out = new ArrayList<>();
         for (int i = 0; i < LENGTHS.length; i++) {
-            try (Pin pin = (Pin) store.pin(key(i))) {
+            try (Pin pin = (Pin) store.pin(key(i), SsdTestSupport.NS)) {
                 MemorySegment aligned = SsdTestSupport.SHARED.allocate(pin.paddedPayloadBytes(), 4096);
                 assertThat(store.read(pin, aligned).join()).isEqualTo(new ReadResult.Served(LENGTHS[i], false));
                 byte[] heap = new byte[LENGTHS[i]];
@@ -107,11 +107,11 @@ class SsdReadRouteTest {
             Extent headerVictim = s.indexedExtents().stream().filter(e -> e.key.equals(key(4))).findFirst().orElseThrow();
             SsdTestSupport.flipByte(dir, payloadVictim.file, payloadVictim.offset + ExtentLayout.HEADER_BYTES + 777);
             SsdTestSupport.flipByte(dir, headerVictim.file, headerVictim.offset + ExtentLayout.OFF_GENERATION);
-            try (Pin pin = (Pin) s.pin(key(3))) {
+            try (Pin pin = (Pin) s.pin(key(3), SsdTestSupport.NS)) {
                 MemorySegment dst = SsdTestSupport.SHARED.allocate(pin.paddedPayloadBytes(), 4096);
                 assertThat(s.read(pin, dst).join()).isEqualTo(new ReadResult.Corrupt(ExtentDamage.BAD_PAYLOAD_CRC));
             }
-            try (Pin pin = (Pin) s.pin(key(4))) {
+            try (Pin pin = (Pin) s.pin(key(4), SsdTestSupport.NS)) {
                 MemorySegment dst = SsdTestSupport.SHARED.allocate(pin.paddedPayloadBytes(), 4096);
                 assertThat(s.read(pin, dst).join()).isInstanceOf(ReadResult.Corrupt.class);
             }
@@ -131,7 +131,7 @@ class SsdReadRouteTest {
             List<CompletableFuture<ReadResult>> futures = new ArrayList<>();
             List<Pin> pins = new ArrayList<>();
             for (int round = 0; round < 8; round++) {
-                Pin pin = (Pin) s.pin(key(4));
+                Pin pin = (Pin) s.pin(key(4), SsdTestSupport.NS);
                 pins.add(pin);
                 futures.add(s.read(pin, SsdTestSupport.SHARED.allocate(pin.paddedPayloadBytes(), 4096)));
             }
@@ -145,7 +145,7 @@ class SsdReadRouteTest {
             assertThat(e.pins()).isZero();
             // all 8 header buffers came back: a full burst is served again, none is Busy
             List<CompletableFuture<ReadResult>> again = new ArrayList<>();
-            try (Pin pin = (Pin) s.pin(key(4))) {
+            try (Pin pin = (Pin) s.pin(key(4), SsdTestSupport.NS)) {
                 for (int i = 0; i < 8; i++) again.add(s.read(pin, SsdTestSupport.SHARED.allocate(pin.paddedPayloadBytes(), 4096)));
                 again.forEach(f -> assertThat(f.join()).isInstanceOf(ReadResult.Served.class));
             }
@@ -183,7 +183,7 @@ class SsdReadRouteTest {
         try (SsdStore s = open(ReadPath.POSITIONAL, observer)) {
             CostKey positionalKey;
             CostKey uringKey;
-            try (Pin pin = (Pin) s.pin(key(4))) {
+            try (Pin pin = (Pin) s.pin(key(4), SsdTestSupport.NS)) {
                 positionalKey = s.costKey(ReadPath.POSITIONAL, pin);
                 uringKey = s.costKey(ReadPath.URING, pin);
                 for (int i = 0; i < 4; i++) {
@@ -203,7 +203,7 @@ class SsdReadRouteTest {
                 observer.record(new Observation(uringKey, Terminal.SUCCEEDED, new Timeline(0, 0, 0, 1_000),
                         ByteCount.known(65_536), ByteCount.known(69_632)));
             }
-            try (Pin pin = (Pin) s.pin(key(4))) {
+            try (Pin pin = (Pin) s.pin(key(4), SsdTestSupport.NS)) {
                 s.read(pin, SsdTestSupport.SHARED.allocate(pin.paddedPayloadBytes(), 4096)).join();
             }
             assertThat(observer.status().shadow()).containsEntry(ShadowOutcome.FASTER, 1L);

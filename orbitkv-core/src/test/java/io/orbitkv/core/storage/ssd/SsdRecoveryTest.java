@@ -73,7 +73,7 @@ class SsdRecoveryTest {
             assertThat(r.maxGeneration()).isEqualTo(6); // key 5's header is intact even though its payload is not
             assertThat(r.resumeOffset()).isEqualTo(5 * EXTENT); // after key 4, the newest kept
             for (int k : new int[] {0, 1, 4}) assertThat(s.readAndCheck(k, PAYLOAD)).isInstanceOf(ReadResult.Served.class);
-            for (int k : new int[] {2, 3, 5}) assertThat(s.store.pin(key(k))).isInstanceOf(PinResult.Miss.class);
+            for (int k : new int[] {2, 3, 5}) assertThat(s.store.pin(key(k), SsdTestSupport.NS)).isInstanceOf(PinResult.Miss.class);
             assertThat(s.counter("orbitkv.ssd.corrupt.dropped")).isEqualTo(3);
             assertThat(s.writeCommitted(9, PAYLOAD)).isEqualTo(7);
             // the truncated file was extended again before the write: the new extent is readable
@@ -98,7 +98,7 @@ class SsdRecoveryTest {
             assertThat(r.dropped()).isEqualTo(Map.of(ExtentDamage.BAD_PAYLOAD_CRC, 1));
             assertThat(r.maxGeneration()).isEqualTo(7);
             assertThat(r.resumeOffset()).isEqualTo(6 * EXTENT);
-            assertThat(s.store.pin(key(42))).isInstanceOf(PinResult.Miss.class);
+            assertThat(s.store.pin(key(42), SsdTestSupport.NS)).isInstanceOf(PinResult.Miss.class);
             assertThat(s.writeCommitted(6, PAYLOAD)).isEqualTo(8);
         }
     }
@@ -111,7 +111,7 @@ class SsdRecoveryTest {
             RecoveryReport r = s.store.recover();
             assertThat(r.extentsKept()).isEqualTo(5);
             assertThat(r.droppedTotal()).isZero();
-            assertThat(s.store.pin(key(1))).isInstanceOf(PinResult.Miss.class);
+            assertThat(s.store.pin(key(1), SsdTestSupport.NS)).isInstanceOf(PinResult.Miss.class);
         }
     }
 
@@ -125,7 +125,7 @@ class SsdRecoveryTest {
             RecoveryReport r = s.store.recover();
             assertThat(r.extentsKept()).isEqualTo(6);
             assertThat(r.extentsSuperseded()).isEqualTo(1);
-            assertThat(((Pin) s.store.pin(key(2))).generation()).isEqualTo(7);
+            assertThat(((Pin) s.store.pin(key(2), SsdTestSupport.NS)).generation()).isEqualTo(7);
             assertThat(s.events(ResidencyEvent.Kind.ADDED)).hasSize(6);
         }
     }
@@ -155,8 +155,8 @@ class SsdRecoveryTest {
         try (SsdTestSupport s = SsdTestSupport.openRecovered(config())) {
             s.writeCommitted(0, PAYLOAD);
             s.writeCommitted(1, PAYLOAD);
-            Pin p0 = (Pin) s.store.pin(key(0));
-            Pin p1 = (Pin) s.store.pin(key(1));
+            Pin p0 = (Pin) s.store.pin(key(0), SsdTestSupport.NS);
+            Pin p1 = (Pin) s.store.pin(key(1), SsdTestSupport.NS);
             SsdTestSupport.flipByte(dir, 0, ExtentLayout.HEADER_BYTES + 17);
             MemorySegment dst = SsdTestSupport.SHARED.allocate(p0.paddedPayloadBytes(), 4096);
             assertThat(s.store.read(p0, dst).join()).isEqualTo(new ReadResult.Corrupt(ExtentDamage.BAD_PAYLOAD_CRC));

@@ -28,7 +28,7 @@ class SsdRingTest {
         try (SsdTestSupport s = SsdTestSupport.openRecovered(SsdTestSupport.smallConfig(dir, 2, 256))) {
             long[] gen = new long[10];
             for (int k = 0; k < 8; k++) gen[k] = s.writeCommitted(k, PAYLOAD);
-            Pin pinned = (Pin) s.store.pin(key(0));
+            Pin pinned = (Pin) s.store.pin(key(0), SsdTestSupport.NS);
 
             long started = System.nanoTime();
             gen[8] = s.writeCommitted(8, PAYLOAD);
@@ -40,7 +40,7 @@ class SsdRingTest {
             // key 0 survived (pinned), key 1 took the write instead
             assertThat(s.store.contains(key(0))).isTrue();
             assertThat(s.store.contains(key(1))).isFalse();
-            assertThat(s.store.pin(key(1))).isInstanceOf(PinResult.Miss.class);
+            assertThat(s.store.pin(key(1), SsdTestSupport.NS)).isInstanceOf(PinResult.Miss.class);
             MemorySegment dst = SsdTestSupport.SHARED.allocate(pinned.paddedPayloadBytes(), 4096);
             assertThat(s.store.read(pinned, dst).join()).isInstanceOf(ReadResult.Served.class);
             assertThat(s.readAndCheck(8, PAYLOAD)).isInstanceOf(ReadResult.Served.class);
@@ -62,7 +62,7 @@ class SsdRingTest {
         SsdConfig config = SsdTestSupport.smallConfig(dir, 2, 256).withPinnedWaitNanos(TimeUnit.SECONDS.toNanos(30));
         try (SsdTestSupport s = SsdTestSupport.openRecovered(config)) {
             for (int k = 0; k < 8; k++) s.writeCommitted(k, PAYLOAD);
-            Pin pinned = (Pin) s.store.pin(key(0));
+            Pin pinned = (Pin) s.store.pin(key(0), SsdTestSupport.NS);
             CompletableFuture<WriteResult> write = s.store.write(NS, key(8), payload(8, PAYLOAD), PAYLOAD);
             await().atMost(10, TimeUnit.SECONDS).until(() -> s.counter("orbitkv.ssd.pinned.waits") == 1);
             assertThat(write).isNotDone();
@@ -83,8 +83,8 @@ class SsdRingTest {
         try (SsdTestSupport s = SsdTestSupport.openRecovered(SsdTestSupport.smallConfig(dir, 1, 128))) {
             s.writeCommitted(0, PAYLOAD);
             s.writeCommitted(1, PAYLOAD);
-            Pin p0 = (Pin) s.store.pin(key(0));
-            Pin p1 = (Pin) s.store.pin(key(1));
+            Pin p0 = (Pin) s.store.pin(key(0), SsdTestSupport.NS);
+            Pin p1 = (Pin) s.store.pin(key(1), SsdTestSupport.NS);
             assertThat(s.write(2, PAYLOAD)).isEqualTo(new WriteResult.RingFull());
             assertThat(s.counter("orbitkv.ssd.errors", "kind", "ring_full")).isEqualTo(1);
             assertThat(s.store.contains(key(0))).isTrue();

@@ -49,7 +49,7 @@ class SsdRouteSelectionTest {
         try (SsdStore s = SsdStore.open(config(setting), new ResidencyStream(4096), new SimpleMeterRegistry(), observer)) {
             s.recover();
             assertThat(s.readPath()).isEqualTo(ReadPath.URING); // io_uring is allowed on these hosts
-            try (Pin pin = (Pin) s.pin(key(0))) {
+            try (Pin pin = (Pin) s.pin(key(0), SsdTestSupport.NS)) {
                 CostKey uringKey = s.costKey(ReadPath.URING, pin);
                 CostKey positionalKey = s.costKey(ReadPath.POSITIONAL, pin);
                 inject(observer, uringKey, 10_000_000, 4);
@@ -119,7 +119,7 @@ class SsdRouteSelectionTest {
                 new SimpleMeterRegistry(), new AtomicLong()::get);
         try (SsdStore s = SsdStore.open(config(ReadPath.AUTO), new ResidencyStream(4096), new SimpleMeterRegistry(), observer)) {
             s.recover();
-            try (Pin pin = (Pin) s.pin(key(0))) {
+            try (Pin pin = (Pin) s.pin(key(0), SsdTestSupport.NS)) {
                 inject(observer, s.costKey(ReadPath.URING, pin), 1_000_000, 4);
                 inject(observer, s.costKey(ReadPath.POSITIONAL, pin), 970_000, 4); // 3 % faster: noise
                 s.read(pin, SsdTestSupport.SHARED.allocate(pin.paddedPayloadBytes(), 4096)).join();

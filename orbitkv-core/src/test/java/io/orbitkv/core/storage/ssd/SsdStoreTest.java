@@ -1,6 +1,7 @@
 package io.orbitkv.core.storage.ssd;
 
 import io.orbitkv.core.storage.residency.ResidencyEvent;
+import io.orbitkv.state.NamespaceDigest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -27,7 +28,7 @@ class SsdStoreTest {
             long gen = s.writeCommitted(1, 60_000);
             assertThat(gen).isEqualTo(1);
 
-            Pin pin = (Pin) s.store.pin(key(1));
+            Pin pin = (Pin) s.store.pin(key(1), SsdTestSupport.NS);
             assertThat(pin.generation()).isEqualTo(1);
             assertThat(pin.payloadBytes()).isEqualTo(60_000);
             MemorySegment aligned = SsdTestSupport.SHARED.allocate(pin.paddedPayloadBytes(), 4096);
@@ -69,11 +70,11 @@ class SsdStoreTest {
             assertThat(g2).isGreaterThan(g1);
             assertThat(s.store.size()).isEqualTo(1);
             assertThat(s.store.usedBytes()).isEqualTo(8192);
-            assertThat(((Pin) s.store.pin(key(3))).generation()).isEqualTo(g2);
+            assertThat(((Pin) s.store.pin(key(3), SsdTestSupport.NS)).generation()).isEqualTo(g2);
 
             assertThat(s.store.delete(key(3))).isTrue();
             assertThat(s.store.delete(key(3))).isFalse();
-            assertThat(s.store.pin(key(3))).isEqualTo(new PinResult.Miss(key(3)));
+            assertThat(s.store.pin(key(3), SsdTestSupport.NS)).isEqualTo(new PinResult.Miss(key(3)));
             assertThat(s.store.usedBytes()).isZero();
 
             assertThat(s.events()).extracting(ResidencyEvent::kind, ResidencyEvent::generation, ResidencyEvent::medium)
@@ -87,12 +88,42 @@ class SsdStoreTest {
     }
 
     @Test
+    void theSameKeyInTwoNamespacesIsTwoExtentsThatNeitherReplacesNorRecoversOverTheOther() throws Exception {
+        NamespaceDigest other = new NamespaceDigest(0xfeedL, 7, 8, 9);
+        SsdConfig config = SsdTestSupport.smallConfig(dir, 2, 256);
+        try (SsdTestSupport s = SsdTestSupport.openRecovered(config)) {
+            long mine = s.writeCommitted(5, 8000);
+            assertThat(s.store.write(other, key(5), payload(6, 8000), 8000).join()).isInstanceOf(WriteResult.Committed.class);
+            assertThat(s.store.size()).as("two extents of one key").isEqualTo(2);
+            assertThat(s.store.usedBytes()).isEqualTo(2 * 12 * 1024);
+            assertThat(((Pin) s.store.pin(key(5), NS)).generation()).as("the first namespace's extent stays").isEqualTo(mine);
+            assertThat(s.events()).extracting(ResidencyEvent::kind)
+                    .containsExactly(ResidencyEvent.Kind.ADDED, ResidencyEvent.Kind.ADDED);
+        }
+        try (SsdTestSupport s = SsdTestSupport.openRecovered(config)) {
+            assertThat(s.store.size()).as("recovery keeps both").isEqualTo(2);
+            assertThat(s.readAndCheck(5, 8000)).isEqualTo(new ReadResult.Served(8000, false));
+            try (Pin pin = (Pin) s.store.pin(key(5), other)) {
+                assertThat(pin.namespace()).isEqualTo(other);
+                MemorySegment dst = SsdTestSupport.SHARED.allocate(pin.paddedPayloadBytes(), 4096);
+                assertThat(s.store.read(pin, dst).join()).isEqualTo(new ReadResult.Served(8000, false));
+                assertThat(dst.asSlice(0, 8000).mismatch(payload(6, 8000).asSlice(0, 8000))).isEqualTo(-1);
+            }
+            // Removing one namespace's extent leaves the other's.
+            assertThat(s.store.delete(key(5), other)).isTrue();
+            assertThat(s.store.contains(key(5), other)).isFalse();
+            assertThat(s.store.contains(key(5), NS)).isTrue();
+            assertThat(s.readAndCheck(5, 8000)).isEqualTo(new ReadResult.Served(8000, false));
+        }
+    }
+
+    @Test
     void anOldPinOnASupersededGenerationStillReadsItsOwnBytes() throws Exception {
         try (SsdTestSupport s = SsdTestSupport.openRecovered(SsdTestSupport.smallConfig(dir, 2, 256))) {
             s.writeCommitted(4, 8000);
-            Pin old = (Pin) s.store.pin(key(4));
+            Pin old = (Pin) s.store.pin(key(4), SsdTestSupport.NS);
             s.writeCommitted(4, 8000);
-            assertThat(((Pin) s.store.pin(key(4))).generation()).isGreaterThan(old.generation());
+            assertThat(((Pin) s.store.pin(key(4), SsdTestSupport.NS)).generation()).isGreaterThan(old.generation());
             MemorySegment dst = SsdTestSupport.SHARED.allocate(old.paddedPayloadBytes(), 4096);
             assertThat(s.store.read(old, dst).join()).isInstanceOf(ReadResult.Served.class);
         }
@@ -102,7 +133,7 @@ class SsdStoreTest {
     void aReleasedPinNeverReadsAndUnpinIsIdempotent() throws Exception {
         try (SsdTestSupport s = SsdTestSupport.openRecovered(SsdTestSupport.smallConfig(dir, 2, 256))) {
             s.writeCommitted(1, 4096);
-            Pin pin = (Pin) s.store.pin(key(1));
+            Pin pin = (Pin) s.store.pin(key(1), SsdTestSupport.NS);
             assertThat(s.store.unpin(pin)).isTrue();
             assertThat(s.store.unpin(pin)).isFalse();
             MemorySegment dst = SsdTestSupport.SHARED.allocate(4096, 4096);
@@ -119,7 +150,7 @@ class SsdStoreTest {
         try (SsdTestSupport s = SsdTestSupport.openRecovered(config)) {
             s.writeCommitted(0, 60_000);
             s.writeCommitted(1, 60_000);
-            Pin pinned = (Pin) s.store.pin(key(0));
+            Pin pinned = (Pin) s.store.pin(key(0), SsdTestSupport.NS);
             CompletableFuture<WriteResult> blocked = s.store.write(NS, key(2), payload(2, 60_000), 60_000);
             await().atMost(10, TimeUnit.SECONDS).until(() -> s.counter("orbitkv.ssd.pinned.waits") == 1);
             CompletableFuture<WriteResult> queued = s.store.write(NS, key(3), payload(3, 60_000), 60_000);
@@ -139,7 +170,7 @@ class SsdStoreTest {
     @Test
     void misuseIsABugNotAResult() throws Exception {
         try (SsdTestSupport s = SsdTestSupport.open(SsdTestSupport.smallConfig(dir, 2, 256))) {
-            assertThatThrownBy(() -> s.store.pin(key(1))).isInstanceOf(IllegalStateException.class);
+            assertThatThrownBy(() -> s.store.pin(key(1), SsdTestSupport.NS)).isInstanceOf(IllegalStateException.class);
             s.store.recover();
             assertThatThrownBy(() -> s.store.recover()).isInstanceOf(IllegalStateException.class);
             assertThatThrownBy(() -> s.store.write(NS, key(1), payload(1, 4096), 64 * 1024 + 1))

@@ -82,7 +82,7 @@ class SsdStressTest {
                     byte[] heap = new byte[64 * 1024];
                     while (writersDone.getCount() > 0) {
                         int k = rnd.nextInt(KEYS);
-                        if (!(s.store.pin(key(k)) instanceof Pin pin)) continue;
+                        if (!(s.store.pin(key(k), SsdTestSupport.NS) instanceof Pin pin)) continue;
                         try {
                             MemorySegment target = rnd.nextBoolean() ? dst : MemorySegment.ofArray(heap);
                             ReadResult res = s.store.read(pin, target).join();

@@ -85,7 +85,7 @@ final class SsdTestSupport implements AutoCloseable {
 
     /** Pins, reads into a fresh aligned buffer, unpins; returns the result and checks served bytes. */
     ReadResult readAndCheck(int keyIndex, int lengthBytes) {
-        PinResult p = store.pin(key(keyIndex));
+        PinResult p = store.pin(key(keyIndex), SsdTestSupport.NS);
         if (p instanceof PinResult.Miss) return null;
         try (Pin pin = (Pin) p) {
             MemorySegment dst = SHARED.allocate(pin.paddedPayloadBytes(), ExtentLayout.BLOCK_BYTES);
