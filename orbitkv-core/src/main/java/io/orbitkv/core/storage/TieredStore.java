@@ -6,6 +6,7 @@ import io.orbitkv.core.cost.CostObserver;
 import io.orbitkv.core.cost.Lookup;
 import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.core.namespace.NamespaceTable;
+import io.orbitkv.core.namespace.TenantTable;
 import io.orbitkv.core.storage.dram.AcquireResult;
 import io.orbitkv.core.storage.dram.ArenaGeometry;
 import io.orbitkv.core.storage.dram.CommitResult;
@@ -155,7 +156,7 @@ public final class TieredStore implements AutoCloseable {
         ResidencyStream residency = new ResidencyStream(config.residencyEvents());
         // attached before recovery, so the recovered extents are counted as retained
         residency.attach(new RetentionLedger(namespaces, registry));
-        DramTier dram = DramTier.open(config.dram(), residency, registry);
+        DramTier dram = DramTier.open(config.dram(), residency, registry, new TenantTable(config.tenants(), namespaces));
         SsdStore ssd = null;
         try {
             ssd = SsdStore.openDecorated(config.ssd(), residency, registry, observer, device);
@@ -223,8 +224,16 @@ public final class TieredStore implements AutoCloseable {
 
     /** Zero-copy publish, step 1: a DRAM slot the engine writes into (see {@link DramTier#reserve}). */
     public ReserveResult reserve(StateKey key, int namespaceId, int lengthBytes) {
+        return reserve(key, namespaceId, lengthBytes, null);
+    }
+
+    /**
+     * As {@link #reserve(StateKey, int, int)} for a publisher that named tenant {@code tenantLabel}
+     * (null: none): charged to that tenant's DRAM budget ({@link DramTier#reserve(StateKey, int, int, String)}).
+     */
+    public ReserveResult reserve(StateKey key, int namespaceId, int lengthBytes, String tenantLabel) {
         requireOpen();
-        return dram.reserve(key, namespaceId, lengthBytes);
+        return dram.reserve(key, namespaceId, lengthBytes, tenantLabel);
     }
 
     /** Zero-copy publish, step 2: commits the reservation; a new image then goes through SSD admission. */

@@ -58,6 +58,7 @@ public final class ConfigBuilder {
     long registerTimeoutMillis;
     int maxUnregisteredConnections;
     long publishQuarantineMillis;
+    io.orbitkv.core.namespace.TenantQuotas tenantQuotas;
     List<String> etcd;
     String nodeId;
     String clusterId;
@@ -118,6 +119,7 @@ public final class ConfigBuilder {
         b.restoreCopyThreads = g.restoreCopyThreads();
         b.drainTimeoutMillis = g.drainTimeoutMillis();
         b.publishQuarantineMillis = g.publishQuarantineMillis();
+        b.tenantQuotas = g.tenantQuotas();
         ManagerConfig.Endpoints e = c.endpoints();
         b.socket = e.socket();
         b.socketMode = e.socketMode();
@@ -215,7 +217,7 @@ public final class ConfigBuilder {
         var channel = new ManagerConfig.Channel(limits, outboundQueueFrames, registerTimeoutMillis,
                 maxUnregisteredConnections, regionDir);
         var budgets = new ManagerConfig.Budgets(maxInflightStages, maxLeases, restoreCopyThreads, drainTimeoutMillis,
-                publishQuarantineMillis);
+                publishQuarantineMillis, tenantQuotas);
         var credentials = new ClusterConfig.Credentials(clusterTokenFile, clusterTlsCert, clusterTlsKey, clusterTlsCa);
         var cluster = new ClusterConfig(etcd, nodeId, clusterId, clusterListen, clusterDataListen, credentials,
                 clusterLeaseTtlMillis, clusterLookupTimeoutMillis);

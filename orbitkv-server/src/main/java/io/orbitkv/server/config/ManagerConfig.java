@@ -197,10 +197,12 @@ public record ManagerConfig(Dram dram, Ssd ssd, Endpoints endpoints, Channel cha
      * @param drainTimeoutMillis      how long shutdown waits for sessions and SSD work to drain
      * @param publishQuarantineMillis how long a closed or fenced session's unsealed publish slots are held
      *                                before they are freed (protocol §9.6); 0 frees them at once
+     * @param tenantQuotas            per-tenant DRAM budgets ({@code tenantQuotas}); none by default
      */
     public record Budgets(int maxInflightStages, long maxLeases, int restoreCopyThreads, long drainTimeoutMillis,
-                          long publishQuarantineMillis) {
+                          long publishQuarantineMillis, io.orbitkv.core.namespace.TenantQuotas tenantQuotas) {
         public Budgets {
+            Objects.requireNonNull(tenantQuotas, "tenantQuotas");
             if (drainTimeoutMillis < 1) throw new IllegalArgumentException("drainTimeoutMillis must be >= 1");
             if (publishQuarantineMillis < 0) throw new IllegalArgumentException("publishQuarantineMillis must be >= 0");
         }

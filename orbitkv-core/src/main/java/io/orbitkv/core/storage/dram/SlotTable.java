@@ -70,6 +70,7 @@ final class SlotTable {
     private final long reservedBudgetBytes;
     private final long evictedLeasedBudgetBytes;
     private final EvictionPolicy policy;
+    private final TenantSlots tenants;
 
     // @GuardedBy("lock") below
     private final int[][] freeStacks;
@@ -94,7 +95,15 @@ final class SlotTable {
 
     SlotTable(List<SizeClass> sizeClasses, long reservedBudgetBytes, long evictedLeasedBudgetBytes,
               EvictionPolicy policy) {
+        this(sizeClasses, reservedBudgetBytes, evictedLeasedBudgetBytes, policy, null);
+    }
+
+    /** As above, charging slots to the tenants of {@code tenantTable} (null: no tenant quotas). */
+    SlotTable(List<SizeClass> sizeClasses, long reservedBudgetBytes, long evictedLeasedBudgetBytes,
+              EvictionPolicy policy, io.orbitkv.core.namespace.TenantTable tenantTable) {
         this.policy = java.util.Objects.requireNonNull(policy, "policy");
+        this.tenants = tenantTable == null ? TenantSlots.NONE
+                : new TenantSlots(tenantTable, sizeClasses.stream().mapToInt(SizeClass::slotCount).sum());
         int classes = sizeClasses.size();
         this.classSlotBytes = new int[classes];
         this.classBase = new int[classes + 1];
@@ -147,9 +156,20 @@ final class SlotTable {
 
     /** Takes a free slot of {@code classIndex} for a publish, unless a budget forbids it. */
     Allocation reserve(int classIndex) {
+        return reserve(classIndex, io.orbitkv.core.namespace.TenantTable.UNTRACKED);
+    }
+
+    /**
+     * As {@link #reserve(int)}, charged to {@code tenant}; refused {@code TENANT_QUOTA} when the
+     * slot does not fit the tenant's cap (the caller evicts the tenant's own images and retries).
+     */
+    Allocation reserve(int classIndex, int tenant) {
         int bytes = classSlotBytes[classIndex];
         lock.lock();
         try {
+            if (!tenants.fits(tenant, bytes)) {
+                return new Allocation.Refused(ReserveResult.FullReason.TENANT_QUOTA);
+            }
             if (evictedLeasedBytes > evictedLeasedBudgetBytes) {
                 return new Allocation.Refused(ReserveResult.FullReason.EVICTED_LEASED_BUDGET);
             }
@@ -166,6 +186,7 @@ final class SlotTable {
             imageIds[slot] = imageId;
             freeBytes -= bytes;
             reservedBytes += bytes;
+            tenants.charge(slot, tenant, bytes);
             return new Allocation.Allocated(slot, imageId);
         } finally {
             lock.unlock();
@@ -178,6 +199,7 @@ final class SlotTable {
         try {
             expect(slot, imageId, RESERVED);
             reservedBytes -= classSlotBytes[classOf(slot)];
+            tenants.discharge(slot, classSlotBytes[classOf(slot)], false);
             pushFree(slot);
         } finally {
             lock.unlock();
@@ -192,6 +214,7 @@ final class SlotTable {
             int bytes = classSlotBytes[classOf(slot)];
             states[slot] = RESIDENT;
             policy.onInsert(slot);
+            tenants.touched(slot);
             reservedBytes -= bytes;
             usedBytes += bytes;
             residentImages++;
@@ -221,6 +244,7 @@ final class SlotTable {
             addLease(slot);
             if (use) {
                 policy.onAccess(slot);
+                tenants.touched(slot);
                 usePins++;
             }
             return true;
@@ -244,6 +268,7 @@ final class SlotTable {
                 if (states[slot] != RESIDENT || imageIds[slot] != expectedImageIds[i]) return i;
                 addLease(slot);
                 policy.onAccess(slot);
+                tenants.touched(slot);
                 usePins++;
             }
             return n;
@@ -261,6 +286,7 @@ final class SlotTable {
         try {
             if (states[slot] != RESIDENT || imageIds[slot] != imageId) return false;
             policy.onRepublish(slot);
+            tenants.touched(slot);
             return true;
         } finally {
             lock.unlock();
@@ -350,6 +376,7 @@ final class SlotTable {
             retirements[cause.ordinal()]++;
             int bytes = classSlotBytes[classOf(slot)];
             policy.onRemove(slot);
+            tenants.discharge(slot, bytes, cause == DramMetrics.EvictionCause.TENANT_QUOTA);
             usedBytes -= bytes;
             residentImages--;
             if (leases[slot] == 0) {
@@ -406,6 +433,43 @@ final class SlotTable {
     boolean residentUnleasedLocked(int slot) {
         assert lock.isHeldByCurrentThread();
         return states[slot] == RESIDENT && leases[slot] == 0;
+    }
+
+    /**
+     * True when {@code slot} is RESIDENT, holds no lease and may go for another tenant's sake: its
+     * removal would not take its tenant below its DRAM guarantee. Inside {@link #locked}.
+     */
+    boolean evictableLocked(int slot) {
+        return residentUnleasedLocked(slot) && !guardedLocked(slot);
+    }
+
+    /** True when removing {@code slot} would take its tenant below its DRAM guarantee. Inside {@link #locked}. */
+    boolean guardedLocked(int slot) {
+        assert lock.isHeldByCurrentThread();
+        return tenants.guardedLocked(slot, classSlotBytes[classOf(slot)]);
+    }
+
+    /** {@code tenant}'s least recently used unleased image among its {@code maxSlots} least recent. */
+    java.util.Optional<EvictionPolicy.Victim> tenantVictim(int tenant, int maxSlots) {
+        return locked(() -> tenants.victimLocked(this, tenant, maxSlots));
+    }
+
+    /** Counts a reservation of {@code tenant} refused for its cap. */
+    void tenantRefused(int tenant) {
+        locked(() -> {
+            tenants.refused(tenant);
+            return null;
+        });
+    }
+
+    /** Slot bytes charged to {@code tenant}, images its cap evicted, and reservations its cap refused. */
+    long[] tenantFigures(int tenant) {
+        return locked(() -> new long[] {tenants.bytes(tenant), tenants.selfEvictions(tenant), tenants.refusals(tenant)});
+    }
+
+    /** The tenants slots are charged to. */
+    io.orbitkv.core.namespace.TenantTable tenantTable() {
+        return tenants.table();
     }
 
     /** The image id {@code slot} holds or held last. Inside {@link #locked}. */
