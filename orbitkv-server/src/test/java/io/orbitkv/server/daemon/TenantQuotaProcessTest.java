@@ -2,6 +2,8 @@ package io.orbitkv.server.daemon;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.orbitkv.state.protocol.Refusal;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
@@ -83,6 +85,13 @@ class TenantQuotaProcessTest {
             assertThat(noisy.raw.call(new Request.PublishAbort(ids))).isInstanceOf(Reply.Aborted.class);
             assertThat(tenantGauge(m, "orbitkv_tenant_dram_limit_bytes", "noisy")).isEqualTo(1 << 20);
             assertThat(tenantGauge(m, "orbitkv_tenant_dram_guaranteed_bytes", "quiet")).isEqualTo(1 << 20);
+            JsonNode tenants = new ObjectMapper().readTree(m.get("/status")).get("tenants");
+            assertThat(tenants).hasSize(2);
+            assertThat(tenants.get(0).get("tenant").asText()).isEqualTo("noisy");
+            assertThat(tenants.get(0).get("refusals").asLong()).isEqualTo(1);
+            assertThat(tenants.get(0).get("limitBytes").asLong()).isEqualTo(1 << 20);
+            assertThat(tenants.get(1).get("tenant").asText()).isEqualTo("quiet");
+            assertThat(tenants.get(1).get("usedBytes").asLong()).isGreaterThanOrEqualTo(1 << 20);
         }
     }
 

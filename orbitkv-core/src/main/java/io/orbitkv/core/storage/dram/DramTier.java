@@ -430,7 +430,10 @@ public final class DramTier implements AutoCloseable {
         List<TenantDramUsage> out = new java.util.ArrayList<>(table.size() - 1);
         for (int t = 1; t < table.size(); t++) {
             long[] figures = slots.tenantFigures(t);
-            out.add(new TenantDramUsage(table.quota(t), figures[0], figures[1], figures[2]));
+            io.orbitkv.core.namespace.TenantQuota q = table.quota(t);
+            out.add(new TenantDramUsage(q.namespace().toString(), q.labelText(), figures[0],
+                    q.dramBytes() == io.orbitkv.core.namespace.TenantQuota.UNLIMITED ? -1 : q.dramBytes(),
+                    q.dramGuaranteedBytes(), figures[1], figures[2]));
         }
         return out;
     }

@@ -77,7 +77,7 @@ class DramTenantQuotaTest {
     }
 
     private TenantDramUsage usage(String label) {
-        return tier.tenantUsage().stream().filter(u -> u.quota().labelText().equals(label)).findFirst().orElseThrow();
+        return tier.tenantUsage().stream().filter(u -> u.tenant().equals(label)).findFirst().orElseThrow();
     }
 
     private long resident(int from, int to) {
