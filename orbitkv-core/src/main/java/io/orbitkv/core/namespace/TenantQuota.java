@@ -7,7 +7,7 @@ import java.util.Objects;
 import java.util.Optional;
 
 /**
- * One tenant's DRAM byte budgets: a namespace, and within it either one tenant label (an engine's
+ * One tenant's byte budgets: a namespace, and within it either one tenant label (an engine's
  * {@code cache_salt}, sent in PUBLISH_RESERVE, docs/protocol.md 5.6) or the namespace's default
  * tenant (publishes with no label, or a label no entry names).
  *
@@ -22,8 +22,17 @@ import java.util.Optional;
  * @param dramGuaranteedBytes DRAM slot bytes of this tenant that eviction on behalf of others never
  *                            takes (the tenant's own cap and explicit drops still may); at most
  *                            {@code dramBytes}
+ * @param ssdBytes            cap on the tenant's SSD extent bytes (indexed and being written);
+ *                            {@link #UNLIMITED} when none. A write that would pass it is not admitted
+ *                            (the page stays in DRAM only)
  */
-public record TenantQuota(NamespaceDigest namespace, Optional<String> label, long dramBytes, long dramGuaranteedBytes) {
+public record TenantQuota(NamespaceDigest namespace, Optional<String> label, long dramBytes, long dramGuaranteedBytes,
+                          long ssdBytes) {
+
+    /** A tenant with DRAM budgets and no SSD cap. */
+    public TenantQuota(NamespaceDigest namespace, Optional<String> label, long dramBytes, long dramGuaranteedBytes) {
+        this(namespace, label, dramBytes, dramGuaranteedBytes, UNLIMITED);
+    }
 
     /** No cap. */
     public static final long UNLIMITED = Long.MAX_VALUE;
@@ -36,6 +45,7 @@ public record TenantQuota(NamespaceDigest namespace, Optional<String> label, lon
         Objects.requireNonNull(label, "label");
         label.ifPresent(TenantQuota::requireLabel);
         if (dramBytes <= 0) throw new IllegalArgumentException("a tenant's dramBytes must be positive: " + dramBytes);
+        if (ssdBytes <= 0) throw new IllegalArgumentException("a tenant's ssdBytes must be positive: " + ssdBytes);
         if (dramGuaranteedBytes < 0 || dramGuaranteedBytes > dramBytes) {
             throw new IllegalArgumentException("a tenant's dramGuaranteedBytes must be in [0, dramBytes = " + dramBytes
                     + "]: " + dramGuaranteedBytes);

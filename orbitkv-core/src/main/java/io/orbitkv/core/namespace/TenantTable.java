@@ -86,6 +86,11 @@ public final class TenantTable {
         return tenant == UNTRACKED ? TenantQuota.UNLIMITED : quota(tenant).dramBytes();
     }
 
+    /** SSD cap of {@code tenant}; {@link TenantQuota#UNLIMITED} for {@value #UNTRACKED}. */
+    public long ssdBytes(int tenant) {
+        return tenant == UNTRACKED ? TenantQuota.UNLIMITED : quota(tenant).ssdBytes();
+    }
+
     /** DRAM guarantee of {@code tenant}; 0 for {@value #UNTRACKED}. */
     public long dramGuaranteedBytes(int tenant) {
         return tenant == UNTRACKED ? 0 : quota(tenant).dramGuaranteedBytes();

@@ -19,6 +19,7 @@ import io.orbitkv.core.storage.publish.PageSource;
 import io.orbitkv.core.storage.publish.PublishPipeline;
 import io.orbitkv.core.storage.publish.PublishResult;
 import io.orbitkv.core.storage.publish.SsdIoDispatcher;
+import io.orbitkv.core.storage.publish.TenantSsdLedger;
 import io.orbitkv.core.storage.residency.ResidencyEvent;
 import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.core.storage.residency.RetentionLedger;
@@ -87,7 +88,7 @@ public final class TieredStore implements AutoCloseable {
 
     private TieredStore(TieredStoreConfig config, NamespaceTable namespaces, ResidencyStream residency, DramTier dram,
                         SsdStore ssd, RecoveryReport recovery, MeterRegistry registry, LongSupplier nanoClock,
-                        CostObserver observer) {
+                        CostObserver observer, TenantSsdLedger tenantSsd) {
         this.config = config;
         this.residency = residency;
         this.dram = dram;
@@ -98,7 +99,7 @@ public final class TieredStore implements AutoCloseable {
         this.dispatcher = new SsdIoDispatcher(config.ssd().ioThreads(), config.publish().readLaneOps(),
                 config.publish().writeLaneOps(), config.publish().maxReadsWhileWriteWaits(), registry, storeName);
         this.pipeline = new PublishPipeline(dram, ssd, dispatcher, config.publish(), namespaces, registry, nanoClock,
-                observer);
+                observer, tenantSsd);
         dram.setEvictionListener(pipeline::onEvicted);
         this.stagings = new StagingTable(config, namespaces, dram, ssd, dispatcher, pipeline, registry);
         this.sealer = Thread.ofPlatform().name("orbitkv-sealer-" + config.dram().arenaName()).daemon()
@@ -156,13 +157,16 @@ public final class TieredStore implements AutoCloseable {
         ResidencyStream residency = new ResidencyStream(config.residencyEvents());
         // attached before recovery, so the recovered extents are counted as retained
         residency.attach(new RetentionLedger(namespaces, registry));
-        DramTier dram = DramTier.open(config.dram(), residency, registry, new TenantTable(config.tenants(), namespaces));
+        TenantTable tenants = new TenantTable(config.tenants(), namespaces);
+        TenantSsdLedger tenantSsd = new TenantSsdLedger(tenants);
+        residency.attach(tenantSsd::onSsd); // before recovery: recovered extents are charged too
+        DramTier dram = DramTier.open(config.dram(), residency, registry, tenants);
         SsdStore ssd = null;
         try {
             ssd = SsdStore.openDecorated(config.ssd(), residency, registry, observer, device);
             RecoveryReport recovery = ssd.recover();
             TieredStore store = new TieredStore(config, namespaces, residency, dram, ssd, recovery, registry,
-                    nanoClock, observer);
+                    nanoClock, observer, tenantSsd);
             store.sealer.start();
             return store;
         } catch (IOException | RuntimeException e) {

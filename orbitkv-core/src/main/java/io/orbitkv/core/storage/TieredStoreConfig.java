@@ -18,7 +18,7 @@ import java.util.Objects;
  * @param maxInflightStages distinct keys being staged from SSD at once; one more waits in the staging queue
  * @param maxQueuedStages   stagings (distinct keys) waiting for one of the {@code maxInflightStages}; one more
  *                          is Busy ({@code INFLIGHT_TABLE_FULL})
- * @param tenants           per-tenant DRAM budgets ({@link TenantQuotas#NONE}: none)
+ * @param tenants           per-tenant DRAM and SSD budgets ({@link TenantQuotas#NONE}: none)
  */
 public record TieredStoreConfig(DramTierConfig dram, SsdConfig ssd, PublishConfig publish, int residencyEvents,
                                 int maxInflightStages, int maxQueuedStages, TenantQuotas tenants) {

@@ -121,7 +121,7 @@ public final class ConfigKeys {
             key("publishQuarantineMillis", String.valueOf(TimeUnit.NANOSECONDS.toMillis(BOUNDS.publishQuarantineNanos())),
                     "how long a closed session's unsealed publish slots are held, ms",
                     (b, v) -> b.publishQuarantineMillis = size(v)),
-            key("tenantQuotas", "", "per-tenant DRAM budgets, by namespace digest and tenant label",
+            key("tenantQuotas", "", "per-tenant DRAM and SSD budgets, by namespace digest and tenant label",
                     (b, v) -> b.tenantQuotas = TenantQuotaConfig.parse(v)),
             key("etcd", "", "etcd client URLs, comma-separated; empty = single-node",
                     (b, v) -> b.etcd = text(v).isBlank() ? List.of() : List.of(text(v).strip().split("\\s*,\\s*"))),

@@ -197,7 +197,7 @@ public record ManagerConfig(Dram dram, Ssd ssd, Endpoints endpoints, Channel cha
      * @param drainTimeoutMillis      how long shutdown waits for sessions and SSD work to drain
      * @param publishQuarantineMillis how long a closed or fenced session's unsealed publish slots are held
      *                                before they are freed (protocol §9.6); 0 frees them at once
-     * @param tenantQuotas            per-tenant DRAM budgets ({@code tenantQuotas}); none by default
+     * @param tenantQuotas            per-tenant DRAM and SSD budgets ({@code tenantQuotas}); none by default
      */
     public record Budgets(int maxInflightStages, long maxLeases, int restoreCopyThreads, long drainTimeoutMillis,
                           long publishQuarantineMillis, io.orbitkv.core.namespace.TenantQuotas tenantQuotas) {

@@ -14,25 +14,25 @@ import java.util.Optional;
 import java.util.TreeMap;
 
 /**
- * Reads the {@code tenantQuotas} key into {@link TenantQuotas} (DRAM budgets per tenant): a JSON array of objects, or the
+ * Reads the {@code tenantQuotas} key into {@link TenantQuotas} (DRAM and SSD budgets per tenant): a JSON array of objects, or the
  * same entries as text for {@code --set}.
  *
  * <pre>
  *   [{"namespace": "&lt;64 hex digits&gt;", "tenant": "salt-a", "dramBytes": "64m",
- *     "dramGuaranteedBytes": "16m"}, ...]
- *   &lt;64 hex&gt;[/&lt;tenant&gt;]:dramBytes=64m,dramGuaranteedBytes=16m;&lt;next entry&gt;
+ *     "dramGuaranteedBytes": "16m", "ssdBytes": "1g"}, ...]
+ *   &lt;64 hex&gt;[/&lt;tenant&gt;]:dramBytes=64m,dramGuaranteedBytes=16m,ssdBytes=1g;&lt;next entry&gt;
  * </pre>
  *
  * A namespace is named by its digest in hex, as {@code /metrics} ({@code namespace} label) and
  * {@code /status} ({@code retention}) show it; no {@code tenant} is the namespace's default tenant.
- * An omitted {@code dramBytes} is unlimited, an omitted guarantee 0. In the text form a tenant label cannot
+ * An omitted cap ({@code dramBytes}, {@code ssdBytes}) is unlimited, an omitted guarantee 0. In the text form a tenant label cannot
  * hold {@code ;} or {@code :}; the JSON form takes any label.
  *
  * <p>Stateless.
  */
 final class TenantQuotaConfig {
 
-    private static final String[] FIELDS = {"dramBytes", "dramGuaranteedBytes"};
+    private static final String[] FIELDS = {"dramBytes", "dramGuaranteedBytes", "ssdBytes"};
 
     private TenantQuotaConfig() {
     }
@@ -99,7 +99,7 @@ final class TenantQuotaConfig {
         }
         NamespaceDigest digest = NamespaceDigest.ofBytes(HexFormat.of().parseHex(hex));
         return new TenantQuota(digest, tenant, size(sizes.get("dramBytes"), TenantQuota.UNLIMITED),
-                size(sizes.get("dramGuaranteedBytes"), 0));
+                size(sizes.get("dramGuaranteedBytes"), 0), size(sizes.get("ssdBytes"), TenantQuota.UNLIMITED));
     }
 
     private static long size(String text, long absent) {

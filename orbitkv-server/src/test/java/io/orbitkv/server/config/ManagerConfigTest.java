@@ -82,12 +82,14 @@ class ManagerConfigTest {
         String ns = "ab".repeat(32);
         assertThat(ManagerConfig.defaults().storeConfig().tenants().isEmpty()).as("none by default").isTrue();
         var text = ManagerConfig.defaults().withOverrides(Map.of("tenantQuotas",
-                ns + "/salt-a:dramBytes=2m,dramGuaranteedBytes=1m;" + ns + ":dramBytes=4m")).storeConfig().tenants();
+                ns + "/salt-a:dramBytes=2m,dramGuaranteedBytes=1m;" + ns + ":dramBytes=4m,ssdBytes=1g")).storeConfig().tenants();
         assertThat(text.tenants()).hasSize(2);
         assertThat(text.tenants().get(0).label()).contains("salt-a");
         assertThat(text.tenants().get(0).dramBytes()).isEqualTo(2L << 20);
         assertThat(text.tenants().get(0).dramGuaranteedBytes()).isEqualTo(1L << 20);
         assertThat(text.tenants().get(1).label()).isEmpty();
+        assertThat(text.tenants().get(1).ssdBytes()).isEqualTo(1L << 30);
+        assertThat(text.tenants().get(0).ssdBytes()).isEqualTo(Long.MAX_VALUE);
         Path file = dir.resolve("tenants.json");
         Files.writeString(file, "{\"tenantQuotas\": [{\"namespace\": \"" + ns.toUpperCase()
                 + "\", \"tenant\": \"a;b:c\", \"dramBytes\": \"8m\"}]}");
@@ -99,8 +101,8 @@ class ManagerConfigTest {
         });
         assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("tenantQuotas", "abc:dramBytes=1m")))
                 .isInstanceOf(ConfigException.class).hasMessageContaining("tenantQuotas").hasMessageContaining("64 hex");
-        assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("tenantQuotas", ns + ":ssdBytes=1m")))
-                .isInstanceOf(ConfigException.class).hasMessageContaining("unknown tenant budget 'ssdBytes'");
+        assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("tenantQuotas", ns + ":nvmeBytes=1m")))
+                .isInstanceOf(ConfigException.class).hasMessageContaining("unknown tenant budget 'nvmeBytes'");
         assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("dramEviction", "w-tinylfu",
                 "tenantQuotas", ns + ":dramGuaranteedBytes=1m"))).isInstanceOf(ConfigException.class)
                 .hasMessageContaining("dramEviction=lru");

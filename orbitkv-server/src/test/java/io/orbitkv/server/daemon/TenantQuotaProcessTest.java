@@ -84,6 +84,7 @@ class TenantQuotaProcessTest {
             }
             assertThat(noisy.raw.call(new Request.PublishAbort(ids))).isInstanceOf(Reply.Aborted.class);
             assertThat(tenantGauge(m, "orbitkv_tenant_dram_limit_bytes", "noisy")).isEqualTo(1 << 20);
+            assertThat(tenantGauge(m, "orbitkv_tenant_ssd_limit_bytes", "noisy")).as("no SSD cap").isEqualTo(-1);
             assertThat(tenantGauge(m, "orbitkv_tenant_dram_guaranteed_bytes", "quiet")).isEqualTo(1 << 20);
             JsonNode tenants = new ObjectMapper().readTree(m.get("/status")).get("tenants");
             assertThat(tenants).hasSize(2);

@@ -424,6 +424,23 @@ public final class DramTier implements AutoCloseable {
         return slots.usage();
     }
 
+    /** The tenants this tier charges reservations to. */
+    public TenantTable tenants() {
+        return slots.tenantTable();
+    }
+
+    /** The tenant the image {@code lease} pins was charged to (the SSD writer charges its extent alike). */
+    public int tenantOf(Lease lease) {
+        if (lease.owner() != this) throw new IllegalArgumentException("lease of another DRAM tier: " + lease);
+        return slots.tenantOf(lease.slot());
+    }
+
+    /** The tenant of {@code key}'s resident image {@code imageId}; {@code TenantTable.UNTRACKED} when it is gone. */
+    public int tenantOf(StateKey key, long imageId) {
+        ResidentImage image = index.peek(key);
+        return image == null || image.imageId() != imageId ? TenantTable.UNTRACKED : slots.tenantOf(image.slot());
+    }
+
     /** One row per configured tenant quota, in configuration order: its DRAM figures now. */
     public List<TenantDramUsage> tenantUsage() {
         TenantTable table = slots.tenantTable();

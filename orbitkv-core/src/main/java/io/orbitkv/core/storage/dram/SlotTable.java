@@ -467,6 +467,11 @@ final class SlotTable {
         return locked(() -> new long[] {tenants.bytes(tenant), tenants.selfEvictions(tenant), tenants.refusals(tenant)});
     }
 
+    /** The tenant {@code slot} was last charged to ({@code TenantTable.UNTRACKED} when none). */
+    int tenantOf(int slot) {
+        return locked(() -> tenants.tenantOf(slot));
+    }
+
     /** The tenants slots are charged to. */
     io.orbitkv.core.namespace.TenantTable tenantTable() {
         return tenants.table();

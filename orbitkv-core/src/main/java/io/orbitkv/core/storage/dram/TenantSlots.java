@@ -87,14 +87,19 @@ final class TenantSlots {
         if (enabled && tenant != TenantTable.UNTRACKED) refusals[tenant]++;
     }
 
-    /** FREE to RESERVED: {@code slot} is charged to {@code tenant}. */
+    /** FREE to RESERVED: {@code slot} is charged to {@code tenant} (in place of its last tenant). */
     void charge(int slot, int tenant, int slotBytes) {
         if (!enabled) return;
         slotTenant[slot] = tenant;
         if (tenant != TenantTable.UNTRACKED) bytes[tenant] += slotBytes;
     }
 
-    /** RESERVED to FREE, or RESIDENT leaves the index: the charge ends ({@code own}: the tenant's cap evicted it). */
+    /**
+     * RESERVED to FREE, or RESIDENT leaves the index: the charge ends ({@code own}: the tenant's cap
+     * evicted it). Called once per charge (the slot table's states guarantee it); the slot keeps
+     * naming its tenant until its next charge, so an evicted image handed to the SSD writer is
+     * still known as the tenant's ({@link #tenantOf}).
+     */
     void discharge(int slot, int slotBytes, boolean own) {
         if (!enabled) return;
         int t = slotTenant[slot];
@@ -102,7 +107,11 @@ final class TenantSlots {
         unlink(t, slot);
         bytes[t] -= slotBytes;
         if (own) selfEvictions[t]++;
-        slotTenant[slot] = TenantTable.UNTRACKED;
+    }
+
+    /** The tenant {@code slot} was last charged to. */
+    int tenantOf(int slot) {
+        return enabled ? slotTenant[slot] : TenantTable.UNTRACKED;
     }
 
     /** RESERVED to RESIDENT, or a use: {@code slot} becomes its tenant's most recent. */

@@ -92,6 +92,9 @@ public final class PublishPipeline implements AutoCloseable {
     private final Optional<ReuseHits> reuseHits;
     private final Set<StateKey> pendingWrites = ConcurrentHashMap.newKeySet();
     private final AtomicBoolean closeCalled = new AtomicBoolean();
+    /** The tenants' SSD caps: a pending write is charged from {@code pendingWrites.add} to {@link #unpend}. */
+    private final TenantSsdLedger tenantSsd;
+    private final MeterRegistry registry;
 
     /** @param nanoClock the budget's clock ({@code System::nanoTime} in production; tests drive it) */
     public PublishPipeline(DramTier dram, SsdStore ssd, SsdIoDispatcher dispatcher, PublishConfig config,
@@ -103,6 +106,20 @@ public final class PublishPipeline implements AutoCloseable {
     public PublishPipeline(DramTier dram, SsdStore ssd, SsdIoDispatcher dispatcher, PublishConfig config,
                            NamespaceTable namespaces, MeterRegistry registry, LongSupplier nanoClock,
                            CostObserver observer) {
+        this(dram, ssd, dispatcher, config, namespaces, registry, nanoClock, observer,
+                new TenantSsdLedger(dram.tenants()));
+    }
+
+    /**
+     * As above, admitting SSD writes within the SSD caps of {@code tenantSsd} (whose owner attaches it
+     * to the SSD index's changes, {@code ResidencyStream#attach(ResidencyStream.SsdChange)}, before
+     * the store recovers).
+     */
+    public PublishPipeline(DramTier dram, SsdStore ssd, SsdIoDispatcher dispatcher, PublishConfig config,
+                           NamespaceTable namespaces, MeterRegistry registry, LongSupplier nanoClock,
+                           CostObserver observer, TenantSsdLedger tenantSsd) {
+        this.tenantSsd = Objects.requireNonNull(tenantSsd, "tenantSsd");
+        this.registry = Objects.requireNonNull(registry, "registry");
         this.copies = new DramCopyObservations(observer,
                 new ResourceId("dram:" + dram.config().arenaName(), INCARNATIONS.incrementAndGet()));
         this.dram = Objects.requireNonNull(dram, "dram");
@@ -115,6 +132,7 @@ public final class PublishPipeline implements AutoCloseable {
                 ? Optional.of(new ReuseHits(config.hitTableEntries(), threshold)) : Optional.empty();
         this.metrics = new PublishMetrics(registry, Tags.of("arena", dram.config().arenaName()));
         metrics.queueGauges(queues);
+        tenantSsd.registerMeters(registry, Tags.of("arena", dram.config().arenaName()));
     }
 
     /** Queues {@code source} to be sealed as {@code key}'s image. Never blocks. */
@@ -182,7 +200,7 @@ public final class PublishPipeline implements AutoCloseable {
                     return admitted;
                 }
                 case PublishQueues.WriteThroughTurn.TooLarge(PublishQueues.WriteThroughEntry entry) -> {
-                    pendingWrites.remove(entry.lease().key()); // never fits the queued-bytes bound: not waited for
+                    unpend(entry.lease().key()); // never fits the queued-bytes bound: not waited for
                     skip(PublishMetrics.Skip.QUEUE_FULL, Optional.of(entry.lease()));
                 }
                 case PublishQueues.WriteThroughTurn.Admitted(PublishQueues.WriteThroughEntry entry) -> {
@@ -276,6 +294,7 @@ public final class PublishPipeline implements AutoCloseable {
             metrics.writeDropped(PublishMetrics.WriteDrop.CLOSED);
         }
         metrics.close();
+        tenantSsd.removeMeters(registry);
     }
 
     private void drainWriteThrough(long timeoutNanos) {
@@ -285,7 +304,7 @@ public final class PublishPipeline implements AutoCloseable {
             admitWriteThrough();
         } while (queues.awaitWriteRoom(deadline));
         for (PublishQueues.WriteThroughEntry e : queues.closeWriteThrough()) {
-            pendingWrites.remove(e.lease().key());
+            unpend(e.lease().key());
             e.lease().release();
             metrics.writeDropped(PublishMetrics.WriteDrop.CLOSED);
         }
@@ -409,15 +428,20 @@ public final class PublishPipeline implements AutoCloseable {
             skip(PublishMetrics.Skip.ALREADY_STORED, Optional.of(lease));
             return;
         }
+        if (!tenantSsd.admit(key, dram.tenantOf(lease), lease.lengthBytes())) {
+            pendingWrites.remove(key);
+            skip(PublishMetrics.Skip.TENANT_QUOTA, Optional.of(lease));
+            return;
+        }
         switch (queues.offerWriteThrough(new PublishQueues.WriteThroughEntry(lease, digest.get()))) {
             case QUEUED -> admitWriteThrough();
             case FULL -> {
-                pendingWrites.remove(key);
+                unpend(key);
                 lease.release();
                 metrics.skipped(PublishMetrics.Skip.QUEUE_FULL);
             }
             case CLOSED -> {
-                pendingWrites.remove(key);
+                unpend(key);
                 lease.release();
                 metrics.writeDropped(PublishMetrics.WriteDrop.CLOSED);
             }
@@ -450,13 +474,19 @@ public final class PublishPipeline implements AutoCloseable {
             skip(PublishMetrics.Skip.ALREADY_STORED, retained);
             return;
         }
+        int tenant = retained.map(dram::tenantOf).orElseGet(() -> dram.tenantOf(key, imageId));
+        if (!tenantSsd.admit(key, tenant, lengthBytes)) {
+            pendingWrites.remove(key);
+            skip(PublishMetrics.Skip.TENANT_QUOTA, retained);
+            return;
+        }
         switch (queues.tryAdmit(lengthBytes)) {
             case OVER_RATE -> {
-                pendingWrites.remove(key);
+                unpend(key);
                 skip(PublishMetrics.Skip.OVER_RATE, retained);
             }
             case QUEUE_FULL -> {
-                pendingWrites.remove(key);
+                unpend(key);
                 skip(PublishMetrics.Skip.QUEUE_FULL, retained);
             }
             case ADMITTED -> {
@@ -477,10 +507,16 @@ public final class PublishPipeline implements AutoCloseable {
 
     /** An admitted write finished (any outcome, exactly once): its key, bytes and lane slot return. */
     private void onWriteFinished(SsdWrite write) {
-        pendingWrites.remove(write.key());
+        unpend(write.key());
         queues.onWriteFinished(write.lengthBytes());
         // The lane has room again: the next write-through block need not wait for the sealer.
         if (config.policy() instanceof SsdAdmissionPolicy.WriteThrough) admitWriteThrough();
+    }
+
+    /** The key's pending write is over (queued no more, finished or dropped): its tenant charge ends first. */
+    private void unpend(StateKey key) {
+        tenantSsd.finished(key);
+        pendingWrites.remove(key);
     }
 
     private void skip(PublishMetrics.Skip reason, Optional<Lease> retained) {
