@@ -48,12 +48,16 @@ public final class TenantSsdLedger {
     private record Charge(int tenant, long bytes) {
     }
 
+    /** An indexed extent, by namespace and key: two namespaces' extents of the same key bytes are charged apart. */
+    private record Extent(NamespaceDigest namespace, StateKey key) {
+    }
+
     private final TenantTable table;
     private final boolean enabled;
     private final Object lock = new Object();
     // @GuardedBy("lock") below
     private final Map<StateKey, Charge> pendingByKey = new HashMap<>();
-    private final Map<StateKey, Charge> indexedByKey = new HashMap<>();
+    private final Map<Extent, Charge> indexedByExtent = new HashMap<>();
     private final long[] pending;
     private final long[] indexed;
     private final long[] refusals;
@@ -108,12 +112,12 @@ public final class TenantSsdLedger {
                     int tenant = p != null ? p.tenant() : table.resolve(namespace, null);
                     if (tenant == TenantTable.UNTRACKED) return;
                     Charge c = new Charge(tenant, ExtentLayout.footprintBytes(payloadBytes));
-                    Charge old = indexedByKey.put(key, c);
+                    Charge old = indexedByExtent.put(new Extent(namespace, key), c);
                     if (old != null) indexed[old.tenant()] -= old.bytes();
                     indexed[tenant] += c.bytes();
                 }
                 case REMOVED -> {
-                    Charge c = indexedByKey.remove(key);
+                    Charge c = indexedByExtent.remove(new Extent(namespace, key));
                     if (c != null) indexed[c.tenant()] -= c.bytes();
                 }
             }
