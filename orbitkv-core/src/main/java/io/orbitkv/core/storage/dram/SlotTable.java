@@ -167,14 +167,16 @@ final class SlotTable {
         int bytes = classSlotBytes[classIndex];
         lock.lock();
         try {
-            if (!tenants.fits(tenant, bytes)) {
-                return new Allocation.Refused(ReserveResult.FullReason.TENANT_QUOTA);
-            }
             if (evictedLeasedBytes > evictedLeasedBudgetBytes) {
                 return new Allocation.Refused(ReserveResult.FullReason.EVICTED_LEASED_BUDGET);
             }
             if (reservedBytes + bytes > reservedBudgetBytes) {
                 return new Allocation.Refused(ReserveResult.FullReason.RESERVED_BUDGET);
+            }
+            // after the budgets (a refusal there needs no eviction), before the free list (the
+            // tenant's own eviction may free the slot class pressure would otherwise take)
+            if (!tenants.fits(tenant, bytes)) {
+                return new Allocation.Refused(ReserveResult.FullReason.TENANT_QUOTA);
             }
             if (freeTops[classIndex] == 0) {
                 return new Allocation.Refused(ReserveResult.FullReason.NO_FREE_SLOT);
@@ -199,7 +201,7 @@ final class SlotTable {
         try {
             expect(slot, imageId, RESERVED);
             reservedBytes -= classSlotBytes[classOf(slot)];
-            tenants.discharge(slot, classSlotBytes[classOf(slot)], false);
+            tenants.discharge(slot, classSlotBytes[classOf(slot)], false, false);
             pushFree(slot);
         } finally {
             lock.unlock();
@@ -214,7 +216,7 @@ final class SlotTable {
             int bytes = classSlotBytes[classOf(slot)];
             states[slot] = RESIDENT;
             policy.onInsert(slot);
-            tenants.touched(slot);
+            tenants.published(slot, bytes);
             reservedBytes -= bytes;
             usedBytes += bytes;
             residentImages++;
@@ -376,7 +378,7 @@ final class SlotTable {
             retirements[cause.ordinal()]++;
             int bytes = classSlotBytes[classOf(slot)];
             policy.onRemove(slot);
-            tenants.discharge(slot, bytes, cause == DramMetrics.EvictionCause.TENANT_QUOTA);
+            tenants.discharge(slot, bytes, true, cause == DramMetrics.EvictionCause.TENANT_QUOTA);
             usedBytes -= bytes;
             residentImages--;
             if (leases[slot] == 0) {

@@ -19,7 +19,8 @@ import java.util.Optional;
  * <p>Thread model: guarded by the {@link SlotTable}'s lock, like the policies; it calls nothing.
  *
  * <p>Invariants: {@code bytes[t]} is the sum of the slot bytes of the RESERVED and RESIDENT slots
- * charged to {@code t}; a slot is on tenant {@code t}'s list iff it is RESIDENT and charged to
+ * charged to {@code t}, {@code resident[t]} of the RESIDENT ones (a guarantee protects resident
+ * images only, so an open reservation never makes a tenant's resident pages look spare); a slot is on tenant {@code t}'s list iff it is RESIDENT and charged to
  * {@code t != UNTRACKED}. Untracked slots are charged to nobody and on no list.
  *
  * <p>Design note: an exact list per tenant rather than a scan of the global order for the tenant's
@@ -45,6 +46,8 @@ final class TenantSlots {
     private final int[] head;
     private final int[] tail;
     private final long[] bytes;
+    /** Slot bytes of the tenant's RESIDENT images only: what its guarantee protects. */
+    private final long[] resident;
     private final long[] selfEvictions;
     private final long[] refusals;
 
@@ -69,6 +72,7 @@ final class TenantSlots {
         Arrays.fill(head, NONE_SLOT);
         Arrays.fill(tail, NONE_SLOT);
         this.bytes = new long[tenants];
+        this.resident = new long[tenants];
         this.selfEvictions = new long[tenants];
         this.refusals = new long[tenants];
     }
@@ -94,18 +98,28 @@ final class TenantSlots {
         if (tenant != TenantTable.UNTRACKED) bytes[tenant] += slotBytes;
     }
 
+    /** RESERVED to RESIDENT: {@code slot}'s image counts towards its tenant's guarantee and is its most recent. */
+    void published(int slot, int slotBytes) {
+        if (!enabled) return;
+        int t = slotTenant[slot];
+        if (t == TenantTable.UNTRACKED) return;
+        resident[t] += slotBytes;
+        touched(slot);
+    }
+
     /**
-     * RESERVED to FREE, or RESIDENT leaves the index: the charge ends ({@code own}: the tenant's cap
-     * evicted it). Called once per charge (the slot table's states guarantee it); the slot keeps
+     * RESERVED to FREE, or RESIDENT leaves the index ({@code wasResident}): the charge ends
+     * ({@code own}: the tenant's cap evicted it). Called once per charge (the slot table's states guarantee it); the slot keeps
      * naming its tenant until its next charge, so an evicted image handed to the SSD writer is
      * still known as the tenant's ({@link #tenantOf}).
      */
-    void discharge(int slot, int slotBytes, boolean own) {
+    void discharge(int slot, int slotBytes, boolean wasResident, boolean own) {
         if (!enabled) return;
         int t = slotTenant[slot];
         if (t == TenantTable.UNTRACKED) return;
         unlink(t, slot);
         bytes[t] -= slotBytes;
+        if (wasResident) resident[t] -= slotBytes;
         if (own) selfEvictions[t]++;
     }
 
@@ -114,7 +128,7 @@ final class TenantSlots {
         return enabled ? slotTenant[slot] : TenantTable.UNTRACKED;
     }
 
-    /** RESERVED to RESIDENT, or a use: {@code slot} becomes its tenant's most recent. */
+    /** A use of a RESIDENT image: {@code slot} becomes its tenant's most recent. */
     void touched(int slot) {
         if (!enabled) return;
         int t = slotTenant[slot];
@@ -134,7 +148,7 @@ final class TenantSlots {
     boolean guardedLocked(int slot, int slotBytes) {
         if (!enabled) return false;
         int t = slotTenant[slot];
-        return t != TenantTable.UNTRACKED && bytes[t] - slotBytes < guaranteed[t];
+        return t != TenantTable.UNTRACKED && resident[t] - slotBytes < guaranteed[t];
     }
 
     /** The least recently used unleased image of {@code tenant} among its {@code maxSlots} least recent. */

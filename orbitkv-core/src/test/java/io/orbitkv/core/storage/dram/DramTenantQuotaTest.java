@@ -153,6 +153,17 @@ class DramTenantQuotaTest {
     }
 
     @Test
+    void anOpenReservationDoesNotMakeAGuaranteedTenantsResidentPagesSpare() throws IOException {
+        open(DramEviction.LRU, quota(B, "quiet", -1, 2));
+        publish(key(1), NS_B, "quiet");
+        publish(key(2), NS_B, "quiet");
+        Reservation open = (Reservation) tier.reserve(key(3), NS_B, K4, "quiet");
+        for (int i = 1000; i < 1000 + 3 * INDEX_PAGES; i++) publish(key(i), NS_A, null);
+        assertThat(resident(1, 3)).as("both resident pages stay while the third is being written").isEqualTo(2);
+        tier.abort(open);
+    }
+
+    @Test
     void abortsAndDuplicatesReturnTheirChargeAndTheBytesEqualTheSlotsCharged() throws IOException {
         open(DramEviction.LRU, quota(A, "t", 3, 0));
         Reservation r = (Reservation) tier.reserve(key(1), NS_A, K4, "t");
