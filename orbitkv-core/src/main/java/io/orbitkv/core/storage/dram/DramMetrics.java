@@ -135,12 +135,13 @@ final class DramMetrics implements AutoCloseable {
      * cap refused). Bounded by the configured quotas; tag values come from configuration only.
      */
     void tenants(SlotTable slots) {
-        io.orbitkv.core.namespace.TenantTable table = slots.tenantTable();
+        TenantSlots tenants = slots.tenants();
+        io.orbitkv.core.namespace.TenantTable table = tenants.table();
         for (int t = 1; t < table.size(); t++) {
             int tenant = t;
             io.orbitkv.core.namespace.TenantQuota q = table.quota(t);
             Tags tags = Tags.of("namespace", q.namespace().toString(), "tenant", q.labelText()).and(arenaTag);
-            meters.add(Gauge.builder("orbitkv.tenant.dram.used", slots, s -> s.tenantFigures(tenant)[0])
+            meters.add(Gauge.builder("orbitkv.tenant.dram.used", slots, s -> tenants.figures(s, tenant)[0])
                     .baseUnit(BaseUnits.BYTES).tags(tags).description("DRAM slot bytes charged to the tenant")
                     .register(registry));
             meters.add(Gauge.builder("orbitkv.tenant.dram.limit", q, x -> x.dramBytes() == Long.MAX_VALUE ? -1 : x.dramBytes())
@@ -149,9 +150,9 @@ final class DramMetrics implements AutoCloseable {
             meters.add(Gauge.builder("orbitkv.tenant.dram.guaranteed", q, x -> x.dramGuaranteedBytes())
                     .baseUnit(BaseUnits.BYTES).tags(tags).description("the tenant's DRAM guarantee")
                     .register(registry));
-            meters.add(FunctionCounter.builder("orbitkv.tenant.dram.evictions", slots, s -> s.tenantFigures(tenant)[1])
+            meters.add(FunctionCounter.builder("orbitkv.tenant.dram.evictions", slots, s -> tenants.figures(s, tenant)[1])
                     .tags(tags).description("images of the tenant evicted by its own cap").register(registry));
-            meters.add(FunctionCounter.builder("orbitkv.tenant.dram.refusals", slots, s -> s.tenantFigures(tenant)[2])
+            meters.add(FunctionCounter.builder("orbitkv.tenant.dram.refusals", slots, s -> tenants.figures(s, tenant)[2])
                     .tags(tags).description("reservations of the tenant its cap refused (NO_SPACE)").register(registry));
         }
     }

@@ -59,6 +59,10 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * fallback pass over an image whose removal would take its tenant below its DRAM guarantee. A cap
  * keeps a tenant from taking others' room; a guarantee keeps others' pressure off a tenant's pages.
  *
+ * <p>Size: over 500 lines because this is the tier's one public face (reserve, commit, the lease
+ * calls, the hooks for copiers and tenants); the mechanics behind each are in the package-private
+ * classes it wires.
+ *
  * <p>Design note on eviction: three mechanisms, each asking the policy for a slot. The bound:
  * Caffeine's own under W-TinyLFU; otherwise each insertion that takes the resident bytes past
  * {@code indexWeightBytes} evicts {@link EvictionPolicy#boundVictim}s (at most
@@ -175,7 +179,7 @@ public final class DramTier implements AutoCloseable {
             slots.touch(resident.slot(), resident.imageId());
             return new ReserveResult.AlreadyResident(resident.imageId());
         }
-        int tenant = slots.tenantTable().resolve(namespaceId, tenantLabel);
+        int tenant = slots.tenants().table().resolve(namespaceId, tenantLabel);
         int tenantEvictions = 0;
         for (int pressureEvictions = 0; ; ) {
             switch (slots.reserve(sizeClass, tenant)) {
@@ -188,7 +192,7 @@ public final class DramTier implements AutoCloseable {
                         when reason == ReserveResult.FullReason.TENANT_QUOTA -> {
                     // The tenant's own images make room, least recently used first; never another's.
                     if (tenantEvictions++ >= MAX_TENANT_EVICTIONS || !index.evictForTenant(tenant, true)) {
-                        slots.tenantRefused(tenant);
+                        slots.tenants().refused(slots, tenant);
                         return refuse(reason);
                     }
                 }
@@ -426,27 +430,27 @@ public final class DramTier implements AutoCloseable {
 
     /** The tenants this tier charges reservations to. */
     public TenantTable tenants() {
-        return slots.tenantTable();
+        return slots.tenants().table();
     }
 
     /** The tenant the image {@code lease} pins was charged to (the SSD writer charges its extent alike). */
     public int tenantOf(Lease lease) {
         if (lease.owner() != this) throw new IllegalArgumentException("lease of another DRAM tier: " + lease);
-        return slots.tenantOf(lease.slot());
+        return slots.tenants().tenantOf(slots, lease.slot());
     }
 
     /** The tenant of {@code key}'s resident image {@code imageId}; {@code TenantTable.UNTRACKED} when it is gone. */
     public int tenantOf(StateKey key, long imageId) {
         ResidentImage image = index.peek(key);
-        return image == null || image.imageId() != imageId ? TenantTable.UNTRACKED : slots.tenantOf(image.slot());
+        return image == null || image.imageId() != imageId ? TenantTable.UNTRACKED : slots.tenants().tenantOf(slots, image.slot());
     }
 
     /** One row per configured tenant quota, in configuration order: its DRAM figures now. */
     public List<TenantDramUsage> tenantUsage() {
-        TenantTable table = slots.tenantTable();
+        TenantTable table = slots.tenants().table();
         List<TenantDramUsage> out = new java.util.ArrayList<>(table.size() - 1);
         for (int t = 1; t < table.size(); t++) {
-            long[] figures = slots.tenantFigures(t);
+            long[] figures = slots.tenants().figures(slots, t);
             io.orbitkv.core.namespace.TenantQuota q = table.quota(t);
             out.add(new TenantDramUsage(q.namespace().toString(), q.labelText(), figures[0],
                     q.dramBytes() == io.orbitkv.core.namespace.TenantQuota.UNLIMITED ? -1 : q.dramBytes(),

@@ -167,7 +167,7 @@ final class ResidentIndex {
      * the listener when {@code handOver}. False when the tenant has none within the scan.
      */
     boolean evictForTenant(int tenant, boolean handOver) {
-        return slots.tenantVictim(tenant, scanEntries)
+        return slots.tenants().victim(slots, tenant, scanEntries)
                 .filter(v -> removeVictim(v, DramMetrics.EvictionCause.TENANT_QUOTA, handOver)).isPresent();
     }
 

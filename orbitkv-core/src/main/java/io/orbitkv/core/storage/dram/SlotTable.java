@@ -8,7 +8,12 @@ import java.util.function.Supplier;
  * The DRAM tier's slot allocator and reference counts: which slot is free, reserved, resident or
  * evicted-but-leased, how many leases pin it, which image id it currently holds, and the byte
  * accounting over all of them. It tells its {@link EvictionPolicy} of each transition that
- * matters to eviction (insert, use, first and last lease, removal) inside that transition.
+ * matters to eviction (insert, use, first and last lease, removal) inside that transition, and its
+ * {@link TenantSlots} of each that charges or discharges a tenant (reserve, abort, publish, use,
+ * retire).
+ *
+ * <p>Size: over 500 lines because the state machine, the byte accounting and the hooks of the
+ * policy and of the tenant charges are one lock's invariants; splitting them would split the lock.
  *
  * <p>Slots are numbered globally: class {@code c} owns {@code [base[c], base[c] + count[c])}.
  * Per slot the table keeps one state byte, one lease count and one image id in primitive arrays,
@@ -451,32 +456,9 @@ final class SlotTable {
         return tenants.guardedLocked(slot, classSlotBytes[classOf(slot)]);
     }
 
-    /** {@code tenant}'s least recently used unleased image among its {@code maxSlots} least recent. */
-    java.util.Optional<EvictionPolicy.Victim> tenantVictim(int tenant, int maxSlots) {
-        return locked(() -> tenants.victimLocked(this, tenant, maxSlots));
-    }
-
-    /** Counts a reservation of {@code tenant} refused for its cap. */
-    void tenantRefused(int tenant) {
-        locked(() -> {
-            tenants.refused(tenant);
-            return null;
-        });
-    }
-
-    /** Slot bytes charged to {@code tenant}, images its cap evicted, and reservations its cap refused. */
-    long[] tenantFigures(int tenant) {
-        return locked(() -> new long[] {tenants.bytes(tenant), tenants.selfEvictions(tenant), tenants.refusals(tenant)});
-    }
-
-    /** The tenant {@code slot} was last charged to ({@code TenantTable.UNTRACKED} when none). */
-    int tenantOf(int slot) {
-        return locked(() -> tenants.tenantOf(slot));
-    }
-
-    /** The tenants slots are charged to. */
-    io.orbitkv.core.namespace.TenantTable tenantTable() {
-        return tenants.table();
+    /** The tenant charges of the slots (read through {@link #locked}, see {@link TenantSlots}). */
+    TenantSlots tenants() {
+        return tenants;
     }
 
     /** The image id {@code slot} holds or held last. Inside {@link #locked}. */

@@ -16,7 +16,10 @@ import java.util.Optional;
  * unleased one); and which images global eviction must pass over ({@link #guardedLocked}: those
  * whose removal would take their tenant below its guarantee).
  *
- * <p>Thread model: guarded by the {@link SlotTable}'s lock, like the policies; it calls nothing.
+ * <p>Thread model: guarded by the {@link SlotTable}'s lock, like the policies: the transition hooks
+ * and the {@code ...Locked} methods run under it; {@link #victim}, {@link #refused(SlotTable, int)},
+ * {@link #figures} and {@link #tenantOf(SlotTable, int)} take it through {@link SlotTable#locked}.
+ * It calls nothing else.
  *
  * <p>Invariants: {@code bytes[t]} is the sum of the slot bytes of the RESERVED and RESIDENT slots
  * charged to {@code t}, {@code resident[t]} of the RESIDENT ones (a guarantee protects resident
@@ -159,6 +162,29 @@ final class TenantSlots {
             if (slots.residentUnleasedLocked(slot)) return Optional.of(new EvictionPolicy.Victim(slot, slots.imageIdLocked(slot)));
         }
         return Optional.empty();
+    }
+
+    /** {@link #victimLocked} under the table's lock. */
+    Optional<EvictionPolicy.Victim> victim(SlotTable slots, int tenant, int maxSlots) {
+        return slots.locked(() -> victimLocked(slots, tenant, maxSlots));
+    }
+
+    /** {@link #refused(int)} under the table's lock. */
+    void refused(SlotTable slots, int tenant) {
+        slots.locked(() -> {
+            refused(tenant);
+            return null;
+        });
+    }
+
+    /** Slot bytes charged to {@code tenant}, images its cap evicted, and reservations its cap refused. */
+    long[] figures(SlotTable slots, int tenant) {
+        return slots.locked(() -> new long[] {bytes(tenant), selfEvictions(tenant), refusals(tenant)});
+    }
+
+    /** {@link #tenantOf(int)} under the table's lock. */
+    int tenantOf(SlotTable slots, int slot) {
+        return slots.locked(() -> tenantOf(slot));
     }
 
     /** Slot bytes charged to {@code tenant}. */

@@ -51,6 +51,11 @@ import java.util.function.LongSupplier;
  * eviction lease); at its turn it leases exactly that image, quietly, and writes from the DRAM
  * slot with no copy; if the image is gone the write is dropped (counted).
  *
+ * <p>Tenant SSD caps: a write is admitted only within its tenant's {@code ssdBytes}
+ * ({@link TenantSsdLedger}, charged from the key's entry in the pending-write set until it leaves
+ * it); over the cap it is skipped as {@code tenant_quota}. Size: over 500 lines because the three
+ * admission policies share one pending-write set and one budget; each policy's steps are short.
+ *
  * <p>Thread model: {@code publish}, {@code onCommitted} and {@code onDramHit} from any thread;
  * {@code sealQueued} and {@code admitEvicted} from one sealing thread at a time; {@code onEvicted}
  * on DRAM's evicting thread under that key's index lock, so it only queues (bounded). The queues'
