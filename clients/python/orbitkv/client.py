@@ -391,18 +391,20 @@ class Client:
             raise p.ProtocolError(p.ErrorCode.MALFORMED, "still PENDING after QUERY_SETTLED")
         return settled
 
-    def publish(self, pages: Sequence[PageToPublish]) -> List[PublishOutcome]:
+    def publish(self, pages: Sequence[PageToPublish], tenant: Optional[str] = None) -> List[PublishOutcome]:
         """PUBLISH_RESERVE, write each image into its granted slot through the mapping,
-        PUBLISH_COMMIT; one outcome per page, in order."""
+        PUBLISH_COMMIT; one outcome per page, in order. ``tenant``: the tenant label (a
+        ``cache_salt``, 1..64 UTF-8 bytes) the pages are charged to; ``None``: the namespace's
+        default tenant (protocol 5.6)."""
         limits = self._registration().limits
         batch = min(limits.max_pages_per_publish, limits.max_ids_per_settle)
         out: List[PublishOutcome] = []
         for start in range(0, len(pages), batch):
-            out += self._publish_batch(pages[start:start + batch])
+            out += self._publish_batch(pages[start:start + batch], tenant)
         return out
 
-    def _publish_batch(self, pages: Sequence[PageToPublish]) -> List[PublishOutcome]:
-        reserved = self.call(p.PublishReserve([pg.entry() for pg in pages]), p.Reserved)
+    def _publish_batch(self, pages: Sequence[PageToPublish], tenant: Optional[str] = None) -> List[PublishOutcome]:
+        reserved = self.call(p.PublishReserve([pg.entry() for pg in pages], tenant), p.Reserved)
         out: List[Optional[PublishOutcome]] = [None] * len(pages)
         granted: List[Tuple[int, int]] = []
         try:

@@ -258,9 +258,11 @@ class ManagerPages:
         number of pages copied (0 on a miss or any failure)."""
         return self.lookup(names).read_into(sink, wait_s)
 
-    def write(self, pages: Sequence[Tuple[bytes, object]]) -> List[bool]:
+    def write(self, pages: Sequence[Tuple[bytes, object]], tenant: Optional[str] = None) -> List[bool]:
         """Publishes ``(name, buffer)`` pairs (any buffer: bytes, memoryview, a numpy array's
-        ``data``); per page True when the Manager now holds it (sealed or already resident)."""
+        ``data``); per page True when the Manager now holds it (sealed or already resident).
+        ``tenant``: the tenant label (a ``cache_salt``, 1..64 UTF-8 bytes) the pages are charged to
+        under the Manager's tenant quotas; ``None``: the namespace's default tenant."""
         if not pages:
             return []
         self._count("writes")
@@ -280,7 +282,7 @@ class ManagerPages:
         if not fits:
             return stored
         try:
-            outcomes = client.publish([PageToPublish(self.group_id, *views[i]) for i in fits])
+            outcomes = client.publish([PageToPublish(self.group_id, *views[i]) for i in fits], tenant)
         except OrbitKvError as e:
             if e.code in _LOAD_REFUSALS:
                 self._count("write_refused", len(fits))

@@ -52,6 +52,8 @@ U31_MAX = (1 << 31) - 1
 U63_MAX = (1 << 63) - 1
 U64_MAX = (1 << 64) - 1
 MAX_INSTANCE_ID_BYTES = 256
+#: Largest UTF-8 length of a PUBLISH_RESERVE tenant label (protocol 5.6).
+MAX_TENANT_BYTES = 64
 MAX_HASH_BYTES = 64
 STATE_KEY_BYTES = 32
 MAX_SPANS_PER_GROUP = 16
@@ -486,13 +488,18 @@ class PublishPage:
 
 @dataclass(frozen=True)
 class PublishReserve:
+    """Pages to reserve and, optionally, the tenant label (a ``cache_salt``, 1..64 UTF-8 bytes)
+    they are charged to; ``None``: the namespace's default tenant (protocol 5.6)."""
     pages: Tuple[PublishPage, ...]
+    tenant: Optional[str] = None
     TYPE = FrameType.PUBLISH_RESERVE
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pages", tuple(self.pages))
         if not self.pages:
             raise _bad("a PUBLISH_RESERVE has at least one page")
+        if self.tenant is not None:
+            _check_text("tenant", self.tenant, 1, MAX_TENANT_BYTES)
 
 
 def _check_ids(ids: Tuple[int, ...]) -> None:
@@ -1028,6 +1035,8 @@ def _body(f) -> bytes:
         out = bytearray(p("<I", len(f.pages)))
         for e in f.pages:
             out += p("<IIBB", e.group_id, e.length_bytes, e.key_form, len(e.name)) + e.name
+        if f.tenant is not None:
+            out += _str16(f.tenant)
         return bytes(out)
     if isinstance(f, (PublishCommit, PublishAbort)):
         return p(f"<I{len(f.reservation_ids)}Q", len(f.reservation_ids), *f.reservation_ids)
@@ -1176,10 +1185,10 @@ class _Reader:
     def raw(self, n: int, field: str) -> bytes:
         return bytes(self._take(n, field))
 
-    def str16(self, field: str, lo: int, hi: int) -> str:
+    def str16(self, field: str, lo: int, hi: int, over: "ErrorCode" = ErrorCode.TOO_LARGE) -> str:
         n = self.u16(field + " length")
         if n > hi:
-            raise ProtocolError(ErrorCode.TOO_LARGE, f"{field} is {n} bytes, more than {hi}")
+            raise ProtocolError(over, f"{field} is {n} bytes, more than {hi}")
         if n < lo:
             raise _bad(f"{field} must not be empty")
         try:
@@ -1294,7 +1303,9 @@ class FrameDecoder:
                 gid, length = r.u31("group_id"), r.u31("length_bytes")
                 form, width = _code(KeyForm, r.u8("key_form"), "key_form"), self._width(r)
                 pages.append(PublishPage(gid, form, r.raw(width, "hash"), length))
-            return PublishReserve(tuple(pages))
+            # the optional trailing label: 1..64 bytes, a longer one is MALFORMED
+            tenant = None if r.pos == len(r.body) else r.str16("tenant", 1, MAX_TENANT_BYTES, ErrorCode.MALFORMED)
+            return PublishReserve(tuple(pages), tenant)
         if t in (FrameType.PUBLISH_COMMIT, FrameType.PUBLISH_ABORT):
             n = r.count("id_count", r.u31("id_count"), lim.max_ids_per_settle, "maxIdsPerSettle", 8)
             ids = tuple(r.u63("reservation_id") for _ in range(n))

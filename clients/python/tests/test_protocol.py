@@ -55,6 +55,7 @@ def sample_frames():
         (4, p.QueryPoll(5, 1)),
         (5, p.Cancel(5)),
         (6, p.PublishReserve([p.PublishPage(0, p.KeyForm.BLOCK_HASH, b"\x01" * 8, 4096)])),
+        (6, p.PublishReserve([p.PublishPage(0, p.KeyForm.STATE_KEY, bytes(32), 4096)], "salt-a")),
         (7, p.PublishCommit([1, 2, 3])),
         (8, p.PublishAbort([9])),
         (9, p.Restore(5, 0, [p.RestorePage(0, 1, 0), p.RestorePage(1, 1, 1)])),
@@ -358,6 +359,15 @@ class Refusals(unittest.TestCase):
         completion = p.Completion(1, 0, p.CompletionEvent.DRAINED, p.Outcome.OK)
         self.refused(patched(completion, 0, 30, b"\x05\x00"), p.ErrorCode.MALFORMED, True)
         self.refused(patched(completion, 0, 28, b"\x09"), p.ErrorCode.MALFORMED, True)
+
+    def test_a_publish_reserve_tenant_label_is_one_to_64_bytes(self):
+        plain = p.encode(6, p.PublishReserve([p.PublishPage(0, p.KeyForm.BLOCK_HASH, b"\x01", 4096)]))
+        for n in (0, 65):
+            data = plain + struct.pack("<H", n) + b"x" * n
+            data = struct.pack("<I", len(data)) + data[4:]
+            self.refused(data, p.ErrorCode.MALFORMED, True, TO_MANAGER)
+        with self.assertRaises(p.ProtocolError):
+            p.PublishReserve([p.PublishPage(0, p.KeyForm.BLOCK_HASH, b"\x01", 4096)], "y" * 65)
 
     def test_final_hit_with_a_reserved_page_is_malformed(self):
         pending = p.QueryResult(5, 1, p.QueryStatus.PENDING, True, 32,

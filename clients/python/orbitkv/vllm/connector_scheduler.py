@@ -66,10 +66,22 @@ class LoadPlan:
 
 @dataclass
 class SavePlan:
-    """Publish block ``block_ids[i]`` of every layer as page ``names[i]`` after the step's forward."""
+    """Publish block ``block_ids[i]`` of every layer as page ``names[i]`` after the step's forward,
+    charged to tenant label ``tenant`` (the request's ``cache_salt``; None: the namespace's default)."""
     req_id: str
     names: List[bytes]
     block_ids: List[int]
+    tenant: Optional[str] = None
+
+
+def tenant_of(request: Any) -> Optional[str]:
+    """The tenant label a request's pages are published under: its ``cache_salt`` when it is one
+    (1..64 UTF-8 bytes, the protocol's bound), else None. The salt is already folded into the block
+    hashes; the label only lets the Manager's operator give salts byte budgets (protocol 5.6)."""
+    salt = getattr(request, "cache_salt", None)
+    if isinstance(salt, str) and 1 <= len(salt.encode("utf-8")) <= 64:
+        return salt
+    return None
 
 
 @dataclass
@@ -303,7 +315,8 @@ class ConnectorScheduler:
         end = min(end, len(block_ids))
         start = tracked.saved_blocks
         if end > start:
-            saves.append(SavePlan(req_id, self.names(tracked.request, start, end), list(block_ids[start:end])))
+            saves.append(SavePlan(req_id, self.names(tracked.request, start, end), list(block_ids[start:end]),
+                                  tenant_of(tracked.request)))
             self.stats["save_pages_planned"] += end - start
             tracked.saved_blocks = end
 

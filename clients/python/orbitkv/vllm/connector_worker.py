@@ -28,7 +28,7 @@ bounded by the requests of one step; they are emptied every step by the connecto
 from __future__ import annotations
 
 import logging
-from typing import Dict, Iterable, List, Set, Tuple
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
 import torch
@@ -71,22 +71,26 @@ class ConnectorWorker:
             self.stats["pages_load_failed"] += len(plan.block_ids) - restored
 
     def save(self, plans: Iterable[SavePlan]) -> None:
-        names: List[bytes] = []
-        block_ids: List[int] = []
+        # one publish per tenant label (a request's cache_salt) of the step
+        by_tenant: Dict[Optional[str], Tuple[List[bytes], List[int]]] = {}
         seen = set()
         for plan in plans:
             if plan.req_id in self._failed:
                 continue
+            names, block_ids = by_tenant.setdefault(plan.tenant, ([], []))
             for name, block_id in zip(plan.names, plan.block_ids):
                 if name not in seen:  # two requests of one step computing one prefix publish it once
                     seen.add(name)
                     names.append(name)
                     block_ids.append(block_id)
-        if not names:
-            return
+        for tenant, (names, block_ids) in by_tenant.items():
+            if names:
+                self._save(names, block_ids, tenant)
+
+    def _save(self, names: List[bytes], block_ids: List[int], tenant: Optional[str]) -> None:
         try:
             images = self.binding.gather(block_ids).numpy()
-            stored = self.store.write([(name, images[i]) for i, name in enumerate(names)])
+            stored = self.store.write([(name, images[i]) for i, name in enumerate(names)], tenant)
         except Exception as e:  # noqa: BLE001 - an unpublished page is a later miss
             self._error("save", e)
             stored = [False] * len(names)

@@ -189,18 +189,28 @@ public final class OrbitKvClient implements AutoCloseable {
      * @return one outcome per page, in order
      */
     public List<PublishOutcome> publish(List<PageToPublish> pages) {
+        return publish(pages, Optional.empty());
+    }
+
+    /**
+     * As {@link #publish(List)}, charging the pages to tenant {@code tenant} of the namespace (a
+     * {@code cache_salt}, 1..64 UTF-8 bytes; empty: the namespace's default tenant). A tenant at its
+     * DRAM budget makes room from its own pages; if it cannot, its pages are {@code NO_SPACE}
+     * (docs/protocol.md 5.6).
+     */
+    public List<PublishOutcome> publish(List<PageToPublish> pages, Optional<String> tenant) {
         Registration reg = registration();
         int batch = Math.min(reg.limits().maxPagesPerPublish(), reg.limits().maxIdsPerSettle());
         List<PublishOutcome> out = new ArrayList<>(pages.size());
         for (int from = 0; from < pages.size(); from += batch) {
-            out.addAll(publishBatch(pages.subList(from, Math.min(pages.size(), from + batch))));
+            out.addAll(publishBatch(pages.subList(from, Math.min(pages.size(), from + batch)), tenant));
         }
         return out;
     }
 
-    private List<PublishOutcome> publishBatch(List<PageToPublish> pages) {
-        Reply.Reserved reserved = call(new Request.PublishReserve(pages.stream().map(PageToPublish::entry).toList()),
-                Reply.Reserved.class);
+    private List<PublishOutcome> publishBatch(List<PageToPublish> pages, Optional<String> tenant) {
+        Reply.Reserved reserved = call(new Request.PublishReserve(pages.stream().map(PageToPublish::entry).toList(),
+                tenant), Reply.Reserved.class);
         PublishOutcome[] out = new PublishOutcome[pages.size()];
         List<Long> granted = new ArrayList<>();
         List<Integer> grantedPage = new ArrayList<>();

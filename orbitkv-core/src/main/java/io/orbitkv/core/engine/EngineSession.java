@@ -403,7 +403,8 @@ final class EngineSession implements ChannelSession, SessionCallback {
                 outcomes.add(new Reply.Refused(Refusal.ALREADY_RESIDENT));
                 continue;
             }
-            ReserveResult reserved = core.store().reserve(key, scope.namespaceId(), p.lengthBytes());
+            ReserveResult reserved = core.store().reserve(key, scope.namespaceId(), p.lengthBytes(),
+                    r.tenant().orElse(null));
             if (!(reserved instanceof Reservation)) core.endPublishing(scope.namespaceId(), key);
             outcomes.add(switch (reserved) {
                 case Reservation res -> {

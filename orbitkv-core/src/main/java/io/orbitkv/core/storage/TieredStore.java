@@ -6,6 +6,7 @@ import io.orbitkv.core.cost.CostObserver;
 import io.orbitkv.core.cost.Lookup;
 import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.core.namespace.NamespaceTable;
+import io.orbitkv.core.namespace.TenantTable;
 import io.orbitkv.core.storage.dram.AcquireResult;
 import io.orbitkv.core.storage.dram.ArenaGeometry;
 import io.orbitkv.core.storage.dram.CommitResult;
@@ -18,6 +19,7 @@ import io.orbitkv.core.storage.publish.PageSource;
 import io.orbitkv.core.storage.publish.PublishPipeline;
 import io.orbitkv.core.storage.publish.PublishResult;
 import io.orbitkv.core.storage.publish.SsdIoDispatcher;
+import io.orbitkv.core.storage.publish.TenantSsdLedger;
 import io.orbitkv.core.storage.residency.ResidencyEvent;
 import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.core.storage.residency.RetentionLedger;
@@ -86,7 +88,7 @@ public final class TieredStore implements AutoCloseable {
 
     private TieredStore(TieredStoreConfig config, NamespaceTable namespaces, ResidencyStream residency, DramTier dram,
                         SsdStore ssd, RecoveryReport recovery, MeterRegistry registry, LongSupplier nanoClock,
-                        CostObserver observer) {
+                        CostObserver observer, TenantSsdLedger tenantSsd) {
         this.config = config;
         this.residency = residency;
         this.dram = dram;
@@ -97,7 +99,7 @@ public final class TieredStore implements AutoCloseable {
         this.dispatcher = new SsdIoDispatcher(config.ssd().ioThreads(), config.publish().readLaneOps(),
                 config.publish().writeLaneOps(), config.publish().maxReadsWhileWriteWaits(), registry, storeName);
         this.pipeline = new PublishPipeline(dram, ssd, dispatcher, config.publish(), namespaces, registry, nanoClock,
-                observer);
+                observer, tenantSsd);
         dram.setEvictionListener(pipeline::onEvicted);
         this.stagings = new StagingTable(config, namespaces, dram, ssd, dispatcher, pipeline, registry);
         this.sealer = Thread.ofPlatform().name("orbitkv-sealer-" + config.dram().arenaName()).daemon()
@@ -155,13 +157,16 @@ public final class TieredStore implements AutoCloseable {
         ResidencyStream residency = new ResidencyStream(config.residencyEvents());
         // attached before recovery, so the recovered extents are counted as retained
         residency.attach(new RetentionLedger(namespaces, registry));
-        DramTier dram = DramTier.open(config.dram(), residency, registry);
+        TenantTable tenants = new TenantTable(config.tenants(), namespaces);
+        TenantSsdLedger tenantSsd = new TenantSsdLedger(tenants);
+        residency.attach(tenantSsd::onSsd); // before recovery: recovered extents are charged too
+        DramTier dram = DramTier.open(config.dram(), residency, registry, tenants);
         SsdStore ssd = null;
         try {
             ssd = SsdStore.openDecorated(config.ssd(), residency, registry, observer, device);
             RecoveryReport recovery = ssd.recover();
             TieredStore store = new TieredStore(config, namespaces, residency, dram, ssd, recovery, registry,
-                    nanoClock, observer);
+                    nanoClock, observer, tenantSsd);
             store.sealer.start();
             return store;
         } catch (IOException | RuntimeException e) {
@@ -229,8 +234,16 @@ public final class TieredStore implements AutoCloseable {
 
     /** Zero-copy publish, step 1: a DRAM slot the engine writes into (see {@link DramTier#reserve}). */
     public ReserveResult reserve(StateKey key, int namespaceId, int lengthBytes) {
+        return reserve(key, namespaceId, lengthBytes, null);
+    }
+
+    /**
+     * As {@link #reserve(StateKey, int, int)} for a publisher that named tenant {@code tenantLabel}
+     * (null: none): charged to that tenant's DRAM budget ({@link DramTier#reserve(StateKey, int, int, String)}).
+     */
+    public ReserveResult reserve(StateKey key, int namespaceId, int lengthBytes, String tenantLabel) {
         requireOpen();
-        return dram.reserve(key, namespaceId, lengthBytes);
+        return dram.reserve(key, namespaceId, lengthBytes, tenantLabel);
     }
 
     /** Zero-copy publish, step 2: commits the reservation; a new image then goes through SSD admission. */

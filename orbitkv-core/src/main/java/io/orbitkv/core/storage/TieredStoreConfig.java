@@ -1,5 +1,6 @@
 package io.orbitkv.core.storage;
 
+import io.orbitkv.core.namespace.TenantQuotas;
 import io.orbitkv.core.storage.dram.DramTierConfig;
 import io.orbitkv.core.storage.publish.PublishConfig;
 import io.orbitkv.core.storage.ssd.SsdConfig;
@@ -17,9 +18,10 @@ import java.util.Objects;
  * @param maxInflightStages distinct keys being staged from SSD at once; one more waits in the staging queue
  * @param maxQueuedStages   stagings (distinct keys) waiting for one of the {@code maxInflightStages}; one more
  *                          is Busy ({@code INFLIGHT_TABLE_FULL})
+ * @param tenants           per-tenant DRAM and SSD budgets ({@link TenantQuotas#NONE}: none)
  */
 public record TieredStoreConfig(DramTierConfig dram, SsdConfig ssd, PublishConfig publish, int residencyEvents,
-                                int maxInflightStages, int maxQueuedStages) {
+                                int maxInflightStages, int maxQueuedStages, TenantQuotas tenants) {
 
     /**
      * Default staging queue: 4,096 waiting keys, enough for 64 operations each with its full
@@ -34,10 +36,23 @@ public record TieredStoreConfig(DramTierConfig dram, SsdConfig ssd, PublishConfi
         this(dram, ssd, publish, residencyEvents, maxInflightStages, DEFAULT_QUEUED_STAGES);
     }
 
+    /** As the canonical constructor with no tenant quotas. */
+    public TieredStoreConfig(DramTierConfig dram, SsdConfig ssd, PublishConfig publish, int residencyEvents,
+                             int maxInflightStages, int maxQueuedStages) {
+        this(dram, ssd, publish, residencyEvents, maxInflightStages, maxQueuedStages, TenantQuotas.NONE);
+    }
+
+    /** This configuration with {@code tenants} as its tenant budgets. */
+    public TieredStoreConfig withTenants(TenantQuotas tenants) {
+        return new TieredStoreConfig(dram, ssd, publish, residencyEvents, maxInflightStages, maxQueuedStages, tenants);
+    }
+
     public TieredStoreConfig {
         Objects.requireNonNull(dram, "dram");
         Objects.requireNonNull(ssd, "ssd");
         Objects.requireNonNull(publish, "publish");
+        Objects.requireNonNull(tenants, "tenants");
+        dram.requireGuaranteesFit(tenants.dramGuaranteedBytes());
         if (residencyEvents <= 0) throw new IllegalArgumentException("residencyEvents must be positive");
         if (maxInflightStages <= 0) throw new IllegalArgumentException("maxInflightStages must be positive");
         if (maxQueuedStages < 0) throw new IllegalArgumentException("maxQueuedStages must be >= 0");

@@ -69,6 +69,7 @@ public final class ConfigBuilder {
     long prepareMaxLeadMillis;
     long hintPinMaxMillis;
     long hintPinnedBytesPerNamespace;
+    io.orbitkv.core.namespace.TenantQuotas tenantQuotas;
     List<String> etcd;
     String nodeId;
     String clusterId;
@@ -139,6 +140,7 @@ public final class ConfigBuilder {
         b.prepareMaxLeadMillis = TimeUnit.NANOSECONDS.toMillis(sp.maxLeadNanos());
         b.hintPinMaxMillis = g.hintPinMaxMillis();
         b.hintPinnedBytesPerNamespace = g.hintPinnedBytesPerNamespace();
+        b.tenantQuotas = g.tenantQuotas();
         ManagerConfig.Endpoints e = c.endpoints();
         b.socket = e.socket();
         b.socketMode = e.socketMode();
@@ -240,7 +242,7 @@ public final class ConfigBuilder {
                 .withTiming(TimeUnit.MILLISECONDS.toNanos(prepareMarginMillis), TimeUnit.MILLISECONDS.toNanos(prepareGraceMillis),
                         TimeUnit.MILLISECONDS.toNanos(prepareMaxLeadMillis));
         var budgets = new ManagerConfig.Budgets(maxInflightStages, maxLeases, restoreCopyThreads, drainTimeoutMillis,
-                publishQuarantineMillis, speculation, hintPinMaxMillis, hintPinnedBytesPerNamespace);
+                publishQuarantineMillis, speculation, hintPinMaxMillis, hintPinnedBytesPerNamespace, tenantQuotas);
         var credentials = new ClusterConfig.Credentials(clusterTokenFile, clusterTlsCert, clusterTlsKey, clusterTlsCa);
         var cluster = new ClusterConfig(etcd, nodeId, clusterId, clusterListen, clusterDataListen, credentials,
                 clusterLeaseTtlMillis, clusterLookupTimeoutMillis);

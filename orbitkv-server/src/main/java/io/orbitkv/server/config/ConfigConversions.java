@@ -50,7 +50,8 @@ final class ConfigConversions {
         PublishConfig publish = PublishConfig.defaults(w.policy())
                 .withWriteBudget(w.bytesPerSecond(), w.burstBytes(), w.queueBytes())
                 .withDrainTimeoutNanos(TimeUnit.MILLISECONDS.toNanos(budgets.drainTimeoutMillis()));
-        return new TieredStoreConfig(dramTier, ssdTier, publish, 65_536, budgets.maxInflightStages());
+        return new TieredStoreConfig(dramTier, ssdTier, publish, 65_536, budgets.maxInflightStages())
+                .withTenants(budgets.tenantQuotas());
     }
 
     /** The largest of {@code slotBytes}, after checking there is at least one and not more than one message of descriptors. */

@@ -145,6 +145,8 @@ public final class ConfigKeys {
             key("hintPinnedBytesPerNamespace", ByteSize.format(HintBounds.DEFAULTS.pinnedBytesPerNamespace()),
                     "DRAM bytes one namespace may hold pinned by HINT PIN (size)",
                     (b, v) -> b.hintPinnedBytesPerNamespace = size(v)),
+            key("tenantQuotas", "", "per-tenant DRAM and SSD budgets, by namespace digest and tenant label",
+                    (b, v) -> b.tenantQuotas = TenantQuotaConfig.parse(v)),
             key("etcd", "", "etcd client URLs, comma-separated; empty = single-node",
                     (b, v) -> b.etcd = text(v).isBlank() ? List.of() : List.of(text(v).strip().split("\\s*,\\s*"))),
             key("nodeId", "", "this node's stable name in the cluster", (b, v) -> b.nodeId = text(v)),

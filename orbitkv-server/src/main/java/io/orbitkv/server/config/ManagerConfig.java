@@ -203,12 +203,14 @@ public record ManagerConfig(Dram dram, Ssd ssd, Endpoints endpoints, Channel cha
      * @param speculation             PREPARE's speculation budget and timing (protocol §5.11)
      * @param hintPinMaxMillis        the longest a HINT PIN keeps a page (protocol §5.12), whatever it asks
      * @param hintPinnedBytesPerNamespace DRAM slot bytes one namespace may hold pinned by HINT PIN at once
+     * @param tenantQuotas            per-tenant DRAM and SSD budgets ({@code tenantQuotas}); none by default
      */
     public record Budgets(int maxInflightStages, long maxLeases, int restoreCopyThreads, long drainTimeoutMillis,
                           long publishQuarantineMillis, SpeculationBounds speculation, long hintPinMaxMillis,
-                          long hintPinnedBytesPerNamespace) {
+                          long hintPinnedBytesPerNamespace, io.orbitkv.core.namespace.TenantQuotas tenantQuotas) {
         public Budgets {
             Objects.requireNonNull(speculation, "speculation");
+            Objects.requireNonNull(tenantQuotas, "tenantQuotas");
             if (drainTimeoutMillis < 1) throw new IllegalArgumentException("drainTimeoutMillis must be >= 1");
             if (publishQuarantineMillis < 0) throw new IllegalArgumentException("publishQuarantineMillis must be >= 0");
             if (hintPinMaxMillis < 1) throw new IllegalArgumentException("hintPinMaxMillis must be >= 1");

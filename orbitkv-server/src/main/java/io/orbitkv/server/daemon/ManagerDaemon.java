@@ -199,6 +199,7 @@ public final class ManagerDaemon implements AutoCloseable {
                 statusPeers.ifPresent(p -> body.put("cluster", ClusterStatus.of(p.node())));
                 body.put("retention", statusStore.retention().snapshot());
                 body.put("prepare", statusCore.preparation());
+                body.put("tenants", statusStore.dram().tenantUsage());
                 body.put("uptimeSeconds", (System.nanoTime() - startedNanos) / 1e9);
                 body.put("history", statusHistory.snapshot());
                 body.put("recentErrors", new ErrorsStatus(errors.total(), errors.snapshot()));

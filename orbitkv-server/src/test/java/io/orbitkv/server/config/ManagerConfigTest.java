@@ -78,6 +78,39 @@ class ManagerConfigTest {
     }
 
     @Test
+    void tenantQuotasReadAsJsonOrTextAndABadOneNamesTheKey() throws IOException {
+        String ns = "ab".repeat(32);
+        assertThat(ManagerConfig.defaults().storeConfig().tenants().isEmpty()).as("none by default").isTrue();
+        var text = ManagerConfig.defaults().withOverrides(Map.of("tenantQuotas",
+                ns + "/salt-a:dramBytes=2m,dramGuaranteedBytes=1m;" + ns + ":dramBytes=4m,ssdBytes=1g")).storeConfig().tenants();
+        assertThat(text.tenants()).hasSize(2);
+        assertThat(text.tenants().get(0).label()).contains("salt-a");
+        assertThat(text.tenants().get(0).dramBytes()).isEqualTo(2L << 20);
+        assertThat(text.tenants().get(0).dramGuaranteedBytes()).isEqualTo(1L << 20);
+        assertThat(text.tenants().get(1).label()).isEmpty();
+        assertThat(text.tenants().get(1).ssdBytes()).isEqualTo(1L << 30);
+        assertThat(text.tenants().get(0).ssdBytes()).isEqualTo(Long.MAX_VALUE);
+        Path file = dir.resolve("tenants.json");
+        Files.writeString(file, "{\"tenantQuotas\": [{\"namespace\": \"" + ns.toUpperCase()
+                + "\", \"tenant\": \"a;b:c\", \"dramBytes\": \"8m\"}]}");
+        var json = ManagerConfig.defaults().withJson(file).storeConfig().tenants();
+        assertThat(json.tenants()).singleElement().satisfies(q -> {
+            assertThat(q.label()).contains("a;b:c");
+            assertThat(q.dramBytes()).isEqualTo(8L << 20);
+            assertThat(q.namespace().toString()).isEqualTo(ns);
+        });
+        assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("tenantQuotas", "abc:dramBytes=1m")))
+                .isInstanceOf(ConfigException.class).hasMessageContaining("tenantQuotas").hasMessageContaining("64 hex");
+        assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("tenantQuotas", ns + ":nvmeBytes=1m")))
+                .isInstanceOf(ConfigException.class).hasMessageContaining("unknown tenant budget 'nvmeBytes'");
+        assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("dramEviction", "w-tinylfu",
+                "tenantQuotas", ns + ":dramGuaranteedBytes=1m"))).isInstanceOf(ConfigException.class)
+                .hasMessageContaining("dramEviction=lru");
+        assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("tenantQuotas",
+                ns + ":dramGuaranteedBytes=2g"))).isInstanceOf(ConfigException.class).hasMessageContaining("exceed");
+    }
+
+    @Test
     void twoStoresUnderOneParentHaveDifferentDefaultReadyFiles() {
         ManagerConfig a = ManagerConfig.defaults().withOverrides(Map.of("ssdDir", dir.resolve("a").toString()));
         ManagerConfig b = ManagerConfig.defaults().withOverrides(Map.of("ssdDir", dir.resolve("b").toString()));

@@ -26,6 +26,7 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 
 /**
  * A test engine over raw frames: registers, fetches and maps its arenas' descriptors from the
@@ -88,11 +89,16 @@ final class Engine implements AutoCloseable {
 
     /** PUBLISH_RESERVE of {@code pages} of {@code prompt}; granted slots get their images written. */
     Reply.Reserved reserve(long prompt, int pages) {
+        return reserve(prompt, pages, Optional.empty());
+    }
+
+    /** As {@link #reserve(long, int)}, charged to tenant label {@code tenant} (protocol 5.6). */
+    Reply.Reserved reserve(long prompt, int pages, Optional<String> tenant) {
         List<Request.PublishPage> entries = new ArrayList<>();
         for (int p = 0; p < pages; p++) {
             entries.add(new Request.PublishPage(0, KeyForm.BLOCK_HASH, Hashes.of(List.of(hash(prompt, p))), PAGE_BYTES));
         }
-        Reply.Reserved reserved = (Reply.Reserved) raw.call(new Request.PublishReserve(entries));
+        Reply.Reserved reserved = (Reply.Reserved) raw.call(new Request.PublishReserve(entries, tenant));
         for (int p = 0; p < pages; p++) {
             if (reserved.outcomes().get(p) instanceof Reply.Granted g) {
                 byte[] bytes = image(prompt, p);
@@ -104,7 +110,12 @@ final class Engine implements AutoCloseable {
 
     /** Reserves, writes and commits {@code pages} pages; the commit outcomes. */
     List<SettleOutcome> publish(long prompt, int pages) {
-        Reply.Reserved reserved = reserve(prompt, pages);
+        return publish(prompt, pages, Optional.empty());
+    }
+
+    /** As {@link #publish(long, int)}, charged to tenant label {@code tenant}. */
+    List<SettleOutcome> publish(long prompt, int pages, Optional<String> tenant) {
+        Reply.Reserved reserved = reserve(prompt, pages, tenant);
         List<Long> ids = new ArrayList<>();
         for (Reply.ReserveOutcome o : reserved.outcomes()) {
             if (o instanceof Reply.Granted g) ids.add(g.reservationId());

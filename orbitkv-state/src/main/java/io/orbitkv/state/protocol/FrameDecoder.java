@@ -12,6 +12,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 import java.util.Objects;
 
 /**
@@ -279,7 +280,10 @@ public final class FrameDecoder {
             }
             pages.add(new Request.PublishPage(groupId, form, Hashes.adopt(width, r.bytes(width, "hash")), length));
         }
-        return new Request.PublishReserve(pages);
+        // The optional trailing tenant label: absent (nothing follows the entries) or 1..64 bytes.
+        Optional<String> tenant = r.remaining() == 0 ? Optional.empty()
+                : Optional.of(r.string16("tenant", 1, Request.MAX_TENANT_BYTES, ErrorCode.MALFORMED));
+        return new Request.PublishReserve(pages, tenant);
     }
 
     private List<Long> readIds(WireReader r) {

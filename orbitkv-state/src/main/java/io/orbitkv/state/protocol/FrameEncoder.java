@@ -120,6 +120,7 @@ public final class FrameEncoder {
                     w.u32(page.groupId()).u32(page.lengthBytes()).u8(page.form().code()).u8(page.name().width());
                     page.name().writeTo(w);
                 }
+                p.tenant().ifPresent(w::string16);
             }
             case Request.PublishCommit c -> writeIds(c.reservationIds(), w);
             case Request.PublishAbort a -> writeIds(a.reservationIds(), w);

@@ -9,6 +9,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.Set;
 
 /**
@@ -308,10 +309,24 @@ public sealed interface Request extends Frame {
         }
     }
 
-    /** Reserves arena slots for pages the engine will write; at least one page. */
-    record PublishReserve(List<PublishPage> pages) implements Request {
+    /** Largest UTF-8 length of a PUBLISH_RESERVE tenant label, in bytes. */
+    int MAX_TENANT_BYTES = 64;
+
+    /**
+     * Reserves arena slots for pages the engine will write; at least one page. {@code tenant} is the
+     * optional tenant label the pages are charged to (an engine's {@code cache_salt}):
+     * 1..{@value #MAX_TENANT_BYTES} UTF-8 bytes when present; absent, the namespace's default tenant.
+     */
+    record PublishReserve(List<PublishPage> pages, Optional<String> tenant) implements Request {
         public PublishReserve {
             pages = Check.list("pages", pages, 1, Integer.MAX_VALUE);
+            Objects.requireNonNull(tenant, "tenant");
+            tenant.ifPresent(t -> Check.text("tenant", t, 1, MAX_TENANT_BYTES));
+        }
+
+        /** Pages charged to the namespace's default tenant (no label). */
+        public PublishReserve(List<PublishPage> pages) {
+            this(pages, Optional.empty());
         }
 
         @Override

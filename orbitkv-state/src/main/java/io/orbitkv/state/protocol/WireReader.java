@@ -123,10 +123,15 @@ final class WireReader {
 
     /** u16 length, then that many bytes of well-formed UTF-8, at most {@code maxBytes}. */
     String string16(String field, int minBytes, int maxBytes) {
+        return string16(field, minBytes, maxBytes, ErrorCode.TOO_LARGE);
+    }
+
+    /** As {@link #string16(String, int, int)}, refusing more than {@code maxBytes} with {@code overLong}. */
+    String string16(String field, int minBytes, int maxBytes, ErrorCode overLong) {
         int at = offset();
         int n = u16(field + " length");
-        if (n > maxBytes) throw new BadFrame(ErrorCode.TOO_LARGE, field + " at offset " + at + " is " + n
-                + " bytes, more than maxStringBytes " + maxBytes);
+        if (n > maxBytes) throw new BadFrame(overLong, field + " at offset " + at + " is " + n
+                + " bytes, more than " + (overLong == ErrorCode.TOO_LARGE ? "maxStringBytes " : "") + maxBytes);
         if (n < minBytes) throw malformed(field + " at offset " + at + " must not be empty");
         byte[] raw = bytes(n, field);
         try {

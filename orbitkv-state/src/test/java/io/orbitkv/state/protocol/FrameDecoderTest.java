@@ -1,11 +1,14 @@
 package io.orbitkv.state.protocol;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import java.lang.management.ManagementFactory;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
 import java.util.List;
+import java.util.Optional;
 import java.util.Random;
 import org.junit.jupiter.api.Test;
 
@@ -94,6 +97,29 @@ class FrameDecoderTest {
         assertThat(malformed(new FrameDecoder(limits, Direction.TO_MANAGER).decode(ByteBuffer.wrap(frame))).code())
                 .isEqualTo(ErrorCode.TOO_LARGE);
         assertThat(manager.decode(ByteBuffer.wrap(frame))).isInstanceOf(DecodeResult.Decoded.class);
+    }
+
+    @Test
+    void aPublishReserveCarriesAnOptionalTenantLabelOfOneTo64Bytes() {
+        List<Request.PublishPage> pages = List.of(new Request.PublishPage(0, KeyForm.BLOCK_HASH,
+                Hashes.of(List.of(new byte[] {1, 2, 3})), 4096));
+        byte[] plain = FrameEncoder.toBytes(9, new Request.PublishReserve(pages));
+        byte[] labelled = FrameEncoder.toBytes(9, new Request.PublishReserve(pages, Optional.of("salt-a")));
+        assertThat(labelled.length).as("a trailing str16").isEqualTo(plain.length + 2 + 6);
+        assertThat(((DecodeResult.Decoded) manager.decode(ByteBuffer.wrap(plain))).frame())
+                .isEqualTo(new Request.PublishReserve(pages, Optional.empty()));
+        assertThat(((DecodeResult.Decoded) manager.decode(ByteBuffer.wrap(labelled))).frame())
+                .isEqualTo(new Request.PublishReserve(pages, Optional.of("salt-a")));
+        for (int n : new int[] {0, 65}) {
+            // the same frame with a label of n bytes: empty and over-long are MALFORMED
+            ByteBuffer b = ByteBuffer.allocate(plain.length + 2 + n).order(ByteOrder.LITTLE_ENDIAN);
+            b.put(plain).putShort((short) n).put("x".repeat(n).getBytes(StandardCharsets.UTF_8));
+            b.putInt(0, b.capacity());
+            assertThat(malformed(manager.decode(ByteBuffer.wrap(b.array()))).code()).as("a label of %d bytes", n)
+                    .isEqualTo(ErrorCode.MALFORMED);
+        }
+        assertThatThrownBy(() -> new Request.PublishReserve(pages, Optional.of("y".repeat(65))))
+                .isInstanceOf(IllegalArgumentException.class);
     }
 
     @Test

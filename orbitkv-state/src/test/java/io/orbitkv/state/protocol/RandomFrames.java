@@ -5,6 +5,7 @@ import io.orbitkv.state.RecoveryContract;
 import io.orbitkv.state.StateGroup;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Optional;
 import java.util.Random;
 
 /**
@@ -38,7 +39,8 @@ final class RandomFrames {
                     pages.add(new Request.PublishPage(r.nextInt(8), form, Hashes.packed(width, bytes(r, width)),
                             1 + r.nextInt(Integer.MAX_VALUE)));
                 }
-                yield new Request.PublishReserve(pages);
+                yield new Request.PublishReserve(pages, r.nextBoolean() ? Optional.empty()
+                        : Optional.of("salt-" + r.nextInt(1000)));
             }
             case PUBLISH_COMMIT -> new Request.PublishCommit(ids(r));
             case PUBLISH_ABORT -> new Request.PublishAbort(ids(r));

@@ -51,7 +51,8 @@ final class ClockHands {
      * Moves the class's hand over at most {@code maxSlots} of its slots and returns the first
      * RESIDENT, unleased slot whose image was not used since the hand last passed it, clearing the
      * marks it passes; if every candidate in that window was marked, the first of them. Empty when
-     * the window holds no RESIDENT, unleased slot.
+     * the window holds no RESIDENT, unleased slot. A slot within its tenant's DRAM guarantee is no
+     * candidate.
      */
     private Optional<EvictionPolicy.Victim> victimLocked(SlotTable slots, int classIndex, int maxSlots) {
         int base = classBase[classIndex];
@@ -62,7 +63,7 @@ final class ClockHands {
         for (int i = 0; i < steps; i++) {
             int slot = base + hand;
             hand = hand + 1 == count ? 0 : hand + 1;
-            if (!slots.residentUnleasedLocked(slot)) continue;
+            if (!slots.evictableLocked(slot)) continue;
             if (marks[slot] == 0) {
                 hands[classIndex] = hand;
                 return Optional.of(new EvictionPolicy.Victim(slot, slots.imageIdLocked(slot)));

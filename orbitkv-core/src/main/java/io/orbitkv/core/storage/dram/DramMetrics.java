@@ -61,7 +61,9 @@ final class DramMetrics implements AutoCloseable {
          */
         DISPLACED,
         /** A HINT DROP of its namespace removed it ({@link DramTier#drop}). */
-        DROPPED;
+        DROPPED,
+        /** Its tenant was over its DRAM cap and it was the tenant's least recently used unleased image. */
+        TENANT_QUOTA;
 
         String tag() {
             return name().toLowerCase(Locale.ROOT);
@@ -129,6 +131,36 @@ final class DramMetrics implements AutoCloseable {
         Counter c = Counter.builder(name).tags(arenaTag).description(description).register(registry);
         meters.add(c);
         return c;
+    }
+
+    /**
+     * The per-tenant meters, one set per configured quota (tags {@code namespace} = digest hex,
+     * {@code tenant} = label, empty for the namespace's default tenant): gauges
+     * {@code orbitkv.tenant.dram.used}, {@code .limit}, {@code .guaranteed} (bytes) and counters
+     * {@code orbitkv.tenant.dram.evictions} (by its own cap) and {@code .refusals} (reservations its
+     * cap refused). Bounded by the configured quotas; tag values come from configuration only.
+     */
+    void tenants(SlotTable slots) {
+        TenantSlots tenants = slots.tenants();
+        io.orbitkv.core.namespace.TenantTable table = tenants.table();
+        for (int t = 1; t < table.size(); t++) {
+            int tenant = t;
+            io.orbitkv.core.namespace.TenantQuota q = table.quota(t);
+            Tags tags = Tags.of("namespace", q.namespace().toString(), "tenant", q.labelText()).and(arenaTag);
+            meters.add(Gauge.builder("orbitkv.tenant.dram.used", slots, s -> tenants.figures(s, tenant)[0])
+                    .baseUnit(BaseUnits.BYTES).tags(tags).description("DRAM slot bytes charged to the tenant")
+                    .register(registry));
+            meters.add(Gauge.builder("orbitkv.tenant.dram.limit", q, x -> x.dramBytes() == Long.MAX_VALUE ? -1 : x.dramBytes())
+                    .baseUnit(BaseUnits.BYTES).tags(tags).description("the tenant's DRAM cap (-1: none)")
+                    .register(registry));
+            meters.add(Gauge.builder("orbitkv.tenant.dram.guaranteed", q, x -> x.dramGuaranteedBytes())
+                    .baseUnit(BaseUnits.BYTES).tags(tags).description("the tenant's DRAM guarantee")
+                    .register(registry));
+            meters.add(FunctionCounter.builder("orbitkv.tenant.dram.evictions", slots, s -> tenants.figures(s, tenant)[1])
+                    .tags(tags).description("images of the tenant evicted by its own cap").register(registry));
+            meters.add(FunctionCounter.builder("orbitkv.tenant.dram.refusals", slots, s -> tenants.figures(s, tenant)[2])
+                    .tags(tags).description("reservations of the tenant its cap refused (NO_SPACE)").register(registry));
+        }
     }
 
     /**

@@ -1,6 +1,7 @@
 package io.orbitkv.core.storage.dram;
 
 import io.micrometer.core.instrument.MeterRegistry;
+import io.orbitkv.core.namespace.TenantTable;
 import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.state.StateKey;
 
@@ -52,6 +53,18 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * ({@link ResidentIndex}). Only {@link #residentKeys} (the catalog's resynchronisation) lists keys
  * of every namespace.
  *
+ * <p>Tenant quotas ({@link TenantSlots}, configured by {@code TenantQuotas}): each reservation is
+ * charged, by slot bytes, to the tenant its namespace and label resolve to until it is aborted or
+ * its image leaves the index. A tenant at its DRAM cap evicts its own least recently used
+ * unleased images to make room (cause {@code tenant_quota}), else its reservation is refused
+ * ({@link ReserveResult.FullReason#TENANT_QUOTA}); the bound, class pressure and the CLOCK
+ * fallback pass over an image whose removal would take its tenant below its DRAM guarantee. A cap
+ * keeps a tenant from taking others' room; a guarantee keeps others' pressure off a tenant's pages.
+ *
+ * <p>Size: over 500 lines because this is the tier's one public face (reserve, commit, the lease
+ * calls, the hooks for copiers and tenants); the mechanics behind each are in the package-private
+ * classes it wires.
+ *
  * <p>Design note on eviction: three mechanisms, each asking the policy for a slot. The bound:
  * Caffeine's own under W-TinyLFU; otherwise each insertion that takes the resident bytes past
  * {@code indexWeightBytes} evicts {@link EvictionPolicy#boundVictim}s (at most
@@ -75,6 +88,12 @@ public final class DramTier implements AutoCloseable {
     static final int MAX_PRESSURE_EVICTIONS = 8;
 
     /**
+     * Most of its own images one reservation of a tenant at its DRAM cap may evict: a 2 MiB image
+     * in place of 64 KiB ones needs 32.
+     */
+    static final int MAX_TENANT_EVICTIONS = 64;
+
+    /**
      * Most pins {@link #acquireRun} takes under one slot-table lock acquisition: 64 pins hold the
      * lock about a microsecond, so a publisher or an eviction waits no longer than that, while a
      * 1,024-page hit takes the lock 16 times instead of 1,024.
@@ -89,15 +108,17 @@ public final class DramTier implements AutoCloseable {
     private final DramMetrics metrics;
     private final AtomicBoolean closed = new AtomicBoolean();
 
-    private DramTier(DramTierConfig config, DramArenas arenas, ResidencyStream residency, MeterRegistry registry) {
+    private DramTier(DramTierConfig config, DramArenas arenas, ResidencyStream residency, MeterRegistry registry,
+                     TenantTable tenants) {
         this.config = config;
         this.arenas = arenas;
         EvictionPolicy policy = EvictionPolicy.of(config.eviction(), config.sizeClasses());
         this.slots = new SlotTable(config.sizeClasses(), config.reservedBudgetBytes(),
-                config.evictedLeasedBudgetBytes(), policy);
+                config.evictedLeasedBudgetBytes(), policy, tenants);
         this.memory = new SlotMemory(arenas, slots);
         this.metrics = new DramMetrics(registry, config.arenaName(), slots);
         metrics.arenaNamespaces(arenas::namespaces);
+        metrics.tenants(slots);
         this.index = new ResidentIndex(config, slots, policy, residency, metrics, this::newLease);
     }
 
@@ -108,11 +129,25 @@ public final class DramTier implements AutoCloseable {
      */
     public static DramTier open(DramTierConfig config, ResidencyStream residency, MeterRegistry registry)
             throws IOException {
+        return open(config, residency, registry, TenantTable.none());
+    }
+
+    /**
+     * As {@link #open(DramTierConfig, ResidencyStream, MeterRegistry)}, charging reservations to the
+     * tenants of {@code tenants} (see the class note on tenant quotas). A DRAM guarantee needs the
+     * LRU policy: W-TinyLFU's own bound (Caffeine's) cannot pass over guaranteed images.
+     */
+    public static DramTier open(DramTierConfig config, ResidencyStream residency, MeterRegistry registry,
+                                TenantTable tenants) throws IOException {
         Objects.requireNonNull(residency, "residency");
         Objects.requireNonNull(registry, "registry");
+        Objects.requireNonNull(tenants, "tenants");
+        long guaranteed = 0;
+        for (int t = 1; t < tenants.size(); t++) guaranteed += tenants.dramGuaranteedBytes(t);
+        config.requireGuaranteesFit(guaranteed);
         // Non-negative so that Java (long) and Python (struct "Q") print the same number.
         long incarnation = new SecureRandom().nextLong() & Long.MAX_VALUE;
-        return new DramTier(config, new DramArenas(config, incarnation), residency, registry);
+        return new DramTier(config, new DramArenas(config, incarnation), residency, registry, tenants);
     }
 
     /**
@@ -122,6 +157,17 @@ public final class DramTier implements AutoCloseable {
      * {@link ReserveResult.Full} when no slot can be had within the budgets.
      */
     public ReserveResult reserve(StateKey key, int namespaceId, int lengthBytes) {
+        return reserve(key, namespaceId, lengthBytes, null);
+    }
+
+    /**
+     * As {@link #reserve(StateKey, int, int)} for a publisher that named tenant {@code tenantLabel}
+     * (null: none), charged to the tenant it resolves to. When the slot would take that tenant past
+     * its DRAM cap, the tenant's own least recently used unleased images are evicted first (at most
+     * {@value #MAX_TENANT_EVICTIONS}); if that is not enough the reservation is refused
+     * {@link ReserveResult.FullReason#TENANT_QUOTA}, and no other tenant's image is touched.
+     */
+    public ReserveResult reserve(StateKey key, int namespaceId, int lengthBytes, String tenantLabel) {
         Objects.requireNonNull(key, "key");
         if (lengthBytes <= 0) throw new IllegalArgumentException("lengthBytes must be positive: " + lengthBytes);
         requireOpen();
@@ -135,12 +181,22 @@ public final class DramTier implements AutoCloseable {
             slots.touch(resident.slot(), resident.imageId());
             return new ReserveResult.AlreadyResident(resident.imageId());
         }
-        for (int pressureEvictions = 0; ; pressureEvictions++) {
-            switch (slots.reserve(sizeClass)) {
+        int tenant = slots.tenants().table().resolve(namespaceId, tenantLabel);
+        int tenantEvictions = 0;
+        for (int pressureEvictions = 0; ; ) {
+            switch (slots.reserve(sizeClass, tenant)) {
                 case SlotTable.Allocation.Allocated(int slot, long imageId) -> {
                     memory.takeOver(slot, namespaceId);
                     return new Reservation(this, key, namespaceId, slot, imageId,
                             memory.blockSlice(namespaceId, slot, lengthBytes), memory.slotRef(slot, lengthBytes));
+                }
+                case SlotTable.Allocation.Refused(ReserveResult.FullReason reason)
+                        when reason == ReserveResult.FullReason.TENANT_QUOTA -> {
+                    // The tenant's own images make room, least recently used first; never another's.
+                    if (tenantEvictions++ >= MAX_TENANT_EVICTIONS || !index.evictForTenant(tenant, true)) {
+                        slots.tenants().refused(slots, tenant);
+                        return refuse(reason);
+                    }
                 }
                 case SlotTable.Allocation.Refused(ReserveResult.FullReason reason) -> {
                     // A handed-over victim's slot stays parked until the listener releases it (the
@@ -151,6 +207,7 @@ public final class DramTier implements AutoCloseable {
                             && pressureEvictions < MAX_PRESSURE_EVICTIONS
                             && index.evictForClass(sizeClass, handOver);
                     if (!retry) return refuse(reason);
+                    pressureEvictions++;
                 }
             }
         }
@@ -437,6 +494,37 @@ public final class DramTier implements AutoCloseable {
     /** A consistent snapshot of the byte accounting. */
     public DramUsage usage() {
         return slots.usage();
+    }
+
+    /** The tenants this tier charges reservations to. */
+    public TenantTable tenants() {
+        return slots.tenants().table();
+    }
+
+    /** The tenant the image {@code lease} pins was charged to (the SSD writer charges its extent alike). */
+    public int tenantOf(Lease lease) {
+        if (lease.owner() != this) throw new IllegalArgumentException("lease of another DRAM tier: " + lease);
+        return slots.tenants().tenantOf(slots, lease.slot());
+    }
+
+    /** The tenant of {@code key}'s resident image {@code imageId} in {@code namespaceId}; {@code TenantTable.UNTRACKED} when it is gone. */
+    public int tenantOf(StateKey key, int namespaceId, long imageId) {
+        ResidentImage image = index.peek(new PageKey(namespaceId, key));
+        return image == null || image.imageId() != imageId ? TenantTable.UNTRACKED : slots.tenants().tenantOf(slots, image.slot());
+    }
+
+    /** One row per configured tenant quota, in configuration order: its DRAM figures now. */
+    public List<TenantDramUsage> tenantUsage() {
+        TenantTable table = slots.tenants().table();
+        List<TenantDramUsage> out = new java.util.ArrayList<>(table.size() - 1);
+        for (int t = 1; t < table.size(); t++) {
+            long[] figures = slots.tenants().figures(slots, t);
+            io.orbitkv.core.namespace.TenantQuota q = table.quota(t);
+            out.add(new TenantDramUsage(q.namespace().toString(), q.labelText(), figures[0],
+                    q.dramBytes() == io.orbitkv.core.namespace.TenantQuota.UNLIMITED ? -1 : q.dramBytes(),
+                    q.dramGuaranteedBytes(), figures[1], figures[2]));
+        }
+        return out;
     }
 
     /** What a client needs to map the arenas. */

@@ -162,6 +162,22 @@ public record DramTierConfig(
                 pressureScanEntries, eviction, maxArenaNamespaces);
     }
 
+    /**
+     * Throws unless tenant DRAM guarantees summing to {@code guaranteedBytes} can be kept: they need
+     * the LRU policy (W-TinyLFU's bound is Caffeine's own and cannot pass over guaranteed images) and
+     * must fit {@link #indexWeightBytes()}.
+     */
+    public void requireGuaranteesFit(long guaranteedBytes) {
+        if (guaranteedBytes > 0 && eviction != DramEviction.LRU) {
+            throw new IllegalArgumentException("a tenant DRAM guarantee (dramGuaranteedBytes) needs dramEviction=lru, not "
+                    + eviction);
+        }
+        if (guaranteedBytes > indexWeightBytes()) {
+            throw new IllegalArgumentException("tenant DRAM guarantees of " + guaranteedBytes + " bytes exceed the "
+                    + indexWeightBytes() + " bytes the DRAM tier keeps resident");
+        }
+    }
+
     /** Sum of all slot bytes. */
     public long capacityBytes() {
         return sizeClasses.stream().mapToLong(SizeClass::capacityBytes).sum();

@@ -135,13 +135,15 @@ final class LruPolicy implements EvictionPolicy {
 
     /**
      * The least recently used image among the {@code maxSlots} least recent that is of class
-     * {@code classIndex} ({@code -1}: any class) and, when {@code unleasedOnly}, holds no lease.
+     * {@code classIndex} ({@code -1}: any class), not within its tenant's DRAM guarantee and, when
+     * {@code unleasedOnly}, holds no lease.
      */
     private Optional<Victim> leastRecentLocked(SlotTable slots, int classIndex, boolean unleasedOnly, int maxSlots) {
         int slot = tail;
         for (int i = 0; i < maxSlots && slot != NONE; i++, slot = prev[slot]) {
             if (classIndex >= 0 && slots.classOf(slot) != classIndex) continue;
             if (unleasedOnly && !slots.residentUnleasedLocked(slot)) continue;
+            if (slots.guardedLocked(slot)) continue; // a tenant's guarantee: not for others' sake
             return Optional.of(new Victim(slot, slots.imageIdLocked(slot)));
         }
         return Optional.empty();

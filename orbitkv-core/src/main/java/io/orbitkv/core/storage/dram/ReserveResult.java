@@ -30,6 +30,8 @@ public sealed interface ReserveResult permits Reservation, ReserveResult.Already
         /** Evicted images still pinned by leases hold more than {@code evictedLeasedBudgetBytes}. */
         EVICTED_LEASED_BUDGET,
         /** The namespace has no arenas and {@code maxArenaNamespaces} namespaces already have theirs. */
-        ARENA_NAMESPACES
+        ARENA_NAMESPACES,
+        /** The publisher's tenant is at its DRAM cap and none of its own images could be evicted. */
+        TENANT_QUOTA
     }
 }

@@ -231,6 +231,15 @@ final class ResidentIndex {
     }
 
     /**
+     * Evicts {@code tenant}'s least recently used unleased image (its cap is reached), handing it to
+     * the listener when {@code handOver}. False when the tenant has none within the scan.
+     */
+    boolean evictForTenant(int tenant, boolean handOver) {
+        return slots.tenants().victim(slots, tenant, scanEntries)
+                .filter(v -> removeVictim(v, DramMetrics.EvictionCause.TENANT_QUOTA, handOver)).isPresent();
+    }
+
+    /**
      * When the policy bounds the index (not Caffeine), evicts its {@link EvictionPolicy#boundVictim}s
      * until the resident bytes are within {@code indexWeightBytes}, as Caffeine's bound does under
      * W-TinyLFU: evicted images go to the eviction listener like policy evictions.

@@ -8,7 +8,12 @@ import java.util.function.Supplier;
  * The DRAM tier's slot allocator and reference counts: which slot is free, reserved, resident or
  * evicted-but-leased, how many leases pin it, which image id it currently holds, and the byte
  * accounting over all of them. It tells its {@link EvictionPolicy} of each transition that
- * matters to eviction (insert, use, first and last lease, removal) inside that transition.
+ * matters to eviction (insert, use, first and last lease, removal) inside that transition, and its
+ * {@link TenantSlots} of each that charges or discharges a tenant (reserve, abort, publish, use,
+ * retire).
+ *
+ * <p>Size: over 500 lines because the state machine, the byte accounting and the hooks of the
+ * policy and of the tenant charges are one lock's invariants; splitting them would split the lock.
  *
  * <p>Slots are numbered globally: class {@code c} owns {@code [base[c], base[c] + count[c])}.
  * Per slot the table keeps one state byte, one lease count and one image id in primitive arrays,
@@ -74,6 +79,7 @@ final class SlotTable {
     private final long reservedBudgetBytes;
     private final long evictedLeasedBudgetBytes;
     private final EvictionPolicy policy;
+    private final TenantSlots tenants;
 
     // @GuardedBy("lock") below
     private final int[][] freeStacks;
@@ -105,7 +111,15 @@ final class SlotTable {
 
     SlotTable(List<SizeClass> sizeClasses, long reservedBudgetBytes, long evictedLeasedBudgetBytes,
               EvictionPolicy policy) {
+        this(sizeClasses, reservedBudgetBytes, evictedLeasedBudgetBytes, policy, null);
+    }
+
+    /** As above, charging slots to the tenants of {@code tenantTable} (null: no tenant quotas). */
+    SlotTable(List<SizeClass> sizeClasses, long reservedBudgetBytes, long evictedLeasedBudgetBytes,
+              EvictionPolicy policy, io.orbitkv.core.namespace.TenantTable tenantTable) {
         this.policy = java.util.Objects.requireNonNull(policy, "policy");
+        this.tenants = tenantTable == null ? TenantSlots.NONE
+                : new TenantSlots(tenantTable, sizeClasses.stream().mapToInt(SizeClass::slotCount).sum());
         int classes = sizeClasses.size();
         this.classSlotBytes = new int[classes];
         this.classBase = new int[classes + 1];
@@ -159,6 +173,14 @@ final class SlotTable {
 
     /** Takes a free slot of {@code classIndex} for a publish, unless a budget forbids it. */
     Allocation reserve(int classIndex) {
+        return reserve(classIndex, io.orbitkv.core.namespace.TenantTable.UNTRACKED);
+    }
+
+    /**
+     * As {@link #reserve(int)}, charged to {@code tenant}; refused {@code TENANT_QUOTA} when the
+     * slot does not fit the tenant's cap (the caller evicts the tenant's own images and retries).
+     */
+    Allocation reserve(int classIndex, int tenant) {
         int bytes = classSlotBytes[classIndex];
         lock.lock();
         try {
@@ -167,6 +189,11 @@ final class SlotTable {
             }
             if (reservedBytes + bytes > reservedBudgetBytes) {
                 return new Allocation.Refused(ReserveResult.FullReason.RESERVED_BUDGET);
+            }
+            // after the budgets (a refusal there needs no eviction), before the free list (the
+            // tenant's own eviction may free the slot class pressure would otherwise take)
+            if (!tenants.fits(tenant, bytes)) {
+                return new Allocation.Refused(ReserveResult.FullReason.TENANT_QUOTA);
             }
             if (freeTops[classIndex] == 0) {
                 return new Allocation.Refused(ReserveResult.FullReason.NO_FREE_SLOT);
@@ -178,6 +205,7 @@ final class SlotTable {
             imageIds[slot] = imageId;
             freeBytes -= bytes;
             reservedBytes += bytes;
+            tenants.charge(slot, tenant, bytes);
             return new Allocation.Allocated(slot, imageId);
         } finally {
             lock.unlock();
@@ -190,6 +218,7 @@ final class SlotTable {
         try {
             expect(slot, imageId, RESERVED);
             reservedBytes -= classSlotBytes[classOf(slot)];
+            tenants.discharge(slot, classSlotBytes[classOf(slot)], false, false);
             pushFree(slot);
         } finally {
             lock.unlock();
@@ -204,6 +233,7 @@ final class SlotTable {
             int bytes = classSlotBytes[classOf(slot)];
             states[slot] = RESIDENT;
             policy.onInsert(slot);
+            tenants.published(slot, bytes);
             reservedBytes -= bytes;
             usedBytes += bytes;
             residentImages++;
@@ -233,6 +263,7 @@ final class SlotTable {
             addLease(slot);
             if (use) {
                 policy.onAccess(slot);
+                tenants.touched(slot);
                 usePins++;
             }
             return true;
@@ -256,6 +287,7 @@ final class SlotTable {
                 if (states[slot] != RESIDENT || imageIds[slot] != expectedImageIds[i]) return i;
                 addLease(slot);
                 policy.onAccess(slot);
+                tenants.touched(slot);
                 usePins++;
             }
             return n;
@@ -273,6 +305,7 @@ final class SlotTable {
         try {
             if (states[slot] != RESIDENT || imageIds[slot] != imageId) return false;
             policy.onRepublish(slot);
+            tenants.touched(slot);
             return true;
         } finally {
             lock.unlock();
@@ -366,6 +399,7 @@ final class SlotTable {
                 heldBytes -= bytes;
             }
             policy.onRemove(slot);
+            tenants.discharge(slot, bytes, true, cause == DramMetrics.EvictionCause.TENANT_QUOTA);
             usedBytes -= bytes;
             residentImages--;
             if (leases[slot] == 0) {
@@ -489,6 +523,25 @@ final class SlotTable {
     boolean residentUnleasedLocked(int slot) {
         assert lock.isHeldByCurrentThread();
         return states[slot] == RESIDENT && leases[slot] == 0 && !held[slot];
+    }
+
+    /**
+     * True when {@code slot} is RESIDENT, holds no lease and may go for another tenant's sake: its
+     * removal would not take its tenant below its DRAM guarantee. Inside {@link #locked}.
+     */
+    boolean evictableLocked(int slot) {
+        return residentUnleasedLocked(slot) && !guardedLocked(slot);
+    }
+
+    /** True when removing {@code slot} would take its tenant below its DRAM guarantee. Inside {@link #locked}. */
+    boolean guardedLocked(int slot) {
+        assert lock.isHeldByCurrentThread();
+        return tenants.guardedLocked(slot, classSlotBytes[classOf(slot)]);
+    }
+
+    /** The tenant charges of the slots (read through {@link #locked}, see {@link TenantSlots}). */
+    TenantSlots tenants() {
+        return tenants;
     }
 
     /** The image id {@code slot} holds or held last. Inside {@link #locked}. */

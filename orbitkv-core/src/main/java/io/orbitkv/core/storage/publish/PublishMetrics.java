@@ -27,7 +27,7 @@ final class PublishMetrics implements AutoCloseable {
     enum SealDrop { SOURCE_GONE, DRAM_FULL, CLOSED }
 
     /** Why SSD admission said no; the block stays in DRAM. */
-    enum Skip { OVER_RATE, QUEUE_FULL, ALREADY_STORED, UNKNOWN_NAMESPACE }
+    enum Skip { OVER_RATE, QUEUE_FULL, ALREADY_STORED, UNKNOWN_NAMESPACE, TENANT_QUOTA }
 
     /** Why an admitted SSD write was not performed. */
     enum WriteDrop { SOURCE_GONE, LANE_FULL, CLOSED }

@@ -52,6 +52,11 @@ import java.util.function.LongSupplier;
  * eviction lease); at its turn it leases exactly that image, quietly, and writes from the DRAM
  * slot with no copy; if the image is gone the write is dropped (counted).
  *
+ * <p>Tenant SSD caps: a write is admitted only within its tenant's {@code ssdBytes}
+ * ({@link TenantSsdLedger}, charged from the key's entry in the pending-write set until it leaves
+ * it); over the cap it is skipped as {@code tenant_quota}. Size: over 500 lines because the three
+ * admission policies share one pending-write set and one budget; each policy's steps are short.
+ *
  * <p>Thread model: {@code publish}, {@code onCommitted} and {@code onDramHit} from any thread;
  * {@code sealQueued} and {@code admitEvicted} from one sealing thread at a time; {@code onEvicted}
  * on DRAM's evicting thread under that key's index lock, so it only queues (bounded). The queues'
@@ -100,6 +105,9 @@ public final class PublishPipeline implements AutoCloseable {
      */
     private final ConcurrentHashMap<StateKey, Set<NamespaceDigest>> droppedWhilePending = new ConcurrentHashMap<>();
     private final AtomicBoolean closeCalled = new AtomicBoolean();
+    /** The tenants' SSD caps: a pending write is charged from {@code pendingWrites.add} to {@link #unpend}. */
+    private final TenantSsdLedger tenantSsd;
+    private final MeterRegistry registry;
 
     /** @param nanoClock the budget's clock ({@code System::nanoTime} in production; tests drive it) */
     public PublishPipeline(DramTier dram, SsdStore ssd, SsdIoDispatcher dispatcher, PublishConfig config,
@@ -111,6 +119,20 @@ public final class PublishPipeline implements AutoCloseable {
     public PublishPipeline(DramTier dram, SsdStore ssd, SsdIoDispatcher dispatcher, PublishConfig config,
                            NamespaceTable namespaces, MeterRegistry registry, LongSupplier nanoClock,
                            CostObserver observer) {
+        this(dram, ssd, dispatcher, config, namespaces, registry, nanoClock, observer,
+                new TenantSsdLedger(dram.tenants()));
+    }
+
+    /**
+     * As above, admitting SSD writes within the SSD caps of {@code tenantSsd} (whose owner attaches it
+     * to the SSD index's changes, {@code ResidencyStream#attach(ResidencyStream.SsdChange)}, before
+     * the store recovers).
+     */
+    public PublishPipeline(DramTier dram, SsdStore ssd, SsdIoDispatcher dispatcher, PublishConfig config,
+                           NamespaceTable namespaces, MeterRegistry registry, LongSupplier nanoClock,
+                           CostObserver observer, TenantSsdLedger tenantSsd) {
+        this.tenantSsd = Objects.requireNonNull(tenantSsd, "tenantSsd");
+        this.registry = Objects.requireNonNull(registry, "registry");
         this.copies = new DramCopyObservations(observer,
                 new ResourceId("dram:" + dram.config().arenaName(), INCARNATIONS.incrementAndGet()));
         this.dram = Objects.requireNonNull(dram, "dram");
@@ -123,6 +145,7 @@ public final class PublishPipeline implements AutoCloseable {
                 ? Optional.of(new ReuseHits(config.hitTableEntries(), threshold)) : Optional.empty();
         this.metrics = new PublishMetrics(registry, Tags.of("arena", dram.config().arenaName()));
         metrics.queueGauges(queues);
+        tenantSsd.registerMeters(registry, Tags.of("arena", dram.config().arenaName()));
     }
 
     /** Queues {@code source} to be sealed as {@code key}'s image. Never blocks. */
@@ -190,7 +213,7 @@ public final class PublishPipeline implements AutoCloseable {
                     return admitted;
                 }
                 case PublishQueues.WriteThroughTurn.TooLarge(PublishQueues.WriteThroughEntry entry) -> {
-                    pendingWrites.remove(pageOf(entry.lease())); // never fits the queued-bytes bound: not waited for
+                    unpend(pageOf(entry.lease())); // never fits the queued-bytes bound: not waited for
                     skip(PublishMetrics.Skip.QUEUE_FULL, Optional.of(entry.lease()));
                 }
                 case PublishQueues.WriteThroughTurn.Admitted(PublishQueues.WriteThroughEntry entry) -> {
@@ -284,6 +307,7 @@ public final class PublishPipeline implements AutoCloseable {
             metrics.writeDropped(PublishMetrics.WriteDrop.CLOSED);
         }
         metrics.close();
+        tenantSsd.removeMeters(registry);
     }
 
     private void drainWriteThrough(long timeoutNanos) {
@@ -293,7 +317,7 @@ public final class PublishPipeline implements AutoCloseable {
             admitWriteThrough();
         } while (queues.awaitWriteRoom(deadline));
         for (PublishQueues.WriteThroughEntry e : queues.closeWriteThrough()) {
-            pendingWrites.remove(pageOf(e.lease()));
+            unpend(pageOf(e.lease()));
             e.lease().release();
             metrics.writeDropped(PublishMetrics.WriteDrop.CLOSED);
         }
@@ -413,15 +437,20 @@ public final class PublishPipeline implements AutoCloseable {
             skip(PublishMetrics.Skip.ALREADY_STORED, Optional.of(lease));
             return;
         }
+        if (!tenantSsd.admit(key, dram.tenantOf(lease), lease.lengthBytes())) {
+            pendingWrites.remove(page);
+            skip(PublishMetrics.Skip.TENANT_QUOTA, Optional.of(lease));
+            return;
+        }
         switch (queues.offerWriteThrough(new PublishQueues.WriteThroughEntry(lease, digest.get()))) {
             case QUEUED -> admitWriteThrough();
             case FULL -> {
-                pendingWrites.remove(page);
+                unpend(page);
                 lease.release();
                 metrics.skipped(PublishMetrics.Skip.QUEUE_FULL);
             }
             case CLOSED -> {
-                pendingWrites.remove(page);
+                unpend(page);
                 lease.release();
                 metrics.writeDropped(PublishMetrics.WriteDrop.CLOSED);
             }
@@ -455,13 +484,19 @@ public final class PublishPipeline implements AutoCloseable {
             skip(PublishMetrics.Skip.ALREADY_STORED, retained);
             return;
         }
+        int tenant = retained.map(dram::tenantOf).orElseGet(() -> dram.tenantOf(key, namespaceId, imageId));
+        if (!tenantSsd.admit(key, tenant, lengthBytes)) {
+            pendingWrites.remove(page);
+            skip(PublishMetrics.Skip.TENANT_QUOTA, retained);
+            return;
+        }
         switch (queues.tryAdmit(lengthBytes)) {
             case OVER_RATE -> {
-                pendingWrites.remove(page);
+                unpend(page);
                 skip(PublishMetrics.Skip.OVER_RATE, retained);
             }
             case QUEUE_FULL -> {
-                pendingWrites.remove(page);
+                unpend(page);
                 skip(PublishMetrics.Skip.QUEUE_FULL, retained);
             }
             case ADMITTED -> {
@@ -500,7 +535,7 @@ public final class PublishPipeline implements AutoCloseable {
 
     /** An admitted write finished (any outcome, exactly once): its key, bytes and lane slot return. */
     private void onWriteFinished(SsdWrite write) {
-        pendingWrites.remove(write.page());
+        unpend(write.page());
         deleteIfDropped(write.page().key(), write.namespace());
         queues.onWriteFinished(write.lengthBytes());
         // The lane has room again: the next write-through block need not wait for the sealer.
@@ -509,6 +544,16 @@ public final class PublishPipeline implements AutoCloseable {
 
     private static PageKey pageOf(Lease lease) {
         return new PageKey(lease.namespaceId(), lease.key());
+    }
+
+    /**
+     * The page's pending write is over (queued no more, finished or dropped): its tenant charge
+     * ends first. The tenant ledger's pending charges are by key (a key pending in two namespaces
+     * at once, only possible with a forged STATE_KEY, shares one charge).
+     */
+    private void unpend(PageKey page) {
+        tenantSsd.finished(page.key());
+        pendingWrites.remove(page);
     }
 
     private void skip(PublishMetrics.Skip reason, Optional<Lease> retained) {

@@ -34,6 +34,21 @@ public final class ResidencyStream {
 
     /** Set once by the store's owner before any tier appends; read by every appending thread. */
     private volatile RetentionLedger retention;
+    /** As {@link #retention}: told of every SSD change too (the tenant SSD ledger). */
+    private volatile SsdChange ssdChange;
+
+    /** Told of each SSD extent indexed or dropped, with its namespace. */
+    @FunctionalInterface
+    public interface SsdChange {
+        /** An extent of {@code key} in {@code namespace} ({@code payloadBytes}) was indexed or dropped. */
+        void onSsd(io.orbitkv.state.NamespaceDigest namespace, StateKey key, ResidencyEvent.Kind kind, int payloadBytes);
+    }
+
+    /** Makes {@code listener} learn every SSD change; once, before any tier appends. */
+    public void attach(SsdChange listener) {
+        if (ssdChange != null) throw new IllegalStateException("an SSD change listener is already attached");
+        ssdChange = java.util.Objects.requireNonNull(listener, "listener");
+    }
 
     /** Makes {@code ledger} learn every residency change with its namespace (see {@link RetentionLedger}). */
     public void attach(RetentionLedger ledger) {
@@ -58,6 +73,8 @@ public final class ResidencyStream {
     public void retainedOnSsd(io.orbitkv.state.NamespaceDigest namespace, StateKey key, ResidencyEvent.Kind kind, int lengthBytes) {
         RetentionLedger r = retention;
         if (r != null) r.ssd(namespace, key, kind, lengthBytes);
+        SsdChange c = ssdChange;
+        if (c != null) c.onSsd(namespace, key, kind, lengthBytes);
     }
 
     public ResidencyStream(int capacityEvents) {
