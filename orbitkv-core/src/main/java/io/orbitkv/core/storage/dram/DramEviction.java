@@ -11,6 +11,10 @@ import java.util.Locale;
  *       scans.</li>
  *   <li>{@link #LRU}: the least recently published or used image goes first ({@code LruPolicy}'s
  *       exact recency list; Caffeine stays the index). Every newcomer is admitted.</li>
+ *   <li>{@link #CHAIN}: leaf-first over the prefix forest that publishers' {@link ChainLink}s
+ *       describe (a page with a resident successor in its chain is not a victim while a leaf is),
+ *       leaves ranked by a reuse value learned from the traffic ({@code ChainPolicy}). Every
+ *       newcomer is admitted.</li>
  * </ul>
  *
  * <p>Design note, measured by {@code bin/bench-trace} on the Mooncake conversation trace (12,031
@@ -24,22 +28,25 @@ import java.util.Locale;
  */
 public enum DramEviction {
     W_TINY_LFU,
-    LRU;
+    LRU,
+    CHAIN;
 
-    /** Parses {@code w-tinylfu} or {@code lru} (case-insensitive). */
+    /** Parses {@code w-tinylfu}, {@code lru} or {@code chain} (case-insensitive). */
     public static DramEviction parse(String text) {
         return switch (text.strip().toLowerCase(Locale.ROOT)) {
             case "w-tinylfu" -> W_TINY_LFU;
             case "lru" -> LRU;
-            default -> throw new IllegalArgumentException("DRAM eviction must be w-tinylfu or lru: '" + text + "'");
+            case "chain" -> CHAIN;
+            default -> throw new IllegalArgumentException("DRAM eviction must be w-tinylfu, lru or chain: '" + text + "'");
         };
     }
 
-    /** The configuration word: {@code w-tinylfu} or {@code lru}. */
+    /** The configuration word: {@code w-tinylfu}, {@code lru} or {@code chain}. */
     public String word() {
         return switch (this) {
             case W_TINY_LFU -> "w-tinylfu";
             case LRU -> "lru";
+            case CHAIN -> "chain";
         };
     }
 }

@@ -82,6 +82,7 @@ public final class DramTier implements AutoCloseable {
     private final SlotTable slots;
     private final SlotMemory memory;
     private final ResidentIndex index;
+    private final EvictionPolicy policy;
     private final DramMetrics metrics;
     private final AtomicBoolean closed = new AtomicBoolean();
 
@@ -95,6 +96,7 @@ public final class DramTier implements AutoCloseable {
         this.metrics = new DramMetrics(registry, config.arenaName(), slots);
         metrics.arenaNamespaces(arenas::namespaces);
         this.index = new ResidentIndex(config, slots, policy, residency, metrics, this::newLease);
+        this.policy = policy;
     }
 
     /**
@@ -164,6 +166,7 @@ public final class DramTier implements AutoCloseable {
         requireOpen();
         if (!reservation.end(Reservation.COMMITTED)) return new CommitResult.NotOpen();
         ResidentImage fresh = imageOf(reservation);
+        stageChain(reservation);
         ResidentImage winner = index.insert(reservation.key(), fresh, false);
         if (winner == fresh) return new CommitResult.Inserted(fresh.imageId());
         slots.abort(reservation.slot(), reservation.imageId());
@@ -183,6 +186,7 @@ public final class DramTier implements AutoCloseable {
         requireOpen();
         if (!reservation.end(Reservation.COMMITTED)) return new AcquireResult.Miss(reservation.key());
         ResidentImage fresh = imageOf(reservation);
+        stageChain(reservation);
         ResidentImage winner = index.insert(reservation.key(), fresh, true);
         if (winner == fresh) return newLease(reservation.key(), fresh);
         slots.abort(reservation.slot(), reservation.imageId());
@@ -403,6 +407,23 @@ public final class DramTier implements AutoCloseable {
 
     private static ResidentImage imageOf(Reservation committed) {
         return new ResidentImage(committed.slot(), committed.lengthBytes(), committed.namespaceId(), committed.imageId());
+    }
+
+    /**
+     * Hands the reservation's {@link ChainLink} to a policy that tracks chains, before the insertion:
+     * the parent's slot and image if the parent is resident in the same namespace.
+     */
+    private void stageChain(Reservation reservation) {
+        if (!policy.tracksChains()) return;
+        ChainLink link = reservation.chainLink();
+        ResidentImage parent = link.parent() == null ? null : index.peek(link.parent());
+        boolean linked = parent != null && parent.namespaceId() == reservation.namespaceId();
+        int parentSlot = linked ? parent.slot() : -1;
+        long parentImage = linked ? parent.imageId() : ResidentIndex.ANY_IMAGE;
+        slots.locked(() -> {
+            policy.stageChainLocked(slots, reservation.slot(), parentSlot, parentImage, link.first(), link.last());
+            return null;
+        });
     }
 
     /** Called by {@link Lease#release()} exactly once per lease. */
