@@ -282,17 +282,25 @@ final class ChainPolicy implements EvictionPolicy {
     }
 
     /**
-     * Links a page whose last child just left into its list by stamp: its stamp is usually older
-     * than every leaf's (its child was the victim), so it goes near the tail, at most
-     * {@value #MAX_ORDER_STEPS} steps from it.
+     * Links a page whose last child just left into its list by stamp: at the head when it is the
+     * most recent (its child was evicted right after its insertion), else where the stamps say,
+     * looking at most {@value #MAX_ORDER_STEPS} entries from the tail (its child was an old victim)
+     * and as many from the head; past both it goes where the tail-side search stopped.
      */
     private void linkInOrder(int slot) {
         int list = listOf(slot);
-        int newer = tails[list];
-        for (int i = 0; i < MAX_ORDER_STEPS && newer != NONE && stamp[newer] < stamp[slot]; i++) newer = prev[newer];
-        if (newer == NONE) {
+        int head = heads[list];
+        if (head == NONE || stamp[head] <= stamp[slot]) {
             linkAtHead(slot);
             return;
+        }
+        int newer = tails[list];
+        for (int i = 0; i < MAX_ORDER_STEPS && stamp[newer] < stamp[slot]; i++) newer = prev[newer];
+        if (stamp[newer] < stamp[slot]) {
+            newer = head;
+            for (int i = 0; i < MAX_ORDER_STEPS && next[newer] != NONE && stamp[next[newer]] > stamp[slot]; i++) {
+                newer = next[newer];
+            }
         }
         int older = next[newer];
         prev[slot] = newer;
