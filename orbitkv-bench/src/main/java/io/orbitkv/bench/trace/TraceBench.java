@@ -464,7 +464,7 @@ public final class TraceBench {
         Map<String, List<String>> out = new LinkedHashMap<>();
         List<String> flags = List.of("simulate-only", "help");
         List<String> known = List.of("trace", "requests", "skip", "capacities", "ssd-runs", "block-bytes", "block-tokens",
-                "speedup", "concurrency", "dir", "shm-dir", "out", "manager-set", "evictions", "simulate-only", "help");
+                "speedup", "concurrency", "dir", "shm-dir", "out", "manager-set", "evictions", "tier-policies", "simulate-only", "help");
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             if (a.equals("-h")) a = "--help";
