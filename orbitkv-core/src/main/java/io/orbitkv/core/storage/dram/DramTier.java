@@ -31,7 +31,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * readable by the caller that paid for it; {@link #acquireImage} leases an exact image without
  * counting a use; {@link #share} adds a lease to an already leased image; an
  * {@link EvictionListener} set once with {@link #setEvictionListener} is handed each evicted
- * image (not namespace drops) pinned by a lease taken before its slot was retired.
+ * image (not namespace drops) pinned by a lease taken before its slot was retired. A
+ * {@link ChainLink} the publisher set on a reservation ({@link Reservation#chain}) is resolved to
+ * its parent's slot and staged with a policy that tracks chains before the commit's insertion.
  *
  * <p>Thread model: every public method is thread-safe and non-blocking apart from short locks
  * (first the index's bound lock when the policy bounds the index, then Caffeine's per-bin and
