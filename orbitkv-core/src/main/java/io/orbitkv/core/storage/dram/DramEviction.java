@@ -24,7 +24,10 @@ import java.util.Locale;
  * reference (frequency 1 against residents of frequency 1 or more) and its hill climber adapts
  * its 1 % window too slowly over 288,500 references, so it served 0.147 of prompt tokens at 5 %
  * capacity against LRU's 0.199 (offline, same access pattern), and 0.257 against 0.360 at 25 %.
- * W-TinyLFU stays for workloads of hot prefixes among one-off scans.
+ * W-TinyLFU stays for workloads of hot prefixes among one-off scans. CHAIN, the Manager's default,
+ * served at least what LRU serves at every capacity (5-50 %) of both halves of that trace and of
+ * three variants, 1.000-1.086 × LRU (docs/performance.md, "Cache quality: the Manager's chain-aware
+ * DRAM policy").
  */
 public enum DramEviction {
     W_TINY_LFU,
