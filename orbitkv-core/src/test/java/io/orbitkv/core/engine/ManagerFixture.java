@@ -6,6 +6,7 @@ import io.orbitkv.core.namespace.NamespaceTable;
 import io.orbitkv.core.query.RemotePages;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.TieredStoreConfig;
+import io.orbitkv.core.storage.dram.DramEviction;
 import io.orbitkv.core.storage.dram.DramTierConfig;
 import io.orbitkv.core.storage.dram.SizeClass;
 import io.orbitkv.core.storage.publish.PublishConfig;
@@ -43,6 +44,8 @@ final class ManagerFixture implements AutoCloseable {
     final ProtocolLimits limits;
     final ManagerBounds config;
     final CostObserver cost;
+    /** The DRAM tier's policy: W-TinyLFU (the tier config's own default) unless a test names one. */
+    final DramEviction eviction;
     SimpleMeterRegistry registry;
     NamespaceTable namespaces;
     TieredStore store;
@@ -64,10 +67,23 @@ final class ManagerFixture implements AutoCloseable {
                    CostObserver cost) throws IOException {
         this.remote = remote;
         this.cost = cost;
+        this.eviction = DramEviction.W_TINY_LFU;
         this.dir = dir;
         this.dramSlots = dramSlots;
         this.limits = limits;
         this.config = config;
+        start();
+    }
+
+    /** A core whose DRAM tier evicts by {@code eviction}. */
+    ManagerFixture(Path dir, int dramSlots, DramEviction eviction) throws IOException {
+        this.remote = RemotePages.NONE;
+        this.cost = CostObserver.disabled();
+        this.dir = dir;
+        this.dramSlots = dramSlots;
+        this.limits = ProtocolLimits.DEFAULTS;
+        this.config = ManagerBounds.DEFAULTS;
+        this.eviction = eviction;
         start();
     }
 
@@ -84,7 +100,7 @@ final class ManagerFixture implements AutoCloseable {
         registry = new SimpleMeterRegistry();
         namespaces = new NamespaceTable(1024);
         DramTierConfig dram = new DramTierConfig(Files.createDirectories(dir.resolve("dram")), "mgr",
-                List.of(new SizeClass(SLOT, dramSlots)), 16L * SLOT, 4L * SLOT, 64);
+                List.of(new SizeClass(SLOT, dramSlots)), 16L * SLOT, 4L * SLOT, 64, eviction);
         SsdConfig ssd = SsdConfig.of(Files.createDirectories(dir.resolve("ssd"))).withMaxPayloadBytes(SLOT)
                 .withFiles(2, 4L << 20).withIo(1, 64).withPinnedWaitNanos(TimeUnit.MILLISECONDS.toNanos(20))
                 .withBuffers(64 * 1024, 64 * 1024);
