@@ -22,7 +22,6 @@ import io.orbitkv.state.protocol.SettleOutcome;
 
 import java.nio.file.attribute.UserPrincipal;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -73,12 +72,8 @@ final class EngineSession implements ChannelSession, SessionCallback {
     private final Map<Long, QueryOperation> live = new LinkedHashMap<>();
     private final Set<QueryOperation> replaced = new HashSet<>();
     private final Map<Long, Reservation> reservations = new LinkedHashMap<>();
-    /**
-     * Per group, where the prefix the session's latest QUERY matched ends: the parent of the first
-     * page of the group's next publish run (a chain-aware DRAM policy's link). At most one entry
-     * per contract group.
-     */
-    private final Map<Integer, StateKey> lastMatched = new HashMap<>();
+    /** Where the latest QUERY's match ends, and the chain links of each RESERVE's pages. */
+    private final PublishChains chains = new PublishChains();
     private final Map<Integer, EngineRegion> regions = new LinkedHashMap<>();
     private Phase phase = Phase.CONNECTED;
     private ErrorCode closedCode = ErrorCode.SHUTTING_DOWN;
@@ -263,8 +258,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
             if (refused.get().code() == ErrorCode.BUSY) core.metrics().busy(ManagerMetrics.Table.LEASES);
             return refused.get();
         }
-        lastMatched.clear();
-        lastMatched.putAll(op.lastHitPages());
+        chains.matched(op.lastHitPages());
         if (existing != null) {
             live.remove(q.operationId());
             replaced.add(existing);
@@ -397,6 +391,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
                     ? StateKeys.forBlockHash(scope.digestBytes(), p.groupId(), p.name().get(0))
                     : p.name().key(0);
         }
+        ChainLink[] links = chains.links(pages, keys);
         for (int i = 0; i < keys.length; i++) {
             Request.PublishPage p = pages.get(i);
             if (reservations.size() >= core.limits().maxReservationsPerConnection()) {
@@ -415,7 +410,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
             if (!(reserved instanceof Reservation)) core.endPublishing(scope.namespaceId(), key);
             outcomes.add(switch (reserved) {
                 case Reservation res -> {
-                    res.chain(chainLink(pages, keys, i));
+                    res.chain(links[i]);
                     long id = nextReservationId++;
                     reservations.put(id, res);
                     core.metrics().reservations.incrementAndGet();
@@ -428,21 +423,6 @@ final class EngineSession implements ChannelSession, SessionCallback {
             });
         }
         return new Reply.Reserved(outcomes);
-    }
-
-    /**
-     * Page {@code i}'s place in its chain, from the order of the RESERVE: a group's pages in one
-     * RESERVE are consecutive prefix pages, so a page's parent is the group's page before it, and
-     * the group's first page hangs under the end of the prefix the latest QUERY matched.
-     */
-    private ChainLink chainLink(List<Request.PublishPage> pages, StateKey[] keys, int i) {
-        int group = pages.get(i).groupId();
-        int before = i - 1;
-        while (before >= 0 && pages.get(before).groupId() != group) before--;
-        int after = i + 1;
-        while (after < keys.length && pages.get(after).groupId() != group) after++;
-        StateKey parent = before >= 0 ? keys[before] : lastMatched.get(group);
-        return new ChainLink(parent, before < 0, after == keys.length);
     }
 
     private Reply commit(Request.PublishCommit c) {
