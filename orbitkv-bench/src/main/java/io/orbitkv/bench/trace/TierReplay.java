@@ -24,7 +24,7 @@ import java.util.List;
  * reserved and committed in chain order with the {@link ChainLink}s the engine session derives
  * from a PUBLISH_RESERVE (first page under the end of the matched prefix, each later page under
  * the one before it). Counts hits exactly as {@link PrefixSimulator} does, so its numbers sit next
- * to the offline policies; {@code bin/bench-trace} prints them as the "Manager tier" columns.
+ * to the offline policies; {@code bin/bench-trace} prints them as its "tier" columns.
  *
  * <p>The tier holds exactly {@code capacityBlocks} resident 4 KiB pages (one slot more for the
  * open reservation, no SSD hand-over); page bytes are never touched, so the arena stays sparse.
