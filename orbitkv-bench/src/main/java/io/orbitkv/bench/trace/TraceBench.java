@@ -35,7 +35,7 @@ import java.util.Map;
  *   java -cp orbitkv-bench.jar io.orbitkv.bench.trace.TraceBench --trace=FILE [--requests=N] [--skip=M]
  *        [--capacities=5,10,25,50] [--ssd-runs=5+20] [--block-bytes=8192] [--speedup=100] [--concurrency=1]
  *        [--dir=var/bench-trace] [--shm-dir=/dev/shm/orbitkv-bench-trace] [--out=bench-results/trace]
- *        [--evictions=w-tinylfu,lru] [--manager-set=KEY=VALUE] [--simulate-only]
+ *        [--evictions=w-tinylfu,lru] [--manager-set=KEY=VALUE] [--tier-policies=lru,chain] [--simulate-only]
  * </pre>
  *
  * <p>Exit status: 0 when every replay restored only right bytes (whether or not the hit-ratio
@@ -60,6 +60,8 @@ public final class TraceBench {
               --out=DIR             results directory (table.md, results.csv, hit-ratio.png, losses.md); default bench-results/trace
               --evictions=E,...     run every capacity once per DRAM eviction policy (w-tinylfu, lru); default w-tinylfu,lru
               --manager-set=K=V     extra Manager configuration key for every run (repeatable), e.g. ssdIoThreads=2
+              --tier-policies=E,... also replay every DRAM-only capacity in process through the Manager's DRAM
+                                    tier under these eviction policies (lru, w-tinylfu, chain); default lru,chain; 'none' for none
               --simulate-only       only the offline simulations (no Manager)
               --help                this text
             """;
@@ -186,7 +188,8 @@ public final class TraceBench {
         Files.createDirectories(out);
         String command = "bin/bench-trace " + String.join(" ", argsOf(opts));
         String table = table(rows, trace.size(), references, unique, unbounded, tracePath, blockBytes, speedup,
-                concurrency, command, simulateOnly);
+                concurrency, command, simulateOnly)
+                + tierTable(rows, trace, blockTokens, one(opts, "tier-policies", "lru,chain"), shm.resolve("tier"));
         Files.writeString(out.resolve("table.md"), table);
         Files.write(out.resolve("results.csv"), csv(rows));
         chart(rows, unbounded, out.resolve("hit-ratio.png"), simulateOnly);
@@ -251,6 +254,51 @@ public final class TraceBench {
                 + "; Manager held " + dramPages + " DRAM pages, " + ssdPages + " SSD extents; " + r.wrongBytes()
                 + " wrong bytes; " + fmt(r.achievedRate(), 1) + " req/s in " + fmt(r.wallNanos() / 1e9, 1) + " s");
         return new Row(spec, r, dramPages, ssdPages, ssdNotWritten, s[0], s[1], s[2], s[3], s[4]);
+    }
+
+    /**
+     * The DRAM-only capacities of {@code rows} replayed in process through the Manager's DRAM tier
+     * ({@link TierReplay}) under each policy of {@code policies}, next to the offline LRU and Belady
+     * at the same capacity. Empty when {@code policies} is {@code none}.
+     */
+    static String tierTable(List<Row> rows, List<TraceRequest> trace, int blockTokens, String policies, Path dir)
+            throws IOException {
+        if (policies.equals("none")) return "";
+        List<DramEviction> evictions = new ArrayList<>();
+        for (String e : policies.split(",")) evictions.add(DramEviction.parse(e));
+        StringBuilder b = new StringBuilder("\nManager DRAM tier in process (`TierReplay`: the real `DramTier` and "
+                + "`EvictionPolicy`, chain links as an engine session derives them), DRAM-only capacities:\n\n| blocks |");
+        for (DramEviction e : evictions) b.append(" tier ").append(e.word()).append(" |");
+        b.append(" LRU (offline) | Belady |");
+        for (DramEviction e : evictions) b.append(" tier ").append(e.word()).append(" / Belady |");
+        if (evictions.contains(DramEviction.CHAIN) && evictions.contains(DramEviction.LRU)) b.append(" tier chain / tier lru |");
+        b.append("\n|").append(" ---: |".repeat(3 + 2 * evictions.size()
+                + (evictions.contains(DramEviction.CHAIN) && evictions.contains(DramEviction.LRU) ? 1 : 0))).append('\n');
+        Files.createDirectories(dir);
+        java.util.Set<Long> done = new java.util.HashSet<>();
+        try {
+            for (Row row : rows) {
+                if (row.spec().ssdBlocks() > 0 || !done.add(row.spec().dramBlocks())) continue;
+                int cap = (int) Math.max(1, row.spec().dramBlocks());
+                Map<DramEviction, PrefixSimulator.Result> got = new LinkedHashMap<>();
+                for (DramEviction e : evictions) got.put(e, TierReplay.run(trace, cap, e, blockTokens, dir));
+                double belady = row.belady().hitRatio();
+                b.append("| ").append(cap).append(" |");
+                for (PrefixSimulator.Result r : got.values()) b.append(' ').append(fmt(r.hitRatio(), 4)).append(" |");
+                b.append(' ').append(fmt(row.lru().hitRatio(), 4)).append(" | ").append(fmt(belady, 4)).append(" |");
+                for (PrefixSimulator.Result r : got.values()) b.append(' ').append(fmt(r.hitRatio() / belady, 3)).append(" |");
+                if (got.containsKey(DramEviction.CHAIN) && got.containsKey(DramEviction.LRU)) {
+                    b.append(' ').append(fmt(got.get(DramEviction.CHAIN).hitRatio()
+                            / got.get(DramEviction.LRU).hitRatio(), 3)).append(" |");
+                }
+                b.append('\n');
+                log("tier replay at " + cap + " blocks: " + got.values().stream()
+                        .map(r -> r.policy() + " " + fmt(r.hitRatio(), 4)).toList());
+            }
+        } finally {
+            FileTrees.delete(dir);
+        }
+        return b.toString();
     }
 
     /** The sum over every series of the Prometheus counter {@code name} in a /metrics text. */
@@ -416,7 +464,7 @@ public final class TraceBench {
         Map<String, List<String>> out = new LinkedHashMap<>();
         List<String> flags = List.of("simulate-only", "help");
         List<String> known = List.of("trace", "requests", "skip", "capacities", "ssd-runs", "block-bytes", "block-tokens",
-                "speedup", "concurrency", "dir", "shm-dir", "out", "manager-set", "evictions", "simulate-only", "help");
+                "speedup", "concurrency", "dir", "shm-dir", "out", "manager-set", "evictions", "tier-policies", "simulate-only", "help");
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             if (a.equals("-h")) a = "--help";

@@ -3,6 +3,7 @@ package io.orbitkv.core.engine;
 import io.orbitkv.core.query.QueryOperation;
 import io.orbitkv.core.query.SessionCallback;
 import io.orbitkv.core.query.SessionScope;
+import io.orbitkv.core.storage.dram.ChainLink;
 import io.orbitkv.core.storage.dram.CommitResult;
 import io.orbitkv.core.storage.dram.Reservation;
 import io.orbitkv.core.storage.dram.ReserveResult;
@@ -71,6 +72,8 @@ final class EngineSession implements ChannelSession, SessionCallback {
     private final Map<Long, QueryOperation> live = new LinkedHashMap<>();
     private final Set<QueryOperation> replaced = new HashSet<>();
     private final Map<Long, Reservation> reservations = new LinkedHashMap<>();
+    /** Where the latest QUERY's match ends, and the chain links of each RESERVE's pages. */
+    private final PublishChains chains = new PublishChains();
     private final Map<Integer, EngineRegion> regions = new LinkedHashMap<>();
     private final SessionPrepares prepares;
     private Phase phase = Phase.CONNECTED;
@@ -262,6 +265,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
             if (refused.get().code() == ErrorCode.BUSY) core.metrics().busy(ManagerMetrics.Table.LEASES);
             return refused.get();
         }
+        chains.matched(op.lastHitPages());
         if (existing != null) {
             live.remove(q.operationId());
             replaced.add(existing);
@@ -388,15 +392,23 @@ final class EngineSession implements ChannelSession, SessionCallback {
             }
         }
         List<Reply.ReserveOutcome> outcomes = new ArrayList<>(r.pages().size());
-        for (Request.PublishPage p : r.pages()) {
+        List<Request.PublishPage> pages = r.pages();
+        StateKey[] keys = new StateKey[pages.size()];
+        for (int i = 0; i < keys.length; i++) {
+            Request.PublishPage p = pages.get(i);
+            keys[i] = p.form() == KeyForm.BLOCK_HASH
+                    ? StateKeys.forBlockHash(scope.digestBytes(), p.groupId(), p.name().get(0))
+                    : p.name().key(0);
+        }
+        ChainLink[] links = chains.links(pages, keys);
+        for (int i = 0; i < keys.length; i++) {
+            Request.PublishPage p = pages.get(i);
             if (reservations.size() >= core.limits().maxReservationsPerConnection()) {
                 core.metrics().busy(ManagerMetrics.Table.RESERVATIONS);
                 outcomes.add(new Reply.Refused(Refusal.BUSY));
                 continue;
             }
-            StateKey key = p.form() == KeyForm.BLOCK_HASH
-                    ? StateKeys.forBlockHash(scope.digestBytes(), p.groupId(), p.name().get(0))
-                    : p.name().key(0);
+            StateKey key = keys[i];
             // One publisher per key of a namespace, across connections and within one RESERVE: a
             // second would write the same immutable page for nothing and be DISCARDED at commit.
             if (!core.startPublishing(scope.namespaceId(), key)) {
@@ -408,6 +420,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
             if (!(reserved instanceof Reservation)) core.endPublishing(scope.namespaceId(), key);
             outcomes.add(switch (reserved) {
                 case Reservation res -> {
+                    res.chain(links[i]);
                     long id = nextReservationId++;
                     reservations.put(id, res);
                     core.metrics().reservations.incrementAndGet();

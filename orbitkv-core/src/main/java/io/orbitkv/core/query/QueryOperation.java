@@ -14,8 +14,10 @@ import io.orbitkv.state.protocol.QueryStatus;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
 
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
@@ -174,6 +176,26 @@ public final class QueryOperation {
             owed = Owed.NOTHING;
             session.emit(new Reply.Completion(operationId(), revision(), CompletionEvent.QUERY_SETTLED, Reply.Settled.OK));
         }
+    }
+
+    /**
+     * Per group of the selected hit, the key of its last required page (where the matched prefix
+     * ends); empty for a miss. A chain-aware DRAM policy hangs the session's next publish run of
+     * the group under it.
+     */
+    public Map<Integer, StateKey> lastHitPages() {
+        if (!(selected instanceof QueryPlan.Hit hit)) return Map.of();
+        Map<Integer, StateKey> last = new HashMap<>();
+        Map<Integer, Long> lastPage = new HashMap<>();
+        for (QueryPlan.SlotSpan span : hit.spans()) {
+            PageSlot tail = span.pages()[span.pages().length - 1];
+            Long seen = lastPage.get(span.groupId());
+            if (seen == null || tail.page > seen) {
+                lastPage.put(span.groupId(), tail.page);
+                last.put(span.groupId(), tail.key);
+            }
+        }
+        return last;
     }
 
     /** The current QUERY_RESULT (PENDING while stagings run, else FINAL). */

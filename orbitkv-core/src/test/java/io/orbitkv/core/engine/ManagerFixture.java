@@ -44,12 +44,12 @@ final class ManagerFixture implements AutoCloseable {
     final ProtocolLimits limits;
     final ManagerBounds config;
     final CostObserver cost;
+    /** The DRAM tier's policy: W-TinyLFU (the tier config's own default) unless a test names one. */
+    final DramEviction eviction;
     SimpleMeterRegistry registry;
     NamespaceTable namespaces;
     TieredStore store;
     ManagerCore core;
-    /** The DRAM tier's eviction policy; set before {@link #start()} by the constructor that takes it. */
-    private DramEviction eviction = DramEviction.W_TINY_LFU;
     /** Added to System.nanoTime() by the core's clock: tests move time forward with {@link #advance}. */
     final AtomicLong skewNanos = new AtomicLong();
 
@@ -67,6 +67,7 @@ final class ManagerFixture implements AutoCloseable {
                    CostObserver cost) throws IOException {
         this.remote = remote;
         this.cost = cost;
+        this.eviction = DramEviction.W_TINY_LFU;
         this.dir = dir;
         this.dramSlots = dramSlots;
         this.limits = limits;

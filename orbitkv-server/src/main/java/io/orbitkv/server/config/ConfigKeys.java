@@ -72,7 +72,7 @@ public final class ConfigKeys {
             key("dramBytes", "1g", "bytes of DRAM slots (size)", (b, v) -> b.dramBytes = size(v)),
             key("dramSlotBytes", DramTierConfig.DEFAULT_SLOT_BYTES.stream().map(String::valueOf).collect(Collectors.joining(",")),
                      "slot sizes (array of sizes)", (b, v) -> b.dramSlotBytes = sizes(v)),
-            key("dramEviction", "lru", "DRAM eviction policy: w-tinylfu or lru",
+            key("dramEviction", "chain", "DRAM eviction policy: chain, lru or w-tinylfu",
                     (b, v) -> b.dramEviction = DramEviction.parse(text(v))),
             key("stagingBytes", null, "DRAM reserved but not yet committed (size)", (b, v) -> b.stagingBytes = size(v)),
             key("ssdDir", VAR_DIR.resolve("ssd").toString(), "directory of the SSD store and manager.lock", (b, v) -> b.ssdDir = path(v)),

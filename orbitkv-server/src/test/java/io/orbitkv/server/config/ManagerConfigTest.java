@@ -158,15 +158,17 @@ class ManagerConfigTest {
     }
 
     @Test
-    void dramEvictionDefaultsToLruAndReachesTheDramTier() {
+    void dramEvictionDefaultsToChainAndReachesTheDramTier() {
         ManagerConfig c = ManagerConfig.defaults();
-        assertThat(c.dram().eviction()).isEqualTo(io.orbitkv.core.storage.dram.DramEviction.LRU);
-        assertThat(c.storeConfig().dram().eviction()).isEqualTo(io.orbitkv.core.storage.dram.DramEviction.LRU);
+        assertThat(c.dram().eviction()).isEqualTo(io.orbitkv.core.storage.dram.DramEviction.CHAIN);
+        assertThat(c.storeConfig().dram().eviction()).isEqualTo(io.orbitkv.core.storage.dram.DramEviction.CHAIN);
         assertThat(c.withOverrides(Map.of("dramEviction", "w-tinylfu")).storeConfig().dram().eviction())
                 .isEqualTo(io.orbitkv.core.storage.dram.DramEviction.W_TINY_LFU);
+        assertThat(c.withOverrides(Map.of("dramEviction", "lru")).storeConfig().dram().eviction())
+                .isEqualTo(io.orbitkv.core.storage.dram.DramEviction.LRU);
         assertThatThrownBy(() -> c.withOverrides(Map.of("dramEviction", "arc")))
                 .isInstanceOf(ConfigException.class).hasMessageContaining("dramEviction")
-                .hasMessageContaining("w-tinylfu or lru");
+                .hasMessageContaining("w-tinylfu, lru or chain");
     }
 
     @Test

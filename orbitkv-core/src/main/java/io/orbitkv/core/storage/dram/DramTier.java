@@ -32,7 +32,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * readable by the caller that paid for it; {@link #acquireImage} leases an exact image without
  * counting a use; {@link #share} adds a lease to an already leased image; an
  * {@link EvictionListener} set once with {@link #setEvictionListener} is handed each evicted
- * image (not namespace drops) pinned by a lease taken before its slot was retired.
+ * image (not namespace drops) pinned by a lease taken before its slot was retired. A
+ * {@link ChainLink} the publisher set on a reservation ({@link Reservation#chain}) is resolved to
+ * its parent's slot and staged with a policy that tracks chains before the commit's insertion.
  *
  * <p>Thread model: every public method is thread-safe and non-blocking apart from short locks
  * (first the index's bound lock when the policy bounds the index, then Caffeine's per-bin and
@@ -77,9 +79,10 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * {@link EvictionListener} (on-evict's SSD write) keeps its slot parked until the write ends, so
  * the last eviction a reservation may make hands nothing over and frees its slot at once;
  * hand-overs also stop where a parked slot would pass {@code evictedLeasedBudgetBytes}. Heap per
- * resident block, index, policy and slots together: 160.7–161.6 B under LRU and 205.0–205.9 B
- * under W-TinyLFU at 1 M blocks ({@code DramHeapFootprintTest}; budget 256 B), the same as when
- * the index was keyed by the key alone ({@link PageKey} stores the key's words inline). The measurements behind
+ * resident block, index, policy and slots together: 160.7–161.6 B under LRU, 186.8 B under chain
+ * and 205.0–205.9 B under W-TinyLFU at 1 M blocks ({@code DramHeapFootprintTest}; budget 256 B),
+ * the same under LRU as when the index was keyed by the key alone ({@link PageKey} stores the
+ * key's words inline). The measurements behind
  * each mechanism: docs/performance.md, "DRAM tier: history of its eviction mechanisms".
  */
 public final class DramTier implements AutoCloseable {
@@ -105,6 +108,7 @@ public final class DramTier implements AutoCloseable {
     private final SlotTable slots;
     private final SlotMemory memory;
     private final ResidentIndex index;
+    private final EvictionPolicy policy;
     private final DramMetrics metrics;
     private final AtomicBoolean closed = new AtomicBoolean();
 
@@ -120,6 +124,7 @@ public final class DramTier implements AutoCloseable {
         metrics.arenaNamespaces(arenas::namespaces);
         metrics.tenants(slots);
         this.index = new ResidentIndex(config, slots, policy, residency, metrics, this::newLease);
+        this.policy = policy;
     }
 
     /**
@@ -223,6 +228,7 @@ public final class DramTier implements AutoCloseable {
         requireOpen();
         if (!reservation.end(Reservation.COMMITTED)) return new CommitResult.NotOpen();
         ResidentImage fresh = imageOf(reservation);
+        stageChain(reservation);
         ResidentImage winner = index.insert(pageOf(reservation), fresh, false);
         if (winner == fresh) return new CommitResult.Inserted(fresh.imageId());
         slots.abort(reservation.slot(), reservation.imageId());
@@ -242,6 +248,7 @@ public final class DramTier implements AutoCloseable {
         requireOpen();
         if (!reservation.end(Reservation.COMMITTED)) return new AcquireResult.Miss(reservation.key());
         ResidentImage fresh = imageOf(reservation);
+        stageChain(reservation);
         ResidentImage winner = index.insert(pageOf(reservation), fresh, true);
         if (winner == fresh) return newLease(reservation.key(), fresh);
         slots.abort(reservation.slot(), reservation.imageId());
@@ -563,6 +570,24 @@ public final class DramTier implements AutoCloseable {
 
     private static ResidentImage imageOf(Reservation committed) {
         return new ResidentImage(committed.slot(), committed.lengthBytes(), committed.namespaceId(), committed.imageId());
+    }
+
+    /**
+     * Hands the reservation's {@link ChainLink} to a policy that tracks chains, before the insertion:
+     * the parent's slot and image if the parent is resident in the same namespace.
+     */
+    private void stageChain(Reservation reservation) {
+        if (!policy.tracksChains()) return;
+        ChainLink link = reservation.chainLink();
+        ResidentImage parent = link.parent() == null ? null
+                : index.peek(new PageKey(reservation.namespaceId(), link.parent()));
+        boolean linked = parent != null;
+        int parentSlot = linked ? parent.slot() : -1;
+        long parentImage = linked ? parent.imageId() : ResidentIndex.ANY_IMAGE;
+        slots.locked(() -> {
+            policy.stageChainLocked(slots, reservation.slot(), parentSlot, parentImage, link.first(), link.last());
+            return null;
+        });
     }
 
     /** Called by {@link Lease#release()} exactly once per lease. */

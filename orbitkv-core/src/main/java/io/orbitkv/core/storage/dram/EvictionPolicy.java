@@ -9,7 +9,7 @@ import java.util.function.BiConsumer;
 /**
  * Chooses which resident image of the {@link DramTier} leaves: told of every slot event, asked for
  * victims. One instance per tier, built by {@link #of} from {@link DramTierConfig#eviction()};
- * {@link LruPolicy} and {@link TinyLfuPolicy} are today's.
+ * {@link LruPolicy}, {@link TinyLfuPolicy} and {@link ChainPolicy} are today's.
  *
  * <p>Events name a global slot of the {@link SlotTable}: {@link #onInsert} (RESERVED to RESIDENT),
  * {@link #onAccess} (a lease that is a use: a hit), {@link #onRepublish} (a publish answered
@@ -34,18 +34,18 @@ import java.util.function.BiConsumer;
  * state and the slots' inside {@link SlotTable#locked}. An implementation never calls out of the
  * tier and takes no lock of its own.
  *
- * <p>Design note: the interface is slot-granular so that a chain-aware policy (leaf-first over a
- * prefix tree) is one more implementation: it keeps a child count per slot from the inserts and
- * removals (4 B per slot), answers leaves before their parents from the same victim methods, and
- * passes over pinned slots as both policies here do. It needs one fact the tier does not pass
- * today: each insert's parent page, which the publisher knows from the chain and would hand to
- * {@link #onInsert} as a second slot. Memory per resident page, in bytes of heap: LRU 9
- * (two {@code int} links and the CLOCK mark); W-TinyLFU 1 (the CLOCK mark; its order and sketch
- * live in the Caffeine index and are counted there). The whole tier, index and slots included,
- * measured 161.6 B per resident block under LRU and 205.9 B under W-TinyLFU at 1 M blocks
- * ({@code DramHeapFootprintTest}, with the held flag of HINT PIN; 160.7 B and 205.6 B before
- * it); 160.8 B and 213.7 B on the same machine before this seam, when W-TinyLFU also paid for
- * the unused recency list.
+ * <p>Design note: the interface is slot-granular so that the chain-aware policy (leaf-first over
+ * the prefix forest) is one more implementation: it keeps a child count per slot from the inserts
+ * and removals, answers leaves before their parents from the same victim methods, and passes over
+ * pinned and held slots as the others do. The one fact it needs beyond slot events, each insert's
+ * parent page, is staged by the tier from the commit's {@link ChainLink} ({@link #stageChainLocked}).
+ * Memory per resident page, in bytes of heap: LRU 9 (two {@code int} links and the CLOCK mark);
+ * W-TinyLFU 1 (the CLOCK mark; its order and sketch live in the Caffeine index and are counted
+ * there); chain 35 ({@link ChainPolicy}). The whole tier, index and slots included, measured
+ * 160.7–161.6 B per resident block under LRU, 186.8 B under chain and 205.6–205.9 B under
+ * W-TinyLFU at 1 M blocks ({@code DramHeapFootprintTest}; the upper figures with the held flag of
+ * HINT PIN); 160.8 B and 213.7 B on the same machine before this seam, when W-TinyLFU also paid
+ * for the unused recency list.
  */
 interface EvictionPolicy {
 
@@ -58,6 +58,7 @@ interface EvictionPolicy {
         return switch (eviction) {
             case LRU -> new LruPolicy(sizeClasses);
             case W_TINY_LFU -> new TinyLfuPolicy(sizeClasses);
+            case CHAIN -> new ChainPolicy(sizeClasses);
         };
     }
 
@@ -72,6 +73,25 @@ interface EvictionPolicy {
 
     /** True when the index built by {@link #newIndex} bounds itself; false when the tier asks {@link #boundVictim}. */
     boolean indexEnforcesBound();
+
+    /**
+     * True when the policy wants each commit's {@link ChainLink}: the tier then calls
+     * {@link #stageChainLocked} before every insertion (with {@code parentSlot} {@code -1} when the
+     * commit names no resident parent).
+     */
+    default boolean tracksChains() {
+        return false;
+    }
+
+    /**
+     * The RESERVED {@code slot} is about to be inserted as the child of {@code parentSlot}'s image
+     * {@code parentImageId} ({@code -1}: no parent), {@code first} or {@code last} page of its publish
+     * run; {@link #onInsert} of the same slot follows unless the commit loses. Under the table's
+     * lock; only called when {@link #tracksChains}.
+     */
+    default void stageChainLocked(SlotTable slots, int slot, int parentSlot, long parentImageId, boolean first,
+                                  boolean last) {
+    }
 
     /** RESERVED to RESIDENT: {@code slot}'s image entered the index. Under the table's lock. */
     void onInsert(int slot);

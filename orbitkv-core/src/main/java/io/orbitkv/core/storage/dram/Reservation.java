@@ -21,10 +21,22 @@ public final class Reservation extends SlotClaim implements ReserveResult {
     static final int COMMITTED = 1;
     static final int ABORTED = 2;
 
+    /** Set by the publisher before the commit; read by the committing thread. */
+    private volatile ChainLink chain = ChainLink.NONE;
+
     /** {@code blockSegment}: writable view of the slot's first {@code lengthBytes} rounded up to 4 KiB. */
     Reservation(DramTier owner, StateKey key, int namespaceId, int slot, long imageId, MemorySegment blockSegment,
                 SlotRef slotRef) {
         super(owner, key, namespaceId, slot, imageId, blockSegment, slotRef);
+    }
+
+    /** Records where this page sits in its chain, for a chain-aware policy; before the commit. */
+    public void chain(ChainLink link) {
+        this.chain = java.util.Objects.requireNonNull(link, "link");
+    }
+
+    ChainLink chainLink() {
+        return chain;
     }
 
     /** True until committed or aborted. */

@@ -110,6 +110,9 @@ final class PublishMetrics implements AutoCloseable {
         meters.add(Gauge.builder("orbitkv.publish.ssd.writethrough.queue.depth", queues,
                 PublishQueues::writeThroughQueueDepth).tags(tags)
                 .description("sealed blocks (leased) waiting for SSD write room under write-through").register(registry));
+        meters.add(Gauge.builder("orbitkv.publish.ssd.handover.queue.bytes", queues, PublishQueues::evictedQueueBytes)
+                .baseUnit(BaseUnits.BYTES).tags(tags).description("bytes of images DRAM evicted, waiting for SSD lane room and write budget")
+                .register(registry));
         meters.add(Gauge.builder("orbitkv.publish.ssd.queued.bytes", queues, PublishQueues::writeQueuedBytes)
                 .baseUnit(BaseUnits.BYTES).tags(tags).description("bytes admitted for SSD, not yet written")
                 .register(registry));

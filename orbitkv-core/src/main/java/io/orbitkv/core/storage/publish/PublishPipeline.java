@@ -184,12 +184,50 @@ public final class PublishPipeline implements AutoCloseable {
      */
     public int admitEvicted() {
         int admitted = 0;
-        for (Optional<PublishQueues.Evicted> next = queues.pollEvicted(); next.isPresent(); next = queues.pollEvicted()) {
-            Lease lease = next.get().retained();
-            admit(lease.key(), next.get().namespaceId(), lease.imageId(), lease.lengthBytes(), Optional.of(lease), true);
-            admitted++;
+        for (;;) {
+            switch (queues.nextEvicted()) {
+                case PublishQueues.EvictedTurn.Wait() -> {
+                    return admitted;
+                }
+                case PublishQueues.EvictedTurn.TooLarge(PublishQueues.Evicted e) ->
+                        skip(PublishMetrics.Skip.QUEUE_FULL, Optional.of(e.retained()));
+                case PublishQueues.EvictedTurn.Admitted(PublishQueues.Evicted e) -> {
+                    admitTaken(e.retained(), e.namespaceId());
+                    admitted++;
+                }
+            }
         }
-        return admitted;
+    }
+
+    /**
+     * SSD admission of a handed-over image whose lane slot and budget bytes are already taken
+     * ({@link PublishQueues#nextEvicted}): written unless its namespace is gone or the SSD holds it
+     * (then both return at once, counted as the skip). An SSD copy in the ring's oldest
+     * {@code ssdRefreshFraction} is written again instead of skipped (the new generation replaces
+     * it in the index), so a page read back and used again is not overwritten by the ring while it
+     * is still in use.
+     */
+    private void admitTaken(Lease lease, int namespaceId) {
+        StateKey key = lease.key();
+        PageKey page = new PageKey(namespaceId, key);
+        Optional<NamespaceDigest> digest = namespaces.digest(namespaceId);
+        boolean stored = digest.isPresent() && ssd.contains(key, digest.get());
+        boolean refresh = stored && config.ssdRefreshFraction() > 0
+                && ssd.isAgeing(key, digest.get(), config.ssdRefreshFraction());
+        PublishMetrics.Skip skip = digest.isEmpty() ? PublishMetrics.Skip.UNKNOWN_NAMESPACE
+                : (stored && !refresh) || !pendingWrites.add(page) ? PublishMetrics.Skip.ALREADY_STORED : null;
+        if (skip == null && !tenantSsd.admit(key, dram.tenantOf(lease), lease.lengthBytes())) {
+            pendingWrites.remove(page);
+            skip = PublishMetrics.Skip.TENANT_QUOTA;
+        }
+        if (skip != null) {
+            queues.onWriteFinished(lease.lengthBytes());
+            skip(skip, Optional.of(lease));
+            return;
+        }
+        metrics.admitted.increment();
+        if (refresh) metrics.refreshed.increment();
+        submit(page, digest.get(), lease.imageId(), lease.lengthBytes(), Optional.of(lease));
     }
 
     /**
@@ -247,14 +285,15 @@ public final class PublishPipeline implements AutoCloseable {
     /** A reader leased {@code lease} from DRAM: counts a hit for {@code reuse-aware:N}. */
     public void onDramHit(Lease lease) {
         reuseHits.flatMap(hits -> hits.onHit(lease)).ifPresent(c ->
-                admit(lease.key(), c.namespaceId(), c.imageId(), c.lengthBytes(), Optional.empty(), false));
+                admit(lease.key(), c.namespaceId(), c.imageId(), c.lengthBytes()));
     }
 
     /**
      * DRAM's {@link io.orbitkv.core.storage.dram.EvictionListener}. Under {@code on-evict} the
      * retained image is queued for {@link #admitEvicted} (the evicting thread holds an index lock,
-     * so nothing else happens here) and its lease travels with the write; a full hand-over queue
-     * ({@code writeLaneOps} entries) drops it, counted as {@code lane_full}. Under the other
+     * so nothing else happens here) and its lease travels with the write; it waits there for lane
+     * room and write budget, and only a hand-over queue at {@code writeQueueBytes} drops it,
+     * counted as {@code lane_full}. Under the other
      * policies the lease is released at once.
      */
     public void onEvicted(Lease retained, int namespaceId) {
@@ -457,52 +496,35 @@ public final class PublishPipeline implements AutoCloseable {
         }
     }
 
-    /**
-     * @param evicted DRAM is evicting the image: an SSD copy in the ring's oldest
-     *                {@code ssdRefreshFraction} is written again instead of skipped (the new
-     *                generation replaces it in the index), so a page read back and used again is
-     *                not overwritten by the ring while it is still in use
-     */
-    private void admit(StateKey key, int namespaceId, long imageId, int lengthBytes, Optional<Lease> retained,
-                       boolean evicted) {
+    /** SSD admission of a {@code reuse-aware:N} candidate: asks the budget, skips (counted) when it says no. */
+    private void admit(StateKey key, int namespaceId, long imageId, int lengthBytes) {
         Optional<NamespaceDigest> digest = namespaces.digest(namespaceId);
         if (digest.isEmpty()) {
-            skip(PublishMetrics.Skip.UNKNOWN_NAMESPACE, retained);
+            metrics.skipped(PublishMetrics.Skip.UNKNOWN_NAMESPACE);
             return;
-        }
-        boolean refresh = false;
-        if (ssd.contains(key, digest.get())) {
-            refresh = evicted && config.ssdRefreshFraction() > 0
-                    && ssd.isAgeing(key, digest.get(), config.ssdRefreshFraction());
-            if (!refresh) {
-                skip(PublishMetrics.Skip.ALREADY_STORED, retained);
-                return;
-            }
         }
         PageKey page = new PageKey(namespaceId, key);
-        if (!pendingWrites.add(page)) {
-            skip(PublishMetrics.Skip.ALREADY_STORED, retained);
+        if (ssd.contains(key, digest.get()) || !pendingWrites.add(page)) {
+            metrics.skipped(PublishMetrics.Skip.ALREADY_STORED);
             return;
         }
-        int tenant = retained.map(dram::tenantOf).orElseGet(() -> dram.tenantOf(key, namespaceId, imageId));
-        if (!tenantSsd.admit(key, tenant, lengthBytes)) {
+        if (!tenantSsd.admit(key, dram.tenantOf(key, namespaceId, imageId), lengthBytes)) {
             pendingWrites.remove(page);
-            skip(PublishMetrics.Skip.TENANT_QUOTA, retained);
+            metrics.skipped(PublishMetrics.Skip.TENANT_QUOTA);
             return;
         }
         switch (queues.tryAdmit(lengthBytes)) {
             case OVER_RATE -> {
                 unpend(page);
-                skip(PublishMetrics.Skip.OVER_RATE, retained);
+                metrics.skipped(PublishMetrics.Skip.OVER_RATE);
             }
             case QUEUE_FULL -> {
                 unpend(page);
-                skip(PublishMetrics.Skip.QUEUE_FULL, retained);
+                metrics.skipped(PublishMetrics.Skip.QUEUE_FULL);
             }
             case ADMITTED -> {
                 metrics.admitted.increment();
-                if (refresh) metrics.refreshed.increment();
-                submit(page, digest.get(), imageId, lengthBytes, retained);
+                submit(page, digest.get(), imageId, lengthBytes, Optional.empty());
             }
         }
     }

@@ -15,8 +15,8 @@ import java.util.function.LongSupplier;
 
 /**
  * The {@link PublishPipeline}'s bounded state behind its one lock: the seal queue (bytes and
- * entries), the eviction hand-over queue and the write-through queue ({@code writeLaneOps}
- * images each), the {@link WriteBudget}, the count of admitted writes and the closed and
+ * entries), the eviction hand-over queue ({@code writeQueueBytes} of images) and the
+ * write-through queue ({@code writeLaneOps} images), the {@link WriteBudget}, the count of admitted writes and the closed and
  * draining flags.
  *
  * <p>Thread model: every method may be called from any thread; each takes {@code queueLock}
@@ -26,9 +26,10 @@ import java.util.function.LongSupplier;
  * to admit; {@code writeRoom}: an admitted write finished).
  *
  * <p>Invariants: {@code queuedBytes} is the sum of the seal queue's lengths and at most
- * {@code sealQueueBytes}; the hand-over and write-through queues hold at most
- * {@code writeLaneOps} entries each; a write-through entry is admitted only while fewer than
- * {@code writeLaneOps} writes are admitted; after {@link #close} nothing is queued and every
+ * {@code sealQueueBytes}; the hand-over queue holds at most {@code writeQueueBytes} of images and
+ * the write-through queue at most {@code writeLaneOps} entries; a hand-over or write-through
+ * entry is admitted only while fewer than {@code writeLaneOps} writes are admitted, so the
+ * dispatcher's write lane never displaces one of them; after {@link #close} nothing is queued and every
  * offer is refused.
  *
  * <p>Design note: one lock for all of it, because the sealer's wait depends on all three queues
@@ -46,6 +47,18 @@ final class PublishQueues {
 
     /** A write-through image waiting for write room; its lease keeps it from vanishing meanwhile. */
     record WriteThroughEntry(Lease lease, NamespaceDigest digest) {}
+
+    /** What {@link #nextEvicted} found at the head of the hand-over queue. */
+    sealed interface EvictedTurn {
+        /** Nothing to admit now: the queue is empty, the lane is full, or the budget said wait. */
+        record Wait() implements EvictedTurn {}
+
+        /** Taken off the queue and admitted (lane slot and budget bytes taken). */
+        record Admitted(Evicted evicted) implements EvictedTurn {}
+
+        /** Taken off the queue: larger than the queued-bytes bound, so it can never be admitted. */
+        record TooLarge(Evicted evicted) implements EvictedTurn {}
+    }
 
     /** What {@link #nextWriteThrough} found at the head of the write-through queue. */
     sealed interface WriteThroughTurn {
@@ -78,8 +91,10 @@ final class PublishQueues {
     private final ArrayDeque<SealRequest> sealQueue = new ArrayDeque<>();
     // @GuardedBy("queueLock")
     private long queuedBytes;
-    // @GuardedBy("queueLock"); bounded by writeLaneOps (each entry pins an evicted DRAM slot)
+    // @GuardedBy("queueLock"); at most writeQueueBytes of images (each entry pins an evicted DRAM slot)
     private final ArrayDeque<Evicted> evictedQueue = new ArrayDeque<>();
+    // @GuardedBy("queueLock"): the bytes of evictedQueue's images
+    private long evictedBytes;
     // @GuardedBy("queueLock"); at most writeLaneOps entries, each holding a DRAM lease
     private final ArrayDeque<WriteThroughEntry> writeThroughQueue = new ArrayDeque<>();
     // @GuardedBy("queueLock")
@@ -146,7 +161,7 @@ final class PublishQueues {
             long remaining = timeoutNanos;
             while (!hasWork() && !closed) {
                 if (remaining <= 0) return false;
-                if (!writeThroughQueue.isEmpty()) {
+                if (!writeThroughQueue.isEmpty() || !evictedQueue.isEmpty()) {
                     work.awaitNanos(Math.min(remaining, WRITE_THROUGH_RETRY_NANOS));
                     return true;
                 }
@@ -160,7 +175,9 @@ final class PublishQueues {
 
     // @GuardedBy("queueLock")
     private boolean hasWork() {
-        return (!sealQueue.isEmpty() && !writeThroughFull()) || !evictedQueue.isEmpty();
+        return (!sealQueue.isEmpty() && !writeThroughFull())
+                || (!evictedQueue.isEmpty() && admittedWrites < config.writeLaneOps()
+                && budget.mayAdmitNow(evictedQueue.peekFirst().retained().lengthBytes(), nanoClock.getAsLong()));
     }
 
     // @GuardedBy("queueLock")
@@ -171,22 +188,62 @@ final class PublishQueues {
 
     // ---- eviction hand-over ----------------------------------------------------------------
 
-    /** Queues an image DRAM handed over on eviction; false when closed or full ({@code writeLaneOps}). */
+    /**
+     * Queues an image DRAM handed over on eviction; false when closed or when its bytes would take
+     * the queue past {@code writeQueueBytes} (the bytes the write budget may have waiting).
+     */
     boolean offerEvicted(Evicted evicted) {
+        int length = evicted.retained().lengthBytes();
         queueLock.lock();
         try {
-            boolean queued = !closed && evictedQueue.size() < config.writeLaneOps() && evictedQueue.add(evicted);
-            if (queued) work.signal();
+            boolean queued = !closed && evictedBytes + length <= config.writeQueueBytes() && evictedQueue.add(evicted);
+            if (queued) {
+                evictedBytes += length;
+                work.signal();
+            }
             return queued;
         } finally {
             queueLock.unlock();
         }
     }
 
-    Optional<Evicted> pollEvicted() {
+    /**
+     * Takes the oldest handed-over image if the write lane has room ({@code writeLaneOps} admitted
+     * writes) and the budget admits it, or if it can never fit the queued-bytes bound. An image the
+     * lane or the rate cannot take yet stays queued (its DRAM slot stays parked): hand-overs wait
+     * for the SSD rather than displace each other.
+     */
+    EvictedTurn nextEvicted() {
         queueLock.lock();
         try {
-            return Optional.ofNullable(evictedQueue.pollFirst());
+            Evicted next = evictedQueue.peekFirst();
+            if (next == null || admittedWrites >= config.writeLaneOps()) return new EvictedTurn.Wait();
+            int length = next.retained().lengthBytes();
+            if (length > budget.maxQueuedBytes()) {
+                takeEvicted();
+                return new EvictedTurn.TooLarge(next);
+            }
+            if (budget.tryAdmit(length, nanoClock.getAsLong()) != WriteBudget.Admission.ADMITTED) {
+                return new EvictedTurn.Wait();
+            }
+            admittedWrites++;
+            takeEvicted();
+            return new EvictedTurn.Admitted(next);
+        } finally {
+            queueLock.unlock();
+        }
+    }
+
+    // @GuardedBy("queueLock")
+    private void takeEvicted() {
+        evictedBytes -= evictedQueue.pollFirst().retained().lengthBytes();
+    }
+
+    /** Bytes of handed-over images waiting for SSD admission. */
+    long evictedQueueBytes() {
+        queueLock.lock();
+        try {
+            return evictedBytes;
         } finally {
             queueLock.unlock();
         }
@@ -253,6 +310,7 @@ final class PublishQueues {
             budget.onDequeued(lengthBytes);
             admittedWrites--;
             writeRoom.signalAll();
+            if (!evictedQueue.isEmpty()) work.signal();
         } finally {
             queueLock.unlock();
         }
@@ -312,6 +370,7 @@ final class PublishQueues {
             sealQueue.clear();
             queuedBytes = 0;
             evictedQueue.clear();
+            evictedBytes = 0;
             work.signalAll();
             return taken;
         } finally {

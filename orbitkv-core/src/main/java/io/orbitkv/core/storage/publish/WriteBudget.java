@@ -59,6 +59,12 @@ public final class WriteBudget {
         return Admission.ADMITTED;
     }
 
+    /** Whether {@link #tryAdmit} would admit {@code bytes} now; spends nothing. */
+    public boolean mayAdmitNow(long bytes, long nowNanos) {
+        refill(nowNanos);
+        return queuedBytes + bytes <= maxQueuedBytes && tokens >= Math.min(bytes, burstBytes);
+    }
+
     /**
      * Admits a write of {@code bytes} if the queue bound allows, without asking the rate or
      * spending tokens: for the blocks a clean stop still writes (a bounded, one-off amount).

@@ -48,10 +48,15 @@ final class PublishFixture implements AutoCloseable {
     final PublishPipeline pipeline;
 
     PublishFixture(Path dir, PublishConfig config, int dramSlots) throws IOException {
+        this(dir, config, dramSlots, 1);
+    }
+
+    /** {@code parkedSlots}: how many evicted slots DRAM may keep parked for hand-overs. */
+    PublishFixture(Path dir, PublishConfig config, int dramSlots, int parkedSlots) throws IOException {
         namespaces.register(NS, DIGEST);
         Path dramDir = Files.createDirectories(dir.resolve("dram"));
         dram = DramTier.open(new DramTierConfig(dramDir, "pub", List.of(new SizeClass(16 * 1024, dramSlots)),
-                16 * 1024, 16 * 1024, 64), residency, registry);
+                16 * 1024, parkedSlots * 16L * 1024, 64), residency, registry);
         ssd = SsdStore.open(ssdConfig(Files.createDirectories(dir.resolve("ssd")), 1), residency, registry);
         ssd.recover();
         dispatcher = new SsdIoDispatcher(ssd.config().ioThreads(), config.readLaneOps(), config.writeLaneOps(),

@@ -341,6 +341,30 @@ class PublishPipelineTest {
     }
 
     @Test
+    void underOnEvictHandOversWaitForLaneRoomInsteadOfDisplacingEachOther() throws IOException {
+        // Lane of 1 write: the first hand-over is admitted, the next two wait in the hand-over queue
+        // (their DRAM slots parked) where the lane used to drop the oldest as lane_full.
+        f = new PublishFixture(dir, PublishFixture.config(new SsdAdmissionPolicy.OnEvict()).withLanes(4, 1, 4), 8, 3);
+        CompletableFuture<Void> hold = holdDispatcher();
+        for (int i = 1; i <= 3; i++) f.publishAndSeal(key(i));
+        for (int i = 1; i <= 3; i++) assertThat(f.dram.evict(key(i))).isTrue();
+        assertThat(f.pipeline.admitEvicted()).isEqualTo(1);
+        assertThat(f.pipeline.admitEvicted()).as("the lane is full: the others wait").isZero();
+        assertThat(f.registry.get("orbitkv.publish.ssd.handover.queue.bytes").gauge().value()).isEqualTo(2.0 * BLOCK);
+        assertThat(f.dram.usage().evictedLeasedBytes()).isEqualTo(3L * 16 * 1024);
+        hold.complete(null);
+        // No sealing thread runs here: admit as the sealer would, each time a write ends.
+        await().atMost(WAIT).until(() -> {
+            f.pipeline.admitEvicted();
+            return f.ssd.contains(key(1)) && f.ssd.contains(key(2)) && f.ssd.contains(key(3));
+        });
+        for (int i = 1; i <= 3; i++) assertThat(hasCanary(f.readFromSsd(key(i)).orElseThrow(), key(i))).isTrue();
+        assertThat(f.count("orbitkv.publish.ssd.dropped", "reason", "lane_full")).isZero();
+        assertThat(f.registry.get("orbitkv.publish.ssd.handover.queue.bytes").gauge().value()).isZero();
+        await().atMost(WAIT).until(() -> f.dram.usage().evictedLeasedBytes() == 0 && f.pipeline.writeQueuedBytes() == 0);
+    }
+
+    @Test
     void underWriteThroughTheSealerStopsWhileTheWriteThroughQueueIsFull() throws IOException {
         // Lane 1: one admitted write, one waiting entry; the third block stays in the seal queue.
         open(PublishFixture.config(new SsdAdmissionPolicy.WriteThrough()).withLanes(4, 1, 4), 8);
