@@ -260,6 +260,7 @@ final class ChainPolicy implements EvictionPolicy {
             for (int i = 0; i < maxSlots && slot != NONE; i++, slot = prev[slot]) {
                 if (classIndex >= 0 && slots.classOf(slot) != classIndex) continue;
                 if (held[slot] || (unleasedOnly && !slots.residentUnleasedLocked(slot))) continue;
+                if (slots.guardedLocked(slot)) continue; // a tenant's guarantee: not for others' sake
                 double value = value(slot);
                 if (value < bestValue) {
                     bestValue = value;

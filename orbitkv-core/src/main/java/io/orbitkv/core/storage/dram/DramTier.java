@@ -140,7 +140,7 @@ public final class DramTier implements AutoCloseable {
     /**
      * As {@link #open(DramTierConfig, ResidencyStream, MeterRegistry)}, charging reservations to the
      * tenants of {@code tenants} (see the class note on tenant quotas). A DRAM guarantee needs the
-     * LRU policy: W-TinyLFU's own bound (Caffeine's) cannot pass over guaranteed images.
+     * LRU or chain policy: W-TinyLFU's own bound (Caffeine's) cannot pass over guaranteed images.
      */
     public static DramTier open(DramTierConfig config, ResidencyStream residency, MeterRegistry registry,
                                 TenantTable tenants) throws IOException {

@@ -164,12 +164,12 @@ public record DramTierConfig(
 
     /**
      * Throws unless tenant DRAM guarantees summing to {@code guaranteedBytes} can be kept: they need
-     * the LRU policy (W-TinyLFU's bound is Caffeine's own and cannot pass over guaranteed images) and
-     * must fit {@link #indexWeightBytes()}.
+     * a policy the tier bounds (LRU or chain; W-TinyLFU's bound is Caffeine's own and cannot pass
+     * over guaranteed images) and must fit {@link #indexWeightBytes()}.
      */
     public void requireGuaranteesFit(long guaranteedBytes) {
-        if (guaranteedBytes > 0 && eviction != DramEviction.LRU) {
-            throw new IllegalArgumentException("a tenant DRAM guarantee (dramGuaranteedBytes) needs dramEviction=lru, not "
+        if (guaranteedBytes > 0 && eviction == DramEviction.W_TINY_LFU) {
+            throw new IllegalArgumentException("a tenant DRAM guarantee (dramGuaranteedBytes) needs dramEviction=lru or chain, not "
                     + eviction);
         }
         if (guaranteedBytes > indexWeightBytes()) {
