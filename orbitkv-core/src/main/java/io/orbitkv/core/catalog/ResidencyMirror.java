@@ -55,6 +55,11 @@ final class ResidencyMirror {
         return out;
     }
 
+    /** Visits every resident key with its {DRAM sequence, SSD sequence, length} (read only). */
+    void forEach(java.util.function.BiConsumer<StateKey, long[]> visit) {
+        entries.forEach(visit);
+    }
+
     /** Replaces this mirror's content with {@code other}'s (after a stream gap). */
     public void replaceWith(ResidencyMirror other) {
         entries.clear();

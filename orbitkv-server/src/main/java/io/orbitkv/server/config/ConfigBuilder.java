@@ -69,6 +69,7 @@ public final class ConfigBuilder {
     Optional<Path> clusterTlsCa = Optional.empty();
     long clusterLeaseTtlMillis;
     long clusterLookupTimeoutMillis;
+    int catalogReplicas;
     String kvEventsEndpoint;
     String kvEventsReplayEndpoint;
     int kvEventsReplayBatches;
@@ -147,6 +148,7 @@ public final class ConfigBuilder {
         b.clusterTlsCa = k.tlsCa();
         b.clusterLeaseTtlMillis = k.leaseTtlMillis();
         b.clusterLookupTimeoutMillis = k.lookupTimeoutMillis();
+        b.catalogReplicas = k.catalogReplicas();
         ManagerConfig.KvEvents kv = c.kvEvents();
         b.kvEventsEndpoint = kv.endpoint();
         b.kvEventsReplayEndpoint = kv.replayEndpoint();
@@ -218,7 +220,7 @@ public final class ConfigBuilder {
                 publishQuarantineMillis);
         var credentials = new ClusterConfig.Credentials(clusterTokenFile, clusterTlsCert, clusterTlsKey, clusterTlsCa);
         var cluster = new ClusterConfig(etcd, nodeId, clusterId, clusterListen, clusterDataListen, credentials,
-                clusterLeaseTtlMillis, clusterLookupTimeoutMillis);
+                clusterLeaseTtlMillis, clusterLookupTimeoutMillis, catalogReplicas);
         var kvEvents = new ManagerConfig.KvEvents(kvEventsEndpoint, kvEventsReplayEndpoint, kvEventsReplayBatches,
                 kvEventsNamedBlocks);
         var cost = new ManagerConfig.Cost(costObservations, costSelection, costCrossMediumSelection);
