@@ -255,12 +255,12 @@ public final class CatalogPublisher {
      * {@link Budgets#maxBatchesPerPump} on slow owners.
      *
      * @return true when nothing is left to do now: every owner is caught up or waiting out a
-     *         backoff, and the residency stream was read to its end (a backlog over
-     *         {@link Budgets#readEvents} takes several pumps, and a pump that left events unread
-     *         is not idle); also from an invalid view or a stale incarnation, which can send
-     *         nothing (the publish loop used to get false there and turn again at once, without
-     *         its poll interval, for as long as etcd was unreachable); the caller may then sleep
-     *         until its next poll
+     *         backoff or the resync pace ({@link Budgets#resyncBytesPerSecond}), and the
+     *         residency stream was read to its end (a backlog over {@link Budgets#readEvents}
+     *         takes several pumps, and a pump that left events unread is not idle); also from
+     *         an invalid view or a stale incarnation, which can send nothing (the publish loop
+     *         used to get false there and turn again at once, without its poll interval, for as
+     *         long as etcd was unreachable); the caller may then sleep until its next poll
      */
     public boolean pump(MembershipView view, long nowNanos) {
         boolean readAll = readLocal();
