@@ -3,6 +3,7 @@ package io.orbitkv.core.catalog;
 import com.github.benmanes.caffeine.cache.Cache;
 import com.github.benmanes.caffeine.cache.Caffeine;
 import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
 import io.orbitkv.core.log.UnexpectedErrors;
@@ -10,6 +11,7 @@ import io.orbitkv.state.StateKey;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.EnumMap;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -18,13 +20,20 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.TimeoutException;
+import java.util.concurrent.Executor;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Supplier;
 
 /**
  * The requester side of the embedded catalog: answers "who holds these keys?" by asking each key's
- * shard owner, all owners of one batch in parallel under one deadline, with a bounded cache of
- * recent positive answers in front.
+ * R shard owners ({@link Rendezvous#owners}), all owners of one batch in parallel under one
+ * deadline, and merging their answers ({@link ReplicaMerge}: any owner's evidence makes a key
+ * present; it is settled as soon as one owner has it), with a bounded cache of recent positive
+ * answers in front. Each lookup carries the requester's placement version (its view digest); keys
+ * an owner answers {@link KeyLocation.UnknownReason#STALE_PLACEMENT} are asked again, re-routed by
+ * the view as of then, while the deadline allows. Lookup calls in flight are bounded
+ * ({@code maxCallsInFlight}, metric {@code orbitkv_catalog_lookup_calls_in_flight}); a call over
+ * the bound is not made, and its keys are Unknown(LOOKUP_LIMIT) unless another owner answers.
  *
  * <p>Owns the candidate cache. Thread model: thread-safe; {@link #lookup} never blocks (it
  * returns a future completed by the transport's threads or the deadline). Invariants: every
@@ -46,9 +55,34 @@ public final class CatalogLookups {
     private final Timer latency;
     private final Counter cacheHits;
     private final Map<KeyLocation.UnknownReason, Counter> unknown = new EnumMap<>(KeyLocation.UnknownReason.class);
+    private final int replicas;
+    private final int maxCallsInFlight;
+    private final AtomicInteger callsInFlight = new AtomicInteger();
+    private final Counter callsRefused;
+    private final Counter stalePlacementRetries;
 
+    /** Rounds of asking again after STALE_PLACEMENT answers (the first included). */
+    static final int STALE_PLACEMENT_ROUNDS = 4;
+    /** Wait before asking again after STALE_PLACEMENT answers (views converge within one etcd watch event). */
+    static final Duration STALE_PLACEMENT_RETRY = Duration.ofMillis(50);
+
+    /** Lookups with one owner per key and at most 256 calls in flight. */
     public CatalogLookups(Supplier<MembershipView> view, CatalogTransport transport, Duration candidateTtl,
                           long maxCandidates, MeterRegistry registry) {
+        this(view, transport, candidateTtl, maxCandidates, 1, 256, registry);
+    }
+
+    /** Lookups asking {@code replicas} owners per key, with at most {@code maxCallsInFlight} calls in flight. */
+    public CatalogLookups(Supplier<MembershipView> view, CatalogTransport transport, Duration candidateTtl,
+                          long maxCandidates, int replicas, int maxCallsInFlight, MeterRegistry registry) {
+        if (replicas < 1 || maxCallsInFlight < 1) throw new IllegalArgumentException("replicas and calls in flight must be >= 1");
+        this.replicas = replicas;
+        this.maxCallsInFlight = maxCallsInFlight;
+        this.callsRefused = Counter.builder("orbitkv_catalog_lookup_calls_refused").description("lookup calls not made: the in-flight bound was reached").register(registry);
+        this.stalePlacementRetries = Counter.builder("orbitkv_catalog_stale_placement").tag("side", "requester")
+                .description("keys asked again after a STALE_PLACEMENT answer").register(registry);
+        Gauge.builder("orbitkv_catalog_lookup_calls_in_flight", callsInFlight, AtomicInteger::get).description("catalog lookup calls in flight").register(registry);
+        Gauge.builder("orbitkv_catalog_lookup_calls_bound", this, l -> l.maxCallsInFlight).description("bound of catalog lookup calls in flight").register(registry);
         this.view = Objects.requireNonNull(view, "view");
         this.transport = Objects.requireNonNull(transport, "transport");
         this.candidates = Caffeine.newBuilder().expireAfterWrite(candidateTtl).maximumSize(maxCandidates).build();
@@ -74,7 +108,7 @@ public final class CatalogLookups {
         }
         Set<String> liveIncarnations = new HashSet<>();
         for (Member m : v.live()) liveIncarnations.add(m.nodeId() + "#" + m.incarnation());
-        Map<Member, List<StateKey>> byOwner = new LinkedHashMap<>();
+        List<StateKey> toAsk = new ArrayList<>();
         for (StateKey k : keys) {
             if (out.containsKey(k)) continue;
             KeyLocation.Present cached = candidates.getIfPresent(k);
@@ -88,32 +122,55 @@ public final class CatalogLookups {
                 }
             }
             out.put(k, null); // keeps request order; filled below
-            byOwner.computeIfAbsent(Rendezvous.owner(k, v.live()), o -> new ArrayList<>()).add(k);
+            toAsk.add(k);
         }
-        long timeoutMillis = Math.max(1, deadline.toMillis());
-        List<CompletableFuture<Void>> calls = new ArrayList<>();
-        for (var e : byOwner.entrySet()) {
-            List<StateKey> batch = e.getValue();
-            calls.add(call(e.getKey(), batch, v, timeoutMillis)
-                    .orTimeout(timeoutMillis, java.util.concurrent.TimeUnit.MILLISECONDS)
-                    .handle((answers, failure) -> {
-                        synchronized (out) {
-                            for (int i = 0; i < batch.size(); i++) {
-                                KeyLocation loc = failure != null || answers.size() != batch.size()
-                                        ? unknown(reasonOf(failure)) : answers.get(i);
-                                if (loc instanceof KeyLocation.Present p) candidates.put(batch.get(i), p);
-                                if (loc instanceof KeyLocation.Unknown u && failure == null) unknown.get(u.reason()).increment();
-                                out.put(batch.get(i), loc);
-                            }
-                        }
-                        return null;
-                    }));
-        }
-        return CompletableFuture.allOf(calls.toArray(CompletableFuture[]::new)).thenApply(x -> {
-            latency.record(Duration.ofNanos(System.nanoTime() - t0));
-            synchronized (out) {
-                return java.util.Collections.unmodifiableMap(new LinkedHashMap<>(out));
+        long deadlineNanos = t0 + Math.max(1, deadline.toMillis()) * 1_000_000L;
+        return rounds(toAsk, deadlineNanos, 0).thenApply(answers -> {
+            for (var e : answers.entrySet()) {
+                KeyLocation loc = e.getValue();
+                if (loc instanceof KeyLocation.Present p) candidates.put(e.getKey(), p);
+                if (loc instanceof KeyLocation.Unknown u) unknown.get(u.reason()).increment();
+                out.put(e.getKey(), loc);
             }
+            latency.record(Duration.ofNanos(System.nanoTime() - t0));
+            return java.util.Collections.unmodifiableMap(out);
+        });
+    }
+
+    /**
+     * Asks every owner of {@code keys} under the view as of now, then asks again, re-routed by the
+     * view as of then, for the keys answered {@link KeyLocation.UnknownReason#STALE_PLACEMENT}
+     * (at most {@link #STALE_PLACEMENT_ROUNDS} rounds, {@link #STALE_PLACEMENT_RETRY} apart, within
+     * the deadline).
+     */
+    private CompletableFuture<Map<StateKey, KeyLocation>> rounds(List<StateKey> keys, long deadlineNanos, int round) {
+        if (keys.isEmpty()) return CompletableFuture.completedFuture(Map.of());
+        MembershipView v = view.get();
+        if (!v.valid() || v.live().isEmpty()) {
+            Map<StateKey, KeyLocation> none = new HashMap<>();
+            for (StateKey k : keys) none.put(k, new KeyLocation.Unknown(KeyLocation.UnknownReason.NO_MEMBERSHIP));
+            return CompletableFuture.completedFuture(none);
+        }
+        return ReplicaMerge.ask(keys, v, replicas, deadlineNanos, this::call).thenCompose(merged -> {
+            List<StateKey> stale = new ArrayList<>();
+            for (var e : merged.entrySet()) {
+                if (e.getValue() instanceof KeyLocation.Unknown u && u.reason() == KeyLocation.UnknownReason.STALE_PLACEMENT) {
+                    stale.add(e.getKey());
+                }
+            }
+            long waitNanos = Math.min(STALE_PLACEMENT_RETRY.toNanos(), deadlineNanos - System.nanoTime() - 1_000_000L);
+            if (stale.isEmpty() || round + 1 >= STALE_PLACEMENT_ROUNDS || waitNanos <= 0) {
+                return CompletableFuture.completedFuture(merged);
+            }
+            stalePlacementRetries.increment(stale.size());
+            Executor later = CompletableFuture.delayedExecutor(waitNanos, java.util.concurrent.TimeUnit.NANOSECONDS);
+            return CompletableFuture.supplyAsync(() -> null, later)
+                    .thenCompose(x -> rounds(stale, deadlineNanos, round + 1))
+                    .thenApply(again -> {
+                        Map<StateKey, KeyLocation> all = new HashMap<>(merged);
+                        all.putAll(again);
+                        return all;
+                    });
         });
     }
 
@@ -122,21 +179,20 @@ public final class CatalogLookups {
      * a call that throws instead of failing its future is a bug, counted, and answered the same.
      */
     private CompletableFuture<List<KeyLocation>> call(Member owner, List<StateKey> batch, MembershipView v, long timeoutMillis) {
+        if (callsInFlight.incrementAndGet() > maxCallsInFlight) {
+            callsInFlight.decrementAndGet();
+            callsRefused.increment();
+            return CompletableFuture.failedFuture(new ReplicaMerge.OverLimit());
+        }
+        CompletableFuture<List<KeyLocation>> f;
         try {
-            return transport.lookup(owner, batch, v.live(), v.digest(), timeoutMillis);
+            f = transport.lookup(owner, batch, v.live(), v.digest(), timeoutMillis);
         } catch (RuntimeException e) {
             UnexpectedErrors.record(UnexpectedErrors.Layer.CLUSTER, "CatalogLookups.lookup", "unknown keys (UNREACHABLE)", e);
-            return CompletableFuture.failedFuture(e);
+            f = CompletableFuture.failedFuture(e);
         }
-    }
-
-    private static KeyLocation.UnknownReason reasonOf(Throwable failure) {
-        Throwable t = failure;
-        while (t != null) {
-            if (t instanceof TimeoutException) return KeyLocation.UnknownReason.TIMED_OUT;
-            t = t.getCause();
-        }
-        return KeyLocation.UnknownReason.UNREACHABLE;
+        return f.orTimeout(timeoutMillis, java.util.concurrent.TimeUnit.MILLISECONDS)
+                .whenComplete((r, t) -> callsInFlight.decrementAndGet());
     }
 
     private KeyLocation unknown(KeyLocation.UnknownReason reason) {

@@ -24,8 +24,9 @@ import java.util.random.RandomGenerator;
 
 /**
  * The source side of the embedded catalog: reads this node's {@link ResidencyStream}, keeps a
- * {@link ResidencyMirror}, and streams each key's changes to the key's shard owner (rendezvous
- * over the live view), as a snapshot followed by deltas, one stream per owner.
+ * {@link ResidencyMirror}, and streams each key's changes to each of the key's R shard owners
+ * (top-R rendezvous over the live view, {@link Rendezvous#owners}), as a snapshot followed by
+ * deltas, one stream per owner.
  *
  * <p>Owns the mirror and one {@link OwnerStream} per live owner, each with a bounded journal of
  * deltas not yet acknowledged. Thread model: {@link #pump} is called by one publisher thread (a
@@ -43,9 +44,18 @@ import java.util.random.RandomGenerator;
  * {@code orbitkv_unexpected_errors_total{layer="cluster"}} and treated as a failed push, so one
  * owner's bug neither stops the publisher nor spins it.
  *
- * <p>Design note: resnapshotting every owner on every membership change costs O(resident keys)
- * per change (1 M keys ≈ 50 MB over loopback, ~0.3 s) but needs no per-key ownership history;
- * membership changes are rare (restarts), residency changes are not. Batches of
+ * <p>Handoff: a membership change does not resend a snapshot to an owner whose stream was caught
+ * up (a snapshot clears the owner's table, so every key of this source answered Unknown there
+ * until it ended). The keys that owner gains under the new placement are appended to its journal
+ * as ADDED deltas, those it loses as REMOVED ones ({@link HandoffPlan}), and the batch completing
+ * them carries {@link PushBatch#handoffEnd()}: the owner keeps answering the keys it kept
+ * throughout, and gives no "absent" for this source until the end. A new owner, a restarted one,
+ * or a stream that was not caught up gets a snapshot as before; so does a handoff larger than
+ * {@link Budgets#handoffDeltas} (counted). Snapshot and handoff batches together are paced by
+ * {@link Budgets#resyncBytesPerSecond} (estimated at {@link #DELTA_WIRE_BYTES} per delta), so a
+ * membership change of a 1 M-key source does not flood the owners' links.
+ *
+ * <p>Design note: batches of
  * {@link Budgets#maxBatchDeltas} (1,024 × ~60 bytes ≈ 60 KiB) keep a gRPC message far below the
  * 8 MiB cap and amortize per-call cost (~100 µs on loopback).
  *
@@ -70,6 +80,9 @@ import java.util.random.RandomGenerator;
  */
 public final class CatalogPublisher {
 
+    /** Estimated wire size of one delta (32-byte key, medium, sequence, length, framing). */
+    public static final int DELTA_WIRE_BYTES = 48;
+
     /**
      * @param maxBatchDeltas     deltas per pushed batch
      * @param journalDeltas      unacknowledged deltas kept per owner before falling back to a snapshot
@@ -79,14 +92,25 @@ public final class CatalogPublisher {
      * @param backoffInitialMillis wait bound after a first failed push to an owner
      * @param backoffMaxMillis   largest wait bound after consecutive failures
      * @param probeIdleMillis    an owner that got no push for this long gets an empty batch (a probe)
+     * @param handoffDeltas      deltas one owner's handoff may carry; a larger one is a snapshot
+     * @param resyncBytesPerSecond pace of snapshot and handoff batches, all owners together
      */
     public record Budgets(int maxBatchDeltas, int journalDeltas, int maxBatchesPerPump, long pushTimeoutMillis,
-                          int readEvents, long backoffInitialMillis, long backoffMaxMillis, long probeIdleMillis) {
+                          int readEvents, long backoffInitialMillis, long backoffMaxMillis, long probeIdleMillis,
+                          int handoffDeltas, long resyncBytesPerSecond) {
         public Budgets {
             if (maxBatchDeltas < 1 || journalDeltas < 1 || maxBatchesPerPump < 1 || pushTimeoutMillis < 1 || readEvents < 1
-                    || backoffInitialMillis < 1 || backoffMaxMillis < backoffInitialMillis || probeIdleMillis < 1) {
+                    || backoffInitialMillis < 1 || backoffMaxMillis < backoffInitialMillis || probeIdleMillis < 1
+                    || handoffDeltas < 0 || resyncBytesPerSecond < 1) {
                 throw new IllegalArgumentException("publisher budgets must be positive (backoff max >= initial)");
             }
+        }
+
+        /** Budgets with the default handoff bound (1 Mi deltas) and resync pace (64 MiB/s). */
+        public Budgets(int maxBatchDeltas, int journalDeltas, int maxBatchesPerPump, long pushTimeoutMillis,
+                       int readEvents, long backoffInitialMillis, long backoffMaxMillis, long probeIdleMillis) {
+            this(maxBatchDeltas, journalDeltas, maxBatchesPerPump, pushTimeoutMillis, readEvents, backoffInitialMillis,
+                    backoffMaxMillis, probeIdleMillis, 1 << 20, 64L << 20);
         }
 
         /** Budgets with the default push backoff (50 ms to 5 s) and idle probe (1 s). */
@@ -95,7 +119,7 @@ public final class CatalogPublisher {
         }
 
         public static Budgets defaults() {
-            return new Budgets(1024, 65_536, 64, 2_000, 65_536, 50, 5_000, 1_000);
+            return new Budgets(1024, 65_536, 64, 2_000, 65_536, 50, 5_000, 1_000, 1 << 20, 64L << 20);
         }
     }
 
@@ -114,6 +138,8 @@ public final class CatalogPublisher {
         long retryAtNanos;
         /** When the owner last answered a push. */
         long lastAnswerNanos;
+        /** Journal entries to acknowledge before the handoff ends; -1 = no handoff under way. */
+        long handoffLeft = -1;
 
         OwnerStream(Member owner) {
             this.owner = owner;
@@ -127,6 +153,8 @@ public final class CatalogPublisher {
     private final Function<ResidencyEvent.Medium, List<StateKey>> residentKeys;
     private final CatalogTransport transport;
     private final Budgets budgets;
+    private final int replicas;
+    private final ResyncPace pace;
     private final ResidencyMirror mirror = new ResidencyMirror();
     /** Concurrent only so the journal gauge can iterate it; written by the publisher thread alone. */
     private final Map<String, OwnerStream> streams = new java.util.concurrent.ConcurrentHashMap<>();
@@ -141,6 +169,9 @@ public final class CatalogPublisher {
     private final Counter localGaps;
     private final Counter pushFailures;
     private final Counter pushBackoffs;
+    private final Counter handoffsSent;
+    private final Counter handoffDeltas;
+    private final Counter handoffOverflows;
     private final RandomGenerator jitter;
     private final RateLimitedLog failureLog = RateLimitedLog.tenSeconds(CatalogPublisher.class.getName());
 
@@ -154,6 +185,15 @@ public final class CatalogPublisher {
     public CatalogPublisher(String nodeId, long incarnation, ResidencyStream stream,
                             Function<ResidencyEvent.Medium, List<StateKey>> residentKeys, CatalogTransport transport,
                             Budgets budgets, MeterRegistry registry, RandomGenerator jitter) {
+        this(nodeId, incarnation, stream, residentKeys, transport, budgets, 1, registry, jitter);
+    }
+
+    /** As above, placing each key on {@code replicas} owners (≥ 1; the daemon's default is 2). */
+    public CatalogPublisher(String nodeId, long incarnation, ResidencyStream stream,
+                            Function<ResidencyEvent.Medium, List<StateKey>> residentKeys, CatalogTransport transport,
+                            Budgets budgets, int replicas, MeterRegistry registry, RandomGenerator jitter) {
+        if (replicas < 1) throw new IllegalArgumentException("catalog replicas must be >= 1: " + replicas);
+        this.replicas = replicas;
         this.jitter = Objects.requireNonNull(jitter, "jitter");
         this.nodeId = Member.requireNodeId(nodeId);
         this.incarnation = incarnation;
@@ -170,6 +210,12 @@ public final class CatalogPublisher {
         Gauge.builder("orbitkv_catalog_owners_backing_off", this, CatalogPublisher::backingOff).description("shard owners no push goes to until their backoff ends").register(registry);
         Gauge.builder("orbitkv_catalog_journal_deltas", this, CatalogPublisher::journalSize).description("unacknowledged deltas in all owner journals").register(registry);
         Gauge.builder("orbitkv_catalog_journal_bound_deltas", budgets, b -> b.journalDeltas()).description("bound of each owner journal").register(registry);
+        this.handoffsSent = Counter.builder("orbitkv_catalog_handoffs_sent").description("handoffs completed to shard owners after a membership change").register(registry);
+        this.handoffDeltas = Counter.builder("orbitkv_catalog_handoff_deltas").description("keys handed to (ADDED) or taken from (REMOVED) owners by handoffs").register(registry);
+        this.handoffOverflows = Counter.builder("orbitkv_catalog_handoff_overflows").description("handoffs over their bound, sent as snapshots").register(registry);
+        Gauge.builder("orbitkv_catalog_handoff_bound_deltas", budgets, b -> b.handoffDeltas()).description("bound of one owner's handoff").register(registry);
+        Gauge.builder("orbitkv_catalog_snapshot_pending_deltas", this, CatalogPublisher::snapshotLeft).description("snapshot deltas not yet acknowledged, all owners").register(registry);
+        this.pace = new ResyncPace(budgets.resyncBytesPerSecond(), (long) budgets.maxBatchDeltas() * DELTA_WIRE_BYTES, registry);
     }
 
     /** True once a shard owner refused this incarnation as stale: a newer one of this node runs. */
@@ -188,6 +234,15 @@ public final class CatalogPublisher {
         return n;
     }
 
+    private double snapshotLeft() {
+        long n = 0;
+        for (OwnerStream s : streams.values()) {
+            ArrayDeque<ResidencyEvent> left = s.snapshotLeft;
+            if (left != null) n += left.size();
+        }
+        return n;
+    }
+
     private double journalSize() {
         long n = 0;
         for (OwnerStream s : streams.values()) n += s.journal.size();
@@ -200,12 +255,12 @@ public final class CatalogPublisher {
      * {@link Budgets#maxBatchesPerPump} on slow owners.
      *
      * @return true when nothing is left to do now: every owner is caught up or waiting out a
-     *         backoff, and the residency stream was read to its end (a backlog over
-     *         {@link Budgets#readEvents} takes several pumps, and a pump that left events unread
-     *         is not idle); also from an invalid view or a stale incarnation, which can send
-     *         nothing (the publish loop used to get false there and turn again at once, without
-     *         its poll interval, for as long as etcd was unreachable); the caller may then sleep
-     *         until its next poll
+     *         backoff or the resync pace ({@link Budgets#resyncBytesPerSecond}), and the
+     *         residency stream was read to its end (a backlog over {@link Budgets#readEvents}
+     *         takes several pumps, and a pump that left events unread is not idle); also from
+     *         an invalid view or a stale incarnation, which can send nothing (the publish loop
+     *         used to get false there and turn again at once, without its poll interval, for as
+     *         long as etcd was unreachable); the caller may then sleep until its next poll
      */
     public boolean pump(MembershipView view, long nowNanos) {
         boolean readAll = readLocal();
@@ -275,14 +330,16 @@ public final class CatalogPublisher {
 
     private void route(ResidencyEvent e) {
         if (live.isEmpty()) return;
-        OwnerStream s = streams.get(Rendezvous.owner(e.key(), live).nodeId());
-        if (s == null || s.needSnapshot) return; // the snapshot, not taken yet, will carry it
-        if (s.journal.size() >= budgets.journalDeltas()) {
-            journalOverflows.increment();
-            resetForSnapshot(s);
-            return;
+        for (Member owner : Rendezvous.owners(e.key(), live, replicas)) {
+            OwnerStream s = streams.get(owner.nodeId());
+            if (s == null || s.needSnapshot) continue; // the snapshot, not taken yet, will carry it
+            if (s.journal.size() - Math.max(0, s.handoffLeft) >= budgets.journalDeltas()) {
+                journalOverflows.increment();
+                resetForSnapshot(s);
+                continue;
+            }
+            s.journal.add(e);
         }
-        s.journal.add(e);
     }
 
     /** Starts the next backoff wait of {@code s}; returns its length in ms. */
@@ -297,24 +354,46 @@ public final class CatalogPublisher {
     }
 
     private void onMembership(MembershipView view) {
+        List<Member> before = live;
+        // a re-registration of this node means owners may have dropped its tables: snapshot all
+        boolean handOff = view.registrations() == registrations && !before.isEmpty();
         live = view.live();
         viewDigest = view.digest();
         registrations = view.registrations();
         Map<String, Member> byId = new HashMap<>();
         for (Member m : live) byId.put(m.nodeId(), m);
         streams.keySet().retainAll(byId.keySet());
+        List<String> handoffTo = new ArrayList<>();
         for (Member m : live) {
             OwnerStream s = streams.computeIfAbsent(m.nodeId(), id -> new OwnerStream(m));
+            boolean caughtUp = handOff && s.owner.equals(m) && s.ownerIncarnation == m.incarnation() && !s.needSnapshot
+                    && s.snapshotLeft == null && s.handoffLeft < 0;
             if (!s.owner.equals(m)) s.failures = 0; // another process (or address) of that node: no backoff carried over
             s.owner = m;
             s.ownerIncarnation = m.incarnation();
-            resetForSnapshot(s);
+            if (caughtUp) handoffTo.add(m.nodeId());
+            else resetForSnapshot(s);
+        }
+        if (handoffTo.isEmpty()) return;
+        Map<String, List<ResidencyEvent>> plan = HandoffPlan.moves(mirror, before, live, replicas, handoffTo, budgets.handoffDeltas());
+        for (String id : handoffTo) {
+            OwnerStream s = streams.get(id);
+            List<ResidencyEvent> moves = plan.get(id);
+            if (moves == null) { // over the bound: a snapshot is cheaper to reason about than a partial handoff
+                handoffOverflows.increment();
+                resetForSnapshot(s);
+                continue;
+            }
+            s.journal.addAll(moves);
+            handoffDeltas.increment(moves.size());
+            s.handoffLeft = s.journal.size(); // the journal's older deltas go first, then the moves, then the end flag
         }
     }
 
     private void resetForSnapshot(OwnerStream s) {
         s.needSnapshot = true;
         s.snapshotLeft = null;
+        s.handoffLeft = -1;
         s.journal.clear();
     }
 
@@ -322,9 +401,12 @@ public final class CatalogPublisher {
     private boolean drain(OwnerStream s, long nowNanos) {
         for (int i = 0; i < budgets.maxBatchesPerPump(); i++) {
             boolean begin = false;
+            if ((s.needSnapshot || s.snapshotLeft != null || s.handoffLeft > 0) && !pace.ready(nowNanos)) {
+                return true; // paced: the rest of the snapshot or handoff goes in a later pump
+            }
             if (s.needSnapshot) {
                 Member owner = s.owner;
-                s.snapshotLeft = new ArrayDeque<>(mirror.snapshot(k -> Rendezvous.owner(k, live).nodeId().equals(owner.nodeId())));
+                s.snapshotLeft = new ArrayDeque<>(mirror.snapshot(k -> Rendezvous.isOwner(k, live, replicas, owner.nodeId())));
                 s.needSnapshot = false;
                 s.nextBatch = 1;
                 begin = true;
@@ -336,10 +418,13 @@ public final class CatalogPublisher {
                 deltas.add(e);
             }
             boolean end = s.snapshotLeft != null && deltas.size() == s.snapshotLeft.size();
+            boolean handoffEnd = s.snapshotLeft == null && s.handoffLeft >= 0 && deltas.size() >= s.handoffLeft;
             boolean probeDue = nowNanos - s.lastAnswerNanos >= budgets.probeIdleMillis() * 1_000_000L;
-            if (!begin && deltas.isEmpty() && (s.snapshotLeft != null || !probeDue)) return true;
+            if (!begin && !handoffEnd && deltas.isEmpty() && (s.snapshotLeft != null || !probeDue)) return true;
             // else: an empty batch probes whether the owner still holds this source's state
-            PushBatch batch = new PushBatch(nodeId, incarnation, s.ownerIncarnation, s.nextBatch, begin, end, viewDigest, deltas);
+            if (s.snapshotLeft != null || s.handoffLeft > 0) pace.spend((long) deltas.size() * DELTA_WIRE_BYTES);
+            PushBatch batch = new PushBatch(nodeId, incarnation, s.ownerIncarnation, s.nextBatch, begin, end, viewDigest,
+                    deltas, handoffEnd);
             PushBatch.Reply reply;
             try {
                 reply = transport.push(s.owner, batch, budgets.pushTimeoutMillis()).join();
@@ -359,6 +444,10 @@ public final class CatalogPublisher {
                     for (int n = 0; n < deltas.size(); n++) from.poll();
                     deltasSent.increment(deltas.size());
                     s.nextBatch++;
+                    if (from == s.journal && s.handoffLeft >= 0) {
+                        s.handoffLeft = handoffEnd ? -1 : s.handoffLeft - deltas.size();
+                        if (handoffEnd) handoffsSent.increment();
+                    }
                     if (end) {
                         s.snapshotLeft = null;
                         snapshotsSent.increment();
@@ -375,6 +464,6 @@ public final class CatalogPublisher {
                 }
             }
         }
-        return !s.needSnapshot && s.snapshotLeft == null && s.journal.isEmpty();
+        return !s.needSnapshot && s.snapshotLeft == null && s.journal.isEmpty() && s.handoffLeft < 0;
     }
 }

@@ -39,6 +39,13 @@ public sealed interface KeyLocation {
         SOURCE_OVERFLOW,
         /** The shard owner sharded under other members than the requester. */
         VIEW_MISMATCH,
+        /** The requester's placement version (membership view) is not the owner's: one of the two
+         *  views is stale; the requester retries, re-routed by its view then. */
+        STALE_PLACEMENT,
+        /** A source is handing this owner the keys a membership change moved to it. */
+        HANDOFF,
+        /** Too many lookup calls were in flight on the requester (its fan-out bound). */
+        LOOKUP_LIMIT,
         /** The shard owner could not be reached or failed the call. */
         UNREACHABLE,
         /** The shard owner did not answer before the batch's deadline. */

@@ -115,6 +115,11 @@ final class ResidencyMirror {
         return out;
     }
 
+    /** Visits every resident key with its {DRAM sequence, SSD sequence, length} (read only). */
+    void forEach(java.util.function.BiConsumer<StateKey, long[]> visit) {
+        entries.forEach((key, e) -> visit.accept(key, new long[] {e.sequence[0], e.sequence[1], e.lengthBytes}));
+    }
+
     /** Replaces this mirror's content with {@code other}'s (after a stream gap). */
     public void replaceWith(ResidencyMirror other) {
         entries.clear();

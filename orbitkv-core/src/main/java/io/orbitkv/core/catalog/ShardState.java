@@ -10,6 +10,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.function.Supplier;
 
 /**
  * The shard owner's side of the embedded catalog: for every source node streaming to this owner,
@@ -24,7 +25,16 @@ import java.util.Objects;
  * most {@link Budgets#maxKeysPerSource} keys (more marks it overflowed: lookups then never say
  * absent); at most {@link Budgets#maxSources} sources are tracked; {@link KeyLocation.Absent} is
  * returned only when every member of the requester's live view has a caught-up, non-overflowed
- * source table of that exact incarnation, snapshotted under the same view digest.
+ * source table of that exact incarnation, snapshotted (or handed off) under the same view digest,
+ * and that digest is also this owner's own current placement version.
+ *
+ * <p>Placement: keys are placed on R owners ({@link Rendezvous#owners}); this owner holds what
+ * each source placed on it. The placement version is the view digest. A lookup carrying another
+ * version than this owner's own valid view is answered {@link KeyLocation.UnknownReason#STALE_PLACEMENT}
+ * for every key it holds no evidence for (evidence it holds is still given: a hint the source
+ * validates anyway); the requester retries. A source table being handed off after a membership
+ * change ({@link PushBatch#handoffEnd()}) keeps its entries (lookups keep finding them) but gives
+ * no "absent" until the handoff ends ({@link KeyLocation.UnknownReason#HANDOFF}).
  *
  * <p>Design note: state is rebuilt, never persisted: a restarted owner starts empty with a new
  * incarnation; every source notices (NEED_SNAPSHOT or WRONG_OWNER_INCARNATION, or the view change)
@@ -53,6 +63,8 @@ public final class ShardState {
         Phase phase = Phase.NEEDS_SNAPSHOT;
         long lastBatch;
         long viewDigest;
+        /** A batch under another placement version arrived; the handoff to it has not ended. */
+        boolean handingOff;
         boolean overflowed;
         /** key → {DRAM sequence, SSD sequence, length in bytes}; sequence 0 = not resident on that
          *  medium, length 0 = unknown. */
@@ -74,8 +86,25 @@ public final class ShardState {
     private final Counter snapshotsBegun;
     private final Counter staleRejected;
     private final Counter needSnapshot;
+    private final Counter stalePlacement;
+    private final Counter handoffsEnded;
+    private final Supplier<MembershipView> ownView;
 
+    /** A shard owner that does not judge placement versions against a view of its own. */
     public ShardState(String ownerNode, long ownerIncarnation, Budgets budgets, MeterRegistry registry) {
+        this(ownerNode, ownerIncarnation, budgets, registry, () -> null);
+    }
+
+    /**
+     * A shard owner judging lookups against {@code ownView} (this node's current membership view;
+     * null or invalid = no judgement: the requester's version is taken as is).
+     */
+    public ShardState(String ownerNode, long ownerIncarnation, Budgets budgets, MeterRegistry registry,
+                      Supplier<MembershipView> ownView) {
+        this.ownView = Objects.requireNonNull(ownView, "ownView");
+        this.stalePlacement = Counter.builder("orbitkv_catalog_stale_placement").tag("side", "owner")
+                .description("lookups whose placement version was not this owner's (answered STALE_PLACEMENT)").register(registry);
+        this.handoffsEnded = Counter.builder("orbitkv_catalog_handoffs_received").description("source handoffs completed on this shard owner").register(registry);
         this.ownerNode = Member.requireNodeId(ownerNode);
         this.ownerIncarnation = ownerIncarnation;
         this.budgets = Objects.requireNonNull(budgets, "budgets");
@@ -112,11 +141,18 @@ public final class ShardState {
             s.entries.clear();
             s.overflowed = false;
             s.viewDigest = b.viewDigest();
+            s.handingOff = false;
             s.phase = Phase.SNAPSHOTTING;
         } else if (s.phase == Phase.NEEDS_SNAPSHOT || b.batch() != s.lastBatch + 1) {
             s.phase = Phase.NEEDS_SNAPSHOT;
             needSnapshot.increment();
             return reply(PushBatch.Result.NEED_SNAPSHOT);
+        } else if (b.handoffEnd()) {
+            s.viewDigest = b.viewDigest();
+            s.handingOff = false;
+            handoffsEnded.increment();
+        } else if (b.viewDigest() != s.viewDigest) {
+            s.handingOff = true; // keys of a new placement are on their way: evidence, but no "absent" yet
         }
         s.lastBatch = b.batch();
         for (ResidencyEvent e : b.deltas()) applyDelta(s, e);
@@ -163,7 +199,14 @@ public final class ShardState {
      * incarnations only), else absent with complete coverage, else unknown.
      */
     public synchronized List<KeyLocation> lookup(List<StateKey> keysToFind, List<Member> live, long viewDigest) {
-        KeyLocation missing = coverage(live, viewDigest);
+        MembershipView own = ownView.get();
+        KeyLocation missing;
+        if (own != null && own.valid() && own.digest() != viewDigest) {
+            stalePlacement.increment();
+            missing = KeyLocation.unknown(KeyLocation.UnknownReason.STALE_PLACEMENT);
+        } else {
+            missing = coverage(live, viewDigest);
+        }
         List<KeyLocation> out = new ArrayList<>(keysToFind.size());
         for (StateKey key : keysToFind) {
             List<Holder> holders = new ArrayList<>(2);
@@ -190,6 +233,7 @@ public final class ShardState {
                 return KeyLocation.unknown(KeyLocation.UnknownReason.NOT_CAUGHT_UP);
             }
             if (s.overflowed) return KeyLocation.unknown(KeyLocation.UnknownReason.SOURCE_OVERFLOW);
+            if (s.handingOff) return KeyLocation.unknown(KeyLocation.UnknownReason.HANDOFF);
             if (s.viewDigest != viewDigest) return KeyLocation.unknown(KeyLocation.UnknownReason.VIEW_MISMATCH);
         }
         return new KeyLocation.Absent();

@@ -124,4 +124,24 @@ class ShardStateTest {
         shard.apply(deltas(A, 2, List.of(removed(6, 1, Medium.DRAM))));
         assertThat(find(1)).isEqualTo(new KeyLocation.Present(List.of(new Holder("a", 3, Medium.DRAM, 7))));
     }
+
+    @Test
+    void aHandoffKeepsTheSourcesEntriesButGivesNoAbsentUntilItEnds() {
+        shard.apply(snapshot(A, List.of(added(1, 1, Medium.DRAM))));
+        shard.apply(snapshot(B, List.of()));
+        List<Member> next = List.of(A, B, new Member("c", "127.0.0.1:3", 1));
+        long nextDigest = MembershipView.digest(next);
+        // c joined; a hands b the keys b gains under the new placement (c's snapshot to b is done)
+        shard.apply(new PushBatch("c", 1, 5, 1, true, true, nextDigest, List.of()));
+        shard.apply(new PushBatch("b", 5, 5, 2, false, false, nextDigest, List.of(), true));
+        assertThat(shard.apply(new PushBatch("a", 3, 5, 2, false, false, nextDigest, List.of(added(2, 2, Medium.SSD)))).result())
+                .isEqualTo(PushBatch.Result.APPLIED);
+        assertThat(shard.lookup(List.of(Keys.key(1), Keys.key(3)), next, nextDigest))
+                .as("kept entries still found; no absent while a hands off")
+                .containsExactly(new KeyLocation.Present(List.of(new Holder("a", 3, Medium.DRAM, 1))),
+                        new KeyLocation.Unknown(KeyLocation.UnknownReason.HANDOFF));
+        shard.apply(new PushBatch("a", 3, 5, 3, false, false, nextDigest, List.of(), true));
+        assertThat(shard.lookup(List.of(Keys.key(2), Keys.key(3)), next, nextDigest))
+                .containsExactly(new KeyLocation.Present(List.of(new Holder("a", 3, Medium.SSD, 2))), new KeyLocation.Absent());
+    }
 }

@@ -60,7 +60,7 @@ public final class CatalogCodec {
         PushRequest.Builder r = PushRequest.newBuilder().setSourceNode(b.sourceNode())
                 .setSourceIncarnation(b.sourceIncarnation()).setOwnerIncarnation(b.ownerIncarnation())
                 .setBatch(b.batch()).setSnapshotBegin(b.snapshotBegin()).setSnapshotEnd(b.snapshotEnd())
-                .setViewDigest(b.viewDigest());
+                .setViewDigest(b.viewDigest()).setHandoffEnd(b.handoffEnd());
         for (ResidencyEvent e : b.deltas()) {
             r.addDeltas(Delta.newBuilder().setKey(key(e.key())).setMedium(medium(e.medium()))
                     .setAdded(e.kind() == ResidencyEvent.Kind.ADDED).setSequence(e.sequence())
@@ -76,7 +76,7 @@ public final class CatalogCodec {
                     d.getAdded() ? ResidencyEvent.Kind.ADDED : ResidencyEvent.Kind.REMOVED, 0, lengthBytes(d.getLengthBytes())));
         }
         return new PushBatch(r.getSourceNode(), r.getSourceIncarnation(), r.getOwnerIncarnation(), r.getBatch(),
-                r.getSnapshotBegin(), r.getSnapshotEnd(), r.getViewDigest(), deltas);
+                r.getSnapshotBegin(), r.getSnapshotEnd(), r.getViewDigest(), deltas, r.getHandoffEnd());
     }
 
     public static PushReply reply(PushBatch.Reply r) {
@@ -104,6 +104,15 @@ public final class CatalogCodec {
     static int lengthBytes(int wire) {
         if (wire < 0) throw new IllegalArgumentException("length_bytes must be >= 0: " + wire);
         return wire;
+    }
+
+    /** An unknown reason by name; one this node does not know (a newer peer's) reads as UNREACHABLE. */
+    static KeyLocation.UnknownReason reason(String name) {
+        try {
+            return KeyLocation.UnknownReason.valueOf(name);
+        } catch (IllegalArgumentException e) {
+            return KeyLocation.UnknownReason.UNREACHABLE;
+        }
     }
 
     public static LiveMember live(Member m) {
@@ -142,7 +151,7 @@ public final class CatalogCodec {
                 yield new KeyLocation.Present(holders);
             }
             case ABSENT -> new KeyLocation.Absent();
-            case UNKNOWN -> new KeyLocation.Unknown(KeyLocation.UnknownReason.valueOf(r.getUnknown().getReason()));
+            case UNKNOWN -> new KeyLocation.Unknown(reason(r.getUnknown().getReason()));
             case RESULT_NOT_SET -> throw new IllegalArgumentException("key result not set");
         };
     }

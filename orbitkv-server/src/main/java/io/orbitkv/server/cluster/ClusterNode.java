@@ -18,13 +18,17 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.LongFunction;
+import java.util.function.Supplier;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 
 /**
  * A Manager's membership of a cluster: its incarnation (persistent epoch), the authenticated
  * cluster gRPC server (cluster info, catalog shard, and any services added by other packages),
- * the etcd membership, the catalog publisher loop and the catalog lookups.
+ * the etcd membership, the catalog publisher loop and the catalog lookups. Each key's residency
+ * evidence is placed on {@link ClusterConfig#catalogReplicas()} owners (docs/cluster.md,
+ * "Placement, replication and handoff"); this node's shard judges lookups' placement versions
+ * against its own view.
  *
  * <p>Another member joins this node's view only after the mutual credential proof
  * ({@link CredentialProof}); refused calls on both sides are counted and logged ({@link AuthFailures}).
@@ -54,6 +58,8 @@ public final class ClusterNode implements AutoCloseable {
      */
     public static final long CANDIDATES = 65_536;
     public static final Duration CANDIDATE_TTL = Duration.ofSeconds(30);
+    /** Catalog lookup calls in flight at once on this requester (its fan-out bound). */
+    public static final int LOOKUP_CALLS_IN_FLIGHT = 256;
 
     private final Member self;
     private final ClusterChannels channels;
@@ -107,16 +113,17 @@ public final class ClusterNode implements AutoCloseable {
         long incarnation = EtcdMembership.startIncarnation(config.etcdEndpoints(), config.clusterId(), config.nodeId(),
                 stateDir, Duration.ofSeconds(2));
         List<BindableService> extraServices = extraServicesFor.apply(incarnation);
+        EtcdMembership[] membership = new EtcdMembership[1];
+        Supplier<MembershipView> view = () -> membership[0] == null ? MembershipView.initial() : membership[0].view();
         ShardState shard = new ShardState(config.nodeId(), incarnation,
-                new ShardState.Budgets(SHARD_SOURCES, SHARD_KEYS_PER_SOURCE), registry);
+                new ShardState.Budgets(SHARD_SOURCES, SHARD_KEYS_PER_SOURCE), registry, view);
         AuthFailures authFailures = new AuthFailures(registry);
         ClusterChannels channels = new ClusterChannels(security);
         GrpcCatalogTransport transport = new GrpcCatalogTransport(channels, authFailures);
         CredentialProof proof = new CredentialProof(config.nodeId(), security, channels, authFailures);
         Duration lookupTimeout = Duration.ofMillis(config.lookupTimeoutMillis());
-        EtcdMembership[] membership = new EtcdMembership[1];
-        CatalogLookups lookups = new CatalogLookups(() -> membership[0] == null ? MembershipView.initial() : membership[0].view(),
-                transport, CANDIDATE_TTL, CANDIDATES, registry);
+        CatalogLookups lookups = new CatalogLookups(view, transport, CANDIDATE_TTL, CANDIDATES, config.catalogReplicas(),
+                LOOKUP_CALLS_IN_FLIGHT, registry);
         List<BindableService> services = new ArrayList<>();
         services.add(new ClusterInfoService(config.nodeId(), incarnation, keys -> lookups.lookup(keys, lookupTimeout), proof));
         services.add(new CatalogService(shard));
@@ -134,7 +141,8 @@ public final class ClusterNode implements AutoCloseable {
         membership[0] = EtcdMembership.start(new EtcdMembership.Settings(config.etcdEndpoints(), config.clusterId(), self,
                 Duration.ofMillis(config.leaseTtlMillis()), Duration.ofMillis(200), Duration.ofSeconds(2)), proof, registry);
         CatalogPublisher publisher = new CatalogPublisher(config.nodeId(), incarnation, store.residency(),
-                store::residentKeys, transport, CatalogPublisher.Budgets.defaults(), registry);
+                store::residentKeys, transport, CatalogPublisher.Budgets.defaults(), config.catalogReplicas(), registry,
+                new java.util.SplittableRandom());
         ClusterNode node = new ClusterNode(self, channels, server, membership[0], shard, publisher, lookups, lookupTimeout, registry);
         node.loop.start();
         return node;

@@ -22,9 +22,11 @@ import java.util.Optional;
  * @param credentials      the token file and the mutual-TLS files
  * @param leaseTtlMillis   etcd lease TTL (also how long the view stays valid without renewal)
  * @param lookupTimeoutMillis deadline of one catalog lookup batch
+ * @param catalogReplicas  catalog owners of each key's residency evidence (R, 1..8)
  */
 public record ClusterConfig(List<String> etcdEndpoints, String nodeId, String clusterId, String listen,
-                            String dataListen, Credentials credentials, long leaseTtlMillis, long lookupTimeoutMillis) {
+                            String dataListen, Credentials credentials, long leaseTtlMillis, long lookupTimeoutMillis,
+                            int catalogReplicas) {
 
     /**
      * The files a member proves itself with.
@@ -55,6 +57,7 @@ public record ClusterConfig(List<String> etcdEndpoints, String nodeId, String cl
         if (!dataListen.isEmpty()) listenAddress(dataListen);
         if (leaseTtlMillis < 2_000) throw new IllegalArgumentException("clusterLeaseTtlMillis must be >= 2000");
         if (lookupTimeoutMillis < 1) throw new IllegalArgumentException("clusterLookupTimeoutMillis must be >= 1");
+        if (catalogReplicas < 1 || catalogReplicas > 8) throw new IllegalArgumentException("catalogReplicas must be 1..8: " + catalogReplicas);
         if (!etcdEndpoints.isEmpty()) {
             if (nodeId.isEmpty()) throw new IllegalArgumentException("a cluster member needs nodeId (--node-id)");
             if (credentials.tokenFile().isEmpty()) throw new IllegalArgumentException("a cluster member needs clusterTokenFile (--cluster-token-file)");

@@ -81,6 +81,7 @@ public final class ConfigBuilder {
     Optional<Path> clusterTlsCa = Optional.empty();
     long clusterLeaseTtlMillis;
     long clusterLookupTimeoutMillis;
+    int catalogReplicas;
     String kvEventsEndpoint;
     String kvEventsReplayEndpoint;
     int kvEventsReplayBatches;
@@ -170,6 +171,7 @@ public final class ConfigBuilder {
         b.clusterTlsCa = k.tlsCa();
         b.clusterLeaseTtlMillis = k.leaseTtlMillis();
         b.clusterLookupTimeoutMillis = k.lookupTimeoutMillis();
+        b.catalogReplicas = k.catalogReplicas();
         ManagerConfig.KvEvents kv = c.kvEvents();
         b.kvEventsEndpoint = kv.endpoint();
         b.kvEventsReplayEndpoint = kv.replayEndpoint();
@@ -245,7 +247,7 @@ public final class ConfigBuilder {
                 publishQuarantineMillis, speculation, hintPinMaxMillis, hintPinnedBytesPerNamespace, tenantQuotas);
         var credentials = new ClusterConfig.Credentials(clusterTokenFile, clusterTlsCert, clusterTlsKey, clusterTlsCa);
         var cluster = new ClusterConfig(etcd, nodeId, clusterId, clusterListen, clusterDataListen, credentials,
-                clusterLeaseTtlMillis, clusterLookupTimeoutMillis);
+                clusterLeaseTtlMillis, clusterLookupTimeoutMillis, catalogReplicas);
         var kvEvents = new ManagerConfig.KvEvents(kvEventsEndpoint, kvEventsReplayEndpoint, kvEventsReplayBatches,
                 kvEventsNamedBlocks);
         var cost = new ManagerConfig.Cost(costObservations, costSelection, costCrossMediumSelection);

@@ -164,6 +164,8 @@ public final class ConfigKeys {
             key("clusterLeaseTtlMillis", "5000", "etcd lease TTL, ms (>= 2000)", (b, v) -> b.clusterLeaseTtlMillis = size(v)),
             key("clusterLookupTimeoutMillis", "200", "catalog lookup batch deadline, ms",
                     (b, v) -> b.clusterLookupTimeoutMillis = size(v)),
+            key("catalogReplicas", "2", "catalog owners holding each key's residency evidence (1..8)",
+                    (b, v) -> b.catalogReplicas = integer(v)),
             key("kvEventsEndpoint", "", "KV events PUB address tcp://host:port; empty = off",
                     (b, v) -> b.kvEventsEndpoint = text(v).strip()),
             key("kvEventsReplayEndpoint", "", "KV events replay ROUTER address tcp://host:port; empty = none",

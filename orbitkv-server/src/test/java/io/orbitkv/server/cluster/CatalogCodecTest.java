@@ -37,4 +37,21 @@ class CatalogCodecTest {
                         .setAdded(true).setSequence(1).setLengthBytes(-1)).build();
         assertThatThrownBy(() -> CatalogCodec.batch(request)).isInstanceOf(IllegalArgumentException.class);
     }
+
+    @Test
+    void theHandoffEndAndTheNewUnknownReasonsCrossTheWire() {
+        PushBatch end = new PushBatch("a", 1, 2, 7, false, false, 42, List.of(), true);
+        assertThat(CatalogCodec.batch(CatalogCodec.request(end))).isEqualTo(end);
+        assertThat(CatalogCodec.batch(CatalogCodec.request(new PushBatch("a", 1, 2, 8, false, false, 42, List.of()))).handoffEnd())
+                .isFalse();
+        for (KeyLocation.UnknownReason r : List.of(KeyLocation.UnknownReason.STALE_PLACEMENT, KeyLocation.UnknownReason.HANDOFF,
+                KeyLocation.UnknownReason.LOOKUP_LIMIT)) {
+            KeyLocation u = new KeyLocation.Unknown(r);
+            assertThat(CatalogCodec.location(CatalogCodec.result(u))).isEqualTo(u);
+        }
+        var fromNewerPeer = io.orbitkv.server.cluster.proto.KeyResult.newBuilder()
+                .setUnknown(io.orbitkv.server.cluster.proto.Unknown.newBuilder().setReason("SOMETHING_NEW")).build();
+        assertThat(CatalogCodec.location(fromNewerPeer)).as("a reason this node does not know is still Unknown")
+                .isEqualTo(new KeyLocation.Unknown(KeyLocation.UnknownReason.UNREACHABLE));
+    }
 }

@@ -40,6 +40,16 @@ class ManagerConfigTest {
     }
 
     @Test
+    void catalogReplicasDefaultsToTwoAndIsRefusedOutsideOneToEight() {
+        assertThat(ManagerConfig.defaults().cluster().catalogReplicas()).isEqualTo(2);
+        assertThat(ManagerConfig.defaults().withOverrides(Map.of("catalogReplicas", "1")).cluster().catalogReplicas()).isEqualTo(1);
+        for (String bad : List.of("0", "9")) {
+            assertThatThrownBy(() -> ManagerConfig.defaults().withOverrides(Map.of("catalogReplicas", bad)))
+                    .isInstanceOf(ConfigException.class).hasMessageContaining("catalogReplicas");
+        }
+    }
+
+    @Test
     void aFileThenOverridesApplyInOrderAndMoveTheReadyFileWithTheStore() throws IOException {
         Path file = Files.writeString(dir.resolve("m.json"), """
                 {"dramBytes": "64m", "ssdBytes": 268435456, "ssdPolicy": "reuse-aware:3",
