@@ -243,7 +243,8 @@ class CatalogProperties {
         for (Op op : ops) {
             int node = op.key() % 3;
             Set<Medium> held = models.get(node).computeIfAbsent(Keys.key(op.key()), k -> new HashSet<>());
-            if (op.added() || held.contains(op.medium())) {
+            // as the tiers do: one ADDED per image, and a REMOVED only of an image that is there
+            if (op.added() != held.contains(op.medium())) {
                 if (op.added()) held.add(op.medium()); else held.remove(op.medium());
                 streams.get(node).append(Keys.key(op.key()), op.medium(), op.added() ? Kind.ADDED : Kind.REMOVED, 0);
             }

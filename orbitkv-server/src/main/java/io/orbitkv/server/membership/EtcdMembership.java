@@ -110,8 +110,17 @@ public final class EtcdMembership implements AutoCloseable {
         return Optional.empty();
     }
 
+    /**
+     * How long ticks may keep failing before the etcd client is replaced by a fresh one: gRPC waits
+     * out an exponential reconnect backoff (1 s growing by 1.6 per attempt, up to 120 s) once a
+     * channel failed, so after a 20 s outage the next attempt could come 10 s after etcd is back;
+     * a fresh client connects at once.
+     */
+    static final Duration CLIENT_RENEW_AFTER = Duration.ofSeconds(2);
+
     private final Settings settings;
-    private final Client client;
+    /** Replaced (control thread) after {@link #CLIENT_RENEW_AFTER} of failing ticks; read at close. */
+    private volatile Client client;
     private final LongSupplier nanoClock;
     private final ScheduledExecutorService control;
     private final AtomicReference<MembershipView> view = new AtomicReference<>(MembershipView.initial());
@@ -133,6 +142,9 @@ public final class EtcdMembership implements AutoCloseable {
     private final Counter reRegistrations;
     private final Counter staleRefused;
     private final Counter tickErrors;
+    private final Counter clientRenewals;
+    /** When the current run of failing ticks began; 0 while ticks succeed. Control thread only. */
+    private long failingSinceNanos;
     private final RateLimitedLog tickLog = RateLimitedLog.tenSeconds(EtcdMembership.class.getName());
     /** Which other members proved themselves; control thread only. */
     private final MemberProofs proofs;
@@ -140,8 +152,7 @@ public final class EtcdMembership implements AutoCloseable {
     private EtcdMembership(Settings settings, MemberVerifier verifier, LongSupplier nanoClock, MeterRegistry registry) {
         this.settings = settings;
         this.nanoClock = nanoClock;
-        this.client = Client.builder().endpoints(settings.endpoints().toArray(String[]::new))
-                .connectTimeout(settings.rpcTimeout()).build();
+        this.client = newClient(settings);
         this.control = Executors.newSingleThreadScheduledExecutor(r -> {
             Thread t = new Thread(r, "orbitkv-membership");
             t.setDaemon(true);
@@ -151,6 +162,8 @@ public final class EtcdMembership implements AutoCloseable {
         this.watchRepairs = Counter.builder("orbitkv_membership_watch_repairs").description("re-list + re-watch after a broken watch").register(registry);
         this.reRegistrations = Counter.builder("orbitkv_membership_registrations").description("lease grants + registrations").register(registry);
         this.staleRefused = Counter.builder("orbitkv_membership_stale_refused").description("registrations refused: a newer incarnation is stored").register(registry);
+        this.clientRenewals = Counter.builder("orbitkv_membership_client_renewals")
+                .description("etcd clients replaced after ticks kept failing, so a returning etcd is reached at once").register(registry);
         this.tickErrors = Counter.builder("orbitkv_membership_tick_errors").description("membership ticks that failed to reach etcd (each also logged, rate-limited)").register(registry);
         this.proofs = new MemberProofs(settings.self().nodeId(), verifier, control, this::publish, nanoClock, registry);
         Gauge.builder("orbitkv_membership_valid", view, v -> v.get().valid() ? 1 : 0).description("1 while the view is valid evidence").register(registry);
@@ -231,6 +244,11 @@ public final class EtcdMembership implements AutoCloseable {
         return settings.self();
     }
 
+    private static Client newClient(Settings settings) {
+        return Client.builder().endpoints(settings.endpoints().toArray(String[]::new))
+                .connectTimeout(settings.rpcTimeout()).build();
+    }
+
     private void tick() {
         try {
             if (!superseded) {
@@ -238,10 +256,12 @@ public final class EtcdMembership implements AutoCloseable {
                 if (registered && watchBroken) relistAndWatch();
             }
             lastError = "";
+            failingSinceNanos = 0;
         } catch (Exception e) {
             // etcd unreachable, slow or refusing (or the loop stopping): evidence ages out below; retried next tick
             lastError = String.valueOf(e);
             tickErrors.increment();
+            renewClientIfFailingLong();
             if (e instanceof RuntimeException && !(e instanceof EtcdException || e instanceof StatusRuntimeException)) {
                 UnexpectedErrors.record(UnexpectedErrors.Layer.CLUSTER, "EtcdMembership.tick", "a failed tick (retried next tick)", e);
             } else {
@@ -250,6 +270,35 @@ public final class EtcdMembership implements AutoCloseable {
             }
         }
         publish();
+    }
+
+    /**
+     * After {@link #CLIENT_RENEW_AFTER} of failing ticks, replaces the client (its watch and
+     * keep-alive go with it, so the next tick registers again and re-lists), then waits as long
+     * again before another replacement.
+     */
+    private void renewClientIfFailingLong() {
+        long now = nanoClock.getAsLong();
+        if (failingSinceNanos == 0) {
+            failingSinceNanos = now;
+            return;
+        }
+        if (now - failingSinceNanos < CLIENT_RENEW_AFTER.toNanos()) return;
+        failingSinceNanos = now;
+        Client old = client;
+        try {
+            if (watcher != null) watcher.close();
+            if (keepAlive != null) keepAlive.close();
+        } catch (RuntimeException e) {
+            // the old client's streams are broken already; closing the client below ends them
+        }
+        watcher = null;
+        keepAlive = null;
+        leaseBroken = true;
+        watchBroken = true;
+        client = newClient(settings);
+        clientRenewals.increment();
+        old.close();
     }
 
     private void publish() {
