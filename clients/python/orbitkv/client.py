@@ -149,6 +149,7 @@ class _Operations:
     def __init__(self):
         self._lock = threading.Lock()
         self._ops: Dict[int, dict] = {}
+        self._detached: set = set()  # ended without a waiter (cancel_nowait): forgotten on DRAINED
         self._failure: Optional[BaseException] = None
 
     def _op(self, op_id: int, revision: int = 0) -> dict:
@@ -171,6 +172,7 @@ class _Operations:
             elif isinstance(frame, (p.Cancelled, p.Released)):
                 if frame.drained:
                     self._ops.pop(frame.operation_id, None)
+                    self._detached.discard(frame.operation_id)
                 else:
                     self._op(frame.operation_id)["events"][p.CompletionEvent.DRAINED] = _Waiter()
             elif isinstance(frame, p.Completion):
@@ -180,7 +182,17 @@ class _Operations:
                 waiter = op["events"].setdefault(frame.event, _Waiter())
                 if frame.event == p.CompletionEvent.DRAINED:
                     op["ended"] = True
+                    if frame.operation_id in self._detached:
+                        self._detached.discard(frame.operation_id)
+                        del self._ops[frame.operation_id]
                 waiter.set(frame)
+
+    def detach(self, op_id: int) -> None:
+        """Nobody waits for this operation's end: forget it when it has drained."""
+        with self._lock:
+            if len(self._detached) >= 4 * 1024:  # ids whose CANCEL was refused (already ended): drop them
+                self._detached &= set(self._ops)
+            self._detached.add(op_id)
 
     def waiter(self, op_id: int, event: p.CompletionEvent) -> _Waiter:
         with self._lock:
@@ -204,6 +216,7 @@ class _Operations:
                     if not w.event.is_set():
                         w.set(error=self._failure)
             self._ops.clear()
+            self._detached.clear()
 
     def __len__(self) -> int:
         with self._lock:
@@ -448,6 +461,13 @@ class Client:
     def cancel(self, operation_id: int) -> p.Cancelled:
         """CANCEL; returns once its submitted I/O has drained and everything is released."""
         return self._end(p.Cancel(operation_id), p.Cancelled)
+
+    def cancel_nowait(self, operation_id: int) -> None:
+        """CANCEL written without waiting for its reply (a scheduler thread ending a PREPARE it no
+        longer needs); what the Manager answers, and its DRAINED, are routed and forgotten. A lost
+        connection ends the operation anyway (protocol 9.6)."""
+        self._operations.detach(operation_id)
+        self.send(p.Cancel(operation_id))
 
     def _end(self, request, reply_type):
         reply = self.call(request, reply_type)
