@@ -5,7 +5,6 @@ that takes the prepare over, and a cancelled prepare holds nothing; and every Ma
 killed Manager, a restarted one) is a miss within the timeout, counted, then a reconnect."""
 
 import os
-import re
 import socket
 import tempfile
 import threading
@@ -122,6 +121,18 @@ class ManagerPagesTest(unittest.TestCase):
             store.close()
 
 
+def publish_through_ssd(test, store, manager, page_names):
+    """Publishes ``page_names`` (write-through), 32 at a time, each batch on SSD before the next (a
+    full write-through queue would skip pages)."""
+    for start in range(0, len(page_names), 32):
+        batch = page_names[start:start + 32]
+        deadline = time.monotonic() + 20  # NO_SPACE while the SSD writer catches up: publish again
+        while not all(store.write([(n, image(start + i)) for i, n in enumerate(batch)])):
+            test.assertLess(time.monotonic(), deadline, f"batch at {start} was never stored")
+            time.sleep(0.05)
+        wait_for(lambda: manager.metric_sum("orbitkv_ssd_writes_total") >= start + len(batch), "write-through", 30)
+
+
 @unittest.skipUnless(JAR, "ORBITKV_JAR is not set: run through `bin/orbitkv test`")
 class StagingTest(unittest.TestCase):
 
@@ -130,12 +141,7 @@ class StagingTest(unittest.TestCase):
         store = ManagerPages(manager.socket, identity(), timeout_s=10)
         try:
             page_names = names(384, b"ssd")  # 24 MiB through a 16 MiB DRAM tier: the first pages leave DRAM
-            for start in range(0, len(page_names), 32):
-                batch = page_names[start:start + 32]
-                deadline = time.monotonic() + 20  # NO_SPACE while the SSD writer catches up: publish again
-                while not all(store.write([(n, image(start + i)) for i, n in enumerate(batch)])):
-                    self.assertLess(time.monotonic(), deadline, f"batch at {start} was never stored")
-                    time.sleep(0.05)
+            publish_through_ssd(self, store, manager, page_names)
             first = page_names[:2]
             deadline = time.monotonic() + 20
             lookup = store.lookup(first)
@@ -153,23 +159,6 @@ class StagingTest(unittest.TestCase):
             manager.stop()
 
 
-def metric_sum(manager, name, label=""):
-    """The sum of every series of ``name`` (any labels) whose labels contain ``label``."""
-    return sum(float(m.group(2)) for m in re.finditer(r"^" + re.escape(name) + r"(\{[^}]*\})?\s+(\S+)",
-                                                      manager.metrics(), re.MULTILINE) if label in (m.group(1) or ""))
-
-
-def publish_through_ssd(test, store, manager, page_names):
-    """Publishes ``page_names`` (write-through) and waits until every one is on SSD."""
-    for start in range(0, len(page_names), 32):
-        batch = page_names[start:start + 32]
-        deadline = time.monotonic() + 20  # NO_SPACE while the SSD writer catches up: publish again
-        while not all(store.write([(n, image(start + i)) for i, n in enumerate(batch)])):
-            test.assertLess(time.monotonic(), deadline, f"batch at {start} was never stored")
-            time.sleep(0.05)
-    wait_for(lambda: metric_sum(manager, "orbitkv_ssd_writes_total") >= len(page_names), "write-through", 30)
-
-
 @unittest.skipUnless(JAR, "ORBITKV_JAR is not set: run through `bin/orbitkv test`")
 class PrepareTest(unittest.TestCase):
 
@@ -182,7 +171,7 @@ class PrepareTest(unittest.TestCase):
             first, second = page_names[:4], page_names[4:8]
             op = store.prepare(first, first_use_ms=0, priority=5)
             self.assertGreater(op, 0)
-            wait_for(lambda: metric_sum(manager, "orbitkv_manager_prepared_pages_held") == 4,
+            wait_for(lambda: manager.metric_sum("orbitkv_manager_prepared_pages_held") == 4,
                      "the four SSD pages staged and held for the prepare", 20)
             self.assertEqual(manager.leases(), 0, "a prepare leases nothing")
             lookup = store.lookup(first, prepared=op)
@@ -190,16 +179,16 @@ class PrepareTest(unittest.TestCase):
             got = {}
             self.assertEqual(lookup.read_into(lambda i, v: got.__setitem__(i, bytes(v))), 4)
             self.assertEqual([got[i] for i in range(4)], [image(i) for i in range(4)])
-            self.assertEqual(metric_sum(manager, "orbitkv_prepare_pages_released_total", 'outcome="consumed"'), 4)
-            self.assertEqual(metric_sum(manager, "orbitkv_manager_prepared_pages_held"), 0)
+            self.assertEqual(manager.metric_sum("orbitkv_prepare_pages_released_total", 'outcome="consumed"'), 4)
+            self.assertEqual(manager.metric_sum("orbitkv_manager_prepared_pages_held"), 0)
 
             op2 = store.prepare(second)
-            wait_for(lambda: metric_sum(manager, "orbitkv_manager_prepared_pages_held") == 4, "second prepare", 20)
+            wait_for(lambda: manager.metric_sum("orbitkv_manager_prepared_pages_held") == 4, "second prepare", 20)
             self.assertTrue(store.cancel_prepare(op2))
             self.assertFalse(store.cancel_prepare(op2), "ended once")
-            wait_for(lambda: metric_sum(manager, "orbitkv_manager_speculation_held_bytes") == 0,
+            wait_for(lambda: manager.metric_sum("orbitkv_manager_speculation_held_bytes") == 0,
                      "the cancelled prepare's bytes back in the budget")
-            self.assertEqual(metric_sum(manager, "orbitkv_prepare_pages_released_total", 'outcome="unused"'), 4)
+            self.assertEqual(manager.metric_sum("orbitkv_prepare_pages_released_total", 'outcome="unused"'), 4)
 
             self.assertGreater(store.prepare(page_names[8:9], first_use_ms=60_000), 0)
             self.assertGreater(store.prepare(page_names[9:10], first_use_ms=60_000), 0)

@@ -49,7 +49,6 @@ from __future__ import annotations
 import copy
 import glob
 import os
-import re
 import signal
 import struct
 import tempfile
@@ -282,12 +281,12 @@ class PrepareTest(unittest.TestCase):
             engine.step(forward)  # both decode their last token and finish: nothing of them stays leased
             wait_for_extents(os.path.join(manager.dir, "ssd"), images, deadline_s=20)
             filler = push_out_of_dram(self, manager, engine, len(images[0]))
-            self.assertEqual(metric_sum(manager, "orbitkv_manager_prepared_pages_held"), 0)
+            self.assertEqual(manager.metric_sum("orbitkv_manager_prepared_pages_held"), 0)
 
             # added, not yet scheduled (it waits in vLLM's queue): the PREPARE alone stages its pages
             before = engine.connector.snapshot()
             engine.request("e-2", prompt_a[:3 * BLOCK] + tokens(9000, 10))
-            wait_for(lambda: metric_sum(manager, "orbitkv_manager_prepared_pages_held") == 3,
+            wait_for(lambda: manager.metric_sum("orbitkv_manager_prepared_pages_held") == 3,
                      "the three SSD pages staged into DRAM and held for the queued request", 20)
             self.assertEqual(manager.leases(), 0, "a prepared page is no engine hit until a QUERY leases it")
             step = engine.step(forward)
@@ -300,18 +299,18 @@ class PrepareTest(unittest.TestCase):
             self.assertEqual(new.num_computed_tokens, 3 * BLOCK)
             ids = engine.block_ids("e-2")
             self.assertEqual([engine.block_bytes(ids[b]) for b in range(3)], images)
-            self.assertEqual(metric_sum(manager, "orbitkv_prepare_pages_released_total", 'outcome="consumed"'), 3)
+            self.assertEqual(manager.metric_sum("orbitkv_prepare_pages_released_total", 'outcome="consumed"'), 3)
             self.assertEqual(engine.connector.get_external_cache_hit_sources(engine.scheduler.requests["e-2"], 3 * BLOCK),
                              {CacheHitSource.HOST: 3 * BLOCK}, "restored from DRAM, not waited for from disk")
 
             # a request aborted while it waits: its prepare is cancelled and every byte returns
             engine.request("e-3", prompt_b[:3 * BLOCK] + tokens(9100, 10))
-            wait_for(lambda: metric_sum(manager, "orbitkv_manager_prepared_pages_held") == 3, "e-3 prepared", 20)
+            wait_for(lambda: manager.metric_sum("orbitkv_manager_prepared_pages_held") == 3, "e-3 prepared", 20)
             engine.scheduler.finish_requests("e-3", RequestStatus.FINISHED_ABORTED)
             self.assertEqual(engine.connector.snapshot()["prepares_cancelled"], 1)
-            wait_for(lambda: metric_sum(manager, "orbitkv_manager_speculation_held_bytes") == 0
-                     and metric_sum(manager, "orbitkv_manager_prepares") == 0, "the cancelled prepare let go", 20)
-            self.assertEqual(metric_sum(manager, "orbitkv_prepare_pages_released_total", 'outcome="unused"'), 3)
+            wait_for(lambda: manager.metric_sum("orbitkv_manager_speculation_held_bytes") == 0
+                     and manager.metric_sum("orbitkv_manager_prepares") == 0, "the cancelled prepare let go", 20)
+            self.assertEqual(manager.metric_sum("orbitkv_prepare_pages_released_total", 'outcome="unused"'), 3)
             self.assertEqual(engine.connector.snapshot()["tracked_requests"], 1, "e-3 left the table; e-2 decodes")
         finally:
             if filler is not None:
@@ -626,12 +625,6 @@ def push_out_of_dram(test, manager, engine, page_bytes: int) -> ManagerPages:
                                     for i in range(start, start + 8)]))
     test.assertGreaterEqual(stored, 128, "at least twice the DRAM tier was published after the pages")
     return filler
-
-
-def metric_sum(manager, name: str, label: str = "") -> float:
-    """The sum of every series of ``name`` (any labels) whose labels contain ``label``."""
-    return sum(float(m.group(2)) for m in re.finditer(r"^" + re.escape(name) + r"(\{[^}]*\})?\s+(\S+)",
-                                                      manager.metrics(), re.MULTILINE) if label in (m.group(1) or ""))
 
 
 def wait_for_extents(ssd_dir: str, images, deadline_s: float):
