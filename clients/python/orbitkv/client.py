@@ -149,8 +149,9 @@ class _Operations:
     def __init__(self):
         self._lock = threading.Lock()
         self._ops: Dict[int, dict] = {}
-        #: operations released without waiting (:meth:`Client.release_nowait`): their entry ends
-        #: with their RELEASED (drained) or DRAINED, since no caller is left to forget it
+        #: operations ended without a waiter (:meth:`Client.release_nowait`, :meth:`Client.cancel_nowait`):
+        #: their entry ends with their RELEASED/CANCELLED (drained) or DRAINED, since no caller is
+        #: left to forget it
         self._detached: set = set()
         self._failure: Optional[BaseException] = None
 
@@ -190,8 +191,10 @@ class _Operations:
                 waiter.set(frame)
 
     def detach(self, op_ids: Iterable[int]) -> None:
-        """Marks operations whose RELEASE nobody waits for: their entries end on their own."""
+        """Nobody waits for these operations' end: forget each when it has drained."""
         with self._lock:
+            if len(self._detached) >= 4 * 1024:  # ids whose RELEASE or CANCEL was refused (already ended)
+                self._detached &= set(self._ops)
             self._detached.update(op_ids)
 
     def waiter(self, op_id: int, event: p.CompletionEvent) -> _Waiter:
@@ -491,6 +494,13 @@ class Client:
     def cancel(self, operation_id: int) -> p.Cancelled:
         """CANCEL; returns once its submitted I/O has drained and everything is released."""
         return self._end(p.Cancel(operation_id), p.Cancelled)
+
+    def cancel_nowait(self, operation_id: int) -> None:
+        """CANCEL written without waiting for its reply (a scheduler thread ending a PREPARE it no
+        longer needs); what the Manager answers, and its DRAINED, are routed and forgotten. A lost
+        connection ends the operation anyway (protocol 9.6)."""
+        self._operations.detach([operation_id])
+        self.send(p.Cancel(operation_id))
 
     def _end(self, request, reply_type):
         reply = self.call(request, reply_type)

@@ -16,6 +16,12 @@ Operations (all thread-safe):
   The caller reads (:meth:`Lookup.read_into`) or drops (:meth:`Lookup.close`) it.
 - :meth:`read_into` — lookup, wait (bounded) for staging, copy each page into the caller's
   buffer, release.
+- :meth:`prepare` — PREPARE (protocol 5.11) for a run of page names a request will ask for soon,
+  written without waiting for the answer: the Manager stages the pages that are only on SSD or
+  at a peer into DRAM meanwhile. Returns the operation id; pass it to :meth:`lookup` as
+  ``prepared`` and the QUERY takes the prepare over (protocol 9.4), or end it with
+  :meth:`cancel_prepare` when the request goes away. At most ``max_prepares`` are live; past
+  that, or while the Manager is down, a prepare is a counted no-op (``prepare_skipped``).
 - :meth:`contains` — the length of the consecutive prefix present, holding nothing afterwards.
 - :meth:`write` — PUBLISH_RESERVE, copy each page into its granted arena slot, PUBLISH_COMMIT.
 
@@ -66,10 +72,17 @@ DEFAULT_RETRY_AFTER_S = 1.0
 DEFAULT_PEER_WAIT_MS = 1000
 #: Longest down window after failures in a row (seconds), unless ``retry_after_s`` is longer.
 MAX_RETRY_AFTER_S = 30.0
+#: Default bound on live prepares per store: they count against the Manager's
+#: ``maxOperationsPerConnection`` (1,024) together with lookups, so they may take at most a quarter.
+DEFAULT_MAX_PREPARES = 256
+#: How long past its first use a prepare is taken to have ended at the Manager (seconds): its
+#: ``prepareGraceMillis`` default. Only bounds this store's table; the Manager decides.
+PREPARE_GRACE_S = 2.0
 
 COUNTERS = ("lookups", "lookup_pages", "hit_pages", "pending", "reads", "pages_read", "writes", "pages_written",
             "write_refused", "write_too_large", "write_already_resident", "refused_busy", "connects", "failures_connect",
-            "failures_timeout", "failures_error", "skipped_down")
+            "failures_timeout", "failures_error", "skipped_down", "prepares", "prepare_pages", "prepare_skipped",
+            "prepare_refused", "prepare_trimmed", "prepare_taken_over", "prepare_cancelled")
 
 # Refusals that leave the connection as it is: load (BUSY, NO_SPACE) and a request the Manager's
 # limits do not admit (TOO_LARGE: a page above the largest DRAM slot, too many pages in one QUERY).
@@ -118,15 +131,28 @@ class Lookup:
             self.store._release(self)
 
 
+@dataclass
+class _Prepare:
+    """A PREPARE this store sent and no QUERY or CANCEL has ended yet; ``reply`` is its answer's
+    waiter (checked without blocking)."""
+    client: Client
+    ends_at: float
+    reply: object = None
+    seen: bool = False
+
+
 class ManagerPages:
     """One namespace's pages at a Manager, for one engine process; see the module header."""
 
     def __init__(self, socket_path: str, namespace: Namespace, *, instance_id: Optional[str] = None,
                  contract: Optional[RecoveryContract] = None, group_id: int = 0,
                  timeout_s: float = DEFAULT_TIMEOUT_S, retry_after_s: float = DEFAULT_RETRY_AFTER_S,
-                 peer_wait_ms: int = DEFAULT_PEER_WAIT_MS, clock: Callable[[], float] = time.monotonic):
-        if timeout_s <= 0 or retry_after_s < 0 or not 0 <= peer_wait_ms <= PEER_WAIT_MAX_MILLIS:
-            raise ValueError(f"timeout_s must be > 0, retry_after_s >= 0, peer_wait_ms in [0, {PEER_WAIT_MAX_MILLIS}]")
+                 peer_wait_ms: int = DEFAULT_PEER_WAIT_MS, max_prepares: int = DEFAULT_MAX_PREPARES,
+                 clock: Callable[[], float] = time.monotonic):
+        if timeout_s <= 0 or retry_after_s < 0 or not 0 <= peer_wait_ms <= PEER_WAIT_MAX_MILLIS or max_prepares < 0:
+            raise ValueError(f"timeout_s must be > 0, retry_after_s >= 0, peer_wait_ms in [0, {PEER_WAIT_MAX_MILLIS}], "
+                             "max_prepares >= 0")
+        self.max_prepares = max_prepares
         self.peer_wait_ms = int(peer_wait_ms)
         self.socket_path = os.fspath(socket_path)
         self.namespace = namespace
@@ -145,12 +171,16 @@ class ManagerPages:
         self._epoch = 0
         self._operation_ids = itertools.count(1)
         self._closed = False
+        self._prepares: Dict[int, _Prepare] = {}  # guarded by _lock; at most max_prepares
         self.stats: Dict[str, int] = dict.fromkeys(COUNTERS, 0)
 
     # -- public operations -----------------------------------------------------------------------
 
-    def lookup(self, names: Sequence[bytes]) -> Lookup:
-        """QUERY HOST_READY for ``names`` (pages 0..n-1 of one group); never raises."""
+    def lookup(self, names: Sequence[bytes], prepared: int = 0) -> Lookup:
+        """QUERY HOST_READY for ``names`` (pages 0..n-1 of one group); never raises. ``prepared``:
+        the id :meth:`prepare` returned for this request; the QUERY reuses it when the prepare went
+        out on this connection, so it takes the prepare over (its staged pages are leased and
+        counted as consumed, the rest let go)."""
         self._count("lookups")
         self._count("lookup_pages", len(names))
         if not names:
@@ -159,7 +189,7 @@ class ManagerPages:
             client = self._connected()
         except _Down:
             return Lookup(self, 0, False)
-        op = next(self._operation_ids)
+        op = self._take_prepare(prepared, client) or next(self._operation_ids)
         try:
             result = client.query(op, {self.group_id: list(names)},
                                   prompt_tokens=len(names) * self.page_tokens + 1, peer_wait_millis=self.peer_wait_ms)
@@ -181,6 +211,54 @@ class ManagerPages:
         else:
             self._count("hit_pages", pages)
         return lookup
+
+    def prepare(self, names: Sequence[bytes], first_use_ms: int = 0, priority: int = 0) -> int:
+        """PREPARE for ``names`` (as :meth:`lookup` would ask for them), expected to be looked up in
+        ``first_use_ms`` ms; written without waiting for the answer, so it costs no round trip once
+        connected. The operation id to pass to :meth:`lookup` or :meth:`cancel_prepare`, or 0 when
+        nothing was sent (no names, the Manager down, ``max_prepares`` live); never raises."""
+        if not names:
+            return 0
+        try:
+            client = self._connected()
+        except _Down:
+            self._count("prepare_skipped")
+            return 0
+        now = self._clock()
+        with self._lock:
+            self._prune_prepares(now)
+            if len(self._prepares) >= self.max_prepares:
+                self.stats["prepare_skipped"] += 1
+                return 0
+            op = next(self._operation_ids)
+            entry = self._prepares[op] = _Prepare(client, now + first_use_ms / 1000 + PREPARE_GRACE_S)
+        request = p.Prepare(op, first_use_ms, priority, len(names) * self.page_tokens + 1, 0,
+                            [p.QueryGroup(self.group_id, p.KeyForm.BLOCK_HASH, [bytes(n) for n in names])])
+        entry.reply = client.send(request)
+        if client.failed:
+            with self._lock:
+                self._prepares.pop(op, None)
+            self._failed(client, "failures_error", ConnectionError("writing PREPARE failed"))
+            self._count("prepare_skipped")
+            return 0
+        self._count("prepares")
+        self._count("prepare_pages", len(names))
+        return op
+
+    def cancel_prepare(self, operation_id: int) -> bool:
+        """Ends a prepare no lookup will take over (its request finished or was aborted): CANCEL,
+        written without waiting. False when there was nothing live to cancel; never raises."""
+        with self._lock:
+            entry = self._prepares.pop(operation_id, None)
+            if entry is None or entry.client is not self._client or entry.ends_at <= self._clock():
+                return False
+            self._note_answer(entry)
+            self.stats["prepare_cancelled"] += 1
+        try:
+            entry.client.cancel_nowait(operation_id)
+        except Exception as e:  # noqa: BLE001 - a lost connection ends the prepare anyway
+            self._failed(entry.client, _failure_kind(e), e)
+        return True
 
     def contains(self, names: Sequence[bytes], wait_s: float = 0.0) -> int:
         """How many consecutive pages of ``names``, from the first, the Manager can hand out.
@@ -327,8 +405,45 @@ class ManagerPages:
         with self._lock:
             self._closed = True
             client, self._client = self._client, None
+            self._prepares.clear()
         if client is not None:
             client.close()
+
+    # -- prepare internals -----------------------------------------------------------------------
+
+    def _take_prepare(self, operation_id: int, client: Client) -> int:
+        """``operation_id`` if it is a live prepare sent on ``client`` (the QUERY takes it over), else 0."""
+        if operation_id == 0:
+            return 0
+        with self._lock:
+            entry = self._prepares.pop(operation_id, None)
+            if entry is None or entry.client is not client:
+                return 0
+            self._note_answer(entry)
+            self.stats["prepare_taken_over"] += 1
+            return operation_id
+
+    def _prune_prepares(self, now: float) -> None:
+        """Drops prepares that have ended at the Manager (refused, expired) or whose connection is
+        gone; caller holds ``_lock``. At most ``max_prepares`` entries: linear is fine."""
+        for op in [op for op, e in self._prepares.items()
+                   if e.client is not self._client or e.ends_at <= now or self._note_answer(e)]:
+            del self._prepares[op]
+
+    def _note_answer(self, entry: _Prepare) -> bool:
+        """Counts the prepare's answer once it is in (never waits); True if it ended the prepare
+        (an ERROR or REFUSED). Caller holds ``_lock``."""
+        waiter = entry.reply
+        if entry.seen or waiter is None or not waiter.event.is_set():
+            return False
+        entry.seen = True
+        reply = waiter.value
+        if isinstance(reply, p.Prepared) and reply.outcome != p.PrepareOutcome.REFUSED:
+            if reply.outcome == p.PrepareOutcome.TRIMMED:
+                self.stats["prepare_trimmed"] += 1
+            return False
+        self.stats["prepare_refused"] += 1  # ERROR (BUSY, TOO_LARGE, ...), REFUSED, or a lost connection
+        return True
 
     # -- lookup internals ------------------------------------------------------------------------
 

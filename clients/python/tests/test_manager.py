@@ -78,6 +78,11 @@ class ManagerProcess:
             return default
         return float(match.group(1))
 
+    def metric_sum(self, name: str, label: str = "") -> float:
+        """The sum of every series of ``name`` (any labels, 0 when none) whose labels contain ``label``."""
+        return sum(float(m.group(2)) for m in re.finditer(r"^" + re.escape(name) + r"(\{[^}]*\})?\s+(\S+)",
+                                                          self.metrics(), re.MULTILINE) if label in (m.group(1) or ""))
+
     def leases(self) -> int:
         """The leases the Manager holds now (``orbitkv_manager_leases``)."""
         return int(self.metric("orbitkv_manager_leases"))

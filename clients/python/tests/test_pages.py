@@ -1,6 +1,7 @@
 """ManagerPages, the adapters' facade, against a real Manager process: bytes round trip; two
 namespaces never see each other's pages; a gap ends the present prefix; a page only on SSD is
-PENDING and then read whole; and every Manager failure (no Manager, a Manager that never answers, a
+PENDING and then read whole; a page only on SSD that was prepared is FINAL at once for the lookup
+that takes the prepare over, and a cancelled prepare holds nothing; and every Manager failure (no Manager, a Manager that never answers, a
 killed Manager, a restarted one) is a miss within the timeout, counted, then a reconnect."""
 
 import os
@@ -12,7 +13,7 @@ import unittest
 
 from orbitkv.identity import EngineIdentity
 from orbitkv.pages import ManagerPages
-from tests.test_manager import JAR, ManagerProcess
+from tests.test_manager import JAR, ManagerProcess, wait_for
 
 PAGE_BYTES = 64 * 1024
 
@@ -120,6 +121,18 @@ class ManagerPagesTest(unittest.TestCase):
             store.close()
 
 
+def publish_through_ssd(test, store, manager, page_names):
+    """Publishes ``page_names`` (write-through), 32 at a time, each batch on SSD before the next (a
+    full write-through queue would skip pages)."""
+    for start in range(0, len(page_names), 32):
+        batch = page_names[start:start + 32]
+        deadline = time.monotonic() + 20  # NO_SPACE while the SSD writer catches up: publish again
+        while not all(store.write([(n, image(start + i)) for i, n in enumerate(batch)])):
+            test.assertLess(time.monotonic(), deadline, f"batch at {start} was never stored")
+            time.sleep(0.05)
+        wait_for(lambda: manager.metric_sum("orbitkv_ssd_writes_total") >= start + len(batch), "write-through", 30)
+
+
 @unittest.skipUnless(JAR, "ORBITKV_JAR is not set: run through `bin/orbitkv test`")
 class StagingTest(unittest.TestCase):
 
@@ -128,12 +141,7 @@ class StagingTest(unittest.TestCase):
         store = ManagerPages(manager.socket, identity(), timeout_s=10)
         try:
             page_names = names(384, b"ssd")  # 24 MiB through a 16 MiB DRAM tier: the first pages leave DRAM
-            for start in range(0, len(page_names), 32):
-                batch = page_names[start:start + 32]
-                deadline = time.monotonic() + 20  # NO_SPACE while the SSD writer catches up: publish again
-                while not all(store.write([(n, image(start + i)) for i, n in enumerate(batch)])):
-                    self.assertLess(time.monotonic(), deadline, f"batch at {start} was never stored")
-                    time.sleep(0.05)
+            publish_through_ssd(self, store, manager, page_names)
             first = page_names[:2]
             deadline = time.monotonic() + 20
             lookup = store.lookup(first)
@@ -149,6 +157,62 @@ class StagingTest(unittest.TestCase):
         finally:
             store.close()
             manager.stop()
+
+
+@unittest.skipUnless(JAR, "ORBITKV_JAR is not set: run through `bin/orbitkv test`")
+class PrepareTest(unittest.TestCase):
+
+    def test_a_prepared_page_from_ssd_is_final_for_its_lookup_and_a_cancelled_one_holds_nothing(self):
+        manager = ManagerProcess(dram_bytes="16m", ssd_bytes="64m", extra_args=["--ssd-policy", "write-through"])
+        store = ManagerPages(manager.socket, identity(), timeout_s=10, max_prepares=2)
+        try:
+            page_names = names(384, b"prep")  # 24 MiB through a 16 MiB DRAM tier: the first pages leave DRAM
+            publish_through_ssd(self, store, manager, page_names)
+            first, second = page_names[:4], page_names[4:8]
+            op = store.prepare(first, first_use_ms=0, priority=5)
+            self.assertGreater(op, 0)
+            wait_for(lambda: manager.metric_sum("orbitkv_manager_prepared_pages_held") == 4,
+                     "the four SSD pages staged and held for the prepare", 20)
+            self.assertEqual(manager.leases(), 0, "a prepare leases nothing")
+            lookup = store.lookup(first, prepared=op)
+            self.assertFalse(lookup.pending, "the prepared pages are in DRAM: FINAL at once")
+            got = {}
+            self.assertEqual(lookup.read_into(lambda i, v: got.__setitem__(i, bytes(v))), 4)
+            self.assertEqual([got[i] for i in range(4)], [image(i) for i in range(4)])
+            self.assertEqual(manager.metric_sum("orbitkv_prepare_pages_released_total", 'outcome="consumed"'), 4)
+            self.assertEqual(manager.metric_sum("orbitkv_manager_prepared_pages_held"), 0)
+
+            op2 = store.prepare(second)
+            wait_for(lambda: manager.metric_sum("orbitkv_manager_prepared_pages_held") == 4, "second prepare", 20)
+            self.assertTrue(store.cancel_prepare(op2))
+            self.assertFalse(store.cancel_prepare(op2), "ended once")
+            wait_for(lambda: manager.metric_sum("orbitkv_manager_speculation_held_bytes") == 0,
+                     "the cancelled prepare's bytes back in the budget")
+            self.assertEqual(manager.metric_sum("orbitkv_prepare_pages_released_total", 'outcome="unused"'), 4)
+
+            self.assertGreater(store.prepare(page_names[8:9], first_use_ms=60_000), 0)
+            self.assertGreater(store.prepare(page_names[9:10], first_use_ms=60_000), 0)
+            self.assertEqual(store.prepare(page_names[10:11]), 0, "max_prepares live: a counted no-op")
+            stats = store.snapshot()
+            self.assertEqual((stats["prepares"], stats["prepare_pages"], stats["prepare_skipped"]), (4, 10, 1))
+            self.assertEqual((stats["prepare_taken_over"], stats["prepare_cancelled"]), (1, 1))
+            self.assertEqual(stats["pending"], 0, "no lookup had to wait for SSD")
+        finally:
+            store.close()
+            manager.stop()
+
+    def test_prepare_with_no_manager_is_a_counted_no_op(self):
+        store = ManagerPages(os.path.join(tempfile.gettempdir(), f"okv-none-{os.getpid()}.sock"), identity(),
+                             timeout_s=0.5, retry_after_s=5.0)
+        try:
+            self.assertEqual(store.prepare(names(3)), 0)
+            self.assertEqual(store.prepare(names(3)), 0)
+            self.assertFalse(store.cancel_prepare(1))
+            self.assertEqual(store.lookup(names(3), prepared=1).pages, 0)
+            stats = store.snapshot()
+            self.assertEqual((stats["prepare_skipped"], stats["prepares"], stats["failures_connect"]), (2, 0, 1))
+        finally:
+            store.close()
 
 
 class FailureTest(unittest.TestCase):

@@ -42,7 +42,11 @@ Extra config keys: ``socket_path`` (required), ``timeout_s`` (default 2.0: bound
 answer; the scheduler never waits longer on one call, except the first call after a
 (re)connect, which also registers), ``retry_after_s`` (1.0), ``max_requests`` (4096 tracked
 requests), ``max_pending_s`` (how long a request may wait for pages being staged from SSD, default
-``timeout_s``). ``kv_role`` ``kv_producer`` only publishes, ``kv_consumer`` only loads.
+``timeout_s``), ``prepare`` (default true: a PREPARE per added request, from ``on_new_request``),
+``prepare_first_use_ms`` (0: when an added request is expected to be looked up; the Manager starts
+staging that long ahead of it minus its read estimate and lets the pages go 2 s after it unless a
+lookup took them), ``max_prepares`` (256 live per connection). ``kv_role`` ``kv_producer`` only
+publishes, ``kv_consumer`` only loads (and prepares).
 
 ``kv_load_failure_policy``: vLLM 0.33 defaults to ``"fail"``, which fails a request whose
 promised blocks could not be loaded (the Manager died between the scheduler's answer and the
@@ -147,13 +151,18 @@ class _Settings:
         self.retry_after_s = float(extra.get("retry_after_s", DEFAULT_RETRY_AFTER_S))
         self.max_requests = int(extra.get("max_requests", 4096))
         self.max_pending_s = float(extra.get("max_pending_s", self.timeout_s))
-        if self.timeout_s <= 0 or self.retry_after_s < 0 or self.max_requests < 1 or self.max_pending_s < 0:
+        self.prepare = bool(extra.get("prepare", True))
+        self.prepare_first_use_ms = int(extra.get("prepare_first_use_ms", 0))
+        self.max_prepares = int(extra.get("max_prepares", 256))
+        if (self.timeout_s <= 0 or self.retry_after_s < 0 or self.max_requests < 1 or self.max_pending_s < 0
+                or not 0 <= self.prepare_first_use_ms <= 2 ** 31 - 1 or self.max_prepares < 0):
             raise ValueError(f"OrbitKvConnector: invalid extra config {extra}")
         self.load = bool(kv_transfer_config.is_kv_consumer)
         self.save = bool(kv_transfer_config.is_kv_producer)
 
     def store(self, namespace: Namespace) -> ManagerPages:
-        return ManagerPages(self.socket_path, namespace, timeout_s=self.timeout_s, retry_after_s=self.retry_after_s)
+        return ManagerPages(self.socket_path, namespace, timeout_s=self.timeout_s, retry_after_s=self.retry_after_s,
+                            max_prepares=self.max_prepares)
 
 
 class OrbitKvConnector(KVConnectorBase_V1):
@@ -178,7 +187,8 @@ class OrbitKvConnector(KVConnectorBase_V1):
             self._scheduler = ConnectorScheduler(SchedulerConfig(
                 block_size=block, hash_block_size=int(kv_cache_config.hash_block_size or block),
                 max_requests=self._settings.max_requests, max_pending_s=self._settings.max_pending_s,
-                load=self._settings.load, save=self._settings.save))
+                load=self._settings.load, save=self._settings.save, prepare=self._settings.prepare,
+                prepare_first_use_ms=self._settings.prepare_first_use_ms))
 
     @property
     def requires_kv_delivery(self) -> bool:
@@ -285,6 +295,9 @@ class OrbitKvConnector(KVConnectorBase_V1):
         self._scheduler.attach(self._settings.store(first.namespace))
         log.info("OrbitKvConnector scheduler: namespace %s (%s)", first.namespace.digest().hex()[:16],
                  first.descriptor)
+
+    def on_new_request(self, request: "Request") -> None:
+        self._scheduler.on_new_request(request)
 
     def get_num_new_matched_tokens(self, request: "Request", num_computed_tokens: int):
         return self._scheduler.get_num_new_matched_tokens(request, num_computed_tokens)

@@ -4,6 +4,14 @@ request the Manager can hand out, which blocks to load into which block ids, whi
 Owns a bounded table of the requests it tracks (:class:`_Tracked`, at most ``max_requests``) and
 the Manager leases those requests hold. Per request, in the order vLLM's scheduler calls it:
 
+0. ``on_new_request`` — when the request is added (it may then wait in vLLM's queue): one PREPARE
+   (:meth:`ManagerPages.prepare`) over the names of its whole blocks from block 0, never the
+   final token's block, written without waiting for the answer, so the Manager stages what is
+   only on SSD or at a peer while the request queues. Which blocks vLLM will find in its own
+   cache is not known yet, so the whole named prefix is prepared (pages already in the Manager's
+   DRAM are only counted there). The lookup in step 1 reuses the prepare's operation id, which
+   makes the Manager hand the QUERY what the prepare staged (protocol 9.4); a request that ends
+   before any lookup cancels it. Off with ``prepare = False``; counted in ``prepares``.
 1. ``get_num_new_matched_tokens`` — one QUERY (:meth:`ManagerPages.lookup`) over the names of the
    whole blocks beyond what is computed, at most ``(num_tokens - 1) // block_size`` of them, so
    the last prompt token is never claimed. A PENDING answer (pages being staged from SSD or a
@@ -51,7 +59,8 @@ from ..pages import Lookup, ManagerPages
 
 log = logging.getLogger("orbitkv.vllm.connector")
 
-COUNTERS = ("requests", "table_full", "not_ready", "lookups", "matched_requests", "matched_tokens",
+COUNTERS = ("requests", "table_full", "not_ready", "prepares", "prepares_skipped", "prepares_taken_over",
+            "prepares_cancelled", "lookups", "matched_requests", "matched_tokens",
             "pending_answers", "pending_expired", "loads_planned", "loads_done", "loads_failed",
             "save_pages_planned", "errors")
 
@@ -99,6 +108,7 @@ class _Tracked:
     asked: Optional[_Asked] = None
     loading: Optional[_Asked] = None  # leases kept until the worker reports the load
     saved_blocks: int = -1            # save cursor: blocks [0, saved_blocks) need no publish
+    prepared: int = 0                 # the live prepare's operation id, until a lookup takes it over
 
 
 @dataclass
@@ -109,6 +119,9 @@ class SchedulerConfig:
     max_pending_s: float = 2.0
     load: bool = True
     save: bool = True
+    prepare: bool = True
+    prepare_first_use_ms: int = 0     # when a request added now is expected to be looked up
+    prepare_priority: int = 0
 
 
 class ConnectorScheduler:
@@ -133,6 +146,12 @@ class ConnectorScheduler:
         return self._store
 
     # -- vLLM scheduler hooks -------------------------------------------------------------------
+
+    def on_new_request(self, request: Any) -> None:
+        try:
+            self._prepare(request)
+        except Exception as e:  # noqa: BLE001 - a bug here must cost a prepare, not the engine
+            self._error("on_new_request", e)
 
     def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> Tuple[Optional[int], bool]:
         try:
@@ -184,6 +203,7 @@ class ConnectorScheduler:
         tracked = self._requests.pop(request.request_id, None)
         if tracked is None:
             return
+        self._end_prepare(tracked)
         self._drop_asked(tracked)
         if tracked.loading is not None:
             tracked.loading.lookup.close()
@@ -230,6 +250,22 @@ class ConnectorScheduler:
             return list(hashes[first:last])
         return [hashes[(i + 1) * r - 1] for i in range(first, last)]
 
+    def _prepare(self, request: Any) -> None:
+        if not (self.config.load and self.config.prepare) or self._store is None:
+            return
+        last = min(self.block_count(request), (request.num_tokens - 1) // self.config.block_size)
+        tracked = self._track(request) if last > 0 else None
+        if tracked is None or tracked.prepared:
+            return
+        tracked.prepared = self._store.prepare(self.names(request, 0, last), self.config.prepare_first_use_ms,
+                                               self.config.prepare_priority)
+        self.stats["prepares" if tracked.prepared else "prepares_skipped"] += 1
+
+    def _end_prepare(self, tracked: _Tracked) -> None:
+        if tracked.prepared and self._store is not None and self._store.cancel_prepare(tracked.prepared):
+            self.stats["prepares_cancelled"] += 1
+        tracked.prepared = 0
+
     def _matched(self, request: Any, num_computed_tokens: int) -> Optional[int]:
         tracked = self._track(request)
         if tracked is None or not self.config.load:
@@ -245,10 +281,15 @@ class ConnectorScheduler:
             self._drop_asked(tracked)
             asked = None
         if last <= first:
+            self._end_prepare(tracked)
             return 0
-        if asked is None:  # this call's one round trip is the QUERY
+        if asked is None:  # this call's one round trip is the QUERY (taking over the prepare, if any)
             self.stats["lookups"] += 1
-            asked = tracked.asked = _Asked(self._store.lookup(self.names(request, first, last)), first, self._clock())
+            prepared, tracked.prepared = tracked.prepared, 0
+            if prepared:
+                self.stats["prepares_taken_over"] += 1
+            asked = tracked.asked = _Asked(self._store.lookup(self.names(request, first, last), prepared),
+                                           first, self._clock())
             if asked.lookup.pending:
                 asked.was_pending = True
                 self.stats["pending_answers"] += 1

@@ -21,13 +21,18 @@ c. A Manager killed after the scheduler promised blocks and before the worker lo
    connector is built, in both roles.
    A frozen Manager (SIGSTOP) after a request published: the next request's ``schedule()`` waits
    one ``timeout_s`` (not more) for its QUERY and is a miss, counted as a timeout; a request
-   inside ``retry_after_s`` is a miss at once, without waiting; after SIGCONT and that window
-   both roles reconnect (once each) and a request with the prefix restores it byte for byte.
+   inside ``retry_after_s`` is a miss at once, without waiting (its PREPARE a counted no-op);
+   after SIGCONT and that window both roles reconnect (once each) and a request with the prefix
+   restores it byte for byte.
    A full Manager (a page above its largest slot: TOO_LARGE; its reservation budget held by
    another engine's open publish: NO_SPACE): publishes are refused and counted, nothing raises,
    neither role reconnects, later requests are misses; once the budget frees, the same
    connections publish and a later request hits.
 d. Another ``cache_salt`` or another model dtype never hits the pages of the first.
+e. A request added while its pages are only on SSD gets a PREPARE from ``on_new_request``: the
+   Manager stages and holds them (no lease) before the request is scheduled; its lookup reuses the
+   prepare's id and is FINAL at once (no PENDING answer), restoring them byte for byte (consumed);
+   a request aborted while it waits has its prepare cancelled and every held byte returns.
 Also: the page copies move exactly the named blocks on the LBNHC layout and with kernel-block
 splitting (vLLM's allocator), and each layout names its own pages.
 
@@ -62,10 +67,12 @@ from orbitkv.state import FullGroup, Namespace, RecoveryContract  # noqa: E402
 from orbitkv.vllm.connector import UnsupportedKvLayout  # noqa: E402
 from orbitkv.vllm.connector_layout import KvPageBinding  # noqa: E402
 from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory  # noqa: E402
+from vllm.v1.metrics.cache_hit_source import CacheHitSource  # noqa: E402
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole  # noqa: E402
 from vllm.v1.kv_cache_interface import (  # noqa: E402
     FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, MLAAttentionSpec, SlidingWindowSpec)
 from vllm.v1.kv_cache_layout import KVCacheLayout  # noqa: E402
+from vllm.v1.request import RequestStatus  # noqa: E402
 from vllm.v1.worker.utils import allocate_kv_cache  # noqa: E402
 
 SEED = int(os.environ.get("ORBITKV_TEST_SEED", "20261205"))
@@ -228,14 +235,7 @@ class SsdCorruptionTest(unittest.TestCase):
             path, payload_at = extents[1]
             flip_byte(path, payload_at + 1000)
 
-            # push the three pages out of DRAM (LRU): publish three DRAMs' worth of newer pages, 8 at a
-            # time (the default staging budget, dramBytes / 8, holds 8 slots of 64 KiB)
-            filler = ManagerPages(manager.socket, engine.worker.get_handshake_metadata().namespace, timeout_s=5.0)
-            stored = 0
-            for start in range(0, 192, 8):
-                stored += sum(filler.write([(b"filler" + i.to_bytes(4, "little"), bytes([i % 251]) * len(images[0]))
-                                            for i in range(start, start + 8)]))
-            self.assertGreaterEqual(stored, 128, "at least twice the DRAM tier was published after the pages")
+            filler = push_out_of_dram(self, manager, engine, len(images[0]))
 
             engine.request("b-2", prompt[:3 * BLOCK] + tokens(6000, 10))
             deadline = time.monotonic() + 20
@@ -254,6 +254,64 @@ class SsdCorruptionTest(unittest.TestCase):
             self.assertEqual([p.block_ids for p in step.output.kv_connector_metadata.loads], [ids2[:1]])
             self.assertEqual(engine.block_bytes(ids2[0]), images[0])
             self.assertEqual(step.computed["b-2"], range(BLOCK, 3 * BLOCK + 10), "blocks 1.. are recomputed")
+        finally:
+            if filler is not None:
+                filler.close()
+            engine.close()
+            manager.stop()
+            cleanup_dir(tmp)
+
+
+@unittest.skipUnless(JAR, "ORBITKV_JAR is not set: run through `bin/orbitkv test`")
+class PrepareTest(unittest.TestCase):
+
+    def test_e_a_queued_request_with_its_pages_on_ssd_is_prepared_and_its_lookup_finds_them_in_dram(self):
+        tmp = tempfile.mkdtemp(prefix="okv-vllm-")
+        manager = ManagerProcess(dram_bytes="4m", ssd_bytes="64m",
+                                 extra_args=["--ssd-policy", "write-through", "--set", "dramSlotBytes=64k"])
+        engine = CpuEngine(tiny_llama_dir(tmp), manager.socket, timeout_s=5.0, max_pending_s=10.0)
+        filler = None
+        try:
+            forward = Forward(engine, SEED + 5)
+            prompt_a, prompt_b = tokens(5000, 3 * BLOCK + 4), tokens(7000, 3 * BLOCK + 4)
+            engine.request("e-a", prompt_a, max_tokens=2)
+            engine.request("e-b", prompt_b, max_tokens=2)
+            engine.step(forward)
+            images = [engine.block_bytes(engine.block_ids("e-a")[b]) for b in range(3)]
+            engine.step(forward)  # both decode their last token and finish: nothing of them stays leased
+            wait_for_extents(os.path.join(manager.dir, "ssd"), images, deadline_s=20)
+            filler = push_out_of_dram(self, manager, engine, len(images[0]))
+            self.assertEqual(manager.metric_sum("orbitkv_manager_prepared_pages_held"), 0)
+
+            # added, not yet scheduled (it waits in vLLM's queue): the PREPARE alone stages its pages
+            before = engine.connector.snapshot()
+            engine.request("e-2", prompt_a[:3 * BLOCK] + tokens(9000, 10))
+            wait_for(lambda: manager.metric_sum("orbitkv_manager_prepared_pages_held") == 3,
+                     "the three SSD pages staged into DRAM and held for the queued request", 20)
+            self.assertEqual(manager.leases(), 0, "a prepared page is no engine hit until a QUERY leases it")
+            step = engine.step(forward)
+            new = new_request(step, "e-2")
+            self.assertIsNotNone(new, "e-2 was scheduled in its first step: no PENDING lookup to wait for")
+            after = engine.connector.snapshot()
+            self.assertEqual(delta(after, before, "pending_answers"), 0, "FINAL at once: found resident in DRAM")
+            self.assertEqual((delta(after, before, "prepares"), delta(after, before, "prepares_taken_over")), (1, 1))
+            self.assertEqual(delta(after, before, "store_prepare_taken_over"), 1, "the QUERY reused the prepare's id")
+            self.assertEqual(new.num_computed_tokens, 3 * BLOCK)
+            ids = engine.block_ids("e-2")
+            self.assertEqual([engine.block_bytes(ids[b]) for b in range(3)], images)
+            self.assertEqual(manager.metric_sum("orbitkv_prepare_pages_released_total", 'outcome="consumed"'), 3)
+            self.assertEqual(engine.connector.get_external_cache_hit_sources(engine.scheduler.requests["e-2"], 3 * BLOCK),
+                             {CacheHitSource.HOST: 3 * BLOCK}, "restored from DRAM, not waited for from disk")
+
+            # a request aborted while it waits: its prepare is cancelled and every byte returns
+            engine.request("e-3", prompt_b[:3 * BLOCK] + tokens(9100, 10))
+            wait_for(lambda: manager.metric_sum("orbitkv_manager_prepared_pages_held") == 3, "e-3 prepared", 20)
+            engine.scheduler.finish_requests("e-3", RequestStatus.FINISHED_ABORTED)
+            self.assertEqual(engine.connector.snapshot()["prepares_cancelled"], 1)
+            wait_for(lambda: manager.metric_sum("orbitkv_manager_speculation_held_bytes") == 0
+                     and manager.metric_sum("orbitkv_manager_prepares") == 0, "the cancelled prepare let go", 20)
+            self.assertEqual(manager.metric_sum("orbitkv_prepare_pages_released_total", 'outcome="unused"'), 3)
+            self.assertEqual(engine.connector.snapshot()["tracked_requests"], 1, "e-3 left the table; e-2 decodes")
         finally:
             if filler is not None:
                 filler.close()
@@ -389,7 +447,9 @@ class FailureTest(unittest.TestCase):
             self.assertLess(time.monotonic() - before, MARGIN_S, "a store known down costs no timeout")
             self.assertEqual(new_request(step, "s-3").num_computed_tokens, 0)
             scheduler, worker = engine.connector.snapshot(), engine.worker.snapshot()
-            self.assertEqual(delta(scheduler, scheduler0, "store_skipped_down"), 1, f"counted: {scheduler}")
+            self.assertEqual(delta(scheduler, scheduler0, "store_skipped_down"), 2,
+                             f"the prepare and the QUERY, counted: {scheduler}")
+            self.assertEqual(delta(scheduler, scheduler0, "prepares_skipped"), 1, "a prepare to a store down is a no-op")
             self.assertEqual(delta(worker, worker0, "store_skipped_down"), 1, f"counted: {worker}")
             self.assertEqual(delta(scheduler, scheduler0, "store_failures_timeout"), 0)
 
@@ -552,6 +612,19 @@ def hold_reservation_budget(manager: ManagerProcess):
     except BaseException:
         client.close()
         raise
+
+
+def push_out_of_dram(test, manager, engine, page_bytes: int) -> ManagerPages:
+    """Pushes every page published so far out of a 4 MiB DRAM tier of 64 KiB slots (LRU):
+    publishes three DRAMs' worth of newer pages, 8 at a time (the default staging budget,
+    dramBytes / 8, holds 8 slots). Returns the publishing store (the caller closes it)."""
+    filler = ManagerPages(manager.socket, engine.worker.get_handshake_metadata().namespace, timeout_s=5.0)
+    stored = 0
+    for start in range(0, 192, 8):
+        stored += sum(filler.write([(b"filler" + i.to_bytes(4, "little"), bytes([i % 251]) * page_bytes)
+                                    for i in range(start, start + 8)]))
+    test.assertGreaterEqual(stored, 128, "at least twice the DRAM tier was published after the pages")
+    return filler
 
 
 def wait_for_extents(ssd_dir: str, images, deadline_s: float):
