@@ -273,7 +273,7 @@ public final class ManagerCore implements AutoCloseable {
         c.add(new Reply.Counter("pages_leased", ns.pagesLeased()));
         c.add(new Reply.Counter("busy_rejections", ns.busy.sum()));
         c.add(new Reply.Counter("restore_bytes", ns.restoreBytes()));
-        c.add(new Reply.Counter("dram_used_bytes", store.dram().allocatedBytes(ns.namespaceId)));
+        c.add(new Reply.Counter("dram_used_bytes", store.dram().residentBytes(ns.namespaceId)));
         c.add(new Reply.Counter("dram_capacity_bytes", store.dramUsage().capacityBytes()));
         c.add(new Reply.Counter("prepares", ns.prepares.get()));
         c.add(new Reply.Counter("speculation_inflight_bytes", inFlight));

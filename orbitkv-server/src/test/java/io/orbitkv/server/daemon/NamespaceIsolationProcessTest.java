@@ -48,6 +48,8 @@ class NamespaceIsolationProcessTest {
     private static final int PAGE_TOKENS = 16;
     private static final int PAGES = 4;
     private static final int PAGE_BYTES = 16 * 1024;
+    /** The small Manager's one slot class ({@code dramSlotBytes=64k}, {@link Managers#small}). */
+    private static final int SLOT_BYTES = 64 * 1024;
 
     @TempDir
     static Path dir;
@@ -205,7 +207,7 @@ class NamespaceIsolationProcessTest {
                     .containsEntry("operations", 1L).containsEntry("leases", (long) PAGES)
                     .containsEntry("query_hits", 1L).containsEntry("pages_leased", (long) PAGES);
             assertThat(statsC1.get("dram_used_bytes") - statsC0.get("dram_used_bytes"))
-                    .as("C's pages in its own arenas").isEqualTo((long) PAGES * PAGE_BYTES);
+                    .as("C's resident pages, one slot each").isEqualTo((long) PAGES * SLOT_BYTES);
             assertThat(sum("orbitkv_manager_leases", l -> true) - leases0)
                     .as("the operator's view stays Manager-wide").isEqualTo(PAGES);
             assertThat(d.stats()).as("D's STATS while C holds leases").isEqualTo(statsD0);
