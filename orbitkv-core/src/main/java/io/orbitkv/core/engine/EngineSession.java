@@ -57,6 +57,10 @@ import java.util.concurrent.CompletableFuture;
  * the request that started its work has been built: a staging that finishes first makes that
  * reply FINAL instead. The one exception is an inline RESTORE's RESTORE_DONE (see
  * {@link EventSink}), which the transport writes after the reply.
+ *
+ * <p>Size: over 500 lines because every table of the connection (operations, reservations,
+ * regions) is counted where it changes, once Manager-wide and once for the namespace's STATS
+ * ({@link NamespaceStats}); splitting the tables out would split the one lock's invariants.
  */
 final class EngineSession implements ChannelSession, SessionCallback {
 
