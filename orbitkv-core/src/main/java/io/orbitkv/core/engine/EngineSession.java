@@ -3,6 +3,7 @@ package io.orbitkv.core.engine;
 import io.orbitkv.core.query.QueryOperation;
 import io.orbitkv.core.query.SessionCallback;
 import io.orbitkv.core.query.SessionScope;
+import io.orbitkv.core.query.Speculation;
 import io.orbitkv.core.storage.dram.ChainLink;
 import io.orbitkv.core.storage.dram.CommitResult;
 import io.orbitkv.core.storage.dram.Reservation;
@@ -56,6 +57,10 @@ import java.util.concurrent.CompletableFuture;
  * the request that started its work has been built: a staging that finishes first makes that
  * reply FINAL instead. The one exception is an inline RESTORE's RESTORE_DONE (see
  * {@link EventSink}), which the transport writes after the reply.
+ *
+ * <p>Size: over 500 lines because every table of the connection (operations, reservations,
+ * regions) is counted where it changes, once Manager-wide and once for the namespace's STATS
+ * ({@link NamespaceStats}); splitting the tables out would split the one lock's invariants.
  */
 final class EngineSession implements ChannelSession, SessionCallback {
 
@@ -79,6 +84,11 @@ final class EngineSession implements ChannelSession, SessionCallback {
     private Phase phase = Phase.CONNECTED;
     private ErrorCode closedCode = ErrorCode.SHUTTING_DOWN;
     private SessionScope scope;
+    /**
+     * Its namespace's STATS figures; set with {@link #scope}, never unset, so a draining session's
+     * operations still count down. Volatile: {@link ManagerCore#stats} reads it from other sessions.
+     */
+    private volatile NamespaceStats stats;
     /** The instance id of REGISTER; set with {@link #scope}. */
     private String instanceId;
     private long nextReservationId = 1;
@@ -92,7 +102,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
         this.core = core;
         this.sink = sink;
         this.client = client;
-        this.prepares = new SessionPrepares(core, this, this::finishIfDrained);
+        this.prepares = new SessionPrepares(core, this, () -> stats, this::finishIfDrained);
     }
 
     @Override
@@ -114,7 +124,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
                 case Request.PublishCommit c -> commit(c);
                 case Request.PublishAbort a -> abort(a);
                 case Request.Restore ignored -> throw new IllegalStateException("handled above");
-                case Request.Stats ignored -> core.stats();
+                case Request.Stats ignored -> core.stats(stats);
                 case Request.Prepare p -> prepares.prepare(p, scope, live.containsKey(p.operationId()),
                         live.size() + replaced.size() + prepares.size());
                 case Request.Hint h -> core.hints().apply(scope, h);
@@ -144,6 +154,8 @@ final class EngineSession implements ChannelSession, SessionCallback {
                 synchronized (lock) {
                     if (phase == Phase.CLOSED) yield new Reply.Error(closedCode, "the session closed while registering");
                     scope = admitted;
+                    stats = core.namespaceStats(admitted.namespaceId());
+                    stats.connections.incrementAndGet();
                     instanceId = r.instanceId();
                     phase = Phase.REGISTERED;
                 }
@@ -183,6 +195,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
     CompletableFuture<Void> shutdown() {
         synchronized (lock) {
             if (phase != Phase.CLOSED) {
+                if (phase == Phase.REGISTERED) stats.connections.decrementAndGet();
                 phase = Phase.CLOSED;
                 closedSignal.complete(null);
                 core.sessionClosed(this);
@@ -191,6 +204,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
                     core.quarantine(res);
                 }
                 core.metrics().reservations.addAndGet(-reservations.size());
+                if (stats != null) stats.reservations.addAndGet(-reservations.size());
                 reservations.clear();
                 for (QueryOperation op : new ArrayList<>(live.values())) op.stop(false);
                 for (QueryOperation op : new ArrayList<>(replaced)) op.stop(false);
@@ -228,6 +242,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
         finishing = true;
         List<EngineRegion> unmap = List.copyOf(regions.values());
         core.metrics().regions.addAndGet(-regions.size());
+        if (stats != null) stats.regions.addAndGet(-regions.size());
         regions.clear();
         Runnable finish = () -> {
             for (EngineRegion region : unmap) region.close();
@@ -259,10 +274,10 @@ final class EngineSession implements ChannelSession, SessionCallback {
             return busy(ManagerMetrics.Table.OPERATIONS, "maxOperationsPerConnection "
                     + core.limits().maxOperationsPerConnection() + " reached");
         }
-        QueryOperation op = new QueryOperation(core.queryServices(), this, q, scope);
+        QueryOperation op = new QueryOperation(stats.services(), this, q, scope);
         Optional<Reply.Error> refused = op.start();
         if (refused.isPresent()) {
-            if (refused.get().code() == ErrorCode.BUSY) core.metrics().busy(ManagerMetrics.Table.LEASES);
+            if (refused.get().code() == ErrorCode.BUSY) countBusy(ManagerMetrics.Table.LEASES);
             return refused.get();
         }
         chains.matched(op.lastHitPages());
@@ -275,6 +290,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
         if (op.state() != QueryOperation.State.ENDED) {
             live.put(q.operationId(), op);
             core.metrics().operations.incrementAndGet();
+            stats.operations.incrementAndGet();
         }
         return op.result();
     }
@@ -321,7 +337,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
             if (region == null) return new Reply.Error(ErrorCode.NOT_FOUND, "region " + r.regionId() + " is not registered");
             started = op.restore(r, region);
             if (started.reply() instanceof Reply.Error(ErrorCode code, String ignored) && code == ErrorCode.BUSY) {
-                core.metrics().busy(ManagerMetrics.Table.RESTORES);
+                countBusy(ManagerMetrics.Table.RESTORES);
             }
         }
         started.copyHere().run();
@@ -369,6 +385,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
                         int id = nextRegionId++;
                         regions.put(id, region);
                         core.metrics().regions.incrementAndGet();
+                        stats.regions.incrementAndGet();
                         yield new Reply.RegionRegistered(id);
                     }
                 }
@@ -404,7 +421,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
         for (int i = 0; i < keys.length; i++) {
             Request.PublishPage p = pages.get(i);
             if (reservations.size() >= core.limits().maxReservationsPerConnection()) {
-                core.metrics().busy(ManagerMetrics.Table.RESERVATIONS);
+                countBusy(ManagerMetrics.Table.RESERVATIONS);
                 outcomes.add(new Reply.Refused(Refusal.BUSY));
                 continue;
             }
@@ -424,6 +441,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
                     long id = nextReservationId++;
                     reservations.put(id, res);
                     core.metrics().reservations.incrementAndGet();
+                    stats.reservations.incrementAndGet();
                     core.publishObserver().onReserved(instanceId, key, p.form(), p.name().get(0),
                             scope.namespace().pageTokens());
                     yield new Reply.Granted(id, res.slotRef().classIndex(), res.slotRef().offsetBytes());
@@ -461,14 +479,21 @@ final class EngineSession implements ChannelSession, SessionCallback {
         Reservation res = reservations.remove(id);
         if (res != null) {
             core.metrics().reservations.decrementAndGet();
+            stats.reservations.decrementAndGet();
             core.endPublishing(res.namespaceId(), res.key());
         }
         return res;
     }
 
     private Reply.Error busy(ManagerMetrics.Table table, String message) {
-        core.metrics().busy(table);
+        countBusy(table);
         return new Reply.Error(ErrorCode.BUSY, message);
+    }
+
+    /** Counts a refusal by a full table, Manager-wide and in the session's namespace; under the lock, once registered. */
+    private void countBusy(ManagerMetrics.Table table) {
+        core.metrics().busy(table);
+        stats.busy.increment();
     }
 
     // ---- SessionCallback (under the lock, but lock() itself) --------------------------------
@@ -487,8 +512,24 @@ final class EngineSession implements ChannelSession, SessionCallback {
     public void ended(QueryOperation operation) {
         if (live.remove(operation.operationId(), operation) | replaced.remove(operation)) {
             core.metrics().operations.decrementAndGet();
+            stats.operations.decrementAndGet();
         }
         finishIfDrained();
+    }
+
+    @Override
+    public void leaseTickets(long delta) {
+        stats.leases.addAndGet(delta);
+    }
+
+    /** Its namespace's STATS figures; null until REGISTERED. */
+    NamespaceStats namespaceStats() {
+        return stats;
+    }
+
+    /** Its share of the speculation budget (lock-free budgets). */
+    Speculation.SessionBudgets speculationBudgets() {
+        return prepares.budgets();
     }
 
     /** Counts for STATS and /status, read under the lock. */

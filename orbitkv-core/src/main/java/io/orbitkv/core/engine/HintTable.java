@@ -240,6 +240,15 @@ final class HintTable implements AutoCloseable {
         }
     }
 
+    /** Pinned pages of {@code namespaceId} now; walks the pins (at most {@code maxPins}). */
+    int pinCount(int namespaceId) {
+        synchronized (lock) {
+            int n = 0;
+            for (PinKey k : pins.keySet()) if (k.namespaceId() == namespaceId) n++;
+            return n;
+        }
+    }
+
     /** Slot bytes pinned now, all namespaces. */
     long pinnedBytes() {
         synchronized (lock) {

@@ -43,7 +43,8 @@ import java.util.function.LongSupplier;
  *   <li>restore copies: {@link RestoreCopier};
  *   <li>the tick thread, timers and the callback threads completions hop to: {@link Housekeeper};
  *   <li>unsealed slots of closed sessions: {@link PublishQuarantine};
- *   <li>meters and the STATS/status counters: {@link ManagerMetrics}.
+ *   <li>meters and the {@code /status} counters: {@link ManagerMetrics}; each namespace's STATS
+ *       figures: {@link NamespaceStats}.
  * </ul>
  *
  * <p>Thread model: thread-safe. The session set is concurrent and {@code sessions}' monitor
@@ -79,6 +80,12 @@ public final class ManagerCore implements AutoCloseable {
     private final Speculation speculation;
     private final RegionDirectory regions;
     private final Set<EngineSession> sessions = ConcurrentHashMap.newKeySet();
+    /**
+     * Each namespace's STATS figures, by DRAM namespace id; an entry is made at the namespace's
+     * first REGISTER and kept (ids are never reused), so at most the namespace table's
+     * {@code maxNamespaces} entries.
+     */
+    private final ConcurrentHashMap<Integer, NamespaceStats> namespaceStats = new ConcurrentHashMap<>();
     /**
      * The (namespace, key) of every open engine reservation, so one key of a namespace has at most
      * one publisher at a time across all connections (protocol §6.5). One entry per live
@@ -236,29 +243,43 @@ public final class ManagerCore implements AutoCloseable {
         sessions.remove(session);
     }
 
-    /** The STATS reply: current tables and totals. */
-    Reply.StatsReply stats() {
+    /** The STATS figures of {@code namespaceId}, made at its first use. */
+    NamespaceStats namespaceStats(int namespaceId) {
+        return namespaceStats.computeIfAbsent(namespaceId, id -> new NamespaceStats(id, queryServices));
+    }
+
+    /**
+     * The STATS reply of a session registered in {@code ns}: that namespace's tables and totals only
+     * (protocol §6.8); {@link #status()} and the meters keep the Manager-wide figures.
+     */
+    Reply.StatsReply stats(NamespaceStats ns) {
+        long inFlight = 0;
+        long held = 0;
+        for (EngineSession s : sessions) {
+            if (s.namespaceStats() != ns) continue;
+            Speculation.SessionBudgets b = s.speculationBudgets();
+            inFlight += b.inFlight().used();
+            held += b.held().used();
+        }
         List<Reply.Counter> c = new ArrayList<>();
-        c.add(new Reply.Counter("connections", sessions.size()));
-        c.add(new Reply.Counter("operations", metrics.operations.get()));
-        c.add(new Reply.Counter("leases", leaseTable.used()));
-        c.add(new Reply.Counter("reservations", metrics.reservations.get()));
-        c.add(new Reply.Counter("regions", metrics.regions.get()));
-        c.add(new Reply.Counter("staging_bytes", stagingBudget.used()));
-        c.add(new Reply.Counter("query_hits", metrics.queries(QueryMetrics.QueryOutcome.HIT)));
-        c.add(new Reply.Counter("query_misses", metrics.queries(QueryMetrics.QueryOutcome.MISS)));
-        c.add(new Reply.Counter("query_pending", metrics.queries(QueryMetrics.QueryOutcome.PENDING)));
-        c.add(new Reply.Counter("pages_leased", metrics.pagesLeased()));
-        c.add(new Reply.Counter("busy_rejections", metrics.busyTotal()));
-        c.add(new Reply.Counter("restore_bytes", metrics.restoreBytes()));
-        c.add(new Reply.Counter("dram_used_bytes", store.dramUsage().usedBytes()));
+        c.add(new Reply.Counter("connections", ns.connections.get()));
+        c.add(new Reply.Counter("operations", ns.operations.get()));
+        c.add(new Reply.Counter("leases", ns.leases.get()));
+        c.add(new Reply.Counter("reservations", ns.reservations.get()));
+        c.add(new Reply.Counter("regions", ns.regions.get()));
+        c.add(new Reply.Counter("query_hits", ns.queries(QueryMetrics.QueryOutcome.HIT)));
+        c.add(new Reply.Counter("query_misses", ns.queries(QueryMetrics.QueryOutcome.MISS)));
+        c.add(new Reply.Counter("query_pending", ns.queries(QueryMetrics.QueryOutcome.PENDING)));
+        c.add(new Reply.Counter("pages_leased", ns.pagesLeased()));
+        c.add(new Reply.Counter("busy_rejections", ns.busy.sum()));
+        c.add(new Reply.Counter("restore_bytes", ns.restoreBytes()));
+        c.add(new Reply.Counter("dram_used_bytes", store.dram().residentBytes(ns.namespaceId)));
         c.add(new Reply.Counter("dram_capacity_bytes", store.dramUsage().capacityBytes()));
-        c.add(new Reply.Counter("prepares", speculation.prepares()));
-        c.add(new Reply.Counter("prepared_pages_held", speculation.heldPages()));
-        c.add(new Reply.Counter("speculation_inflight_bytes", speculation.inFlight().used()));
-        c.add(new Reply.Counter("speculation_held_bytes", speculation.held().used()));
-        c.add(new Reply.Counter("hint_pins", hints.pinCount()));
-        c.add(new Reply.Counter("hint_pinned_bytes", hints.pinnedBytes()));
+        c.add(new Reply.Counter("prepares", ns.prepares.get()));
+        c.add(new Reply.Counter("speculation_inflight_bytes", inFlight));
+        c.add(new Reply.Counter("speculation_held_bytes", held));
+        c.add(new Reply.Counter("hint_pins", hints.pinCount(ns.namespaceId)));
+        c.add(new Reply.Counter("hint_pinned_bytes", hints.pinnedBytes(ns.namespaceId)));
         return new Reply.StatsReply(c);
     }
 

@@ -14,6 +14,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Optional;
+import java.util.function.Supplier;
 
 /**
  * The PREPARE operations of one engine session (protocol §5.11) and the session's share of the
@@ -33,15 +34,22 @@ final class SessionPrepares {
     private final ManagerCore core;
     private final SessionCallback session;
     private final Runnable onEmpty;
+    /** The session's namespace figures (set once the session registered, before any PREPARE). */
+    private final Supplier<NamespaceStats> stats;
     private final Speculation.SessionBudgets budgets;
     private final Map<Long, PrepareOperation> live = new LinkedHashMap<>();
 
     /** @param onEmpty told (under the lock) whenever an operation ended, so a closing session can finish */
-    SessionPrepares(ManagerCore core, SessionCallback session, Runnable onEmpty) {
+    SessionPrepares(ManagerCore core, SessionCallback session, Supplier<NamespaceStats> stats, Runnable onEmpty) {
         this.core = core;
         this.session = session;
+        this.stats = stats;
         this.onEmpty = onEmpty;
         this.budgets = core.speculation().sessionBudgets();
+    }
+
+    Speculation.SessionBudgets budgets() {
+        return budgets;
     }
 
     int size() {
@@ -62,14 +70,17 @@ final class SessionPrepares {
         }
         if (operations >= core.limits().maxOperationsPerConnection()) {
             core.metrics().busy(ManagerMetrics.Table.OPERATIONS);
+            stats.get().busy.increment();
             return new Reply.Error(ErrorCode.BUSY, "maxOperationsPerConnection "
                     + core.limits().maxOperationsPerConnection() + " reached");
         }
-        PrepareOperation op = new PrepareOperation(core.queryServices(), budgets, session, p, scope, this::ended);
+        PrepareOperation op = new PrepareOperation(stats.get().services(), budgets, session, p, scope, this::ended);
         Reply.Prepared answer = op.start();
         if (op.state() != PrepareOperation.State.ENDED) {
             live.put(p.operationId(), op);
             core.metrics().operations.incrementAndGet();
+            stats.get().operations.incrementAndGet();
+            stats.get().prepares.incrementAndGet();
         }
         return answer;
     }
@@ -96,7 +107,11 @@ final class SessionPrepares {
     }
 
     private void ended(PrepareOperation op) {
-        if (live.remove(op.operationId(), op)) core.metrics().operations.decrementAndGet();
+        if (live.remove(op.operationId(), op)) {
+            core.metrics().operations.decrementAndGet();
+            stats.get().operations.decrementAndGet();
+            stats.get().prepares.decrementAndGet();
+        }
         onEmpty.run();
     }
 }

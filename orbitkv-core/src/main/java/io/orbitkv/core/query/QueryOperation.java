@@ -244,6 +244,7 @@ public final class QueryOperation {
                     return adoptWithin(bytes);
                 }
                 leaseTickets = h.pageCount();
+                session.leaseTickets(leaseTickets);
                 selected = h;
                 if (pump.start(h.spans())) peerWait.fetching(h.spans());
                 else finishHit();
@@ -309,6 +310,7 @@ public final class QueryOperation {
         QueryPlan plan = replans++ < services.bounds().maxReplans() ? plan(peerWait.sources(), Long.MAX_VALUE)
                 : new QueryPlan.Miss(List.of());
         services.leases().release(oldTickets);
+        session.leaseTickets(-oldTickets);
         adoptOrMiss(plan);
         if (old instanceof QueryPlan.Hit h) h.releaseAll();
     }
@@ -405,6 +407,7 @@ public final class QueryOperation {
     private void releaseAll() {
         releaseAllLeases();
         services.leases().release(leaseTickets);
+        session.leaseTickets(-leaseTickets);
         leaseTickets = 0;
     }
 

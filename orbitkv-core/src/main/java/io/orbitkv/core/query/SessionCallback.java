@@ -7,8 +7,8 @@ import io.orbitkv.state.protocol.Reply;
  * a way to tell the client, and a way to say it is gone. Implemented by the engine session.
  *
  * <p>Thread model: {@link #lock()} may be called from any thread (I/O completions and timers
- * take it before they touch the operation); {@link #emit} and {@link #ended} are called with
- * that lock held.
+ * take it before they touch the operation); {@link #emit}, {@link #ended} and
+ * {@link #leaseTickets} are called with that lock held.
  */
 public interface SessionCallback {
 
@@ -20,4 +20,11 @@ public interface SessionCallback {
 
     /** The operation has drained and holds nothing: forget it. */
     void ended(QueryOperation operation);
+
+    /**
+     * An operation took ({@code delta > 0}) or gave back ({@code delta < 0}) entries of the global
+     * lease table; the session counts them for its namespace (STATS {@code leases}). Nothing by default.
+     */
+    default void leaseTickets(long delta) {
+    }
 }

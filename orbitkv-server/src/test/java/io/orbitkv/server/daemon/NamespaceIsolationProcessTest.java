@@ -39,6 +39,8 @@ import org.junit.jupiter.api.io.TempDir;
  * namespace A's pages. A's pages stay resident and read back byte-identical, B's own pages are
  * added beside them (B's STATS and the SSD grow exactly as they would without A), nothing is
  * counted as displaced, and A's per-namespace retention figures do not move (docs/protocol.md 6.5).
+ * A STATS reply shows only the requester's namespace: another namespace publishing, querying and
+ * holding leases leaves it unchanged, while {@code /metrics} stays Manager-wide (6.8).
  */
 @ProcessTest
 class NamespaceIsolationProcessTest {
@@ -46,6 +48,8 @@ class NamespaceIsolationProcessTest {
     private static final int PAGE_TOKENS = 16;
     private static final int PAGES = 4;
     private static final int PAGE_BYTES = 16 * 1024;
+    /** The small Manager's one slot class ({@code dramSlotBytes=64k}, {@link Managers#small}). */
+    private static final int SLOT_BYTES = 64 * 1024;
 
     @TempDir
     static Path dir;
@@ -85,7 +89,7 @@ class NamespaceIsolationProcessTest {
     private static double sum(String name, Predicate<String> labels) {
         double total = 0;
         for (String line : manager.metrics().split("\n")) {
-            if (line.startsWith(name + "{") && labels.test(line)) {
+            if ((line.startsWith(name + "{") || line.startsWith(name + " ")) && labels.test(line)) {
                 total += Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
             }
         }
@@ -167,6 +171,51 @@ class NamespaceIsolationProcessTest {
             // A's pages are still resident and read back byte-identical; so are B's, under the same keys.
             assertReadsBack(a, 1, new Request.QueryGroup(0, KeyForm.BLOCK_HASH, Hashes.of(hashesA)), imagesA);
             assertReadsBack(b, 2, new Request.QueryGroup(0, KeyForm.STATE_KEY, Hashes.ofKeys(keysA)), imagesB);
+        }
+    }
+
+    @Test
+    void statsRepliesCountOnlyTheRequestersNamespace() throws Exception {
+        Namespace nsC = namespace("tenant-c");
+        Namespace nsD = namespace("tenant-d");
+        int[] tokens = new int[PAGES * PAGE_TOKENS + 1];
+        for (int i = 0; i < tokens.length; i++) tokens[i] = 90_000 + i;
+        List<byte[]> hashes = List.of(TokenChain.pageHashes(nsC.digest(), tokens, PAGE_TOKENS, new byte[0]));
+        List<MemorySegment> images = images(3);
+
+        try (OrbitKvClient c = client(nsC); OrbitKvClient d = client(nsD)) {
+            Map<String, Long> statsD0 = d.stats();
+            assertThat(statsD0).as("D alone in its namespace, nothing done yet")
+                    .containsEntry("connections", 1L).containsEntry("operations", 0L).containsEntry("leases", 0L)
+                    .containsEntry("query_hits", 0L).containsEntry("pages_leased", 0L)
+                    .doesNotContainKey("staging_bytes");
+            Map<String, Long> statsC0 = c.stats();
+            assertThat(statsC0.get("dram_capacity_bytes")).as("configuration, the same for everyone")
+                    .isEqualTo(statsD0.get("dram_capacity_bytes"));
+            double leases0 = sum("orbitkv_manager_leases", l -> true);
+
+            // C publishes, queries and holds leases on its pages.
+            List<PageToPublish> pages = new ArrayList<>();
+            for (int p = 0; p < PAGES; p++) pages.add(PageToPublish.ofBlockHash(0, hashes.get(p), images.get(p)));
+            assertThat(c.publish(pages)).containsOnly(PublishOutcome.SEALED).hasSize(PAGES);
+            Reply.QueryResult hit = c.awaitSettled(c.query(new Request.Query(7, 0, CompletionTarget.HOST_READY,
+                    tokens.length, 0, List.of(new Request.QueryGroup(0, KeyForm.BLOCK_HASH, Hashes.of(hashes))))));
+            assertThat(hit.hit()).isTrue();
+
+            Map<String, Long> statsC1 = c.stats();
+            assertThat(statsC1).as("C's own figures").containsEntry("connections", 1L)
+                    .containsEntry("operations", 1L).containsEntry("leases", (long) PAGES)
+                    .containsEntry("query_hits", 1L).containsEntry("pages_leased", (long) PAGES);
+            assertThat(statsC1.get("dram_used_bytes") - statsC0.get("dram_used_bytes"))
+                    .as("C's resident pages, one slot each").isEqualTo((long) PAGES * SLOT_BYTES);
+            assertThat(sum("orbitkv_manager_leases", l -> true) - leases0)
+                    .as("the operator's view stays Manager-wide").isEqualTo(PAGES);
+            assertThat(d.stats()).as("D's STATS while C holds leases").isEqualTo(statsD0);
+
+            c.release(7);
+            assertThat(c.stats()).as("C released everything").containsEntry("leases", 0L)
+                    .containsEntry("operations", 0L);
+            assertThat(d.stats()).as("D's STATS after C's work").isEqualTo(statsD0);
         }
     }
 

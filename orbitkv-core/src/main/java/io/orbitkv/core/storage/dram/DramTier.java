@@ -615,6 +615,11 @@ public final class DramTier implements AutoCloseable {
         return memory.arenasFor(namespaceId);
     }
 
+    /** Slot bytes of {@code namespaceId}'s resident images now (the namespace's share of {@link DramUsage#usedBytes}). */
+    public long residentBytes(int namespaceId) {
+        return index.residentBytes(namespaceId);
+    }
+
     /** Memory the kernel has allocated to {@code namespaceId}'s arenas, in bytes (headers included). */
     public long allocatedBytes(int namespaceId) {
         return arenas.allocatedBytes(namespaceId);

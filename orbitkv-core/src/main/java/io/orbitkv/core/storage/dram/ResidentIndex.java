@@ -9,7 +9,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicReferenceArray;
+import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.BiFunction;
 
@@ -70,6 +72,12 @@ final class ResidentIndex {
     /** Serialises the bound's enforcement, so concurrent inserts do not over-evict, and its resizing for held images. */
     private final ReentrantLock boundLock = new ReentrantLock();
     private volatile EvictionListener listener;
+    /**
+     * Slot bytes of resident images by namespace id, adjusted in the insertion and the removal
+     * steps (under the key's bin lock). Only namespaces with arenas hold images, so at most
+     * {@code maxArenaNamespaces} entries.
+     */
+    private final ConcurrentHashMap<Integer, LongAdder> residentBytes = new ConcurrentHashMap<>();
 
     ResidentIndex(DramTierConfig config, SlotTable slots, EvictionPolicy policy, ResidencyStream residency,
                   DramMetrics metrics, BiFunction<StateKey, ResidentImage, Lease> leaseOf) {
@@ -119,6 +127,12 @@ final class ResidentIndex {
             return null;
         });
         return removed[0];
+    }
+
+    /** Slot bytes of {@code namespaceId}'s resident images now; 0 when it has none. */
+    long residentBytes(int namespaceId) {
+        LongAdder bytes = residentBytes.get(namespaceId);
+        return bytes == null ? 0 : bytes.sum();
     }
 
     /** Removes every image of {@code namespaceId}; returns how many. Walks the whole index. */
@@ -270,6 +284,7 @@ final class ResidentIndex {
         // Release order suffices: the slot table's lock (taken next) publishes it to the policy's readers.
         slotKeys.setRelease(fresh.slot(), key);
         slots.publish(fresh.slot(), fresh.imageId());
+        residentBytes.computeIfAbsent(fresh.namespaceId(), id -> new LongAdder()).add(slots.slotBytes(fresh.slot()));
         StateKey stateKey = key.key();
         residency.append(stateKey, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.ADDED, fresh.imageId(), fresh.lengthBytes());
         residency.retainedInDram(fresh.namespaceId(), stateKey, ResidencyEvent.Kind.ADDED, fresh.lengthBytes());
@@ -295,6 +310,7 @@ final class ResidentIndex {
         } else {
             slots.retire(image.slot(), image.imageId(), cause);
         }
+        residentBytes.get(image.namespaceId()).add(-slots.slotBytes(image.slot()));
         if (listened && !offer) metrics.handOverSkipped();
         StateKey stateKey = key.key();
         residency.append(stateKey, ResidencyEvent.Medium.DRAM, ResidencyEvent.Kind.REMOVED, image.imageId(), image.lengthBytes());

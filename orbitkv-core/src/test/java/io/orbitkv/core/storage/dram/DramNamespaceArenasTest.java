@@ -97,6 +97,23 @@ class DramNamespaceArenasTest {
     }
 
     @Test
+    void residentBytesCountEachNamespacesImagesOnly() throws IOException {
+        try (DramTier tier = open(8, 4, new SimpleMeterRegistry())) {
+            publish(tier, key(1), A, (byte) 1);
+            publish(tier, key(2), A, (byte) 1);
+            assertThat(tier.residentBytes(A)).isEqualTo(2L * SLOT);
+            assertThat(tier.residentBytes(B)).as("nothing of B's yet").isZero();
+            publish(tier, key(1), B, (byte) 2);
+            assertThat(tier.residentBytes(B)).as("B's own image of the same key bytes").isEqualTo(SLOT);
+            assertThat(tier.residentBytes(A)).as("A's images unchanged by B's publish").isEqualTo(2L * SLOT);
+            assertThat(tier.residentBytes(A) + tier.residentBytes(B)).isEqualTo(tier.usage().usedBytes());
+            assertThat(tier.evictNamespace(A)).isEqualTo(2);
+            assertThat(tier.residentBytes(A)).as("A's images evicted").isZero();
+            assertThat(tier.residentBytes(B)).isEqualTo(SLOT);
+        }
+    }
+
+    @Test
     void namespacesWithArenasAreBoundedAndCounted() throws IOException {
         SimpleMeterRegistry registry = new SimpleMeterRegistry();
         try (DramTier tier = open(8, 2, registry)) {
