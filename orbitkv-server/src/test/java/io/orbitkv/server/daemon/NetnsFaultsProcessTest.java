@@ -94,26 +94,15 @@ class NetnsFaultsProcessTest {
         int source = 0;
         int requester = 1;
         int victim = MANAGERS - 1;
-        List<Prefix> prefixes = new ArrayList<>();
-        for (int p = 0; p < 6; p++) {
-            Prefix prefix = NetnsCluster.prefix(8, seed++);
-            cluster.publish(source, prefix);
-            prefixes.add(prefix);
-        }
+        List<Prefix> prefixes = publishPrefixes(source, 6);
         long incarnation = cluster.manager(victim).incarnation();
         cluster.kill(victim);
         long killed = System.nanoTime();
 
-        int found = 0;
-        long slowest = 0;
-        for (Prefix prefix : prefixes) {
-            Answer a = cluster.query(requester, prefix, 5_000);
-            found += a.pages();
-            slowest = Math.max(slowest, a.millis());
-        }
+        Answer first = firstQueries(requester, prefixes);
         System.out.printf("netns fault manager-killed: %d of %d pages found on their first QUERY right after the kill (slowest %d ms, %d ms after the kill)%n",
-                found, 8 * prefixes.size(), slowest, (System.nanoTime() - killed) / 1_000_000);
-        assertThat(found).as("every page of a live source is found on its first QUERY").isEqualTo(8 * prefixes.size());
+                first.pages(), 8 * prefixes.size(), first.millis(), (System.nanoTime() - killed) / 1_000_000);
+        assertThat(first.pages()).as("every page of a live source is found on its first QUERY").isEqualTo(8 * prefixes.size());
 
         ManagerProcess back = cluster.startManager(victim);
         assertThat(back.incarnation()).as("the restarted Manager rejoins with a new incarnation").isGreaterThan(incarnation);
@@ -127,25 +116,16 @@ class NetnsFaultsProcessTest {
         int source = 0;
         int requester = 1;
         int cut = MANAGERS - 2;
-        List<Prefix> prefixes = new ArrayList<>();
-        for (int p = 0; p < 6; p++) {
-            Prefix prefix = NetnsCluster.prefix(8, seed++);
-            cluster.publish(source, prefix);
-            prefixes.add(prefix);
-        }
+        List<Prefix> prefixes = publishPrefixes(source, 6);
         cluster.net().cut(NetnsCluster.host(cut));
         try {
-            int found = 0;
-            long slowest = 0;
-            for (Prefix prefix : prefixes) {
-                Answer a = cluster.query(requester, prefix, 5_000);
-                found += a.pages();
-                slowest = Math.max(slowest, a.millis());
-            }
+            Answer first = firstQueries(requester, prefixes);
             System.out.printf("netns fault owner-cut: %d of %d pages found on their first QUERY with one member cut off (slowest %d ms)%n",
-                    found, 8 * prefixes.size(), slowest);
-            assertThat(found).as("every page of a live source is found while one member is unreachable").isEqualTo(8 * prefixes.size());
-            assertThat(slowest).as("a QUERY does not wait for the unreachable member past its peer wait").isLessThan(5_000 + SLACK_MILLIS);
+                    first.pages(), 8 * prefixes.size(), first.millis());
+            assertThat(first.pages()).as("every page of a live source is found while one member is unreachable")
+                    .isEqualTo(8 * prefixes.size());
+            assertThat(first.millis()).as("a QUERY does not wait for the unreachable member past its peer wait")
+                    .isLessThan(5_000 + SLACK_MILLIS);
         } finally {
             cluster.net().heal(NetnsCluster.host(cut));
         }
@@ -210,6 +190,29 @@ class NetnsFaultsProcessTest {
         System.out.printf("netns fault etcd-cut: every view valid %d ms after etcd was reachable again; remote hits %d ms%n",
                 valid, (resumed - healed) / 1_000_000);
         assertThat(valid).as("views recover within 10 s of etcd coming back").isLessThan(10_000);
+    }
+
+    /** Publishes {@code count} fresh 8-page prefixes on {@code source}, each known to the catalog. */
+    private List<Prefix> publishPrefixes(int source, int count) throws Exception {
+        List<Prefix> prefixes = new ArrayList<>();
+        for (int p = 0; p < count; p++) {
+            Prefix prefix = NetnsCluster.prefix(8, seed++);
+            cluster.publish(source, prefix);
+            prefixes.add(prefix);
+        }
+        return prefixes;
+    }
+
+    /** One first QUERY (peer wait 5 s) of each of {@code prefixes} on {@code requester}: pages found in all, slowest answer. */
+    private Answer firstQueries(int requester, List<Prefix> prefixes) throws Exception {
+        int found = 0;
+        long slowest = 0;
+        for (Prefix prefix : prefixes) {
+            Answer a = cluster.query(requester, prefix, 5_000);
+            found += a.pages();
+            slowest = Math.max(slowest, a.millis());
+        }
+        return new Answer(found, slowest);
     }
 
     /** Queries {@code prefix} on {@code requester} until it is a full hit (20 s at most); when it was. */
