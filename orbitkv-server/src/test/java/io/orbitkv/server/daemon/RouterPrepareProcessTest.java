@@ -1,0 +1,150 @@
+package io.orbitkv.server.daemon;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import io.orbitkv.client.OrbitKvClient;
+import io.orbitkv.client.PublishOutcome;
+import io.orbitkv.router.MeasuredCosts;
+import io.orbitkv.router.Policy;
+import io.orbitkv.router.RouterSettings;
+import io.orbitkv.router.daemon.RouterDaemon;
+import io.orbitkv.router.daemon.WorkerEndpoint;
+import io.orbitkv.server.cluster.ClusterChannels;
+import io.orbitkv.server.cluster.ClusterSecurity;
+import io.orbitkv.server.cluster.GrpcPrepareTransport;
+import io.orbitkv.server.daemon.PeerProcessTest.Prefix;
+import io.orbitkv.state.Namespace;
+import io.orbitkv.state.RecoveryContract;
+import io.orbitkv.state.StateGroup;
+import io.orbitkv.state.protocol.QueryStatus;
+import io.orbitkv.state.protocol.Reply;
+import io.orbitkv.testkit.EtcdServer;
+import io.orbitkv.testkit.ManagerProcess;
+import io.orbitkv.testkit.ProcessTest;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Optional;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The router prepares the worker it picked: one clustered Manager process (a real etcd) restarted
+ * over its SSD store, so a published prefix is on SSD only, and the router (in this JVM) with one
+ * worker whose Manager it is. A {@code /route} sends the Manager a remote prepare over the cluster
+ * plane with the worker's queue wait as first use; the prefix is staged into DRAM, and the
+ * engine's QUERY (another connection than any that prepared) is FINAL at once with the whole
+ * prefix and its bytes, where an unprepared prefix is staged (PENDING). A request naming a
+ * namespace no engine registered is NOT_REGISTERED and stages nothing; the speculation budget is
+ * back at 0 after consumption.
+ */
+@ProcessTest
+class RouterPrepareProcessTest {
+
+    @TempDir
+    Path dir;
+
+    @Test
+    void aRoutedRequestsPrefixIsStagedOnTheChosenWorkersManagerBeforeItsFirstQuery() throws Exception {
+        Path token = Managers.clusterToken(dir);
+        ClusterSecurity security = ClusterSecurity.fromTokenFile("test", token, Optional.empty());
+        Namespace ns = new Namespace("routed-prepare", "r1", "sha256:w", "sha256:t", "", "bf16", "nhd",
+                PeerProcessTest.PAGE_TOKENS, 1, 0, 1, 0, 1);
+        RecoveryContract contract = new RecoveryContract(PeerProcessTest.PAGE_TOKENS, List.of(new StateGroup.Full(0)));
+        Prefix prepared = Prefix.of(ns, 12, 32 * 1024, 31);
+        Prefix unprepared = Prefix.of(ns, 12, 32 * 1024, 32);
+        try (EtcdServer etcd = EtcdServer.start(dir)) {
+            String[] member = Managers.clusterOptions(etcd.endpoint(), "a", token);
+            String[] writeThrough = java.util.stream.Stream.concat(java.util.Arrays.stream(member),
+                    java.util.stream.Stream.of("--ssd-policy", "write-through")).toArray(String[]::new);
+            try (ManagerProcess m = Managers.start(dir.resolve("a"), writeThrough)) {
+                try (OrbitKvClient c = OrbitKvClient.connect(ManagerProcess.socket(m.dir()), Duration.ofSeconds(20))) {
+                    c.register("engine-a", 1, ns, contract);
+                    assertThat(c.publish(prepared.toPublish())).containsOnly(PublishOutcome.SEALED);
+                    assertThat(c.publish(unprepared.toPublish())).containsOnly(PublishOutcome.SEALED);
+                }
+                await("every page on SSD").atMost(Duration.ofSeconds(20)).until(() -> m.metrics().lines()
+                        .filter(l -> l.startsWith("orbitkv_publish_ssd_written_total") && l.contains("result=\"committed\""))
+                        .mapToDouble(l -> Double.parseDouble(l.substring(l.lastIndexOf(' ') + 1))).sum() >= 24);
+                assertThat(m.terminate()).isZero();
+            }
+            try (ManagerProcess m = Managers.start(dir.resolve("a"), member);
+                 OrbitKvClient engine = OrbitKvClient.connect(ManagerProcess.socket(m.dir()), Duration.ofSeconds(20))) {
+                Managers.awaitMembers(List.of(m), 1);
+                engine.register("engine-a", 2, ns, contract);
+                // events from nowhere: the worker stays untrusted and is routed to by load (it is the only one)
+                WorkerEndpoint worker = WorkerEndpoint.parse("name=a,topic=engine-a,events=tcp://127.0.0.1:9,manager="
+                        + m.clusterEndpoint() + ",namespace=" + HexFormat.of().formatHex(ns.digest()));
+                RouterSettings settings = RouterSettings.defaults(MeasuredCosts.forBlocks(PeerProcessTest.PAGE_TOKENS));
+                try (RouterDaemon router = RouterDaemon.start(new RouterDaemon.Options("127.0.0.1", 0, List.of(worker),
+                        Policy.named("joint"), settings, null, new GrpcPrepareTransport(new ClusterChannels(security))))) {
+                    HttpClient http = HttpClient.newHttpClient();
+                    String base = "http://127.0.0.1:" + router.port();
+
+                    // a namespace no engine registered here: nothing is staged
+                    String other = "ab".repeat(32);
+                    post(http, base + "/route", route(prepared, ", \"namespace\": \"" + other + "\""));
+                    await("not_registered counted").atMost(Duration.ofSeconds(20))
+                            .until(() -> routerCount(http, base, "not_registered") == 1);
+                    assertThat(m.metric("orbitkv_manager_prepared_pages_held")).isZero();
+
+                    JsonNode d = post(http, base + "/route", route(prepared, ""));
+                    assertThat(d.get("worker").asText()).isEqualTo("a");
+                    await("the prepared prefix landed").atMost(Duration.ofSeconds(20))
+                            .until(() -> m.metric("orbitkv_manager_prepared_pages_held") == 12);
+                    assertThat(routerCount(http, base, "accepted")).isEqualTo(1);
+                    assertThat(m.metric("orbitkv_manager_remote_prepares_total{outcome=\"accepted\"")).isEqualTo(1);
+
+                    Reply.QueryResult warm = engine.query(prepared.query(1));
+                    assertThat(warm.status()).as("FINAL at once, no staging").isEqualTo(QueryStatus.FINAL);
+                    assertThat(warm.boundaryTokens()).isEqualTo(prepared.fullBoundary());
+                    assertThat(PeerProcessTest.assertSameBytes(engine, warm, prepared)).isEqualTo(12);
+                    engine.release(warm.operationId());
+
+                    Reply.QueryResult cold = engine.query(unprepared.query(2));
+                    assertThat(cold.status()).as("an unprepared prefix is staged from SSD").isEqualTo(QueryStatus.PENDING);
+                    engine.release(engine.awaitSettled(cold).operationId());
+
+                    await("the prepare consumed, the budget back at 0").atMost(Duration.ofSeconds(20)).until(() ->
+                            m.metric("orbitkv_manager_prepared_pages_held") == 0
+                                    && m.metric("orbitkv_manager_remote_prepares_live") == 0
+                                    && m.metric("orbitkv_manager_speculation_held_bytes") == 0
+                                    && m.metric("orbitkv_manager_speculation_inflight_bytes") == 0);
+                    assertThat(routerCount(http, base, "failed")).isZero();
+                }
+                PeerProcessTest.awaitDrained(List.of(m));
+            }
+        }
+    }
+
+    private static String route(Prefix prefix, String extra) {
+        StringBuilder hashes = new StringBuilder();
+        for (byte[] h : prefix.hashes()) hashes.append(hashes.isEmpty() ? "" : ",").append('"').append(HexFormat.of().formatHex(h)).append('"');
+        return "{\"prompt_tokens\": " + prefix.tokens() + extra + ", \"block_hashes\": [" + hashes + "]}";
+    }
+
+    private static JsonNode post(HttpClient http, String url, String body) throws Exception {
+        HttpResponse<String> r = http.send(HttpRequest.newBuilder(URI.create(url)).POST(HttpRequest.BodyPublishers.ofString(body))
+                .build(), HttpResponse.BodyHandlers.ofString());
+        assertThat(r.statusCode()).as(r.body()).isEqualTo(200);
+        return PeerProcessTest.JSON.readTree(r.body());
+    }
+
+    private static double routerCount(HttpClient http, String base, String outcome) throws Exception {
+        String metrics = http.send(HttpRequest.newBuilder(URI.create(base + "/metrics")).build(),
+                HttpResponse.BodyHandlers.ofString()).body();
+        for (String line : metrics.split("\n")) {
+            if (line.startsWith("orbitkv_router_prepares_total{outcome=\"" + outcome + "\"")) {
+                return Double.parseDouble(line.substring(line.lastIndexOf(' ') + 1));
+            }
+        }
+        return -1;
+    }
+}
