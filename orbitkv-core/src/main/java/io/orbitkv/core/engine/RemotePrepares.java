@@ -22,6 +22,7 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
@@ -33,6 +34,10 @@ import java.util.concurrent.atomic.AtomicInteger;
  * budget and {@code prepareMaxOperations}. The pages they hold are consumed by a QUERY of the
  * namespace from any connection, and expire at first use plus {@code prepareGraceMillis} like
  * any prepare's.
+ *
+ * <p>Unlike an engine's, a remote prepare usually arrives with the catalog's candidate cache
+ * cold for its pages (no QUERY of the request ran here yet), so peers are looked up before it is
+ * planned.
  *
  * <p>A remote prepare needs the namespace's recovery contract, which only a REGISTER carries:
  * it is answered NOT_REGISTERED unless an engine of that namespace is registered and connected.
@@ -77,17 +82,27 @@ public final class RemotePrepares {
     /**
      * Prepares the demand {@code groups} of the namespace with digest {@code namespace}, first used
      * in {@code firstUseMillis}; the outcome as an engine PREPARE's, or NOT_REGISTERED, BUSY, or
-     * INVALID (the demand fails the QUERY checks).
+     * INVALID (the demand fails the QUERY checks). With peers, the catalog is asked first where the
+     * pages no local tier holds are ({@link PrepareOperation#discover}), so the future completes
+     * after that lookup (bounded by its deadline), on a callback thread.
      */
-    public Answer prepare(NamespaceDigest namespace, int firstUseMillis, int priority, long promptTokens,
-                          List<Request.QueryGroup> groups) {
+    public CompletableFuture<Answer> prepare(NamespaceDigest namespace, int firstUseMillis, int priority, long promptTokens,
+                                             List<Request.QueryGroup> groups) {
         Optional<SessionScope> scope = core.registeredScope(namespace);
-        if (scope.isEmpty()) return count(new Answer(Outcome.NOT_REGISTERED, 0, 0, ""));
+        if (scope.isEmpty()) return CompletableFuture.completedFuture(count(new Answer(Outcome.NOT_REGISTERED, 0, 0, "")));
         Owner owner;
         synchronized (owners) {
             owner = owners.computeIfAbsent(scope.get().namespaceId(), id -> new Owner());
         }
-        return count(owner.prepare(scope.get(), firstUseMillis, priority, promptTokens, groups));
+        Request.Prepare p;
+        try {
+            p = owner.demand(scope.get(), firstUseMillis, priority, promptTokens, groups);
+        } catch (IllegalArgumentException e) {
+            return CompletableFuture.completedFuture(count(new Answer(Outcome.INVALID, 0, 0, String.valueOf(e.getMessage()))));
+        }
+        CompletableFuture<Void> found = PrepareOperation.discover(core.queryServices(), p, scope.get());
+        if (found.isDone()) return CompletableFuture.completedFuture(count(owner.start(scope.get(), p)));
+        return found.handleAsync((ignored, failure) -> count(owner.start(scope.get(), p)), core.queryServices().callbacks());
     }
 
     /** Live remote prepares (all namespaces). */
@@ -117,20 +132,23 @@ public final class RemotePrepares {
         private final Map<Long, PrepareOperation> ops = new LinkedHashMap<>();
         private long nextId = 1;
 
-        Answer prepare(SessionScope scope, int firstUseMillis, int priority, long promptTokens,
-                       List<Request.QueryGroup> groups) {
+        /** The demand as a PREPARE of this owner's next id; IllegalArgumentException when it is not one. */
+        Request.Prepare demand(SessionScope scope, int firstUseMillis, int priority, long promptTokens,
+                               List<Request.QueryGroup> groups) {
+            long id;
             synchronized (lock) {
-                Request.Prepare p;
-                try {
-                    p = new Request.Prepare(nextId++, firstUseMillis, priority, promptTokens, 0, groups);
-                } catch (IllegalArgumentException e) {
-                    return new Answer(Outcome.INVALID, 0, 0, e.getMessage());
-                }
-                Optional<Reply.Error> invalid = core.planner().check(p.asQuery(), scope);
-                if (invalid.isPresent()) return new Answer(Outcome.INVALID, 0, 0, invalid.get().message());
-                if (ops.size() >= core.limits().maxOperationsPerConnection()) {
-                    return new Answer(Outcome.BUSY, 0, 0, "");
-                }
+                id = nextId++;
+            }
+            Request.Prepare p = new Request.Prepare(id, firstUseMillis, priority, promptTokens, 0, groups);
+            Optional<Reply.Error> invalid = core.planner().check(p.asQuery(), scope);
+            if (invalid.isPresent()) throw new IllegalArgumentException(invalid.get().message());
+            return p;
+        }
+
+        /** Plans and admits {@code p} (see {@link PrepareOperation#start}), within this owner's bound. */
+        Answer start(SessionScope scope, Request.Prepare p) {
+            synchronized (lock) {
+                if (ops.size() >= core.limits().maxOperationsPerConnection()) return new Answer(Outcome.BUSY, 0, 0, "");
                 PrepareOperation op = new PrepareOperation(core.queryServices(), budgets, this, p, scope, this::ended);
                 Reply.Prepared r = op.start();
                 if (op.state() != PrepareOperation.State.ENDED) {

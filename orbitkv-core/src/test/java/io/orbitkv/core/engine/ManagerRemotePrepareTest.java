@@ -48,7 +48,7 @@ class ManagerRemotePrepareTest {
         Request.Query demand = Client.query(1, 0, CompletionTarget.HOST_READY,
                 (long) pages * ManagerFixture.PAGE_TOKENS + 1, 0, prompt, new int[] {0}, pages);
         return m.core.remotePrepares().prepare(NamespaceDigest.ofBytes(ns.digest()), firstUseMillis, 0,
-                demand.promptTokens(), demand.groups());
+                demand.promptTokens(), demand.groups()).join();
     }
 
     double answered(String outcome) {
@@ -123,7 +123,7 @@ class ManagerRemotePrepareTest {
         try (Client c = m.register("e1", 1, NS, ManagerFixture.FULL)) {
             RemotePrepares.Answer a = m.core.remotePrepares().prepare(NamespaceDigest.ofBytes(NS.digest()), 0, 0, 5,
                     List.of(new Request.QueryGroup(9, io.orbitkv.state.protocol.KeyForm.BLOCK_HASH,
-                            io.orbitkv.state.protocol.Hashes.of(List.of(new byte[8])))));
+                            io.orbitkv.state.protocol.Hashes.of(List.of(new byte[8]))))).join();
             assertThat(a.outcome()).isEqualTo(RemotePrepares.Outcome.INVALID);
             assertThat(a.detail()).isNotEmpty();
             c.send(new Request.Stats());

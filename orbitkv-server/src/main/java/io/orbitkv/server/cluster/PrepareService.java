@@ -20,6 +20,7 @@ import java.util.EnumMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Semaphore;
 
 /**
@@ -30,8 +31,10 @@ import java.util.concurrent.Semaphore;
  * request that fails it, UNAVAILABLE until the Manager's core is up.
  *
  * <p>Thread model: thread-safe; handlers run on the cluster server's executor (planning takes the
- * owner's lock and may read the SSD index, so this is not a {@link NonBlockingService}). At most
- * {@value #MAX_CALLS} calls are handled at once; the rest are answered RESOURCE_EXHAUSTED.
+ * owner's lock and may read the SSD index, so this is not a {@link NonBlockingService}); with
+ * peers the answer comes after a catalog lookup, from a callback thread. At most
+ * {@value #MAX_CALLS} calls are planned or looking up at once; the rest are answered
+ * RESOURCE_EXHAUSTED.
  * Every refusal before the core is counted in {@code orbitkv.cluster.prepare.rejected}.
  */
 public final class PrepareService extends PreparationGrpc.PreparationImplBase {
@@ -70,27 +73,32 @@ public final class PrepareService extends PreparationGrpc.PreparationImplBase {
             reject(response, Rejection.CALLS, Status.RESOURCE_EXHAUSTED, MAX_CALLS + " remote prepares in progress");
             return;
         }
+        CompletableFuture<RemotePrepares.Answer> answer;
         try {
-            RemotePrepares.Answer a;
-            try {
-                a = plan(c, request);
-            } catch (IllegalArgumentException e) {
-                reject(response, Rejection.INVALID, Status.INVALID_ARGUMENT, e.getMessage());
-                return;
-            }
-            if (a.outcome() == RemotePrepares.Outcome.INVALID) {
-                response.onError(Status.INVALID_ARGUMENT.withDescription(a.detail()).asRuntimeException());
-                return;
-            }
-            response.onNext(PrepareReply.newBuilder().setOutcome(outcome(a.outcome()))
-                    .setPagesToStage(a.pagesToStage()).setPagesResident(a.pagesResident()).build());
-            response.onCompleted();
-        } finally {
+            answer = plan(c, request);
+        } catch (IllegalArgumentException e) {
             calls.release();
+            reject(response, Rejection.INVALID, Status.INVALID_ARGUMENT, e.getMessage());
+            return;
+        } catch (RuntimeException e) {
+            calls.release();
+            throw e;
         }
+        answer.whenComplete((a, failure) -> {
+            calls.release();
+            if (failure != null) {
+                response.onError(Status.INTERNAL.withDescription(String.valueOf(failure)).asRuntimeException());
+            } else if (a.outcome() == RemotePrepares.Outcome.INVALID) {
+                response.onError(Status.INVALID_ARGUMENT.withDescription(a.detail()).asRuntimeException());
+            } else {
+                response.onNext(PrepareReply.newBuilder().setOutcome(outcome(a.outcome()))
+                        .setPagesToStage(a.pagesToStage()).setPagesResident(a.pagesResident()).build());
+                response.onCompleted();
+            }
+        });
     }
 
-    private static RemotePrepares.Answer plan(ManagerCore c, PrepareRequest r) {
+    private static CompletableFuture<RemotePrepares.Answer> plan(ManagerCore c, PrepareRequest r) {
         if (r.getNamespaceDigest().size() != NamespaceDigest.BYTES) {
             throw new IllegalArgumentException("namespace_digest must be " + NamespaceDigest.BYTES + " bytes");
         }

@@ -124,6 +124,58 @@ class RouterPrepareProcessTest {
         }
     }
 
+    @Test
+    void aPrefixOnlyAPeerHoldsIsPulledToTheChosenWorkersManagerBeforeItsFirstQuery() throws Exception {
+        Path token = Managers.clusterToken(dir);
+        ClusterSecurity security = ClusterSecurity.fromTokenFile("test", token, Optional.empty());
+        try (EtcdServer etcd = EtcdServer.start(dir);
+             ClusterChannels channels = new ClusterChannels(security)) {
+            ManagerProcess a = Managers.startMember(dir, etcd.endpoint(), "a", token);
+            ManagerProcess b = Managers.startMember(dir, etcd.endpoint(), "b", token);
+            List<ManagerProcess> all = List.of(a, b);
+            try {
+                Managers.awaitMembers(all, 2);
+                Namespace ns = new Namespace("routed-peer-prepare", "r1", "sha256:w", "sha256:t", "", "bf16", "nhd",
+                        PeerProcessTest.PAGE_TOKENS, 1, 0, 1, 0, 1);
+                RecoveryContract contract = new RecoveryContract(PeerProcessTest.PAGE_TOKENS, List.of(new StateGroup.Full(0)));
+                try (OrbitKvClient onA = OrbitKvClient.connect(ManagerProcess.socket(a.dir()), Duration.ofSeconds(20));
+                     OrbitKvClient onB = OrbitKvClient.connect(ManagerProcess.socket(b.dir()), Duration.ofSeconds(20))) {
+                    onA.register("engine-a", 1, ns, contract);
+                    onB.register("engine-b", 1, ns, contract);
+                    Prefix prefix = Prefix.of(ns, 12, 32 * 1024, 41);
+                    assertThat(onA.publish(prefix.toPublish())).containsOnly(PublishOutcome.SEALED);
+                    // asked through A, so B's own candidate cache stays cold
+                    await("the catalog knows the prefix").atMost(Duration.ofSeconds(20)).until(() ->
+                            ClusterProcessTest.locate(channels, a, prefix.keys()).stream().allMatch(l -> ClusterProcessTest.heldBy(l, "a")));
+                    WorkerEndpoint worker = WorkerEndpoint.parse("name=b,topic=engine-b,events=tcp://127.0.0.1:9,manager="
+                            + b.clusterEndpoint() + ",namespace=" + HexFormat.of().formatHex(ns.digest()));
+                    RouterSettings settings = RouterSettings.defaults(MeasuredCosts.forBlocks(PeerProcessTest.PAGE_TOKENS));
+                    try (RouterDaemon router = RouterDaemon.start(new RouterDaemon.Options("127.0.0.1", 0, List.of(worker),
+                            Policy.named("joint"), settings, null, new GrpcPrepareTransport(new ClusterChannels(security))))) {
+                        HttpClient http = HttpClient.newHttpClient();
+                        String base = "http://127.0.0.1:" + router.port();
+                        assertThat(post(http, base + "/route", route(prefix, "")).get("worker").asText()).isEqualTo("b");
+                        await("B pulled the prefix from A").atMost(Duration.ofSeconds(20))
+                                .until(() -> b.metric("orbitkv_manager_prepared_pages_held") == 12);
+                        assertThat(routerCount(http, base, "accepted")).isEqualTo(1);
+                    }
+                    Reply.QueryResult first = onB.query(prefix.query(1));
+                    assertThat(first.status()).as("B's first QUERY, not waiting for peers").isEqualTo(QueryStatus.FINAL);
+                    assertThat(first.boundaryTokens()).isEqualTo(prefix.fullBoundary());
+                    assertThat(PeerProcessTest.assertSameBytes(onB, first, prefix)).isEqualTo(12);
+                    onB.release(first.operationId());
+                    await("the prepare consumed").atMost(Duration.ofSeconds(20)).until(() ->
+                            b.metric("orbitkv_manager_prepared_pages_held") == 0
+                                    && b.metric("orbitkv_manager_speculation_held_bytes") == 0);
+                    PeerProcessTest.awaitDrained(all);
+                }
+                for (ManagerProcess m : all) assertThat(m.terminate()).as("exit status of " + m.dir()).isZero();
+            } finally {
+                for (ManagerProcess m : all) m.close();
+            }
+        }
+    }
+
     private static String route(Prefix prefix, String extra) {
         StringBuilder hashes = new StringBuilder();
         for (byte[] h : prefix.hashes()) hashes.append(hashes.isEmpty() ? "" : ",").append('"').append(HexFormat.of().formatHex(h)).append('"');
