@@ -62,6 +62,8 @@ public final class RemotePrepares {
     private final ManagerCore core;
     private final Map<Integer, Owner> owners = new HashMap<>();
     private final AtomicInteger live = new AtomicInteger();
+    /** Set by {@link #close}: a prepare whose lookup answers later starts nothing. */
+    private volatile boolean closed;
     private final Map<Outcome, Counter> answered = new EnumMap<>(Outcome.class);
     private final MeterRegistry registry;
     private final List<Meter> meters = new ArrayList<>();
@@ -112,6 +114,7 @@ public final class RemotePrepares {
 
     /** The Manager closes: every remote prepare lets go of its pages (reads in flight drain); the meters go. */
     void close() {
+        closed = true;
         List<Owner> all;
         synchronized (owners) {
             all = new ArrayList<>(owners.values());
@@ -148,6 +151,7 @@ public final class RemotePrepares {
         /** Plans and admits {@code p} (see {@link PrepareOperation#start}), within this owner's bound. */
         Answer start(SessionScope scope, Request.Prepare p) {
             synchronized (lock) {
+                if (closed) return new Answer(Outcome.NOT_REGISTERED, 0, 0, "");
                 if (ops.size() >= core.limits().maxOperationsPerConnection()) return new Answer(Outcome.BUSY, 0, 0, "");
                 PrepareOperation op = new PrepareOperation(core.queryServices(), budgets, this, p, scope, this::ended);
                 Reply.Prepared r = op.start();
