@@ -118,6 +118,25 @@ class ManagerRemotePrepareTest {
     }
 
     @Test
+    void aNamespaceHasAtMostMaxOperationsPerConnectionRemotePreparesLive() throws IOException {
+        m = new ManagerFixture(dir, 64, io.orbitkv.state.protocol.ProtocolLimits.DEFAULTS.withConnectionBudgets(8, 1, 64, 8),
+                ManagerBounds.DEFAULTS);
+        try (Client c = m.register("e1", 1, NS, ManagerFixture.FULL)) {
+            onSsdOnly(c, 3, 0, 1);
+            // first use a minute away: the prepare waits, holding its budget, and stays live
+            assertThat(prepare(NS, 3, 2, 60_000).outcome()).isEqualTo(RemotePrepares.Outcome.ACCEPTED);
+            assertThat(prepare(NS, 3, 2, 60_000).outcome()).isEqualTo(RemotePrepares.Outcome.BUSY);
+            assertThat(answered("busy")).isEqualTo(1);
+            assertThat(m.core.remotePrepares().live()).isEqualTo(1);
+            assertThat(m.core.speculation().held().used()).as("the waiting prepare's bytes are taken").isPositive();
+        }
+        m.core.close();
+        assertThat(m.core.remotePrepares().live()).as("the Manager's close lets go of it").isZero();
+        assertThat(m.core.speculation().held().used()).isZero();
+        assertThat(m.core.speculation().inFlight().used()).isZero();
+    }
+
+    @Test
     void aDemandThatFailsTheQueryChecksIsInvalid() throws IOException {
         m = ManagerFixture.open(dir);
         try (Client c = m.register("e1", 1, NS, ManagerFixture.FULL)) {
