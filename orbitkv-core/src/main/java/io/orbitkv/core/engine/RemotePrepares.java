@@ -52,7 +52,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  */
 public final class RemotePrepares {
 
-    /** How a remote prepare was answered (the wire's outcomes, plus the two refusals before planning). */
+    /** How a remote prepare was answered: as PREPARED, or NOT_REGISTERED, BUSY, INVALID (nothing planned). */
     public enum Outcome { ACCEPTED, TRIMMED, REFUSED, NOT_REGISTERED, BUSY, INVALID }
 
     /** The answer: outcome, pages that will be staged, pages already resident, and why (INVALID only). */
