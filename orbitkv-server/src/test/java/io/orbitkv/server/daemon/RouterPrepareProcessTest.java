@@ -147,8 +147,9 @@ class RouterPrepareProcessTest {
         ClusterSecurity security = ClusterSecurity.fromTokenFile("test", token, Optional.empty());
         try (EtcdServer etcd = EtcdServer.start(dir);
              ClusterChannels channels = new ClusterChannels(security)) {
-            ManagerProcess a = Managers.startMember(dir, etcd.endpoint(), "a", token);
-            ManagerProcess b = Managers.startMember(dir, etcd.endpoint(), "b", token);
+            // one catalog lookup decides what the prepare stages: give it room on a loaded machine
+            ManagerProcess a = Managers.start(dir.resolve("a"), member(etcd, "a", token));
+            ManagerProcess b = Managers.start(dir.resolve("b"), member(etcd, "b", token));
             List<ManagerProcess> all = List.of(a, b);
             try {
                 Managers.awaitMembers(all, 2);
@@ -172,8 +173,14 @@ class RouterPrepareProcessTest {
                         HttpClient http = HttpClient.newHttpClient();
                         String base = "http://127.0.0.1:" + router.port();
                         assertThat(post(http, base + "/route", route(prefix, "")).get("worker").asText()).isEqualTo("b");
-                        await("B pulled the prefix from A").atMost(Duration.ofSeconds(20))
-                                .until(() -> b.metric("orbitkv_manager_prepared_pages_held") == 12);
+                        try {
+                            await("B pulled the prefix from A").atMost(Duration.ofSeconds(20))
+                                    .until(() -> b.metric("orbitkv_manager_prepared_pages_held") == 12);
+                        } catch (org.awaitility.core.ConditionTimeoutException e) {
+                            throw new AssertionError("B did not hold the prefix; its counts: " + b.metrics().lines()
+                                    .filter(l -> !l.startsWith("#") && (l.contains("remote_prepares") || l.contains("catalog_lookup")
+                                            || l.contains("prepared_pages") || l.contains("peer_fetches"))).toList(), e);
+                        }
                         assertThat(routerCount(http, base, "accepted")).isEqualTo(1);
                     }
                     Reply.QueryResult first = onB.query(prefix.query(1));
@@ -191,6 +198,12 @@ class RouterPrepareProcessTest {
                 for (ManagerProcess m : all) m.close();
             }
         }
+    }
+
+    private static String[] member(EtcdServer etcd, String nodeId, Path token) {
+        List<String> options = new java.util.ArrayList<>(List.of(Managers.clusterOptions(etcd.endpoint(), nodeId, token)));
+        options.addAll(List.of("--set", "clusterLookupTimeoutMillis=2000"));
+        return options.toArray(String[]::new);
     }
 
     private static String route(Prefix prefix, String extra) {
