@@ -48,7 +48,11 @@ import java.util.function.ToDoubleFunction;
  * {@value #MAX_CONCURRENT_REQUESTS} at once, the rest answered 503) take it for each call, which
  * is short (a route scores at most 65,536 blocks × 64 workers and is typically microseconds).
  * A request body is at most {@value #MAX_BODY_BYTES} bytes (65,536 block hashes of 64 hex
- * characters need 4.3 MB) and is refused with 413 past it.
+ * characters need 4.3 MB) and is refused with 413 past it. After a route, the chosen worker's
+ * Manager is asked to prepare the request's pages ({@link PrepareDispatch}, asynchronous).
+ *
+ * <p>Over 500 lines: it is the HTTP surface (request parsing and its 4xx answers, the JSON
+ * answers, the metric registrations) of one small object; the routing logic is {@link Router}'s.
  */
 public final class RouterDaemon implements AutoCloseable {
 
