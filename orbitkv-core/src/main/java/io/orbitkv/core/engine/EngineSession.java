@@ -226,6 +226,13 @@ final class EngineSession implements ChannelSession, SessionCallback {
         return drained;
     }
 
+    /** The session's scope while it is REGISTERED (a remote prepare borrows its namespace and contract). */
+    Optional<SessionScope> registeredScope() {
+        synchronized (lock) {
+            return phase == Phase.REGISTERED ? Optional.of(scope) : Optional.empty();
+        }
+    }
+
     boolean isOpen() {
         synchronized (lock) {
             return phase != Phase.CLOSED;

@@ -8,11 +8,13 @@ import io.orbitkv.core.query.QueryMetrics;
 import io.orbitkv.core.query.QueryPlanner;
 import io.orbitkv.core.query.QueryServices;
 import io.orbitkv.core.query.RemotePages;
+import io.orbitkv.core.query.SessionScope;
 import io.orbitkv.core.query.Speculation;
 import io.orbitkv.core.storage.TieredStore;
 import io.orbitkv.core.storage.dram.ArenaGeometry;
 import io.orbitkv.core.transfer.RegionDirectory;
 import io.orbitkv.core.transfer.RestoreCopier;
+import io.orbitkv.state.NamespaceDigest;
 import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.ProtocolLimits;
 import io.orbitkv.state.protocol.Reply;
@@ -96,6 +98,8 @@ public final class ManagerCore implements AutoCloseable {
     /** A key being published by an engine, in its namespace. */
     private record PublishingKey(int namespaceId, io.orbitkv.state.StateKey key) { }
     private final InstanceTable instances;
+    /** PREPAREs from the cluster plane, one Manager-internal owner per namespace. */
+    private final RemotePrepares remotePrepares;
     private volatile boolean shuttingDown;
 
     private volatile PublishObserver publishObserver = PublishObserver.NONE;
@@ -150,6 +154,7 @@ public final class ManagerCore implements AutoCloseable {
                 (task, delayNanos) -> housekeeper.schedule("timer", task, delayNanos), nanoClock,
                 new QueryServices.Bounds(config.restoreInlineBytes(), config.stagesPerOperation(), config.maxReplans(),
                         config.peerWaitMaxNanos()), metrics, speculation);
+        this.remotePrepares = new RemotePrepares(this, registry);
         this.housekeeper.start();
     }
 
@@ -329,6 +334,7 @@ public final class ManagerCore implements AutoCloseable {
         for (EngineSession s : List.copyOf(sessions)) {
             drains.add(s.fence(ErrorCode.SHUTTING_DOWN, "the Manager is shutting down"));
         }
+        remotePrepares.close();
         drains.addAll(instances.drains());
         long deadline = nanoClock.getAsLong() + config.fenceDrainTimeoutNanos();
         for (CompletableFuture<Void> d : drains) instances.await(d, Math.max(1, deadline - nanoClock.getAsLong()));
@@ -355,6 +361,21 @@ public final class ManagerCore implements AutoCloseable {
 
     QueryServices queryServices() {
         return queryServices;
+    }
+
+    /** PREPAREs from the cluster plane (docs/cluster.md "Remote prepare"). */
+    public RemotePrepares remotePrepares() {
+        return remotePrepares;
+    }
+
+    /** The scope of a registered, connected engine session of {@code namespace}, if any. */
+    Optional<SessionScope> registeredScope(NamespaceDigest namespace) {
+        if (shuttingDown) return Optional.empty();
+        for (EngineSession s : sessions) {
+            Optional<SessionScope> scope = s.registeredScope();
+            if (scope.isPresent() && scope.get().digest().equals(namespace)) return scope;
+        }
+        return Optional.empty();
     }
 
     /** PREPARE's shared state (budgets, held pages, accounting). */

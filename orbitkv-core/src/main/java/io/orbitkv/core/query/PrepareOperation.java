@@ -4,6 +4,7 @@ import io.orbitkv.core.cost.Estimate;
 import io.orbitkv.core.cost.Lookup;
 import io.orbitkv.core.storage.StageResult;
 import io.orbitkv.core.storage.dram.Lease;
+import io.orbitkv.state.StateKey;
 import io.orbitkv.state.protocol.CompletionEvent;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
@@ -16,6 +17,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
@@ -97,6 +99,25 @@ public final class PrepareOperation {
         this.firstUseNanos = services.clock().getAsLong()
                 + Math.min(TimeUnit.MILLISECONDS.toNanos(prepare.firstUseMillis()), b.maxLeadNanos());
         this.pump = new StagingPump(staging, session, scope, this::onStaged, this::demandIdle);
+    }
+
+    /**
+     * Asks the catalog where the demand's pages beyond its local boundary are (the pages no local
+     * tier holds, at most {@value PeerWait#MAX_DISCOVERED_KEYS}), so that a prepare planned once
+     * the returned future completes stages the peer pages too: a prepare that arrives with the
+     * candidate cache cold (a router's, over the cluster plane) would otherwise see none. Completes
+     * at once without peers or with nothing missing; never completes exceptionally (the lookup's
+     * own deadline bounds it). Holds nothing when it returns.
+     */
+    public static CompletableFuture<Void> discover(QueryServices services, Request.Prepare prepare, SessionScope scope) {
+        RemotePages remote = services.planner().remote();
+        if (!remote.discoverable()) return CompletableFuture.completedFuture(null);
+        Request.Query q = prepare.asQuery();
+        QueryPlan plan = services.planner().plan(q, scope, Set.of(), QueryPlanner.Sources.LOCAL, Long.MAX_VALUE);
+        List<StateKey> missing = services.planner().missingLocally(q, scope, plan, PeerWait.MAX_DISCOVERED_KEYS);
+        if (plan instanceof QueryPlan.Hit h) h.releaseAll();
+        if (missing.isEmpty()) return CompletableFuture.completedFuture(null);
+        return remote.discover(missing, scope);
     }
 
     public long operationId() {

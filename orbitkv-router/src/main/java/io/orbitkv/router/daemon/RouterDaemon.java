@@ -48,7 +48,11 @@ import java.util.function.ToDoubleFunction;
  * {@value #MAX_CONCURRENT_REQUESTS} at once, the rest answered 503) take it for each call, which
  * is short (a route scores at most 65,536 blocks × 64 workers and is typically microseconds).
  * A request body is at most {@value #MAX_BODY_BYTES} bytes (65,536 block hashes of 64 hex
- * characters need 4.3 MB) and is refused with 413 past it.
+ * characters need 4.3 MB) and is refused with 413 past it. After a route, the chosen worker's
+ * Manager is asked to prepare the request's pages ({@link PrepareDispatch}, asynchronous).
+ *
+ * <p>Over 500 lines: it is the HTTP surface (request parsing and its 4xx answers, the JSON
+ * answers, the metric registrations) of one small object; the routing logic is {@link Router}'s.
  */
 public final class RouterDaemon implements AutoCloseable {
 
@@ -73,12 +77,25 @@ public final class RouterDaemon implements AutoCloseable {
      *                        null: requests must carry hashes
      */
     public record Options(String host, int port, List<WorkerEndpoint> workers, Policy defaultPolicy,
-                          RouterSettings settings, byte[] tokenChainNamespace) {
+                          RouterSettings settings, byte[] tokenChainNamespace, PrepareTransport prepares) {
         public Options {
             workers = List.copyOf(workers);
             if (workers.isEmpty()) throw new IllegalArgumentException("at least one --worker");
             if (port < 0 || port > 65_535) throw new IllegalArgumentException("port out of range: " + port);
+            if (prepares == null && workers.stream().anyMatch(w -> !w.manager().isEmpty())) {
+                throw new IllegalArgumentException("a worker's manager= needs the cluster credentials (--cluster-token-file)");
+            }
         }
+
+        /** Without remote prepares. */
+        public Options(String host, int port, List<WorkerEndpoint> workers, Policy defaultPolicy, RouterSettings settings,
+                       byte[] tokenChainNamespace) {
+            this(host, port, workers, defaultPolicy, settings, tokenChainNamespace, null);
+        }
+    }
+
+    /** A request's pages: the router's keys, and the names a Manager knows them by. */
+    private record Pages(long[] keys, List<byte[]> names, boolean stateKeys) {
     }
 
     private final Options options;
@@ -89,6 +106,8 @@ public final class RouterDaemon implements AutoCloseable {
     private final ExecutorService handlers = Executors.newVirtualThreadPerTaskExecutor();
     private final Semaphore inFlight = new Semaphore(MAX_CONCURRENT_REQUESTS);
     private final EventSubscriber subscriber;
+    /** Remote prepares of chosen workers' Managers; null when no worker names its Manager. */
+    private final PrepareDispatch prepares;
     private final AtomicLong malformedBatches = new AtomicLong();
     private final AtomicLong skippedEvents = new AtomicLong();
     private final AtomicLong badRequests = new AtomicLong();
@@ -101,6 +120,7 @@ public final class RouterDaemon implements AutoCloseable {
         for (WorkerEndpoint w : options.workers()) names.add(w.name());
         this.router = new Router(options.settings(), names);
         this.subscriber = new EventSubscriber(this, options.workers());
+        this.prepares = options.prepares() == null ? null : new PrepareDispatch(options.prepares(), registry);
         try {
             this.http = HttpServer.create(new InetSocketAddress(options.host(), options.port()), 64);
         } catch (IOException e) {
@@ -239,12 +259,16 @@ public final class RouterDaemon implements AutoCloseable {
                 throw new BadRequest(400, e.getMessage());
             }
         }
-        long[] keys = keys(body);
+        Pages pages = keys(body);
+        long[] keys = pages.keys();
         int max = options.settings().maxChainBlocks();
         if (keys.length > max) throw new BadRequest(400, "at most " + max + " blocks per request, not " + keys.length);
+        byte[] namespace = namespace(body);
+        int priority = body.has("priority") ? (int) Math.min(255, nonNegativeLong(body, "priority")) : 0;
         RouteRequest request = new RouteRequest(keys, prompt);
         Policy p = policy;
         Decision d = locked(() -> router.route(request, p, System.nanoTime()));
+        prepare(d, pages, namespace, prompt, priority);
         ObjectNode out = JSON.createObjectNode();
         out.put("worker", d.chosen().name());
         out.put("policy", d.policy());
@@ -280,8 +304,42 @@ public final class RouterDaemon implements AutoCloseable {
         o.put("local_prefix_blocks", c.coverage().localPrefixBlocks());
     }
 
-    /** Block keys from {@code block_hashes} (hex strings or integers) or {@code token_ids}. */
-    private long[] keys(JsonNode body) throws BadRequest {
+    /** The request's {@code namespace} (64 hex), or null. */
+    private static byte[] namespace(JsonNode body) throws BadRequest {
+        JsonNode n = body.get("namespace");
+        if (n == null) return null;
+        if (!n.isTextual() || !n.asText().matches("[0-9a-fA-F]{64}")) {
+            throw new BadRequest(400, "namespace must be 64 hex characters (a SHA-256 digest)");
+        }
+        return HexFormat.of().parseHex(n.asText());
+    }
+
+    /**
+     * Sends the chosen worker's Manager a remote prepare of the request's pages, first use = the
+     * worker's estimated queue wait (asynchronous: the answer is only counted). The namespace is
+     * the request's, else the worker's {@code namespace=}, else {@code --token-chain-namespace}
+     * for {@code token_ids}.
+     */
+    private void prepare(Decision d, Pages pages, byte[] requestNamespace, long prompt, int priority) {
+        WorkerEndpoint w = options.workers().get(d.worker());
+        if (prepares == null || w.manager().isEmpty() || pages.names().isEmpty()) return;
+        byte[] ns = requestNamespace;
+        if (ns == null && !w.namespace().isEmpty()) ns = HexFormat.of().parseHex(w.namespace());
+        if (ns == null && pages.stateKeys()) ns = options.tokenChainNamespace();
+        if (ns == null) {
+            prepares.count("no_namespace");
+            return;
+        }
+        int firstUse = (int) Math.min(Integer.MAX_VALUE, Math.round(Math.max(0, d.chosen().queueSeconds()) * 1e3));
+        prepares.send(w.manager(), new PrepareTransport.Demand(ns, pages.stateKeys(), TOKEN_CHAIN_GROUP, pages.names(),
+                prompt, firstUse, priority));
+    }
+
+    /**
+     * Block keys from {@code block_hashes} (hex strings or integers: as an engine names them to
+     * its Manager, an integer as 8 bytes little-endian) or {@code token_ids} (StateKeys).
+     */
+    private Pages keys(JsonNode body) throws BadRequest {
         JsonNode hashes = body.get("block_hashes");
         JsonNode tokens = body.get("token_ids");
         if (hashes != null && tokens != null) throw new BadRequest(400, "give block_hashes or token_ids, not both");
@@ -290,17 +348,21 @@ public final class RouterDaemon implements AutoCloseable {
             if (!hashes.isArray()) throw new BadRequest(400, "block_hashes must be an array");
             if (hashes.size() > max) throw new BadRequest(400, "at most " + max + " blocks per request, not " + hashes.size());
             long[] keys = new long[hashes.size()];
+            List<byte[]> names = new ArrayList<>(keys.length);
             for (int i = 0; i < keys.length; i++) {
                 JsonNode h = hashes.get(i);
                 if (h.isIntegralNumber() && h.canConvertToLong()) {
                     keys[i] = BlockKeys.of(h.longValue());
+                    names.add(java.nio.ByteBuffer.allocate(8).order(java.nio.ByteOrder.LITTLE_ENDIAN).putLong(h.longValue()).array());
                 } else if (h.isTextual() && h.asText().matches("([0-9a-fA-F]{2}){1,64}")) {
-                    keys[i] = BlockKeys.of(HexFormat.of().parseHex(h.asText()));
+                    byte[] b = HexFormat.of().parseHex(h.asText());
+                    keys[i] = BlockKeys.of(b);
+                    names.add(b);
                 } else {
                     throw new BadRequest(400, "block_hashes[" + i + "] must be an integer or 1..64 bytes of hex");
                 }
             }
-            return keys;
+            return new Pages(keys, names, false);
         }
         if (tokens != null) {
             if (options.tokenChainNamespace() == null) {
@@ -319,10 +381,14 @@ public final class RouterDaemon implements AutoCloseable {
             List<StateKey> pages = StateKeys.forTokens(options.tokenChainNamespace(), TOKEN_CHAIN_GROUP, t, blockTokens,
                     new byte[0]);
             long[] keys = new long[pages.size()];
-            for (int i = 0; i < keys.length; i++) keys[i] = BlockKeys.of(pages.get(i).toBytes());
-            return keys;
+            List<byte[]> names = new ArrayList<>(keys.length);
+            for (int i = 0; i < keys.length; i++) {
+                names.add(pages.get(i).toBytes());
+                keys[i] = BlockKeys.of(names.get(i));
+            }
+            return new Pages(keys, names, true);
         }
-        return new long[0];
+        return new Pages(new long[0], List.of(), false);
     }
 
     private JsonNode complete(JsonNode body) throws BadRequest {
@@ -447,6 +513,7 @@ public final class RouterDaemon implements AutoCloseable {
         if (!closed.compareAndSet(false, true)) return;
         http.stop(0);
         subscriber.close();
+        if (prepares != null) prepares.close();
         handlers.close();
         registry.close();
     }

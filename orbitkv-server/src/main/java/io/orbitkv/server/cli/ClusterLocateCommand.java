@@ -5,7 +5,6 @@ import io.grpc.StatusRuntimeException;
 import io.orbitkv.server.cluster.CatalogService;
 import io.orbitkv.server.cluster.ClusterChannels;
 import io.orbitkv.server.cluster.ClusterSecurity;
-import io.orbitkv.server.config.ConfigException;
 import io.orbitkv.server.cluster.proto.ClusterInfoGrpc;
 import io.orbitkv.server.cluster.proto.Holder;
 import io.orbitkv.server.cluster.proto.KeyResult;
@@ -17,7 +16,6 @@ import java.io.PrintWriter;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Optional;
 import java.util.concurrent.Callable;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Collectors;
@@ -137,16 +135,7 @@ final class ClusterLocateCommand implements Callable<Integer> {
     }
 
     private ClusterSecurity security() {
-        int tlsGiven = (tlsCert == null ? 0 : 1) + (tlsKey == null ? 0 : 1) + (tlsCa == null ? 0 : 1);
-        if (tlsGiven != 0 && tlsGiven != 3) throw new InputException("--tls-cert, --tls-key and --tls-ca go together");
-        Optional<ClusterSecurity.TlsFiles> tls = tlsGiven == 3
-                ? Optional.of(new ClusterSecurity.TlsFiles(tlsCert, tlsKey, tlsCa)) : Optional.empty();
-        CliFiles.read(tokenFile, "--token-file"); // existence and size, with the CLI's messages
-        try {
-            return ClusterSecurity.fromTokenFile(clusterId, tokenFile, tls);
-        } catch (ConfigException | IllegalArgumentException e) {
-            throw new InputException("--token-file: " + e.getMessage());
-        }
+        return ClusterCliSecurity.load(clusterId, tokenFile, "--token-file", tlsCert, tlsKey, tlsCa);
     }
 
     static StateKey parseKey(String hex) {

@@ -4,10 +4,15 @@ import io.orbitkv.router.CostModel;
 import io.orbitkv.router.MeasuredCosts;
 import io.orbitkv.router.Policy;
 import io.orbitkv.router.RouterSettings;
+import io.orbitkv.router.daemon.PrepareTransport;
 import io.orbitkv.router.daemon.RouterDaemon;
 import io.orbitkv.router.daemon.WorkerEndpoint;
+import io.orbitkv.server.cluster.ClusterChannels;
+import io.orbitkv.server.cluster.ClusterSecurity;
+import io.orbitkv.server.cluster.GrpcPrepareTransport;
 import java.io.IOException;
 import java.io.PrintWriter;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
@@ -34,7 +39,8 @@ final class RouterCommand implements Callable<Integer> {
     CommandSpec spec;
 
     @Option(names = "--worker", required = true, paramLabel = "SPEC",
-            description = "name=W,topic=INSTANCE,events=tcp://H:P[,replay=tcp://H:P] (repeat per worker, 1..64)")
+            description = "name=W,topic=INSTANCE,events=tcp://H:P[,replay=tcp://H:P][,manager=H:P][,namespace=HEX]"
+                    + " (repeat per worker, 1..64; manager: its Manager's cluster endpoint, prepared on each route)")
     List<String> workers = new ArrayList<>();
 
     @Option(names = "--listen", paramLabel = "HOST:PORT", description = "HTTP address (default 127.0.0.1:8480; port 0: any free one)")
@@ -78,6 +84,37 @@ final class RouterCommand implements Callable<Integer> {
                     + " without block hashes publishes; without it requests carry block_hashes")
     String tokenChainNamespace;
 
+    @Option(names = "--cluster-token-file", paramLabel = "FILE",
+            description = "the cluster token file the Managers use: needed by workers with manager=, whose Managers the router asks to"
+                    + " prepare each routed request's prefix")
+    Path clusterTokenFile;
+
+    @Option(names = "--cluster-id", defaultValue = "orbitkv", paramLabel = "ID", description = "the cluster's name (default ${DEFAULT-VALUE})")
+    String clusterId;
+
+    @Option(names = "--tls-cert", paramLabel = "PEM", description = "certificate chain for mutual TLS to the Managers (with --tls-key, --tls-ca)")
+    Path tlsCert;
+
+    @Option(names = "--tls-key", paramLabel = "PEM", description = "PKCS#8 private key for mutual TLS")
+    Path tlsKey;
+
+    @Option(names = "--tls-ca", paramLabel = "PEM", description = "CA bundle the Managers' certificates must chain to")
+    Path tlsCa;
+
+    /** The remote prepare transport when --cluster-token-file is given, else null. */
+    private PrepareTransport prepares() {
+        if (clusterTokenFile == null) {
+            if (tlsCert != null || tlsKey != null || tlsCa != null) throw new InputException("--tls-* need --cluster-token-file");
+            return null;
+        }
+        ClusterSecurity security = ClusterCliSecurity.load(clusterId, clusterTokenFile, "--cluster-token-file", tlsCert, tlsKey, tlsCa);
+        try {
+            return new GrpcPrepareTransport(new ClusterChannels(security));
+        } catch (IOException e) {
+            throw new InputException("--tls-cert/--tls-key/--tls-ca: " + e.getMessage());
+        }
+    }
+
     @Override
     public Integer call() {
         PrintWriter out = spec.commandLine().getOut();
@@ -99,7 +136,14 @@ final class RouterCommand implements Callable<Integer> {
                 }
                 ns = HexFormat.of().parseHex(tokenChainNamespace);
             }
-            options = new RouterDaemon.Options(listen.substring(0, colon), port, ws, Policy.named(policy), settings, ns);
+            PrepareTransport transport = prepares();
+            try {
+                options = new RouterDaemon.Options(listen.substring(0, colon), port, ws, Policy.named(policy), settings, ns,
+                        transport);
+            } catch (IllegalArgumentException e) {
+                if (transport != null) transport.close();
+                throw e;
+            }
         } catch (IllegalArgumentException e) {
             throw new InputException(e.getMessage());
         }
@@ -107,6 +151,7 @@ final class RouterCommand implements Callable<Integer> {
         try {
             daemon = RouterDaemon.start(options);
         } catch (IOException e) {
+            if (options.prepares() != null) options.prepares().close();
             throw new InputException("cannot listen on " + listen + ": " + e.getMessage());
         } catch (IllegalArgumentException e) {
             throw new InputException(e.getMessage());

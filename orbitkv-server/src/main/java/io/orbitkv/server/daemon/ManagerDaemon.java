@@ -16,6 +16,7 @@ import io.orbitkv.server.channel.ChannelServer;
 import io.orbitkv.server.channel.DescriptorServer;
 import io.orbitkv.server.cluster.ClusterNode;
 import io.orbitkv.server.cluster.ClusterSecurity;
+import io.orbitkv.server.cluster.PrepareService;
 import io.orbitkv.server.config.ManagerConfig;
 import io.orbitkv.server.events.KvEventPublisher;
 import io.orbitkv.server.http.ManagerRegistry;
@@ -159,6 +160,7 @@ public final class ManagerDaemon implements AutoCloseable {
         ChannelServer channel = null;
         DescriptorServer descriptors = null;
         ClusterPeers peers = null;
+        PrepareService prepares = null;
         StatusHistory history = null;
         KvEventPublisher kvEvents = null;
         try {
@@ -170,13 +172,16 @@ public final class ManagerDaemon implements AutoCloseable {
             store = TieredStore.open(config.storeConfig(), namespaces, registry, cost);
             // the cluster (and its peer service) before the Manager logic, which plans peer routes through it
             if (config.cluster().enabled()) {
-                peers = ClusterPeers.start(config.cluster(), config.ssd().dir(), store, namespaces, registry, System::nanoTime);
+                prepares = new PrepareService(registry);
+                peers = ClusterPeers.start(config.cluster(), config.ssd().dir(), store, namespaces, registry, System::nanoTime,
+                        List.of(prepares));
                 peers.node().describe();
             }
             RemotePages remote = peers == null ? RemotePages.NONE : peers.routes();
             core = new ManagerCore(store, namespaces, config.channel().limits(), config.coreBounds(), registry, System::nanoTime,
                     regionDirectory(config), remote);
             core.useHintBounds(config.budgets().hintBounds());
+            if (prepares != null) prepares.serve(core); // remote prepares (docs/cluster.md "Remote prepare")
             // KV events before the channel accepts: every REGISTER and publish of this run is named
             if (config.kvEvents().enabled()) {
                 kvEvents = KvEventPublisher.start(config.kvEvents().settings(), store.residency(), registry);

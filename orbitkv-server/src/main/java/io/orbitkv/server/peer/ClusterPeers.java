@@ -1,5 +1,6 @@
 package io.orbitkv.server.peer;
 
+import io.grpc.BindableService;
 import io.micrometer.core.instrument.Meter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.core.catalog.MembershipView;
@@ -28,6 +29,7 @@ import java.io.UncheckedIOException;
 import java.net.InetSocketAddress;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 import java.util.Optional;
@@ -103,6 +105,13 @@ public final class ClusterPeers implements AutoCloseable {
      */
     public static ClusterPeers start(ClusterConfig config, Path stateDir, TieredStore store, NamespaceTable namespaces,
                                      MeterRegistry registry, LongSupplier nanoClock) throws IOException {
+        return start(config, stateDir, store, namespaces, registry, nanoClock, List.of());
+    }
+
+    /** As above, with more services on the cluster server (the Manager's {@code Preparation}). */
+    public static ClusterPeers start(ClusterConfig config, Path stateDir, TieredStore store, NamespaceTable namespaces,
+                                     MeterRegistry registry, LongSupplier nanoClock, List<BindableService> extra)
+            throws IOException {
         Objects.requireNonNull(config, "config");
         AtomicReference<ClusterNode> started = new AtomicReference<>();
         Supplier<MembershipView> view = () -> {
@@ -125,8 +134,10 @@ public final class ClusterPeers implements AutoCloseable {
                 }
                 InetSocketAddress data = bulkServer.get().address();
                 String host = data.getAddress() != null && data.getAddress().isAnyLocalAddress() ? "" : data.getHostString();
-                return List.of(new PeerReadService(source.get(),
+                List<BindableService> services = new ArrayList<>(extra);
+                services.add(new PeerReadService(source.get(),
                         Optional.of(new PeerReadService.DataEndpoint(host, data.getPort(), BulkLayout.VERSION))));
+                return services;
             });
         } catch (UncheckedIOException e) {
             throw e.getCause();

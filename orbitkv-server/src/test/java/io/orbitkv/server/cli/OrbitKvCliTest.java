@@ -187,4 +187,17 @@ class OrbitKvCliTest {
         assertThat(r.err().lines()).hasSize(1);
         assertThat(r.err()).startsWith("orbitkv: error: ").contains(expectedPart).doesNotContain("\tat ");
     }
+
+    @Test
+    void routerRefusesAManagerEndpointWithoutClusterCredentialsAndHalfATlsSet() throws Exception {
+        String worker = "name=w,topic=t,events=tcp://127.0.0.1:9,manager=127.0.0.1:7400";
+        assertOneLineError(run("router", "--worker", worker, "--listen", "127.0.0.1:0"), "--cluster-token-file");
+
+        Path token = io.orbitkv.testkit.ManagerProcess.writeClusterToken(dir.resolve("token"));
+        assertOneLineError(run("router", "--worker", worker, "--listen", "127.0.0.1:0", "--cluster-token-file",
+                token.toString(), "--tls-cert", token.toString()), "--tls-cert, --tls-key and --tls-ca go together");
+
+        assertOneLineError(run("router", "--worker", worker.replace("127.0.0.1:7400", "tcp://h:1"), "--listen", "127.0.0.1:0"),
+                "manager= must be HOST:PORT");
+    }
 }
