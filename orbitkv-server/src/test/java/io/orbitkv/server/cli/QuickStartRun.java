@@ -66,7 +66,11 @@ public final class QuickStartRun {
         for (ReadmeBlocks.Block b : shell.subList(1, shell.size())) steps.append(b.text());
         Path stepsScript = Files.writeString(workDir.resolve("quickstart-steps.sh"), steps.toString());
 
-        ProcessBuilder mb = new ProcessBuilder("bash", "-e", managerScript.toString()).directory(workDir.toFile())
+        // SIGINT back to its default for the Manager's block, as in a terminal's foreground job: a
+        // harness started in the background of a non-interactive shell ignores SIGINT, every child
+        // inherits that, and a JVM that starts with SIGINT ignored installs no handler for it.
+        ProcessBuilder mb = new ProcessBuilder("env", "--default-signal=INT", "bash", "-e", managerScript.toString())
+                .directory(workDir.toFile())
                 .redirectErrorStream(true);
         mb.environment().putAll(env);
         Process manager = mb.start();
