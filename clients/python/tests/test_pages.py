@@ -168,6 +168,8 @@ class PrepareTest(unittest.TestCase):
         try:
             page_names = names(384, b"prep")  # 24 MiB through a 16 MiB DRAM tier: the first pages leave DRAM
             publish_through_ssd(self, store, manager, page_names)
+            # RELEASEs are written without waiting for their answers: none of the earlier leases is left
+            wait_for(lambda: manager.leases() == 0, "the publishing lookups' leases to be released", 10)
             first, second = page_names[:4], page_names[4:8]
             op = store.prepare(first, first_use_ms=0, priority=5)
             self.assertGreater(op, 0)

@@ -167,7 +167,8 @@ class ConnectorTest(unittest.TestCase):
         self.assertEqual(delta(after, before, "lookups"), 1, "one QUERY for the request")
         self.assertEqual((delta(after, before, "loads_done"), delta(after, before, "matched_tokens")), (1, 96))
         self.assertGreaterEqual(held_during_load[0], 3, "the scheduler holds the three leases while the worker loads")
-        self.assertEqual(self.manager.leases(), 0, "the worker's report released them")
+        # the worker's report writes the RELEASEs without waiting for their answers
+        wait_for(lambda: self.manager.leases() == 0, "the worker's report to release the three leases", 10)
 
         before = engine.connector.snapshot()
         engine.request("a-3", prompt[:3 * BLOCK])  # exactly three blocks
@@ -283,6 +284,8 @@ class PrepareTest(unittest.TestCase):
             filler = push_out_of_dram(self, manager, engine, len(images[0]))
             self.assertEqual(manager.metric_sum("orbitkv_manager_prepared_pages_held"), 0)
 
+            # RELEASEs are written without waiting for their answers: none of the earlier leases is left
+            wait_for(lambda: manager.leases() == 0, "the earlier requests' leases to be released", 10)
             # added, not yet scheduled (it waits in vLLM's queue): the PREPARE alone stages its pages
             before = engine.connector.snapshot()
             engine.request("e-2", prompt_a[:3 * BLOCK] + tokens(9000, 10))
