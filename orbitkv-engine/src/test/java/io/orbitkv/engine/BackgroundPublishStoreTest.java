@@ -4,15 +4,12 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.StateKey;
-import io.orbitkv.state.StateKeys;
 import io.orbitkv.testkit.ManagerProcess;
 import io.orbitkv.testkit.ProcessTest;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
-import java.nio.ByteBuffer;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -35,11 +32,7 @@ class BackgroundPublishStoreTest {
     Path dir;
 
     private static List<StateKey> keys(int seed, int pages) {
-        List<StateKey> out = new ArrayList<>();
-        for (int p = 0; p < pages; p++) {
-            out.add(StateKeys.forBlockHash(NS.digest(), 0, ByteBuffer.allocate(8).putInt(seed).putInt(p).array()));
-        }
-        return out;
+        return SyntheticKeys.of(NS.digest(), seed, pages);
     }
 
     /** Page {@code i} of {@code seed}: every long is {@code seed * 1000 + i * 8 + position}, so a shifted or stale page differs. */

@@ -7,10 +7,8 @@ import static org.awaitility.Awaitility.await;
 import io.orbitkv.client.PageToPublish;
 import io.orbitkv.client.PublishOutcome;
 import io.orbitkv.state.StateKey;
-import io.orbitkv.state.StateKeys;
-import java.io.UncheckedIOException;
 import java.io.IOException;
-import java.nio.ByteBuffer;
+import java.io.UncheckedIOException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -52,11 +50,7 @@ class BackgroundPublisherTest {
     }
 
     private static List<StateKey> keys(int seed, int n) {
-        List<StateKey> out = new ArrayList<>();
-        for (int p = 0; p < n; p++) {
-            out.add(StateKeys.forBlockHash(new byte[32], 0, ByteBuffer.allocate(8).putInt(seed).putInt(p).array()));
-        }
-        return out;
+        return SyntheticKeys.of(new byte[32], seed, n);
     }
 
     private static KvPageStore.PublishReport offer(BackgroundPublisher p, int seed, int pages) {
