@@ -10,7 +10,11 @@ import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashSet;
+import java.util.Iterator;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
@@ -50,8 +54,8 @@ final class BackgroundPublisher implements AutoCloseable {
 
     private static final Logger LOG = Logger.getLogger(BackgroundPublisher.class.getName());
 
-    /** A queued batch: its arena, its pages (views into the arena) and its size. */
-    private record Batch(long sequence, Arena arena, List<PageToPublish> pages, long bytes) {
+    /** A queued batch: its arena, its keys, its pages (views into the arena) and its size. */
+    private record Batch(long sequence, Arena arena, List<StateKey> keys, List<PageToPublish> pages, long bytes) {
     }
 
     private final Function<List<PageToPublish>, List<PublishOutcome>> sink;
@@ -65,8 +69,8 @@ final class BackgroundPublisher implements AutoCloseable {
     // @GuardedBy("lock") from here on
     private final ArrayDeque<Batch> queue = new ArrayDeque<>();
     private long offeredSequence;
-    /** The sequence of the batch the publisher thread holds; 0 when none. */
-    private long inFlightSequence;
+    /** The batch the publisher thread holds; null when none. */
+    private Batch inFlight;
     private long queuedBytes;
     private long heldBytes;
     private boolean closing;
@@ -138,7 +142,7 @@ final class BackgroundPublisher implements AutoCloseable {
         Batch abandoned = null;
         lock.lock();
         try {
-            Batch batch = new Batch(++offeredSequence, arena, List.copyOf(pages), bytes);
+            Batch batch = new Batch(++offeredSequence, arena, List.copyOf(keys), List.copyOf(pages), bytes);
             if (closing) {
                 abandoned = batch;   // close began while the images were copied
             } else {
@@ -176,10 +180,44 @@ final class BackgroundPublisher implements AutoCloseable {
         }
     }
 
+    /**
+     * Waits at most {@code timeout} until no batch queued or in flight holds one of {@code keys};
+     * returns whether none does. A lookup calls it so that a request does not recompute pages its
+     * engine computed a moment ago and has not yet published.
+     */
+    boolean awaitKeysPublished(Collection<StateKey> keys, Duration timeout) throws InterruptedException {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        lock.lock();
+        try {
+            long last = lastSequenceHolding(keys);
+            while (last != 0 && unsettledUpTo(last)) {
+                long left = deadline - System.nanoTime();
+                if (left <= 0) return false;
+                changed.awaitNanos(left);
+            }
+            return true;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** The highest sequence of a queued or in-flight batch holding one of {@code keys}; 0 when none. */
+    private long lastSequenceHolding(Collection<StateKey> keys) {
+        if (queue.isEmpty() && inFlight == null) return 0;
+        Set<StateKey> wanted = new HashSet<>(keys);
+        Iterator<Batch> newestFirst = queue.descendingIterator();
+        while (newestFirst.hasNext()) {
+            Batch b = newestFirst.next();
+            for (StateKey k : b.keys()) if (wanted.contains(k)) return b.sequence();
+        }
+        if (inFlight != null) for (StateKey k : inFlight.keys()) if (wanted.contains(k)) return inFlight.sequence();
+        return 0;
+    }
+
     /** Whether a batch of sequence {@code <= target} is still queued or in flight (the queue is in sequence order). */
     private boolean unsettledUpTo(long target) {
         Batch head = queue.peekFirst();
-        return (head != null && head.sequence() <= target) || (inFlightSequence != 0 && inFlightSequence <= target);
+        return (head != null && head.sequence() <= target) || (inFlight != null && inFlight.sequence() <= target);
     }
 
     PublishStats stats() {
@@ -229,7 +267,7 @@ final class BackgroundPublisher implements AutoCloseable {
                 if (queue.isEmpty()) return;   // closing, and close took what was queued
                 batch = queue.pollFirst();
                 queuedBytes -= batch.bytes();
-                inFlightSequence = batch.sequence();
+                inFlight = batch;
             } finally {
                 lock.unlock();
             }
@@ -301,7 +339,7 @@ final class BackgroundPublisher implements AutoCloseable {
                     queuedBytes -= batch.bytes();
                 }
             }
-            if (inFlightSequence == batch.sequence()) inFlightSequence = 0;
+            if (inFlight == batch) inFlight = null;
             changed.signalAll();
         } finally {
             lock.unlock();

@@ -61,11 +61,15 @@ import java.util.concurrent.CompletableFuture;
  *
  * <p>Design note (background publish, {@link PublishMode.Background}): the synchronous publish
  * keeps the engine from its next request for two UDS round trips and the Manager's reserve and
- * seal; in the serving benchmark that cost OrbitKV 24-41 % of TTFT p50 against an engine-local
- * cache at concurrency 4-16. In the background mode the request path only copies the images out
- * of the engine (the engine's memory changes afterwards) and queues them; a page still queued is
- * a miss to a lookup, never a wrong answer. Synchronous stays the default: a caller that reads
- * the report's sealed counts (the parity gates) needs them at return.
+ * seal: 1.5-1.7 ms p50 for 16 pages of 128 KiB on a quiet machine, more when the Manager waits
+ * for a core (PublishCost; 2026-12-06). In the background mode the request path only copies the
+ * images out of the engine (the engine's memory changes afterwards) and queues them, 0.2 ms. A
+ * page still queued is a miss to another engine's lookup, never a wrong answer; this store's own
+ * lookups wait (at most {@link #OWN_PUBLISH_WAIT}) for its queued batches that hold their keys,
+ * because without the wait the next turn of a conversation recomputed the pages its previous turn
+ * had just queued (bench-serve, working set "fits": 88-121 prefilled tokens per request against
+ * 83-107 synchronous). Synchronous stays the default: a caller that reads the report's sealed
+ * counts (the parity gates) needs them at return.
  *
  * <p>Design note (pipelined RELEASE): a prefix hit's lease ends once the runner copied the images,
  * before the prefill; waiting there for the Manager's answer put one UDS round trip into every
@@ -74,6 +78,13 @@ import java.util.concurrent.CompletableFuture;
  * the next request starts, by then usually long arrived.
  */
 public final class OrbitKvPageStore implements KvPageStore {
+
+    /**
+     * How long a lookup waits for this store's own queued publishes of the pages it asks for:
+     * about what recomputing one or two 16-token pages costs the bench model on a loaded core,
+     * so a stalled Manager cannot make the wait dearer than the miss.
+     */
+    static final Duration OWN_PUBLISH_WAIT = Duration.ofMillis(200);
 
     /** Default byte budget of the background publish queue: 512 pages of 128 KiB. */
     public static final long DEFAULT_PUBLISH_QUEUE_BYTES = 64L << 20;
@@ -207,6 +218,7 @@ public final class OrbitKvPageStore implements KvPageStore {
     @Override
     public PrefixLookup lookupPrefix(List<StateKey> pageKeys, long promptTokens) {
         settleRelease();
+        awaitOwnPublishes(pageKeys);
         long operationId = nextOperationId++;
         // A clustered Manager may wait for peers as long as recomputing the prompt would take.
         Request.Query query = new Request.Query(operationId, 0, CompletionTarget.HOST_READY, promptTokens, 0,
@@ -297,6 +309,7 @@ public final class OrbitKvPageStore implements KvPageStore {
         if (keysByGroup.size() != groups.size()) {
             throw new IllegalArgumentException("keys for groups " + keysByGroup.keySet() + ", contract " + contract.groups());
         }
+        awaitOwnPublishes(keysByGroup.values().stream().flatMap(List::stream).toList());
         long operationId = nextOperationId++;
         Request.Query query = new Request.Query(operationId, 0, CompletionTarget.HOST_READY, promptTokens, 0,
                 prefillTokensPerSecond, PeerWait.millisFor(promptTokens, prefillTokensPerSecond), groups);
@@ -347,6 +360,21 @@ public final class OrbitKvPageStore implements KvPageStore {
             }
         }
         return out;
+    }
+
+    /**
+     * In background mode, waits (at most {@link #OWN_PUBLISH_WAIT}) until no batch this store
+     * queued holds one of {@code keys}: the engine's next turn of a conversation looks up the pages
+     * its last request computed, and without the wait finds them still queued and recomputes them.
+     * An interrupt ends the wait (the flag is kept); the lookup then misses those pages.
+     */
+    private void awaitOwnPublishes(List<StateKey> keys) {
+        if (publisher == null) return;
+        try {
+            publisher.awaitKeysPublished(keys, OWN_PUBLISH_WAIT);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
     }
 
     private void release(long operationId) {

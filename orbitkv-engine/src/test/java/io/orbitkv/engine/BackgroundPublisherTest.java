@@ -134,6 +134,24 @@ class BackgroundPublisherTest {
     }
 
     @Test
+    void awaitKeysPublishedWaitsOnlyForTheBatchesHoldingThoseKeys() throws Exception {
+        GatedSink sink = new GatedSink();
+        try (BackgroundPublisher p = start(1 << 20, sink)) {
+            offer(p, 1, 2);
+            await().atMost(WAIT).until(() -> p.stats().queuedBytes() == 0 && p.stats().heldBytes() == 2 * PAGE);
+            offer(p, 2, 3);
+            // keys nobody queued: no wait
+            assertThat(p.awaitKeysPublished(keys(9, 4), Duration.ZERO)).isTrue();
+            // a key of the queued batch (2) and one of the batch in flight (1): not settled while the gate is shut
+            assertThat(p.awaitKeysPublished(List.of(keys(2, 3).get(2)), Duration.ofMillis(20))).isFalse();
+            assertThat(p.awaitKeysPublished(List.of(keys(1, 2).get(0)), Duration.ofMillis(20))).isFalse();
+            sink.gate.countDown();
+            assertThat(p.awaitKeysPublished(keys(2, 3), WAIT)).isTrue();
+            assertThat(p.stats().sealed()).isEqualTo(5);
+        }
+    }
+
+    @Test
     void aFailingPublishIsCountedAndTheThreadKeepsPublishing() throws Exception {
         List<Integer> calls = Collections.synchronizedList(new ArrayList<>());
         Function<List<PageToPublish>, List<PublishOutcome>> sink = pages -> {
