@@ -30,8 +30,9 @@ import java.util.logging.Logger;
  *
  * <p>Owns the queue, every queued batch's {@link Arena} ({@code Arena.ofShared()}: written by the
  * offering thread, read and closed by the publisher thread or by {@link #close}) and the publisher
- * thread. Thread model: {@link #offer}, {@link #awaitPublished}, {@link #stats} and {@link #close}
- * may be called from any thread; the sink is called only from the publisher thread.
+ * thread. Thread model: {@link #offer}, {@link #awaitPublished}, {@link #awaitKeysPublished},
+ * {@link #stats} and {@link #close} may be called from any thread; the sink is called only from
+ * the publisher thread; the queue and counters are guarded by {@code lock}.
  *
  * <p>Invariants: the bytes of queued batches never exceed {@code queueBytes} (a batch that does not
  * fit is dropped and counted, never queued); every batch's arena is closed exactly once, after
@@ -165,16 +166,9 @@ final class BackgroundPublisher implements AutoCloseable {
      * at most {@code timeout}; returns whether it did. Batches offered meanwhile are not waited for.
      */
     boolean awaitPublished(Duration timeout) throws InterruptedException {
-        long deadline = System.nanoTime() + timeout.toNanos();
         lock.lock();
         try {
-            long target = offeredSequence;
-            while (unsettledUpTo(target)) {
-                long left = deadline - System.nanoTime();
-                if (left <= 0) return false;
-                changed.awaitNanos(left);
-            }
-            return true;
+            return awaitSettledUpTo(offeredSequence, timeout);
         } finally {
             lock.unlock();
         }
@@ -186,19 +180,23 @@ final class BackgroundPublisher implements AutoCloseable {
      * engine computed a moment ago and has not yet published.
      */
     boolean awaitKeysPublished(Collection<StateKey> keys, Duration timeout) throws InterruptedException {
-        long deadline = System.nanoTime() + timeout.toNanos();
         lock.lock();
         try {
-            long last = lastSequenceHolding(keys);
-            while (last != 0 && unsettledUpTo(last)) {
-                long left = deadline - System.nanoTime();
-                if (left <= 0) return false;
-                changed.awaitNanos(left);
-            }
-            return true;
+            return awaitSettledUpTo(lastSequenceHolding(keys), timeout);
         } finally {
             lock.unlock();
         }
+    }
+
+    /** With {@code lock} held: waits at most {@code timeout} until every batch of sequence {@code <= target} settled. */
+    private boolean awaitSettledUpTo(long target, Duration timeout) throws InterruptedException {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (unsettledUpTo(target)) {
+            long left = deadline - System.nanoTime();
+            if (left <= 0) return false;
+            changed.awaitNanos(left);
+        }
+        return true;
     }
 
     /** The highest sequence of a queued or in-flight batch holding one of {@code keys}; 0 when none. */
