@@ -26,7 +26,8 @@ import java.time.Duration;
  *
  * <pre>
  *   READY                                       (printed once the model is loaded)
- *   ARM COLD | ARM LOCAL bytes | ARM ORBITKV socket instance epoch SYNC|BACKGROUND  -> OK
+ *   ARM COLD | ARM LOCAL bytes | ARM ORBITKV socket instance epoch [SYNC|BACKGROUND]  -> OK
+ *                                               (the publish mode; SYNC when left out)
  *   REQ id arrivalNanos newTokens NONE|RESTORE|PREFILL t0,t1,...      -> DONE id outcome ttftNanos doneNanos
  *                                                       restored source logitsHash tokens startNanos firstTokenNanos
  *   STATS                                       -> STATS pinned entries usedBytes hits evictions
@@ -120,7 +121,8 @@ public final class ServeEngineProcess {
                 case "COLD" -> KvPageStore.cold();
                 case "LOCAL" -> local = new EngineLocalPageStore(Long.parseLong(w[2]));
                 case "ORBITKV" -> OrbitKvPageStore.connect(Path.of(w[2]), w[3], Long.parseLong(w[4]), ns,
-                        w[5].equals("SYNC") ? OrbitKvPageStore.PublishMode.SYNCHRONOUS : OrbitKvPageStore.PublishMode.background());
+                        w.length > 5 && w[5].equals("BACKGROUND") ? OrbitKvPageStore.PublishMode.background()
+                                : OrbitKvPageStore.PublishMode.SYNCHRONOUS);
                 default -> throw new IllegalArgumentException("unknown arm " + w[1]);
             };
             runner = new LlamaCppSessionRunner(engine, ns, store);
