@@ -3,6 +3,7 @@ package io.orbitkv.engine;
 import io.orbitkv.state.StateKey;
 
 import java.lang.foreign.MemorySegment;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 
@@ -70,6 +71,15 @@ public interface KvPageStore extends AutoCloseable {
     default void prefillObserved(long tokens, long nanos) {
     }
 
+    /**
+     * Waits at most {@code timeout} until every page an earlier {@link #publish} queued has been
+     * published, refused or dropped; returns whether it has. A store that publishes synchronously
+     * (the default) has nothing queued and returns true at once.
+     */
+    default boolean awaitPublished(Duration timeout) throws InterruptedException {
+        return true;
+    }
+
     @Override
     void close();
 
@@ -80,21 +90,35 @@ public interface KvPageStore extends AutoCloseable {
     }
 
     /**
-     * Outcome counts of one publish.
+     * Outcome counts of one publish. A store that publishes in the background knows only that the
+     * pages were queued when it returns: their outcome reaches its cumulative counters later
+     * ({@link OrbitKvPageStore#publishStats()}), and {@link #awaitPublished} waits for it.
      *
      * @param sealed          pages committed and visible to queries
      * @param alreadyPresent  pages the store already had (or another publisher sealed first)
-     * @param refused         pages refused for space or budget, not written
+     * @param refused         pages refused for space or budget, not written (a full background queue included)
+     * @param queued          pages copied and queued for a background publish, outcome not known yet
      */
-    record PublishReport(int sealed, int alreadyPresent, int refused) {
-        public static final PublishReport NONE = new PublishReport(0, 0, 0);
+    record PublishReport(int sealed, int alreadyPresent, int refused, int queued) {
+        public static final PublishReport NONE = new PublishReport(0, 0, 0, 0);
 
         public PublishReport {
-            if (sealed < 0 || alreadyPresent < 0 || refused < 0) throw new IllegalArgumentException("negative count");
+            if (sealed < 0 || alreadyPresent < 0 || refused < 0 || queued < 0) throw new IllegalArgumentException("negative count");
+        }
+
+        /** The report of a synchronous publish: every page's outcome is known. */
+        public PublishReport(int sealed, int alreadyPresent, int refused) {
+            this(sealed, alreadyPresent, refused, 0);
+        }
+
+        /** {@code pages} pages queued for a background publish. */
+        public static PublishReport queued(int pages) {
+            return new PublishReport(0, 0, 0, pages);
         }
 
         public PublishReport plus(PublishReport other) {
-            return new PublishReport(sealed + other.sealed, alreadyPresent + other.alreadyPresent, refused + other.refused);
+            return new PublishReport(sealed + other.sealed, alreadyPresent + other.alreadyPresent, refused + other.refused,
+                    queued + other.queued);
         }
     }
 

@@ -7,15 +7,13 @@ import io.orbitkv.engine.HitSource;
 import io.orbitkv.engine.KvPageStore;
 import io.orbitkv.engine.OrbitKvPageStore;
 import io.orbitkv.engine.PrefixLookup;
+import io.orbitkv.engine.SyntheticKeys;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.StateKey;
-import io.orbitkv.state.StateKeys;
 import io.orbitkv.testkit.ManagerProcess;
 import io.orbitkv.testkit.ProcessTest;
-import java.nio.ByteBuffer;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -35,11 +33,7 @@ class PageStorePrepareTest {
     Path dir;
 
     private static List<StateKey> keys(Namespace ns, int seed) {
-        List<StateKey> out = new ArrayList<>();
-        for (int p = 0; p < PAGES; p++) {
-            out.add(StateKeys.forBlockHash(ns.digest(), 0, ByteBuffer.allocate(8).putInt(seed).putInt(p).array()));
-        }
-        return out;
+        return SyntheticKeys.of(ns.digest(), seed, PAGES);
     }
 
     private ManagerProcess start(String... options) throws Exception {

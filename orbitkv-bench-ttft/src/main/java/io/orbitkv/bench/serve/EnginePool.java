@@ -124,6 +124,21 @@ final class EnginePool implements AutoCloseable {
         for (Worker w : workers) w.call("ARM " + command.apply(w.index));
     }
 
+    /**
+     * {@code FLUSH} to every engine: waits until each engine's queued publishes settled; returns
+     * the pages published (sealed or present) and dropped, summed, and the largest queue high-water in bytes.
+     */
+    long[] flush() throws IOException {
+        long[] out = new long[3];
+        for (Worker w : workers) {
+            String[] f = w.call("FLUSH").split(" ");
+            out[0] += Long.parseLong(f[1]);
+            out[1] += Long.parseLong(f[2]);
+            out[2] = Math.max(out[2], Long.parseLong(f[3]));
+        }
+        return out;
+    }
+
     /** {@code STATS} of every engine: pinned, entries, used bytes, hits, evictions (summed). */
     long[] stats() throws IOException {
         long[] sum = new long[5];

@@ -36,20 +36,26 @@ import java.util.concurrent.TimeUnit;
  *   java -cp orbitkv-bench-ttft.jar io.orbitkv.bench.serve.ServeBench [--out=bench-results/serve] [--work=var/serve]
  *        [--model=bench|ci] [--engines=4] [--concurrency=1,4,8,16] [--working-sets=large,fits]
  *        [--rate=3] [--engine-kv=6m] [--dram=12m] [--ssd=256m] [--trace=FILE --trace-requests=200 --speedup=1]
+ *        [--publish=background|sync|both]
  * </pre>
+ *
+ * <p>{@code --publish} picks how the OrbitKV arm's engines publish: {@code background} (the
+ * default; arm "OrbitKV"), {@code sync} (arm "OrbitKV sync": the engine waits for the publish
+ * before its next request) or {@code both} (four arms, to compare the two in one run).
  *
  * <p>Thread model: the calling thread drives; {@link EnginePool} runs one thread per engine. For
  * every working set, concurrency and arm (in an order rotated per concurrency) it configures the
  * pool, serves an untimed warm-up of one short request per engine, then the workload; an
  * OrbitKV cell gets a fresh Manager process (nothing left from the previous cell) whose leases and
- * reservations must return to 0 after the cell (waited on, 10 s deadline). Exits 0 after writing
+ * reservations must return to 0 after the cell (waited on, 10 s deadline, after every engine's
+ * queued publishes settled: {@code FLUSH}, also after the warm-up). Exits 0 after writing
  * the report, 1 when a restored request's logits differ from the cold arm's or leases stayed held,
  * 2 on bad arguments.
  */
 public final class ServeBench {
 
     private static final Set<String> OPTIONS = Set.of("out", "work", "shm", "model", "engines", "concurrency",
-            "working-sets", "rate", "engine-kv", "dram", "ssd", "trace", "trace-requests", "speedup", "threads", "seed");
+            "working-sets", "rate", "engine-kv", "dram", "ssd", "trace", "trace-requests", "speedup", "threads", "seed", "publish");
     private static final long LEASE_WAIT_NANOS = TimeUnit.SECONDS.toNanos(10);
 
     private ServeBench() {
@@ -66,13 +72,13 @@ public final class ServeBench {
      */
     record Config(Path out, Path work, Path shm, TinyLlamaSpec spec, int engines, List<Integer> concurrencies,
                   List<WorkingSet> workingSets, double ratePerSlot, long engineKvBytes, long dramBytes, long ssdBytes,
-                  int pageTokens, int contextTokens, int threads) {
+                  int pageTokens, int contextTokens, int threads, List<ServeArm> arms) {
     }
 
     /** One cell of the table: a working set, an arm and a concurrency. */
     record Cell(String workingSet, ServeArm arm, int concurrency, List<EnginePool.Result> results, double wallSeconds,
                 long managerHitDram, long managerHitSsd, long ssdReadBytes, long ssdWriteBytes, long leasesAfter,
-                long localEvictions) {
+                long localEvictions, long publishDroppedPages) {
     }
 
     /** What a run produced. */
@@ -137,7 +143,17 @@ public final class ServeBench {
                 Integer.parseInt(o.getOrDefault("engines", "4")), List.copyOf(conc), List.copyOf(sets),
                 Double.parseDouble(o.getOrDefault("rate", "3")), bytes(o.getOrDefault("engine-kv", "6m")),
                 bytes(o.getOrDefault("dram", "12m")), bytes(o.getOrDefault("ssd", "256m")), 16, context + 16,
-                Integer.parseInt(o.getOrDefault("threads", "1")));
+                Integer.parseInt(o.getOrDefault("threads", "1")), arms(o.getOrDefault("publish", "background")));
+    }
+
+    /** The arms of {@code --publish}: cold and engine-local always, then the OrbitKV arm(s). */
+    static List<ServeArm> arms(String publish) {
+        return switch (publish) {
+            case "background" -> List.of(ServeArm.COLD, ServeArm.ENGINE_LOCAL, ServeArm.ORBITKV);
+            case "sync" -> List.of(ServeArm.COLD, ServeArm.ENGINE_LOCAL, ServeArm.ORBITKV_SYNC);
+            case "both" -> List.of(ServeArm.COLD, ServeArm.ENGINE_LOCAL, ServeArm.ORBITKV, ServeArm.ORBITKV_SYNC);
+            default -> throw new IllegalArgumentException("--publish is background, sync or both");
+        };
     }
 
     /**
@@ -210,8 +226,9 @@ public final class ServeBench {
                 for (int ci = 0; ci < order.size(); ci++) {
                     int c = order.get(ci);
                     for (WorkingSet ws : config.workingSets()) {
-                        for (int k = 0; k < ServeArm.values().length; k++) {
-                            ServeArm arm = ServeArm.values()[(k + ci) % ServeArm.values().length];
+                        List<ServeArm> arms = config.arms();
+                        for (int k = 0; k < arms.size(); k++) {
+                            ServeArm arm = arms.get((k + ci) % arms.size());
                             Cell cell = cell(config, pool, ws, arm, c, warmup, pageBytes, log);
                             drained &= cell.leasesAfter() == 0;
                             cells.add(cell);
@@ -239,17 +256,20 @@ public final class ServeBench {
             switch (arm) {
                 case COLD -> pool.arm(i -> "COLD");
                 case ENGINE_LOCAL -> pool.arm(i -> "LOCAL " + config.engineKvBytes());
-                case ORBITKV -> {
+                case ORBITKV, ORBITKV_SYNC -> {
                     long slot = Math.max(4096, Long.highestOneBit(Math.max(1, pageBytes - 1)) << 1);
                     manager = BenchManager.start(config.work().resolve("managers").resolve(tag), config.shm().resolve(tag),
                             "512m", List.of("--dram-bytes", config.dramBytes() / 1024 + "k",
                                     "--ssd-bytes", config.ssdBytes() / 1024 + "k", "--ssd-policy", "write-through",
                                     "--set", "dramSlotBytes=" + slot / 1024 + "k"));
                     Path socket = manager.socket();
-                    pool.arm(i -> "ORBITKV " + socket + " serve-engine-" + i + " 1");
+                    String mode = arm == ServeArm.ORBITKV ? "BACKGROUND" : "SYNC";
+                    pool.arm(i -> "ORBITKV " + socket + " serve-engine-" + i + " 1 " + mode);
                 }
             }
             pool.run(warmup, pool.size(), 0);
+            // the warm-up's publishes are not left to compete with the cell's first requests
+            if (manager != null) pool.flush();
             // the warm-up's sequences leave the engine-local caches: the cell starts with nothing cached anywhere
             if (arm == ServeArm.ENGINE_LOCAL) pool.arm(i -> "LOCAL " + config.engineKvBytes());
             JsonNode before = manager == null ? null : BenchManager.status(manager);
@@ -263,7 +283,10 @@ public final class ServeBench {
             long ssdRead = 0;
             long ssdWrite = 0;
             long evictions = 0;
+            long dropped = 0;
             if (manager != null) {
+                // queued publishes settle before the lease check: a reservation in flight is not a leak
+                dropped = pool.flush()[1];
                 leases = awaitLeasesDrained(manager);
                 JsonNode after = BenchManager.status(manager);
                 hitDram = delta(before, after, "dram");
@@ -276,10 +299,10 @@ public final class ServeBench {
                 leases = s[0];
                 evictions = s[4];
             }
-            Cell cell = new Cell(ws.name(), arm, concurrency, results, wall, hitDram, hitSsd, ssdRead, ssdWrite, leases, evictions);
-            log.printf(Locale.ROOT, "serve: %-6s %-12s c=%-2d %3d requests in %5.1f s, TTFT p50 %.1f ms p99 %.1f ms, leases after %d%n",
+            Cell cell = new Cell(ws.name(), arm, concurrency, results, wall, hitDram, hitSsd, ssdRead, ssdWrite, leases, evictions, dropped);
+            log.printf(Locale.ROOT, "serve: %-6s %-12s c=%-2d %3d requests in %5.1f s, TTFT p50 %.1f ms p99 %.1f ms, leases after %d, publish drops %d%n",
                     ws.name(), arm.label, concurrency, results.size(), wall, ServeReport.ttftPercentile(cell, 50),
-                    ServeReport.ttftPercentile(cell, 99), leases);
+                    ServeReport.ttftPercentile(cell, 99), leases, dropped);
             return cell;
         } finally {
             if (manager != null) {

@@ -2,6 +2,7 @@ package io.orbitkv.bench.serve;
 
 import io.orbitkv.engine.KvPageStore;
 import io.orbitkv.engine.OrbitKvPageStore;
+import io.orbitkv.engine.PublishStats;
 import io.orbitkv.engine.RequestReport;
 import io.orbitkv.llamacpp.LlamaCppEngine;
 import io.orbitkv.llamacpp.LlamaCppNamespace;
@@ -16,6 +17,7 @@ import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.time.Duration;
 
 /**
  * One engine of the serving benchmark's pool, in its own JVM: a llama.cpp context on the
@@ -24,10 +26,13 @@ import java.nio.file.Path;
  *
  * <pre>
  *   READY                                       (printed once the model is loaded)
- *   ARM COLD | ARM LOCAL bytes | ARM ORBITKV socket instance epoch    -> OK
+ *   ARM COLD | ARM LOCAL bytes | ARM ORBITKV socket instance epoch [SYNC|BACKGROUND]  -> OK
+ *                                               (the publish mode; SYNC when left out)
  *   REQ id arrivalNanos newTokens NONE|RESTORE|PREFILL t0,t1,...      -> DONE id outcome ttftNanos doneNanos
  *                                                       restored source logitsHash tokens startNanos firstTokenNanos
  *   STATS                                       -> STATS pinned entries usedBytes hits evictions
+ *   FLUSH                                       -> FLUSHED published dropped queuedHighWaterBytes
+ *                                                  (waits until the pages queued so far are published; 30 s)
  *   QUIT                                        (exits 0)
  *   any failure                                 -> ERR message (then exits 1)
  * </pre>
@@ -42,6 +47,8 @@ import java.nio.file.Path;
  * processes decodes N requests at once, as N llama.cpp servers would.
  */
 public final class ServeEngineProcess {
+
+    private static final Duration FLUSH_TIMEOUT = Duration.ofSeconds(30);
 
     private ServeEngineProcess() {
     }
@@ -94,6 +101,7 @@ public final class ServeEngineProcess {
                         out.println("OK");
                     }
                     case "REQ" -> out.println(request(w));
+                    case "FLUSH" -> out.println(flush());
                     case "STATS" -> out.println(local == null ? "STATS 0 0 0 0 0" : "STATS " + local.pinned() + " "
                             + local.entries() + " " + local.usedBytes() + " " + local.hits() + " " + local.evictions());
                     case "QUIT" -> {
@@ -112,10 +120,25 @@ public final class ServeEngineProcess {
             store = switch (w[1]) {
                 case "COLD" -> KvPageStore.cold();
                 case "LOCAL" -> local = new EngineLocalPageStore(Long.parseLong(w[2]));
-                case "ORBITKV" -> OrbitKvPageStore.connect(Path.of(w[2]), w[3], Long.parseLong(w[4]), ns);
+                case "ORBITKV" -> OrbitKvPageStore.connect(Path.of(w[2]), w[3], Long.parseLong(w[4]), ns,
+                        w.length > 5 && w[5].equals("BACKGROUND") ? OrbitKvPageStore.PublishMode.background()
+                                : OrbitKvPageStore.PublishMode.SYNCHRONOUS);
                 default -> throw new IllegalArgumentException("unknown arm " + w[1]);
             };
             runner = new LlamaCppSessionRunner(engine, ns, store);
+        }
+
+        /** Waits for the store's queued publishes; the counts since the arm, sealed or present, and dropped. */
+        private String flush() {
+            try {
+                if (!store.awaitPublished(FLUSH_TIMEOUT)) throw new IllegalStateException("queued publishes not settled in " + FLUSH_TIMEOUT);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("interrupted waiting for queued publishes", e);
+            }
+            if (!(store instanceof OrbitKvPageStore orbit)) return "FLUSHED 0 0 0";
+            PublishStats s = orbit.publishStats();
+            return "FLUSHED " + (s.sealed() + s.alreadyPresent()) + " " + s.dropped() + " " + s.queuedBytesHighWater();
         }
 
         private String request(String[] w) {

@@ -75,22 +75,23 @@ final class ServeReport {
                 + "leases and reservations back to 0 after every cell: %s%n%n", outcome.compared(), outcome.mismatched(),
                 outcome.leasesDrained() ? "yes" : "**no**"));
         md.append("| working set | arm | conc. | served | cancelled | TTFT p50 ms | p95 | p99 | e2e p50 ms | p95 | p99 | req/s | out tok/s "
-                + "| hit tokens engine | DRAM | SSD (staged) | Manager hit tokens DRAM / SSD | SSD read / written MiB | leases after |\n");
-        md.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+                + "| hit tokens engine | DRAM | SSD (staged) | Manager hit tokens DRAM / SSD | SSD read / written MiB | leases after | publish drops |\n");
+        md.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
         for (ServeBench.Cell c : outcome.cells()) {
             long served = c.results().size() - cancelled(c);
             long outTokens = c.results().stream().mapToLong(EnginePool.Result::generatedTokens).sum();
             boolean local = c.arm() == ServeArm.ENGINE_LOCAL;
-            boolean orbit = c.arm() == ServeArm.ORBITKV;
+            boolean orbit = c.arm().orbitKv();
             md.append(String.format(Locale.ROOT,
-                    "| %s | %s | %d | %d | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %d | %d | %d | %s | %s | %s |%n",
+                    "| %s | %s | %d | %d | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %d | %d | %d | %s | %s | %s | %s |%n",
                     c.workingSet(), c.arm().label, c.concurrency(), served, cancelled(c), ttftPercentile(c, 50),
                     ttftPercentile(c, 95), ttftPercentile(c, 99), e2ePercentile(c, 50), e2ePercentile(c, 95), e2ePercentile(c, 99),
                     served / c.wallSeconds(), outTokens / c.wallSeconds(), local ? restored(c, "DRAM") : 0,
                     orbit ? restored(c, "DRAM") : 0, orbit ? restored(c, "STAGED") : 0,
                     orbit ? c.managerHitDram() + " / " + c.managerHitSsd() : "-",
                     orbit ? String.format(Locale.ROOT, "%.1f / %.1f", c.ssdReadBytes() / 1048576.0, c.ssdWriteBytes() / 1048576.0) : "-",
-                    c.arm() == ServeArm.COLD ? "-" : Long.toString(c.leasesAfter())));
+                    c.arm() == ServeArm.COLD ? "-" : Long.toString(c.leasesAfter()),
+                    orbit ? Long.toString(c.publishDroppedPages()) : "-"));
         }
         md.append('\n').append(profile(outcome)).append('\n').append(targets(outcome));
         writeCsv(config.out(), outcome);
@@ -123,21 +124,21 @@ final class ServeReport {
 
     /** The two targets, for each concurrency where both arms ran. */
     static String targets(ServeBench.Outcome outcome) {
-        StringBuilder sb = new StringBuilder("| working set | concurrency | check | OrbitKV | engine-local | target | met |\n"
-                + "| --- | ---: | --- | ---: | ---: | --- | --- |\n");
+        StringBuilder sb = new StringBuilder("| working set | concurrency | arm | check | OrbitKV arm | engine-local | target | met |\n"
+                + "| --- | ---: | --- | --- | ---: | ---: | --- | --- |\n");
         for (ServeBench.Cell o : outcome.cells()) {
-            if (o.arm() != ServeArm.ORBITKV) continue;
+            if (!o.arm().orbitKv()) continue;
             for (ServeBench.Cell l : outcome.cells()) {
                 if (l.arm() != ServeArm.ENGINE_LOCAL || !l.workingSet().equals(o.workingSet()) || l.concurrency() != o.concurrency()) continue;
                 double op99 = ttftPercentile(o, 99);
                 double lp99 = ttftPercentile(l, 99);
                 double op50 = ttftPercentile(o, 50);
                 double lp50 = ttftPercentile(l, 50);
-                sb.append(String.format(Locale.ROOT, "| %s | %d | TTFT p99 | %.1f ms | %.1f ms | OrbitKV below%s | %s |%n",
-                        o.workingSet(), o.concurrency(), op99, lp99,
+                sb.append(String.format(Locale.ROOT, "| %s | %d | %s | TTFT p99 | %.1f ms | %.1f ms | OrbitKV below%s | %s |%n",
+                        o.workingSet(), o.concurrency(), o.arm().label, op99, lp99,
                         o.workingSet().equals("large") && o.concurrency() == 16 ? " (the target)" : "", op99 < lp99 ? "yes" : "**no**"));
-                sb.append(String.format(Locale.ROOT, "| %s | %d | TTFT p50 | %.1f ms | %.1f ms | within 10 %%%s | %s (%+.1f %%) |%n",
-                        o.workingSet(), o.concurrency(), op50, lp50, o.workingSet().equals("fits") ? " (the target)" : "",
+                sb.append(String.format(Locale.ROOT, "| %s | %d | %s | TTFT p50 | %.1f ms | %.1f ms | within 10 %%%s | %s (%+.1f %%) |%n",
+                        o.workingSet(), o.concurrency(), o.arm().label, op50, lp50, o.workingSet().equals("fits") ? " (the target)" : "",
                         op50 <= 1.1 * lp50 ? "yes" : "**no**", (op50 / lp50 - 1) * 100));
             }
         }
@@ -195,6 +196,7 @@ final class ServeReport {
                     case COLD -> new java.awt.Color(0x60, 0x60, 0x60);
                     case ENGINE_LOCAL -> new java.awt.Color(0xE0, 0x80, 0x10);
                     case ORBITKV -> new java.awt.Color(0x10, 0x80, 0x40);
+                    case ORBITKV_SYNC -> new java.awt.Color(0x30, 0x50, 0xC0);
                 };
                 XYSeries p50 = chart.addSeries(arm.label + " p50", x, mine.stream().mapToDouble(c -> ttftPercentile(c, 50)).toArray());
                 XYSeries p99 = chart.addSeries(arm.label + " p99", x, mine.stream().mapToDouble(c -> ttftPercentile(c, 99)).toArray());
