@@ -44,7 +44,7 @@ class PackageCyclesTest {
             entry("orbitkv-client", Set.of("orbitkv-state")),
             entry("orbitkv-router", Set.of("orbitkv-state")),
             entry("orbitkv-server", Set.of("orbitkv-state", "orbitkv-core", "orbitkv-client", "orbitkv-router")),
-            entry("orbitkv-engine", Set.of("orbitkv-state", "orbitkv-client", TESTKIT)),
+            entry("orbitkv-engine", Set.of("orbitkv-state", "orbitkv-client", "orbitkv-server", TESTKIT)),
             entry("orbitkv-jlama", Set.of("orbitkv-state", "orbitkv-client", "orbitkv-engine", "orbitkv-testmodel", "orbitkv-server")),
             entry("orbitkv-llamacpp", Set.of("orbitkv-state", "orbitkv-engine", "orbitkv-testmodel", "orbitkv-server", TESTKIT)),
             entry("orbitkv-bench", Set.of("orbitkv-state", "orbitkv-core", "orbitkv-client", "orbitkv-server", "orbitkv-router",
