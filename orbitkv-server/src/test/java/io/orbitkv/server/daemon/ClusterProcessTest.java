@@ -11,7 +11,6 @@ import io.orbitkv.core.catalog.KeyLocation;
 import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.Rendezvous;
 import io.orbitkv.server.cluster.ClusterChannels;
-import io.orbitkv.server.cluster.ClusterSecurity;
 import io.orbitkv.server.cluster.proto.ClusterInfoGrpc;
 import io.orbitkv.server.cluster.proto.KeyResult;
 import io.orbitkv.server.cluster.proto.LookupReply;
@@ -37,7 +36,6 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import io.orbitkv.testkit.ProcessTest;
 import org.junit.jupiter.api.Test;
@@ -61,16 +59,15 @@ class ClusterProcessTest {
 
     @Test
     void threeManagersShareACatalogThroughOwnerRestartStaleIncarnationsAndAnEtcdOutage() throws Exception {
-        Path token = Managers.clusterToken(dir);
-        ClusterSecurity security = ClusterSecurity.fromTokenFile("test", token, Optional.empty());
-        try (EtcdServer etcd = EtcdServer.start(dir);
-             ClusterChannels channels = new ClusterChannels(security)) {
-            ManagerProcess a = Managers.startMember(dir, etcd.endpoint(), "a", token);
-            ManagerProcess b = Managers.startMember(dir, etcd.endpoint(), "b", token);
-            ManagerProcess c = Managers.startMember(dir, etcd.endpoint(), "c", token);
-            List<ManagerProcess> all = new ArrayList<>(List.of(a, b, c));
+        try (LoopbackCluster cluster = LoopbackCluster.start(dir, "a", "b", "c")) {
+            Path token = cluster.token();
+            EtcdServer etcd = cluster.etcd();
+            ClusterChannels channels = cluster.channels();
+            ManagerProcess a = cluster.member(0);
+            ManagerProcess b = cluster.member(1);
+            ManagerProcess c = cluster.member(2);
+            List<ManagerProcess> all = cluster.members();
             try {
-                Managers.awaitMembers(all, 3);
 
                 // publish on A
                 Namespace ns = new Namespace("cluster-test", "r1", "sha256:w", "sha256:t", "", "bf16", "nhd", PAGE_TOKENS, 1, 0, 1, 0, 1);

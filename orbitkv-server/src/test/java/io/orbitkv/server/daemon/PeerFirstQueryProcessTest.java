@@ -6,9 +6,7 @@ import static org.awaitility.Awaitility.await;
 import io.orbitkv.client.OrbitKvClient;
 import io.orbitkv.client.PublishOutcome;
 import io.orbitkv.server.cluster.ClusterChannels;
-import io.orbitkv.server.cluster.ClusterSecurity;
 import io.orbitkv.server.daemon.PeerProcessTest.Prefix;
-import io.orbitkv.testkit.EtcdServer;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.RecoveryContract;
 import io.orbitkv.state.StateGroup;
@@ -17,9 +15,7 @@ import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.testkit.ManagerProcess;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
-import java.util.Optional;
 import io.orbitkv.testkit.ProcessTest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -40,15 +36,12 @@ class PeerFirstQueryProcessTest {
 
     @Test
     void aPeerHeldPrefixHitsOnTheFirstQueryAndQueriesSecondsApartKeepFindingIt() throws Exception {
-        Path token = Managers.clusterToken(dir);
-        ClusterSecurity security = ClusterSecurity.fromTokenFile("test", token, Optional.empty());
-        try (EtcdServer etcd = EtcdServer.start(dir);
-             ClusterChannels channels = new ClusterChannels(security)) {
-            ManagerProcess a = Managers.startMember(dir, etcd.endpoint(), "a", token);
-            ManagerProcess b = Managers.startMember(dir, etcd.endpoint(), "b", token);
-            List<ManagerProcess> all = new ArrayList<>(List.of(a, b));
+        try (LoopbackCluster cluster = LoopbackCluster.start(dir, "a", "b")) {
+            ClusterChannels channels = cluster.channels();
+            ManagerProcess a = cluster.member(0);
+            ManagerProcess b = cluster.member(1);
+            List<ManagerProcess> all = cluster.members();
             try {
-                Managers.awaitMembers(all, 2);
                 Namespace ns = new Namespace("first-query", "r1", "sha256:w", "sha256:t", "", "bf16", "nhd",
                         PeerProcessTest.PAGE_TOKENS, 1, 0, 1, 0, 1);
                 RecoveryContract contract = new RecoveryContract(PeerProcessTest.PAGE_TOKENS, List.of(new StateGroup.Full(0)));

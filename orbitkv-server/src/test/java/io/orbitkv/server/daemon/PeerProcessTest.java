@@ -11,7 +11,6 @@ import io.orbitkv.client.PageToPublish;
 import io.orbitkv.client.PublishOutcome;
 import io.orbitkv.core.catalog.KeyLocation;
 import io.orbitkv.server.cluster.ClusterChannels;
-import io.orbitkv.server.cluster.ClusterSecurity;
 import io.orbitkv.testkit.EtcdServer;
 import io.orbitkv.server.peer.proto.AuthorizeCall;
 import io.orbitkv.server.peer.proto.AuthorizeReply;
@@ -36,7 +35,6 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Optional;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
@@ -101,16 +99,14 @@ class PeerProcessTest {
 
     @Test
     void peerReadsAcrossThreeManagersThroughStaleIncarnationsAnEtcdOutageAndASourceKilledMidTransfer() throws Exception {
-        Path token = Managers.clusterToken(dir);
-        ClusterSecurity security = ClusterSecurity.fromTokenFile("test", token, Optional.empty());
-        try (EtcdServer etcd = EtcdServer.start(dir);
-             ClusterChannels channels = new ClusterChannels(security)) {
-            ManagerProcess a = Managers.startMember(dir, etcd.endpoint(), "a", token);
-            ManagerProcess b = Managers.startMember(dir, etcd.endpoint(), "b", token);
-            ManagerProcess c = Managers.startMember(dir, etcd.endpoint(), "c", token);
-            List<ManagerProcess> all = new ArrayList<>(List.of(a, b, c));
+        try (LoopbackCluster cluster = LoopbackCluster.start(dir, "a", "b", "c")) {
+            EtcdServer etcd = cluster.etcd();
+            ClusterChannels channels = cluster.channels();
+            ManagerProcess a = cluster.member(0);
+            ManagerProcess b = cluster.member(1);
+            ManagerProcess c = cluster.member(2);
+            List<ManagerProcess> all = cluster.members();
             try {
-                Managers.awaitMembers(all, 3);
                 Namespace ns = new Namespace("peer-test", "r1", "sha256:w", "sha256:t", "", "bf16", "nhd", PAGE_TOKENS, 1, 0, 1, 0, 1);
                 RecoveryContract contract = new RecoveryContract(PAGE_TOKENS, List.of(new StateGroup.Full(0)));
                 AtomicLong ops = new AtomicLong();

@@ -9,7 +9,6 @@ import io.orbitkv.core.catalog.KeyLocation;
 import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.Rendezvous;
 import io.orbitkv.server.cluster.ClusterChannels;
-import io.orbitkv.server.cluster.ClusterSecurity;
 import io.orbitkv.server.daemon.PeerProcessTest.Prefix;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.RecoveryContract;
@@ -24,7 +23,6 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Optional;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -49,16 +47,13 @@ class ReplicatedCatalogProcessTest {
 
     @Test
     void killingAnOwnerLeavesEveryPageOfALiveSourceFindableOnTheFirstQuery() throws Exception {
-        Path token = Managers.clusterToken(dir);
-        ClusterSecurity security = ClusterSecurity.fromTokenFile("test", token, Optional.empty());
-        try (EtcdServer etcd = EtcdServer.start(dir);
-             ClusterChannels channels = new ClusterChannels(security)) {
-            ManagerProcess a = Managers.startMember(dir, etcd.endpoint(), "a", token);
-            ManagerProcess b = Managers.startMember(dir, etcd.endpoint(), "b", token);
-            ManagerProcess c = Managers.startMember(dir, etcd.endpoint(), "c", token);
-            List<ManagerProcess> all = new ArrayList<>(List.of(a, b, c));
+        try (LoopbackCluster cluster = LoopbackCluster.start(dir, "a", "b", "c")) {
+            ClusterChannels channels = cluster.channels();
+            ManagerProcess a = cluster.member(0);
+            ManagerProcess b = cluster.member(1);
+            ManagerProcess c = cluster.member(2);
+            List<ManagerProcess> all = cluster.members();
             try {
-                Managers.awaitMembers(all, 3);
                 Namespace ns = new Namespace("replicated", "r1", "sha256:w", "sha256:t", "", "bf16", "nhd",
                         PeerProcessTest.PAGE_TOKENS, 1, 0, 1, 0, 1);
                 RecoveryContract contract = new RecoveryContract(PeerProcessTest.PAGE_TOKENS, List.of(new StateGroup.Full(0)));
