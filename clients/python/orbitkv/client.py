@@ -6,9 +6,15 @@ the Manager's descriptor socket (section 6.11, ``socket.recv_fds``) and maps the
 destination regions it registers, with ``MAP_SHARED``; page bytes never travel over the socket.
 
 Thread model: thread-safe. Any number of threads may call; each request is encoded whole and
-written under a lock, so requests pipeline on the one connection. A single daemon reader
-thread decodes what the Manager sends, wakes the caller waiting on each reply (matched by
-request id) and routes COMPLETION events to the operation they name (:class:`_Operations`).
+written under a lock, so requests pipeline on the one connection. Whoever holds the read lock
+reads the socket and decodes what the Manager sends, in arrival order: it wakes the caller waiting
+on each reply (matched by request id) and routes COMPLETION events to the operation they name
+(:class:`_Operations`). A caller waiting for a reply or event takes the read lock itself when it
+is free and reads until its own answer is in (no thread hand-off on the common path: one caller,
+one request at a time); a caller that finds it held registers as a follower and sleeps until the
+holder dispatches its answer or, leaving, hands the read role to it. A daemon thread reads every
+``_IDLE_READ_S`` whatever nobody waits for (COMPLETIONs of operations nobody waits on yet,
+replies to requests written without waiting, a lost connection), so the socket never fills.
 Every blocking call waits at most ``timeout`` seconds (TimeoutError).
 
 What it keeps: the socket, the mappings, and per live operation only the events that route its
@@ -18,8 +24,11 @@ Errors: a refused request raises :class:`OrbitKvError` (the Manager's ErrorCode 
 the request had no effect). A lost connection raises ConnectionError; per-page publishing
 outcomes are values (:class:`PublishOutcome`).
 
-Design note: a reader thread rather than reading inline, because COMPLETION frames arrive
-between any two replies (section 9.3) and must be routed even while no call is waiting; the
+Design note: callers read inline because a reply handed from a reader thread to its caller
+costs about 48 us of wake-ups per round trip in CPython (docs/performance.md, "The vLLM secondary
+tier against a memcpy"); the reader thread stays because COMPLETION frames arrive between any two
+replies (section 9.3) and must be routed even while no call is waiting. Frames are decoded and
+dispatched only under the read lock, so they are routed in arrival order whoever reads them: the
 routing arms an event only when the reply that starts the work is read, so a COMPLETION can
 never be missed or attributed to an older revision.
 """
@@ -29,17 +38,21 @@ from __future__ import annotations
 import enum
 import mmap
 import os
+import select
 import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from . import protocol as p
 from .state import Namespace, RecoveryContract
 
 DEFAULT_TIMEOUT_S = 30.0
 _RECV_BYTES = 1 << 16
+#: how often the idle reader drains what nobody waits for: not a thread woken per frame, since in
+#: CPython every such wake-up competes with the caller for the interpreter lock
+_IDLE_READ_S = 0.01
 
 
 #: The peer wait of an engine that has not measured its prefill rate yet (milliseconds).
@@ -117,19 +130,31 @@ class Region:
 
 
 class _Waiter:
-    __slots__ = ("event", "value", "error")
+    """One awaited reply or event: ``done`` once :meth:`set`. ``reader``: the connection's
+    ``Client._read_until`` (the waiting thread reads the socket itself while nobody else does), or
+    None to wait to be woken. ``event`` wakes a thread waiting for it: when it is done, or when the
+    read role is handed to it (``done`` still False)."""
+    __slots__ = ("event", "done", "value", "error", "reader")
 
-    def __init__(self):
+    def __init__(self, reader: Optional[Callable[["_Waiter", float], None]] = None):
         self.event = threading.Event()
+        self.done = False
         self.value = None
         self.error: Optional[BaseException] = None
+        self.reader = reader
 
     def set(self, value=None, error: Optional[BaseException] = None) -> None:
         self.value, self.error = value, error
+        self.done = True
         self.event.set()
 
     def wait(self, timeout: float, what: str):
-        if not self.event.wait(timeout):
+        if not self.done:
+            if self.reader is not None:
+                self.reader(self, timeout)
+            else:
+                self.event.wait(timeout)
+        if not self.done:
             raise TimeoutError(f"{what}: no answer within {timeout} s")
         if self.error is not None:
             raise self.error
@@ -146,7 +171,8 @@ class _Operations:
     it. Entries end with the operation, so the table holds at most the live operations the
     Manager allows (maxOperationsPerConnection). Guarded by ``_lock``."""
 
-    def __init__(self):
+    def __init__(self, reader: Optional[Callable[[_Waiter, float], None]] = None):
+        self._reader = reader
         self._lock = threading.Lock()
         self._ops: Dict[int, dict] = {}
         #: operations ended without a waiter (:meth:`Client.release_nowait`, :meth:`Client.cancel_nowait`):
@@ -169,20 +195,20 @@ class _Operations:
                     op = self._ops[frame.operation_id] = {"revision": frame.revision, "ended": False, "events": {}}
                 if (frame.revision == op["revision"] and frame.status == p.QueryStatus.PENDING
                         and p.CompletionEvent.QUERY_SETTLED not in op["events"]):
-                    op["events"][p.CompletionEvent.QUERY_SETTLED] = _Waiter()
+                    op["events"][p.CompletionEvent.QUERY_SETTLED] = _Waiter(self._reader)
             elif isinstance(frame, p.RestoreAccepted):
-                self._op(frame.operation_id)["events"][p.CompletionEvent.RESTORE_DONE] = _Waiter()
+                self._op(frame.operation_id)["events"][p.CompletionEvent.RESTORE_DONE] = _Waiter(self._reader)
             elif isinstance(frame, (p.Cancelled, p.Released)):
                 if frame.drained:
                     self._ops.pop(frame.operation_id, None)
                     self._detached.discard(frame.operation_id)
                 else:
-                    self._op(frame.operation_id)["events"][p.CompletionEvent.DRAINED] = _Waiter()
+                    self._op(frame.operation_id)["events"][p.CompletionEvent.DRAINED] = _Waiter(self._reader)
             elif isinstance(frame, p.Completion):
                 op = self._ops.get(frame.operation_id)
                 if op is None or frame.revision < op["revision"]:
                     return
-                waiter = op["events"].setdefault(frame.event, _Waiter())
+                waiter = op["events"].setdefault(frame.event, _Waiter(self._reader))
                 if frame.event == p.CompletionEvent.DRAINED:
                     op["ended"] = True
                     if frame.operation_id in self._detached:
@@ -203,7 +229,7 @@ class _Operations:
                 w = _Waiter()
                 w.set(error=self._failure)
                 return w
-            return self._op(op_id)["events"].setdefault(event, _Waiter())
+            return self._op(op_id)["events"].setdefault(event, _Waiter(self._reader))
 
     def forget_if_ended(self, op_id: int) -> None:
         with self._lock:
@@ -216,7 +242,7 @@ class _Operations:
             self._failure = self._failure or error
             for op in self._ops.values():
                 for w in op["events"].values():
-                    if not w.event.is_set():
+                    if not w.done:
                         w.set(error=self._failure)
             self._ops.clear()
             self._detached.clear()
@@ -242,10 +268,21 @@ class Client:
         self._pending: Dict[int, _Waiter] = {}
         self._next_id = 1
         self._failure: Optional[BaseException] = None
-        self._operations = _Operations()
+        self._operations = _Operations(self._read_until)
         self._arenas: List[mmap.mmap] = []
         self._regions: List[mmap.mmap] = []
         self.registered: Optional[p.Registered] = None
+        #: held by whoever reads the socket and decodes; guards _decoder, _inbound and _read_poll
+        self._read_lock = threading.Lock()
+        self._decoder = p.FrameDecoder(p.DEFAULT_LIMITS, p.Direction.TO_CLIENT)
+        self._inbound = bytearray()
+        self._read_poll = select.poll()
+        self._read_poll.register(self._sock, select.POLLIN)
+        #: waiters of threads sleeping while another holds the read lock (insertion-ordered set),
+        #: at most one per calling thread; guarded by _followers_lock
+        self._followers: Dict[_Waiter, None] = {}
+        self._followers_lock = threading.Lock()
+        self._closed = threading.Event()
         self._reader = threading.Thread(target=self._read_loop, name="orbitkv-client-reader", daemon=True)
         self._reader.start()
 
@@ -264,7 +301,7 @@ class Client:
     def send_many(self, requests: Sequence) -> List[_Waiter]:
         """Writes ``requests`` in order with one write, without waiting: one wake-up of the
         Manager for the batch instead of one per frame. One waiter per request, as :meth:`send`."""
-        waiters = [_Waiter() for _ in requests]
+        waiters = [_Waiter(self._read_until) for _ in requests]
         with self._pending_lock:
             if self._failure is not None:
                 for waiter in waiters:
@@ -570,21 +607,78 @@ class Client:
             raise RuntimeError("not registered")
         return self.registered
 
+    def _read_until(self, waiter: _Waiter, timeout: float) -> None:
+        """Returns once ``waiter`` is done or ``timeout`` s have passed: reads the socket itself
+        while the read lock is free, else sleeps as a follower until the holder dispatches its
+        answer or hands it the read role. A follower registers before it tries the lock, and a
+        holder releases the lock before it looks for a follower, so the role is never dropped
+        while someone waits."""
+        deadline = time.monotonic() + timeout
+        while not waiter.done:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            with self._followers_lock:
+                self._followers[waiter] = None
+            if self._read_lock.acquire(blocking=False):
+                with self._followers_lock:
+                    self._followers.pop(waiter, None)
+                try:
+                    while not waiter.done and self._failure is None:
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0 or not self._read_poll.poll(max(1, int(remaining * 1000))):
+                            break
+                        self._read_available()
+                finally:
+                    self._read_lock.release()
+                    self._hand_over()
+                continue
+            waiter.event.wait(remaining)
+            with self._followers_lock:
+                self._followers.pop(waiter, None)
+            if not waiter.done:
+                waiter.event.clear()  # handed the read role (or timed out): try the lock again
+        if self._followers and not self._read_lock.locked():
+            self._hand_over()  # the role may have been handed to this waiter as it was answered
+
+    def _hand_over(self) -> None:
+        """Wakes the longest-waiting follower to take the read role (the lock is free)."""
+        with self._followers_lock:
+            for follower in self._followers:
+                del self._followers[follower]
+                follower.event.set()
+                return
+
     def _read_loop(self) -> None:
-        decoder = p.FrameDecoder(p.DEFAULT_LIMITS, p.Direction.TO_CLIENT)
-        buf = bytearray()
+        """The idle reader: every ``_IDLE_READ_S`` reads what arrived while no caller was reading
+        (see the module header); ends with the connection."""
+        while not self._closed.wait(_IDLE_READ_S):
+            if self._read_lock.acquire(blocking=False):
+                try:
+                    if self._failure is None and self._read_poll.poll(0):
+                        self._read_available()
+                finally:
+                    self._read_lock.release()
+                    if self._followers:
+                        self._hand_over()
+
+    def _read_available(self) -> None:
+        """Reads what the socket holds now without blocking and dispatches every whole frame, in
+        order; a lost connection or a bad frame fails the client. Caller holds ``_read_lock``."""
         try:
+            chunk = self._sock.recv(_RECV_BYTES, socket.MSG_DONTWAIT)
+            if not chunk:
+                raise ConnectionError("the Manager closed the connection")
+            buf = self._inbound
+            buf += chunk
             while True:
-                chunk = self._sock.recv(_RECV_BYTES)
-                if not chunk:
-                    raise ConnectionError("the Manager closed the connection")
-                buf += chunk
-                while True:
-                    result = decoder.decode(buf)
-                    if isinstance(result, p.NeedBytes):
-                        break
-                    del buf[:result.consumed]
-                    self._dispatch(result.request_id, result.frame)
+                result = self._decoder.decode(buf)
+                if isinstance(result, p.NeedBytes):
+                    break
+                del buf[:result.consumed]
+                self._dispatch(result.request_id, result.frame)
+        except (BlockingIOError, InterruptedError):
+            return
         except p.MalformedFrame as e:
             self._fail(ConnectionError(f"the Manager sent a bad frame: {e}"))
         except OSError as e:
@@ -604,6 +698,7 @@ class Client:
             waiter.set(frame)
 
     def _fail(self, error: BaseException) -> None:
+        self._closed.set()
         with self._pending_lock:
             if self._failure is None:
                 self._failure = error

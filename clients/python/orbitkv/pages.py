@@ -41,6 +41,12 @@ class the Manager announced at registration are refused that way without a round
 Counters are plain integers in a dict guarded by ``_lock``; their names are fixed (``COUNTERS``),
 so the table is bounded.
 
+Missed lookups park their operation. A FINAL miss holds nothing at the Manager, but its operation
+lives until RELEASE; instead of a RELEASE per miss (a write here, a frame to decode and answer
+there), the store keeps up to ``MAX_PARKED_OPERATIONS`` such operations per connection and the
+next lookup asks with one of them at the next revision, which replaces the miss (protocol 9.4).
+A hit or a PENDING answer is never parked: its leases go back with RELEASE as before.
+
 Design note: one connection per store, not a pool. The client pipelines requests on one socket and
 a Manager answers a 22-page QUERY in 0.1–0.5 ms here (docs/performance.md), well below anything an
 engine step waits for; a second socket would add a second registration and session for no gain.
@@ -78,6 +84,9 @@ DEFAULT_MAX_PREPARES = 256
 #: How long past its first use a prepare is taken to have ended at the Manager (seconds): its
 #: ``prepareGraceMillis`` default. Only bounds this store's table; the Manager decides.
 PREPARE_GRACE_S = 2.0
+#: Operations of missed lookups a store keeps for its next lookups (see the module header); they
+#: count against ``maxOperationsPerConnection`` with the prepares and live lookups.
+MAX_PARKED_OPERATIONS = 64
 
 COUNTERS = ("lookups", "lookup_pages", "hit_pages", "pending", "reads", "pages_read", "writes", "pages_written",
             "write_refused", "write_too_large", "write_already_resident", "refused_busy", "connects", "failures_connect",
@@ -172,6 +181,9 @@ class ManagerPages:
         self._operation_ids = itertools.count(1)
         self._closed = False
         self._prepares: Dict[int, _Prepare] = {}  # guarded by _lock; at most max_prepares
+        #: (operation id, revision of its FINAL miss) on ``_parked_client``; guarded by _lock
+        self._parked: List[Tuple[int, int]] = []
+        self._parked_client: Optional[Client] = None
         self.stats: Dict[str, int] = dict.fromkeys(COUNTERS, 0)
 
     # -- public operations -----------------------------------------------------------------------
@@ -189,11 +201,15 @@ class ManagerPages:
             client = self._connected()
         except _Down:
             return Lookup(self, 0, False)
-        op = self._take_prepare(prepared, client) or next(self._operation_ids)
+        op, revision = self._take_prepare(prepared, client), 0
+        if not op:
+            op, revision = self._operations(client, 1)[0]
         try:
-            result = client.query(op, {self.group_id: list(names)},
-                                  prompt_tokens=len(names) * self.page_tokens + 1, peer_wait_millis=self.peer_wait_ms)
+            result = client.query(op, {self.group_id: list(names)}, prompt_tokens=len(names) * self.page_tokens + 1,
+                                  revision=revision, peer_wait_millis=self.peer_wait_ms)
         except OrbitKvError as e:
+            if revision:  # a refused QUERY left the parked miss as it was: end it
+                client.release_nowait([op])
             if e.code in _LOAD_REFUSALS:
                 self._count("refused_busy")
                 return Lookup(self, 0, False)
@@ -203,10 +219,12 @@ class ManagerPages:
             self._failed(client, _failure_kind(e), e)
             return Lookup(self, 0, False)
         pages = self._present_pages(result, len(names))
-        lookup = Lookup(self, pages, result.status == p.QueryStatus.PENDING, client, op, result, named=len(names))
-        if pages == 0 and not lookup.pending:
-            lookup.close()
-        elif lookup.pending:
+        pending = result.status == p.QueryStatus.PENDING
+        if pages == 0 and not pending:
+            self._park_or_release(client, [(op, result.revision)])
+            return Lookup(self, 0, False)
+        lookup = Lookup(self, pages, pending, client, op, result, named=len(names))
+        if lookup.pending:
             self._count("pending")
         else:
             self._count("hit_pages", pages)
@@ -295,20 +313,26 @@ class ManagerPages:
             client = self._connected()
         except _Down:
             return [False] * len(names)
-        ops = [next(self._operation_ids) for _ in names]
+        ops = self._operations(client, len(names))
         found = [False] * len(names)
         held: List[int] = []
+        missed: List[Tuple[int, int]] = []
         deadline = self._clock() + wait_s  # one wait for the whole batch, not one per staging page
         try:
             replies = client.call_all(
-                [p.Query(op, 0, p.CompletionTarget.HOST_READY, self.page_tokens + 1, 0,
+                [p.Query(op, revision, p.CompletionTarget.HOST_READY, self.page_tokens + 1, 0,
                          [p.QueryGroup(self.group_id, p.KeyForm.BLOCK_HASH, [bytes(name)])], 0, self.peer_wait_ms)
-                 for op, name in zip(ops, names)], p.QueryResult)
-            for i, (op, reply) in enumerate(zip(ops, replies)):
+                 for (op, revision), name in zip(ops, names)], p.QueryResult)
+            for i, ((op, revision), reply) in enumerate(zip(ops, replies)):
                 if isinstance(reply, OrbitKvError):
+                    if revision:  # the refusal left the parked miss as it was
+                        held.append(op)
                     if reply.code not in _LOAD_REFUSALS:
                         raise reply
                     self._count("refused_busy")
+                    continue
+                if reply.status == p.QueryStatus.FINAL and not reply.hit:
+                    missed.append((op, reply.revision))
                     continue
                 held.append(op)
                 lookup = Lookup(self, self._present_pages(reply, 1), reply.status == p.QueryStatus.PENDING,
@@ -324,6 +348,7 @@ class ManagerPages:
                 else:
                     found[i] = self._read(lookup, lambda _, page, i=i: sink(i, page), 0.0) == 1
             client.release_nowait(held)
+            self._park_or_release(client, missed)
         except Exception as e:  # noqa: BLE001 - every Manager failure is a miss, counted
             self._failed(client, _failure_kind(e), e)
             return [False] * len(names)
@@ -434,7 +459,7 @@ class ManagerPages:
         """Counts the prepare's answer once it is in (never waits); True if it ended the prepare
         (an ERROR or REFUSED). Caller holds ``_lock``."""
         waiter = entry.reply
-        if entry.seen or waiter is None or not waiter.event.is_set():
+        if entry.seen or waiter is None or not waiter.done:
             return False
         entry.seen = True
         reply = waiter.value
@@ -446,6 +471,40 @@ class ManagerPages:
         return True
 
     # -- lookup internals ------------------------------------------------------------------------
+
+    def _operations(self, client: Client, n: int) -> List[Tuple[int, int]]:
+        """``n`` (operation id, revision) pairs to QUERY with on ``client``: parked misses at their
+        next revision first, then new ids at revision 0."""
+        with self._lock:
+            if self._parked_client is not client:
+                self._parked, self._parked_client = [], client
+            taken = self._parked[len(self._parked) - min(n, len(self._parked)):]
+            del self._parked[len(self._parked) - len(taken):]
+        out = [(op, revision + 1) for op, revision in taken]
+        out += [(next(self._operation_ids), 0) for _ in range(n - len(out))]
+        return out
+
+    def _park_or_release(self, client: Client, misses: Sequence[Tuple[int, int]]) -> None:
+        """Keeps FINAL misses' operations for later lookups on ``client`` while there is room
+        (``MAX_PARKED_OPERATIONS``); RELEASEs the rest without waiting."""
+        if not misses:
+            return
+        rest: List[int] = []
+        with self._lock:
+            room = MAX_PARKED_OPERATIONS - len(self._parked)
+            if self._parked_client is not client or self._client is not client:
+                room = 0
+            for op, revision in misses:
+                if room > 0 and revision < p.U31_MAX:
+                    self._parked.append((op, revision))
+                    room -= 1
+                else:
+                    rest.append(op)
+        if rest:
+            try:
+                client.release_nowait(rest)
+            except Exception as e:  # noqa: BLE001
+                self._failed(client, _failure_kind(e), e)
 
     def _present_pages(self, result: p.QueryResult, named: int) -> int:
         if result.status == p.QueryStatus.FINAL:

@@ -1120,6 +1120,10 @@ class NeedBytes:
     count: int
 
 
+#: the scalar layouts a body is read with, compiled once (decoding is on every round trip's path)
+_SCALARS = {fmt: struct.Struct(fmt) for fmt in ("<B", "<H", "<I", "<Q")}
+
+
 class _Reader:
     """Bounds-checked little-endian cursor over one frame body; failures raise ProtocolError."""
 
@@ -1136,7 +1140,12 @@ class _Reader:
         return out
 
     def _unpack(self, fmt: str, field: str) -> int:
-        return struct.unpack(fmt, self._take(struct.calcsize(fmt), field))[0]
+        layout = _SCALARS[fmt]
+        pos = self.pos
+        if len(self.body) - pos < layout.size:
+            self._take(layout.size, field)  # raises the truncation error
+        self.pos = pos + layout.size
+        return layout.unpack_from(self.body, pos)[0]
 
     def u8(self, field: str) -> int:
         return self._unpack("<B", field)

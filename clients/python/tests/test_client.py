@@ -3,10 +3,12 @@ real shared files, no Manager logic): arenas mapped and written where granted, C
 to the waiting call, ERROR raised as OrbitKvError, pipelined replies matched by request id."""
 
 import os
+import random
 import socket
 import struct
 import tempfile
 import threading
+import time
 import unittest
 
 from orbitkv import protocol as p
@@ -65,13 +67,21 @@ class ScriptedManager:
                 else:
                     conn.sendall(p.EXCHANGE_MAGIC + struct.pack("<HH", p.ErrorCode.TICKET_REFUSED, 0) + bytes(16))
 
+    def drop_connection(self):
+        """Closes the accepted connection as a Manager that goes away would."""
+        self.conn.shutdown(socket.SHUT_RDWR)
+
     def _serve(self, script):
         decoder = p.FrameDecoder(p.DEFAULT_LIMITS, p.Direction.TO_MANAGER)
         conn, _ = self.server.accept()
+        self.conn = conn
         buf = bytearray()
         with conn:
             while True:
-                chunk = conn.recv(65536)
+                try:
+                    chunk = conn.recv(65536)
+                except OSError:
+                    return
                 if not chunk:
                     return
                 buf += chunk
@@ -224,6 +234,42 @@ class ClientAgainstScript(unittest.TestCase):
         self.assertEqual([type(f).__name__ for f in manager.received[1:]], ["Release", "Release", "Release", "Stats"])
         self.assertEqual(len(client._operations), 0, "released operations leave no routing state")
         self.assertFalse(client.failed)
+
+    def test_threads_calling_at_once_each_get_their_own_reply(self):
+        # replies come late and out of step with the callers, so the read role passes between them
+        rng = random.Random(7)
+
+        def script(rid, request):
+            time.sleep(rng.random() / 2000)
+            return [(rid, p.QueryResult(request.operation_id, request.revision, p.QueryStatus.FINAL, False, 0, []))]
+        _, client = self.start(script)
+        wrong: list = []
+
+        def caller(base):
+            for k in range(150):
+                op = base * 1000 + k + 1
+                r = client.poll(op, k % 7)
+                if (r.operation_id, r.revision) != (op, k % 7):
+                    wrong.append((op, r))
+        threads = [threading.Thread(target=caller, args=(t,)) for t in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        self.assertFalse(any(t.is_alive() for t in threads), "every caller got all its replies")
+        self.assertEqual(wrong, [])
+        self.assertEqual(client._followers, {}, "no caller is left waiting for the read role")
+
+    def test_a_lost_connection_is_noticed_without_a_call(self):
+        manager, client = self.start(lambda rid, request: [])
+        self.assertFalse(client.failed)
+        manager.drop_connection()
+        deadline = time.monotonic() + 5
+        while not client.failed and time.monotonic() < deadline:
+            time.sleep(0.005)
+        self.assertTrue(client.failed, "the idle reader saw the Manager close the connection")
+        with self.assertRaises(ConnectionError):
+            client.stats()
 
     def test_unsolicited_stale_epoch_fails_pending_calls(self):
         _, client = self.start(lambda rid, request: [(0, p.Error(p.ErrorCode.STALE_EPOCH, "epoch 2 registered"))])
