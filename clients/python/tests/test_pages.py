@@ -12,7 +12,7 @@ import time
 import unittest
 
 from orbitkv.identity import EngineIdentity
-from orbitkv.pages import ManagerPages
+from orbitkv.pages import MAX_PARKED_OPERATIONS, ManagerPages
 from tests.test_manager import JAR, ManagerProcess, wait_for
 
 PAGE_BYTES = 64 * 1024
@@ -102,7 +102,34 @@ class ManagerPagesTest(unittest.TestCase):
             self.assertEqual(found, [True, False, True, True, False, False])
             self.assertEqual(got, {0: image(0), 2: image(2), 3: image(3)})
             self.assertEqual(store._client.stats()["leases"], 0)
-            self.assertEqual(len(store._client._operations), 0, "the client keeps no operation state")
+            self.assertEqual(len(store._client._operations), len(store._parked),
+                             "the client keeps state only for the parked misses' operations")
+        finally:
+            store.close()
+
+    def test_a_missed_lookup_parks_its_operation_and_the_next_lookup_replaces_it(self):
+        store = ManagerPages(self.manager.socket, identity())
+        try:
+            page_names = names(3, b"park")
+            self.assertEqual(store.contains(page_names), 0)
+            self.assertEqual(len(store._parked), 1, "the miss's operation is kept, not released")
+            (op, revision), = store._parked
+            store.write([(n, image(i)) for i, n in enumerate(page_names)])
+            got = {}
+            self.assertEqual(store.read_into(page_names, lambda i, view: got.__setitem__(i, bytes(view))), 3,
+                             "the next lookup asks again at the next revision and finds what was published since")
+            self.assertEqual(got, {i: image(i) for i in range(3)})
+            self.assertEqual(store._parked, [], "a hit is released, never parked")
+            wait_for(lambda: store._client.stats()["leases"] == 0, "the hit's leases released")
+            self.assertNotIn(op, store._client._operations._ops, "the hit's RELEASE ended the parked operation")
+            misses = [[os.urandom(32)] for _ in range(MAX_PARKED_OPERATIONS + 10)]
+            self.assertEqual(store.present_each([m[0] for m in misses]), [False] * len(misses))
+            self.assertEqual(len(store._parked), MAX_PARKED_OPERATIONS, "parking is bounded")
+            for m in misses[:5]:
+                self.assertEqual(store.contains(m), 0)
+            self.assertEqual(len(store._parked), MAX_PARKED_OPERATIONS, "lookups reuse parked operations")
+            self.assertEqual(store._client.stats()["leases"], 0, "a miss holds nothing")
+            self.assertEqual(store.snapshot()["failures_error"], 0)
         finally:
             store.close()
 
