@@ -121,7 +121,9 @@ public record RecoveryContract(int pageTokens, List<StateGroup> groups) {
     /**
      * Selects the largest legal boundary. Candidates are scanned from the cap down; each refused
      * one is reported (up to {@code maxReportedRejections}, then only counted) with its first
-     * blocking group.
+     * blocking group. Once no more are reported, the candidates above a full group's first missing
+     * page are counted without being checked one by one (each is blocked by that group), so a
+     * miss of an n-page prompt costs a few checks instead of n.
      *
      * @throws IllegalArgumentException if the coverage does not {@link Coverage#validateFor fit}
      *         this contract, the origin is negative or not page-aligned, or the prompt is empty
@@ -136,15 +138,36 @@ public record RecoveryContract(int pageTokens, List<StateGroup> groups) {
         long cap = capTokens(promptTokens);
         List<Rejection> rejected = new ArrayList<>(Math.min(maxReportedRejections, 64));
         long rejectedCount = 0;
-        for (long t = cap; t > originTokens; t -= pageTokens) {
+        for (long t = cap; t > originTokens; ) {
             Optional<Rejection> blocker = firstBlocker(coverage, t, originTokens);
             if (blocker.isEmpty()) {
                 return new BoundarySelection.Hit(t, requiredRanges(t, originTokens), rejected, rejectedCount);
             }
             rejectedCount++;
-            if (rejected.size() < maxReportedRejections) rejected.add(blocker.get());
+            if (rejected.size() < maxReportedRejections) {
+                rejected.add(blocker.get());
+                t -= pageTokens;
+                continue;
+            }
+            long next = Math.max(originTokens, highestUnblockedByFullGroups(coverage, t, originTokens));
+            rejectedCount += (t - pageTokens - next) / pageTokens; // the candidates in (next, t)
+            t = next;
         }
         return new BoundarySelection.NoHit(originTokens, rejected, rejectedCount);
+    }
+
+    /**
+     * The highest candidate below {@code t} that no full group blocks: a boundary needs every page
+     * of a full group from the origin up to it, so none lies above a full group's first missing page.
+     */
+    private long highestUnblockedByFullGroups(Coverage coverage, long t, long originTokens) {
+        long below = t / pageTokens - 1;
+        for (StateGroup g : groups) {
+            if (g instanceof StateGroup.Full f) {
+                below = Math.min(below, coverage.pagesOf(f.id()).firstMissing(originTokens / pageTokens, t / pageTokens));
+            }
+        }
+        return below * pageTokens;
     }
 
     private Optional<Rejection.Reason> blocker(StateGroup g, Coverage coverage, long t, long origin) {

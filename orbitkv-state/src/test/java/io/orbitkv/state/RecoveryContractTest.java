@@ -43,6 +43,47 @@ class RecoveryContractTest {
     }
 
     @Test
+    void countingPastAFullGroupsMissingPageSelectsWhatTheOneByOneScanSelects() {
+        // with no rejection left to report, candidates above a full group's first missing page are
+        // counted in bulk; with every rejection reported, each candidate is checked: same answer
+        java.util.Random random = new java.util.Random(20261206);
+        for (int round = 0; round < 2_000; round++) {
+            int p = 1 + random.nextInt(4) * 4;
+            List<StateGroup> groups = new java.util.ArrayList<>(List.of(new StateGroup.Full(0)));
+            if (random.nextBoolean()) groups.add(new StateGroup.Full(1));
+            if (random.nextBoolean()) groups.add(new StateGroup.SlidingWindow(2, p * (1 + random.nextInt(6)), random.nextInt(3) * p));
+            if (random.nextBoolean()) groups.add(new StateGroup.Recurrent(3));
+            java.util.Collections.shuffle(groups, random);
+            RecoveryContract contract = new RecoveryContract(p, groups);
+            int pages = 1 + random.nextInt(60);
+            Map<Integer, GroupCoverage> byGroup = new java.util.HashMap<>();
+            for (StateGroup g : groups) {
+                if (g instanceof StateGroup.Recurrent) {
+                    long[] at = random.longs(random.nextInt(4), 1, pages + 1).map(k -> k * p).distinct().sorted().toArray();
+                    byGroup.put(g.id(), GroupCoverage.checkpoints(at));
+                } else {
+                    List<PageRange> ranges = new java.util.ArrayList<>();
+                    for (long start = random.nextInt(3); start < pages; ) {
+                        long end = Math.min(pages, start + 1 + random.nextInt(20));
+                        ranges.add(new PageRange(start, end));
+                        start = end + 1 + random.nextInt(3);
+                    }
+                    byGroup.put(g.id(), GroupCoverage.pages(ranges));
+                }
+            }
+            Coverage coverage = Coverage.of(byGroup);
+            long prompt = 1 + random.nextInt(pages * p + p);
+            long origin = random.nextInt(3) == 0 ? (long) random.nextInt(Math.max(1, (int) (prompt / p))) * p : 0;
+            BoundarySelection counted = contract.select(coverage, prompt, origin, random.nextInt(3));
+            BoundarySelection scanned = contract.select(coverage, prompt, origin, Integer.MAX_VALUE);
+            assertThat(counted.boundaryTokens()).as("round %d", round).isEqualTo(scanned.boundaryTokens());
+            assertThat(counted.hit()).isEqualTo(scanned.hit());
+            assertThat(counted.rejectedCount()).as("round %d", round).isEqualTo(scanned.rejectedCount());
+            assertThat(scanned.rejected().subList(0, counted.rejected().size())).isEqualTo(counted.rejected());
+        }
+    }
+
+    @Test
     void atLeastOnePromptTokenIsComputed() {
         RecoveryContract full = new RecoveryContract(16, List.of(new StateGroup.Full(0)));
         Coverage all = Coverage.of(Map.of(0, GroupCoverage.pages(List.of(new PageRange(0, 100)))));
