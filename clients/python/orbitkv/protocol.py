@@ -1147,6 +1147,14 @@ class _Reader:
         self.pos = pos + layout.size
         return layout.unpack_from(self.body, pos)[0]
 
+    def fields(self, layout: struct.Struct, field: str) -> tuple:
+        """The next ``layout.size`` bytes unpacked with ``layout``."""
+        pos = self.pos
+        if len(self.body) - pos < layout.size:
+            self._take(layout.size, field)  # raises the truncation error
+        self.pos = pos + layout.size
+        return layout.unpack_from(self.body, pos)
+
     def u8(self, field: str) -> int:
         return self._unpack("<B", field)
 
@@ -1223,6 +1231,9 @@ def _code(enum_type, value: int, field: str):
         raise _bad(f"unknown {field} {value}") from None
 
 
+_FRAME_TYPES = {t.value: t for t in FrameType}
+
+
 class FrameDecoder:
     """Decodes frames travelling ``accepting`` (a client accepts TO_CLIENT) under ``limits``.
 
@@ -1255,10 +1266,7 @@ class FrameDecoder:
         if version != VERSION:
             raise MalformedFrame(ErrorCode.UNSUPPORTED_VERSION, f"version {version} is not {VERSION}",
                                  request_id, length)
-        try:
-            frame_type = FrameType(type_code)
-        except ValueError:
-            frame_type = None
+        frame_type = _FRAME_TYPES.get(type_code)
         wanted = self.accepting == Direction.TO_MANAGER
         if frame_type is None or frame_type.to_manager != wanted:
             raise MalformedFrame(ErrorCode.UNKNOWN_OPERATION, f"frame type 0x{type_code:04x} is unknown or does "
@@ -1278,6 +1286,8 @@ class FrameDecoder:
         return Decoded(request_id, frame, length)
 
     def _body(self, t: FrameType, r: _Reader):
+        if t is FrameType.QUERY_RESULT:  # the most frequent frame a client reads
+            return self._query_result(r)
         lim = self.limits
         if t == FrameType.REGISTER:
             epoch = r.u63("epoch")
@@ -1451,34 +1461,93 @@ class FrameDecoder:
         return Registered(incarnation, epoch, limits, ticket, socket_path, tuple(arenas))
 
     def _query_result(self, r: _Reader) -> QueryResult:
+        """QUERY_RESULT (6.3), on every round trip's path: fixed parts read with one compiled layout
+        each, every rule of the frame's dataclasses checked here once, and the objects built
+        without running those checks again (:func:`_decoded`)."""
         lim = self.limits
-        op, revision = r.u63("operation_id"), r.u31("revision")
-        status = _code(QueryStatus, r.u8("status"), "status")
-        hit = r.flag("hit")
-        n = r.count("group_count", r.u16("group_count"), lim.max_groups_per_query, "maxGroupsPerQuery", 8)
-        boundary = r.u63("boundary_tokens")
-        groups, pages = [], 0
+        op, revision, status_code, hit_code, n, boundary = r.fields(_QR_HEAD, "QUERY_RESULT header")
+        if not 1 <= op <= U63_MAX:
+            raise _bad(f"operation_id must be an integer in [1, {U63_MAX}]: {op}")
+        if revision > U31_MAX:
+            raise _bad(f"revision exceeds 2^31-1: {revision}")
+        status = _QUERY_STATUS.get(status_code)
+        if status is None:
+            raise _bad(f"unknown status {status_code}")
+        if hit_code > 1:
+            raise _bad(f"hit must be 0 or 1: {hit_code}")
+        hit = hit_code == 1
+        r.count("group_count", n, lim.max_groups_per_query, "maxGroupsPerQuery", 8)
+        if boundary > U63_MAX:
+            raise _bad(f"boundary_tokens exceeds 2^63-1: {boundary}")
+        allowed = None if status != QueryStatus.FINAL else (_FINAL_HIT_STATES if hit else _FINAL_MISS_STATES)
+        groups, gids, pages = [], set(), 0
         for _ in range(n):
-            gid = r.u31("group_id")
-            spans_n = r.count("span_count", r.u16("span_count"), MAX_SPANS_PER_GROUP, "MAX_SPANS_PER_GROUP", 12)
-            r.zero16("pad")
-            spans = []
+            gid, spans_n, pad = r.fields(_QR_GROUP, "group")
+            if gid > U31_MAX:
+                raise _bad(f"group_id exceeds 2^31-1: {gid}")
+            if pad:
+                raise _bad("reserved pad must be 0")
+            r.count("span_count", spans_n, MAX_SPANS_PER_GROUP, "MAX_SPANS_PER_GROUP", 12)
+            if gid in gids:
+                raise _bad("group ids must be distinct")
+            gids.add(gid)
+            spans, end_page = [], 0
             for _ in range(spans_n):
-                first, count = r.u63("first_page"), r.u31("page_count")
+                first, count = r.fields(_QR_SPAN, "span")
+                if first > U63_MAX or count > U31_MAX:
+                    raise _bad(f"span first_page {first} or page_count {count} out of range")
+                if count < 1:
+                    raise _bad(f"span page count must be an integer in [1, {U31_MAX}]: 0")
+                if first < end_page:
+                    raise _bad(f"spans of group {gid} must ascend without overlap")
                 pages += count
                 r.count("pages of the result", pages, lim.max_pages_per_query, "maxPagesPerQuery", 0)
                 r.count("page_count", count, U31_MAX, "", 1)
                 entries = []
                 for _ in range(count):
-                    state = _code(PageState, r.u8("state"), "state")
-                    lease = None
+                    state = _PAGE_STATES.get(r.u8("state"))
+                    if state is None:
+                        raise _bad(f"unknown state {r.body[r.pos - 1]}")
+                    if allowed is not None and state not in allowed:
+                        raise _bad(f"a FINAL {'hit' if hit else 'miss'} cannot have a {state.name} page "
+                                   f"(group {gid})")
                     if state == PageState.RESIDENT:
-                        arena, offset = r.u31("arena_index"), r.u63("offset_bytes")
-                        lease = Lease(arena, offset, r.u31("length_bytes"))
-                    entries.append(PageResult(state, lease))
-                spans.append(Span(first, tuple(entries)))
-            groups.append(GroupResult(gid, tuple(spans)))
-        return QueryResult(op, revision, status, hit, boundary, tuple(groups))
+                        arena, offset, length = r.fields(_QR_LEASE, "lease")
+                        if arena > U31_MAX or offset > U63_MAX or not 1 <= length <= U31_MAX:
+                            raise _bad(f"lease ({arena}, {offset}, {length}) out of range")
+                        entries.append(_decoded(PageResult, state, _decoded(Lease, arena, offset, length)))
+                    else:
+                        entries.append(_decoded(PageResult, state, None))
+                spans.append(_decoded(Span, first, tuple(entries)))
+                end_page = first + count
+            groups.append(_decoded(GroupResult, gid, tuple(spans)))
+        return _decoded(QueryResult, op, revision, status, hit, boundary, tuple(groups))
+
+
+#: QUERY_RESULT's fixed parts (6.3): header (operation, revision, status, hit, group count,
+#: boundary), group (id, span count, pad), span (first page, page count), lease (arena, offset, length)
+_QR_HEAD = struct.Struct("<QIBBHQ")
+_QR_GROUP = struct.Struct("<IHH")
+_QR_SPAN = struct.Struct("<QI")
+_QR_LEASE = struct.Struct("<IQI")
+_QUERY_STATUS = {s.value: s for s in QueryStatus}
+_PAGE_STATES = {s.value: s for s in PageState}
+_FINAL_HIT_STATES = frozenset((PageState.RESIDENT, PageState.READY))
+_FINAL_MISS_STATES = frozenset((PageState.MISS, PageState.CANDIDATE))
+
+
+_FIELD_NAMES: dict = {}
+
+
+def _decoded(cls, *values):
+    """An instance of the frozen dataclass ``cls`` with ``values`` as its fields, in order, without
+    its ``__post_init__``: only for a decoder that has checked every rule of ``cls`` itself."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    obj = object.__new__(cls)
+    obj.__dict__.update(zip(names, values))  # what a frozen dataclass's own __init__ does, less its checks
+    return obj
 
 
 def decode_all(data: bytes, accepting: Direction, limits: Limits = DEFAULT_LIMITS) -> List[Decoded]:

@@ -376,6 +376,42 @@ class Refusals(unittest.TestCase):
         data[28] = p.QueryStatus.FINAL
         self.refused(bytes(data), p.ErrorCode.MALFORMED, True)
 
+    def test_query_result_rules_hold_for_what_is_decoded(self):
+        # frames the encoder writes from objects built past their checks, each breaking one rule
+        # that the dataclasses enforce; the decoder must refuse each as MALFORMED (and skippable)
+        raw = p._decoded
+        lease = p.Lease(0, 4096, 4096)
+
+        def result(status, hit, groups, op=5):
+            return raw(p.QueryResult, op, 1, status, hit, 32, tuple(groups))
+
+        def group(gid, *spans):
+            return raw(p.GroupResult, gid, tuple(spans))
+
+        def span(first, *states):
+            return raw(p.Span, first, tuple(raw(p.PageResult, s, lease if s == p.PageState.RESIDENT else None)
+                                           for s in states))
+        resident, miss = p.PageState.RESIDENT, p.PageState.MISS
+        cases = {
+            "operation id 0": result(p.QueryStatus.FINAL, True, [group(0, span(0, resident))], op=0),
+            "a FINAL miss with a RESIDENT page": result(p.QueryStatus.FINAL, False, [group(0, span(0, resident))]),
+            "a FINAL hit with a MISS page": result(p.QueryStatus.FINAL, True, [group(0, span(0, miss))]),
+            "duplicate group ids": result(p.QueryStatus.PENDING, False, [group(0, span(0, miss)), group(0, span(0, miss))]),
+            "overlapping spans": result(p.QueryStatus.PENDING, False, [group(0, span(0, miss, miss), span(1, miss))]),
+            "an empty span": result(p.QueryStatus.PENDING, False, [group(0, span(0))]),
+            "a lease of 0 bytes": result(p.QueryStatus.FINAL, True, [group(0, raw(p.Span, 0, (
+                raw(p.PageResult, resident, raw(p.Lease, 0, 0, 0)),)))]),
+        }
+        for what, frame in cases.items():
+            with self.subTest(what):
+                self.refused(p.encode(3, frame), p.ErrorCode.MALFORMED, True)
+        good = p.QueryResult(5, 1, p.QueryStatus.FINAL, True, 32, [p.GroupResult(0, [p.Span(0, [
+            p.PageResult(resident, lease), p.PageResult(resident, p.Lease(1, 8192, 4096))]), p.Span(5, [
+            p.PageResult(p.PageState.READY)])]), p.GroupResult(7, [])])
+        decoded = TO_CLIENT.decode(p.encode(3, good)).frame
+        self.assertEqual(decoded, good)
+        self.assertEqual(hash(decoded), hash(good))
+
     def test_counts_over_budget_are_too_large_before_allocation(self):
         small = p.FrameDecoder(p.Limits(max_ids_per_settle=2), p.Direction.TO_CLIENT)
         committed = p.encode(1, p.Committed([p.SettleOutcome.SEALED] * 3))
