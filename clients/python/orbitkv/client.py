@@ -129,15 +129,21 @@ class Region:
         return self.mapping[start:start + self.page_bytes]
 
 
+#: guards the lazy creation of every waiter's event (held for an allocation, never while waiting)
+_EVENT_LOCK = threading.Lock()
+
+
 class _Waiter:
     """One awaited reply or event: ``done`` once :meth:`set`. ``reader``: the connection's
     ``Client._read_until`` (the waiting thread reads the socket itself while nobody else does), or
-    None to wait to be woken. ``event`` wakes a thread waiting for it: when it is done, or when the
-    read role is handed to it (``done`` still False)."""
-    __slots__ = ("event", "done", "value", "error", "reader")
+    None to wait to be woken. A thread that has to sleep for it (:meth:`sleep`) is woken when it is
+    done, or when the read role is handed to it (:meth:`wake`, ``done`` still False). The event
+    behind that is made only when a thread sleeps or is woken: a caller that reads its own reply
+    never needs one (an Event costs 2 us to make)."""
+    __slots__ = ("_event", "done", "value", "error", "reader")
 
     def __init__(self, reader: Optional[Callable[["_Waiter", float], None]] = None):
-        self.event = threading.Event()
+        self._event: Optional[threading.Event] = None
         self.done = False
         self.value = None
         self.error: Optional[BaseException] = None
@@ -146,14 +152,36 @@ class _Waiter:
     def set(self, value=None, error: Optional[BaseException] = None) -> None:
         self.value, self.error = value, error
         self.done = True
-        self.event.set()
+        event = self._event  # read after done: a sleeper that made its event later sees done first
+        if event is not None:
+            event.set()
+
+    def _wake_event(self) -> threading.Event:
+        if self._event is None:
+            with _EVENT_LOCK:
+                if self._event is None:
+                    self._event = threading.Event()
+        return self._event
+
+    def sleep(self, timeout: float) -> None:
+        """Sleeps until done, woken by :meth:`wake`, or ``timeout`` s; clears a wake-up that found
+        it not done."""
+        event = self._wake_event()
+        if not self.done:
+            event.wait(timeout)
+        if not self.done:
+            event.clear()
+
+    def wake(self) -> None:
+        """Wakes the thread sleeping for this waiter (or the next :meth:`sleep` at once)."""
+        self._wake_event().set()
 
     def wait(self, timeout: float, what: str):
         if not self.done:
             if self.reader is not None:
                 self.reader(self, timeout)
             else:
-                self.event.wait(timeout)
+                self.sleep(timeout)
         if not self.done:
             raise TimeoutError(f"{what}: no answer within {timeout} s")
         if self.error is not None:
@@ -631,13 +659,12 @@ class Client:
                         self._read_available()
                 finally:
                     self._read_lock.release()
-                    self._hand_over()
+                    if self._followers:
+                        self._hand_over()
                 continue
-            waiter.event.wait(remaining)
+            waiter.sleep(remaining)  # until answered, or handed the read role: then try the lock again
             with self._followers_lock:
                 self._followers.pop(waiter, None)
-            if not waiter.done:
-                waiter.event.clear()  # handed the read role (or timed out): try the lock again
         if self._followers and not self._read_lock.locked():
             self._hand_over()  # the role may have been handed to this waiter as it was answered
 
@@ -646,7 +673,7 @@ class Client:
         with self._followers_lock:
             for follower in self._followers:
                 del self._followers[follower]
-                follower.event.set()
+                follower.wake()
                 return
 
     def _read_loop(self) -> None:

@@ -193,8 +193,9 @@ class ManagerPages:
         the id :meth:`prepare` returned for this request; the QUERY reuses it when the prepare went
         out on this connection, so it takes the prepare over (its staged pages are leased and
         counted as consumed, the rest let go)."""
-        self._count("lookups")
-        self._count("lookup_pages", len(names))
+        with self._lock:
+            self.stats["lookups"] += 1
+            self.stats["lookup_pages"] += len(names)
         if not names:
             return Lookup(self, 0, False)
         try:

@@ -411,8 +411,10 @@ class QueryGroup:
 
     def __post_init__(self) -> None:
         _check_int("group_id", self.group_id, 0, U31_MAX)
-        object.__setattr__(self, "key_form", KeyForm(self.key_form))
-        object.__setattr__(self, "hashes", tuple(self.hashes))
+        if type(self.key_form) is not KeyForm:
+            object.__setattr__(self, "key_form", KeyForm(self.key_form))
+        if type(self.hashes) is not tuple:
+            object.__setattr__(self, "hashes", tuple(self.hashes))
         width = self.hash_bytes or (len(self.hashes[0]) if self.hashes
                                     else STATE_KEY_BYTES if self.key_form == KeyForm.STATE_KEY else 8)
         _check_hash("hash width", self.key_form, bytes(width))
@@ -442,7 +444,8 @@ class Query:
     def __post_init__(self) -> None:
         _check_int("operation_id", self.operation_id, 1, U63_MAX)
         _check_int("revision", self.revision, 0, U31_MAX)
-        object.__setattr__(self, "target", CompletionTarget(self.target))
+        if type(self.target) is not CompletionTarget:
+            object.__setattr__(self, "target", CompletionTarget(self.target))
         _check_int("prompt_tokens", self.prompt_tokens, 1, U63_MAX)
         _check_int("origin_tokens", self.origin_tokens, 0, self.prompt_tokens - 1)
         _check_int("prefill_tokens_per_second", self.prefill_tokens_per_second, 0, U31_MAX)
