@@ -5,7 +5,8 @@ Starts one Manager (``ORBITKV_JAR``; ``JAVA``, default ``java``, must be a JDK 2
 12,000 QUERYs, then prints medians of, interleaved round by round: ``ManagerPages.lookup`` of one
 never-stored name (QUERY, FINAL miss, its operation ended), the client's bare ``Client.query`` of
 one such name, and the same QUERY frame encoded ahead and its reply read inline on a connection of
-its own; then encoding one QUERY frame, and a 200-byte echo over a Unix socket pair of processes,
+its own; then ``present_each`` of 8 names of which 4 are stored (LMCache's exists); then encoding
+one QUERY frame, and a 200-byte echo over a Unix socket pair of processes,
 read directly and through a reader thread that wakes the caller with an ``Event``. Stdlib only;
 about 20 s.
 
@@ -104,7 +105,9 @@ def manager_split() -> None:
         raw = RawConnection(sock, pages.namespace, pages.contract)
         for op in range(1, WARM_UP + 1):
             raw.query_then_release(op, os.urandom(32))
-        lookups, queries, raws = [], [], []
+        stored = [os.urandom(32) for _ in range(4)]
+        pages.write([(name, bytes(64 * 1024)) for name in stored])
+        lookups, queries, raws, each = [], [], [], []
         for i in range(ROUNDS):
             name = os.urandom(32)
             start = time.perf_counter()
@@ -116,6 +119,12 @@ def manager_split() -> None:
             queries.append(time.perf_counter() - start)
             client.release_nowait([op])
             raws.append(raw.query_then_release(WARM_UP + 1 + i, os.urandom(32)))
+        for _ in range(ROUNDS):  # after the others: its RELEASEs' replies would be read by their calls
+            start = time.perf_counter()
+            found = pages.present_each(stored + [os.urandom(32) for _ in range(4)])
+            each.append(time.perf_counter() - start)
+            if found != [True] * 4 + [False] * 4:
+                raise RuntimeError(f"present_each answered {found}")
         start = time.perf_counter()
         for _ in range(ROUNDS):
             p.encode(5, p.Query(1, 0, p.CompletionTarget.HOST_READY, 17, 0,
@@ -126,6 +135,7 @@ def manager_split() -> None:
         print(f"ManagerPages.lookup, one missing name: p50 {median_us(lookups):.1f} us")
         print(f"Client.query, one missing name:        p50 {median_us(queries):.1f} us")
         print(f"raw QUERY frame, reply read inline:     p50 {median_us(raws):.1f} us")
+        print(f"present_each, 8 names of which 4 stored: p50 {median_us(each):.1f} us")
         print(f"encoding one QUERY frame:               {encode * 1e6:.1f} us")
     finally:
         proc.send_signal(signal.SIGTERM)
