@@ -180,8 +180,9 @@ public final class QueryPlanner {
         List<StateKey> out = new ArrayList<>();
         for (Request.QueryGroup qg : query.groups()) {
             long to = Math.min(capPage, qg.hashes().count());
+            GroupKeys groupKeys = keysOf(qg, scope);
             for (long page = Math.max(fromPage, query.originTokens() / p); page < to && out.size() < limit; page++) {
-                StateKey key = key(qg, scope, (int) page);
+                StateKey key = groupKeys.key((int) page);
                 if (!store.holdsLocally(key, scope.namespaceId(), scope.digest())) {
                     out.add(key);
                 }
@@ -211,7 +212,8 @@ public final class QueryPlanner {
         boolean dramOnly = sources == Sources.DRAM;
         int n = (int) Math.max(0, to - from);
         Found f = new Found(qg.groupId(), from, n);
-        DramTier.RunKeys keyOf = i -> key(qg, scope, (int) (from + i));
+        GroupKeys groupKeys = keysOf(qg, scope);
+        DramTier.RunKeys keyOf = i -> groupKeys.key((int) (from + i));
         // Runs of DRAM-resident pages are leased in bulk (one slot-table lock trip per run); the
         // page a run stops at, and every page when some keys are excluded, takes the full lookup.
         boolean runs = excluded.isEmpty();
@@ -252,9 +254,15 @@ public final class QueryPlanner {
         return f;
     }
 
-    /** The key of page {@code index} of {@code qg}, derived (or found in {@link #keys}) in the session's namespace. */
-    private StateKey key(Request.QueryGroup qg, SessionScope scope, int index) {
-        return qg.form() == KeyForm.BLOCK_HASH ? keys.key(scope, qg.groupId(), qg.hashes(), index) : qg.hashes().key(index);
+    /** Page {@code index}'s key in one group's key source ({@link #keysOf}), in the session's namespace. */
+    private interface GroupKeys {
+        StateKey key(int index);
+    }
+
+    /** The key source of one group of a QUERY: block hashes through {@link BlockKeyCache#prompt}, StateKeys as sent. */
+    private GroupKeys keysOf(Request.QueryGroup qg, SessionScope scope) {
+        if (qg.form() != KeyForm.BLOCK_HASH) return qg.hashes()::key;
+        return keys.prompt(scope, qg.groupId(), qg.hashes())::key;
     }
 
     private static QueryPlan.Hit keepRequired(BoundarySelection.Hit hit, List<Found> found, int p) {

@@ -5,6 +5,7 @@ import io.orbitkv.state.RecoveryContract;
 import io.orbitkv.state.StateGroup;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.StateKeys;
+import io.orbitkv.state.protocol.Hashes;
 import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
 import net.jqwik.api.constraints.IntRange;
@@ -39,6 +40,35 @@ class BlockKeyCacheProperties {
             byte[] hash = hashes[random.nextInt(hashes.length)].clone();
             StateKey got = cache.key(s, group, hash);
             assertThat(got).isEqualTo(StateKeys.forBlockHash(s.digestBytes(), group, hash));
+        }
+    }
+
+    @Property(tries = 40)
+    void promptKeysEqualTheDerivationWhenPromptsSharePrefixes(@ForAll long seed,
+                                                              @ForAll @IntRange(min = 1, max = 40) int width) {
+        // prompts that grow, fork and restart from a few stems, in two namespaces and two groups, read
+        // in random page order (as a planner that stops at a miss and resumes would): every key is
+        // the derivation's, whichever remembered prompt it came from
+        BlockKeyCache cache = new BlockKeyCache();
+        List<SessionScope> scopes = List.of(scope("model-a", 0), scope("model-b", 1));
+        Random random = new Random(seed);
+        byte[][] stem = new byte[3][];
+        for (int i = 0; i < stem.length; i++) {
+            stem[i] = new byte[width * 40];
+            random.nextBytes(stem[i]);
+        }
+        for (int round = 0; round < 200; round++) {
+            SessionScope s = scopes.get(random.nextInt(2));
+            int group = random.nextInt(2);
+            byte[] packed = stem[random.nextInt(stem.length)].clone();
+            int pages = 1 + random.nextInt(40);
+            if (random.nextInt(3) == 0) packed[random.nextInt(pages * width)] ^= 1; // fork somewhere
+            Hashes hashes = Hashes.packed(width, java.util.Arrays.copyOf(packed, pages * width));
+            BlockKeyCache.PromptKeys keys = cache.prompt(s, group, hashes);
+            for (int k = 0; k < pages; k++) {
+                int page = random.nextInt(pages);
+                assertThat(keys.key(page)).isEqualTo(StateKeys.forBlockHash(s.digestBytes(), group, hashes.get(page)));
+            }
         }
     }
 

@@ -95,6 +95,17 @@ public final class Hashes {
         return Arrays.equals(bytes, index * width, (index + 1) * width, other, 0, other.length);
     }
 
+    /**
+     * How many leading hashes {@code other} has in common with these (same width, same bytes, in
+     * order): one vectorized compare of the packed arrays; 0 when the widths differ.
+     */
+    public int commonPrefix(Hashes other) {
+        if (other.width != width) return 0;
+        int mismatch = Arrays.mismatch(bytes, other.bytes);
+        int sharedBytes = mismatch < 0 ? bytes.length : mismatch;
+        return sharedBytes / width;
+    }
+
     /** Hash {@code index} read as a StateKey; requires a width of 32. */
     public StateKey key(int index) {
         if (width != StateKey.BYTES) throw new IllegalStateException("hashes of width " + width + " are not keys");
