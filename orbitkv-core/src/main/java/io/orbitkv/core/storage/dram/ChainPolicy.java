@@ -258,9 +258,7 @@ final class ChainPolicy implements EvictionPolicy {
         for (int list = 0; list < heads.length; list++) {
             int slot = tails[list];
             for (int i = 0; i < maxSlots && slot != NONE; i++, slot = prev[slot]) {
-                if (classIndex >= 0 && slots.classOf(slot) != classIndex) continue;
-                if (held[slot] || (unleasedOnly && !slots.residentUnleasedLocked(slot))) continue;
-                if (slots.guardedLocked(slot)) continue; // a tenant's guarantee: not for others' sake
+                if (held[slot] || !slots.victimCandidateLocked(slot, classIndex, unleasedOnly)) continue;
                 double value = value(slot);
                 if (value < bestValue) {
                     bestValue = value;

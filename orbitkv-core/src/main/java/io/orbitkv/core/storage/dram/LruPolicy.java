@@ -141,10 +141,9 @@ final class LruPolicy implements EvictionPolicy {
     private Optional<Victim> leastRecentLocked(SlotTable slots, int classIndex, boolean unleasedOnly, int maxSlots) {
         int slot = tail;
         for (int i = 0; i < maxSlots && slot != NONE; i++, slot = prev[slot]) {
-            if (classIndex >= 0 && slots.classOf(slot) != classIndex) continue;
-            if (unleasedOnly && !slots.residentUnleasedLocked(slot)) continue;
-            if (slots.guardedLocked(slot)) continue; // a tenant's guarantee: not for others' sake
-            return Optional.of(new Victim(slot, slots.imageIdLocked(slot)));
+            if (slots.victimCandidateLocked(slot, classIndex, unleasedOnly)) {
+                return Optional.of(new Victim(slot, slots.imageIdLocked(slot)));
+            }
         }
         return Optional.empty();
     }

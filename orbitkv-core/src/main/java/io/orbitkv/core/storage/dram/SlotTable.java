@@ -539,6 +539,17 @@ final class SlotTable {
         return tenants.guardedLocked(slot, classSlotBytes[classOf(slot)]);
     }
 
+    /**
+     * Whether a list policy may name {@code slot} a victim in its walk from the least recent end:
+     * of class {@code classIndex} ({@code -1}: any), holding no lease when {@code unleasedOnly}, and
+     * not within its tenant's DRAM guarantee (never for others' sake). Inside {@link #locked}.
+     */
+    boolean victimCandidateLocked(int slot, int classIndex, boolean unleasedOnly) {
+        if (classIndex >= 0 && classOf(slot) != classIndex) return false;
+        if (unleasedOnly && !residentUnleasedLocked(slot)) return false;
+        return !guardedLocked(slot);
+    }
+
     /** The tenant charges of the slots (read through {@link #locked}, see {@link TenantSlots}). */
     TenantSlots tenants() {
         return tenants;
