@@ -8,25 +8,30 @@ RELEASEs not waited for). Prints the p50 of one call and the recording's path (a
 
 usage: ORBITKV_JAR=... PYTHONPATH=clients/python python3 lookup_jfr_probe.py [FILE.jfr]
 """
-import os, sys, time, statistics, subprocess, re, tempfile, signal
+import os
+import statistics
+import sys
+import time
+
+from bench_manager import ManagerProcess
 from orbitkv.pages import ManagerPages
 from orbitkv.state import Namespace
 
 JFR = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "lookup.jfr")
-tmp = tempfile.mkdtemp(); shm = tempfile.mkdtemp(dir="/dev/shm")
-proc = subprocess.Popen([os.environ.get("JAVA", "java"), "-XX:StartFlightRecording=filename=" + JFR + ",settings=profile", "--enable-native-access=ALL-UNNAMED", "-jar", os.environ["ORBITKV_JAR"], "manager", "--dram-bytes", "1g", "--ssd-bytes", "128m", "--ssd-policy", "on-evict", "--http", "0", "--dram-dir", shm + "/d", "--ssd-dir", tmp + "/s", "--socket", tmp + "/m.sock"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=tmp)
-line = proc.stdout.readline()
-while "ready" not in line: line = proc.stdout.readline()
-sock = re.search(r"socket=(\S+)", line).group(1)
-pages = ManagerPages(sock, Namespace("m", "r", "sha256:w", "sha256:t", "", "bf16", "nhd", 16, 1, 0, 1, 0, 1))
-payload = os.urandom(64 * 1024)
-stored = [os.urandom(32) for _ in range(64)]
-pages.write([(n, payload) for n in stored])
-end = time.monotonic() + 20
-ts = []
-while time.monotonic() < end:
-    names = [os.urandom(32) if i % 2 else stored[i] for i in range(8)]
-    t = time.perf_counter(); pages.present_each(names); ts.append(time.perf_counter() - t)
-print("present_each(8) p50 %.3f ms over %d calls; recording %s" % (statistics.median(ts) * 1e3, len(ts), JFR))
-pages.close()
-proc.send_signal(signal.SIGTERM); proc.wait(60)
+with ManagerProcess(["--dram-bytes", "1g", "--ssd-bytes", "128m", "--ssd-policy", "on-evict"],
+                    java_options=["-XX:StartFlightRecording=filename=" + JFR + ",settings=profile"],
+                    prefix="lookup-jfr.") as manager:
+    pages = ManagerPages(manager.socket, Namespace("m", "r", "sha256:w", "sha256:t", "", "bf16", "nhd", 16,
+                                                   1, 0, 1, 0, 1))
+    payload = os.urandom(64 * 1024)
+    stored = [os.urandom(32) for _ in range(64)]
+    pages.write([(n, payload) for n in stored])
+    end = time.monotonic() + 20
+    ts = []
+    while time.monotonic() < end:
+        names = [os.urandom(32) if i % 2 else stored[i] for i in range(8)]
+        t = time.perf_counter()
+        pages.present_each(names)
+        ts.append(time.perf_counter() - t)
+    print("present_each(8) p50 %.3f ms over %d calls; recording %s" % (statistics.median(ts) * 1e3, len(ts), JFR))
+    pages.close()

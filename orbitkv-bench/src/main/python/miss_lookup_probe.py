@@ -16,16 +16,12 @@ usage: ORBITKV_JAR=orbitkv-server/target/orbitkv.jar PYTHONPATH=clients/python p
 from __future__ import annotations
 
 import os
-import re
-import shutil
-import signal
 import socket
 import statistics
-import subprocess
-import tempfile
 import threading
 import time
 
+from bench_manager import ManagerProcess
 from orbitkv import protocol as p
 from orbitkv.pages import ManagerPages
 from orbitkv.state import Namespace
@@ -36,17 +32,6 @@ WARM_UP = 12000
 
 def median_us(samples) -> float:
     return statistics.median(samples) * 1e6
-
-
-def ready_socket(proc: subprocess.Popen) -> str:
-    """The socket path of the Manager's ready line (its log lines may come first on stdout)."""
-    seen = []
-    for line in proc.stdout:
-        seen.append(line)
-        found = re.search(r"ready socket=(\S+)", line)
-        if found:
-            return found.group(1)
-    raise RuntimeError(f"the Manager exited ({proc.wait()}) before its ready line: {''.join(seen[-5:])}")
 
 
 class RawConnection:
@@ -89,15 +74,9 @@ def manager_split() -> None:
     """Warms the Manager's JIT first (its missing-QUERY round trip falls from ~140 to ~40 us over
     the first ~10,000 QUERYs), then interleaves the three kinds round by round, so each sees the
     same Manager."""
-    tmp = tempfile.mkdtemp(prefix="miss-probe.")
-    shm = tempfile.mkdtemp(prefix="miss-probe.", dir="/dev/shm")
-    proc = subprocess.Popen(
-        [os.environ.get("JAVA", "java"), "--enable-native-access=ALL-UNNAMED", "-jar",
-         os.path.abspath(os.environ["ORBITKV_JAR"]), "manager", "--dram-bytes", "256m", "--ssd-bytes", "64m",
-         "--http", "0", "--dram-dir", shm + "/d", "--ssd-dir", tmp + "/s", "--socket", tmp + "/m.sock"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp)
+    manager = ManagerProcess(["--dram-bytes", "256m", "--ssd-bytes", "64m"], prefix="miss-probe.")
     try:
-        sock = ready_socket(proc)
+        sock = manager.socket
         pages = ManagerPages(sock, Namespace("probe", "r", "sha256:w", "sha256:t", "", "bf16", "nhd", 16,
                                              1, 0, 1, 0, 1))
         pages.lookup([os.urandom(32)])
@@ -138,11 +117,7 @@ def manager_split() -> None:
         print(f"present_each, 8 names of which 4 stored: p50 {median_us(each):.1f} us")
         print(f"encoding one QUERY frame:               {encode * 1e6:.1f} us")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(60)
-        proc.stdout.close()
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(shm, ignore_errors=True)
+        manager.stop()
 
 
 def echo_split() -> None:

@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import collections
 import os
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
-from miss_lookup_probe import RawConnection, ready_socket
+from bench_manager import ManagerProcess, java_command
+from miss_lookup_probe import RawConnection
 from orbitkv import protocol as p
 from orbitkv.state import FullGroup, Namespace, RecoveryContract
 
@@ -42,15 +40,10 @@ PARTS = (("wait for the request, wake-up (Connection.fill)", "Connection.fill"),
 
 
 def main(hashes: int, out: str) -> None:
-    java = os.environ.get("JAVA", "java")
-    tmp, shm = tempfile.mkdtemp(prefix="mq-profile."), tempfile.mkdtemp(prefix="mq-profile.", dir="/dev/shm")
-    proc = subprocess.Popen(
-        [java, "-XX:+UnlockDiagnosticVMOptions", "-XX:+DebugNonSafepoints", "--enable-native-access=ALL-UNNAMED",
-         "-jar", os.path.abspath(os.environ["ORBITKV_JAR"]), "manager", "--dram-bytes", "256m", "--ssd-bytes", "64m",
-         "--http", "0", "--dram-dir", shm + "/d", "--ssd-dir", tmp + "/s", "--socket", tmp + "/m.sock"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp)
+    manager = ManagerProcess(["--dram-bytes", "256m", "--ssd-bytes", "64m"], prefix="mq-profile.",
+                             java_options=["-XX:+UnlockDiagnosticVMOptions", "-XX:+DebugNonSafepoints"])
     try:
-        raw = RawConnection(ready_socket(proc), Namespace("probe", "r", "sha256:w", "sha256:t", "", "bf16", "nhd",
+        raw = RawConnection(manager.socket, Namespace("probe", "r", "sha256:w", "sha256:t", "", "bf16", "nhd",
                                                            16, 1, 0, 1, 0, 1), RecoveryContract(16, [FullGroup(0)]))
         frames = [(p.encode(2 * op, p.Query(op, 0, p.CompletionTarget.HOST_READY, 16 * hashes + 1, 0,
                                             [p.QueryGroup(0, p.KeyForm.BLOCK_HASH,
@@ -70,18 +63,14 @@ def main(hashes: int, out: str) -> None:
                 i += 1
             return took
         loop(8)
-        profiler = subprocess.Popen([java, "-jar", AP_LOADER, "profiler", "-e", "cpu", "-i", "200us", "-t", "-d", "8",
-                                     "-o", "collapsed", "-f", os.path.abspath(out), str(proc.pid)],
+        profiler = subprocess.Popen([java_command(), "-jar", AP_LOADER, "profiler", "-e", "cpu", "-i", "200us", "-t", "-d", "8",
+                                     "-o", "collapsed", "-f", os.path.abspath(out), str(manager.proc.pid)],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         took = loop(10)
         profiler.wait(60)
         raw.sock.close()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(60)
-        proc.stdout.close()
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(shm, ignore_errors=True)
+        manager.stop()
     print(f"missing QUERY of {hashes} names, reply read inline: p50 {statistics.median(took) * 1e6:.1f} us "
           f"over {len(took)} round trips")
     parts, total = collections.Counter(), 0

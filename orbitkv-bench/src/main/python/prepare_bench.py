@@ -39,10 +39,7 @@ import hashlib
 import os
 import random
 import re
-import select
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -50,6 +47,7 @@ import time
 import urllib.request
 from collections import deque
 
+from bench_manager import ManagerProcess
 from orbitkv import protocol as p
 from orbitkv.client import Client
 from orbitkv.identity import EngineIdentity
@@ -58,47 +56,22 @@ from orbitkv.state import FullGroup, RecoveryContract
 
 PAGE_BYTES = 64 * 1024
 PAGE_TOKENS = 16
-READY = re.compile(r"orbitkv manager ready socket=(\S+) http=(\S+) ")
 MANAGER_ARGS = ["--dram-bytes", "128m", "--ssd-bytes", "512m", "--set", "dramSlotBytes=64k"]
 
 
-class Manager:
+class Manager(ManagerProcess):
     """A Manager process over ``ssd_dir`` (kept), with its own DRAM dir and socket (removed)."""
 
     def __init__(self, ssd_dir, log_path, *extra):
-        shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
-        self.tmp = tempfile.mkdtemp(prefix="okv-prep-")
-        self.dram = tempfile.mkdtemp(prefix="okv-prep-dram-", dir=shm)
-        java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
-        self.log = open(log_path, "w")
-        self.proc = subprocess.Popen(
-            [java, "--enable-native-access=ALL-UNNAMED", "-jar", os.environ["ORBITKV_JAR"], "manager",
-             *MANAGER_ARGS, "--http", "0", "--dram-dir", self.dram, "--ssd-dir", ssd_dir,
-             "--socket", os.path.join(self.tmp, "m.sock"), "--set", "regionDir=" + (shm or self.tmp), *extra],
-            stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=self.tmp)
-        ready, _, _ = select.select([self.proc.stdout], [], [], 90)
-        line = self.proc.stdout.readline() if ready else ""
-        match = READY.search(line)
-        if not match:
-            self.proc.kill()
-            raise RuntimeError(f"the Manager did not start ({line!r}); see {log_path}")
-        self.socket, self.http = match.group(1), match.group(2)
+        region_dir = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+        super().__init__([*MANAGER_ARGS, "--set", "regionDir=" + region_dir, *extra], log_path=log_path,
+                         ssd_dir=ssd_dir, prefix="okv-prep-")
 
     def metric(self, name, label=""):
         with urllib.request.urlopen(f"http://{self.http}/metrics", timeout=10) as r:
             text = r.read().decode()
         return sum(float(m.group(2)) for m in re.finditer(r"^" + re.escape(name) + r"(\{[^}]*\})?\s+(\S+)",
                                                           text, re.MULTILINE) if label in (m.group(1) or ""))
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        finally:
-            self.proc.stdout.close()
-            self.log.close()
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            shutil.rmtree(self.dram, ignore_errors=True)
 
 
 def namespace():

@@ -45,52 +45,16 @@ import argparse
 import json
 import mmap
 import os
-import re
-import select
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
 
-READY = re.compile(r"^orbitkv manager ready socket=(\S+) http=(\S+)")
+from bench_manager import ManagerProcess
+
 BLOCK_TOKENS = 16
-
-
-class Manager:
-    """One Manager process with its own directories; stopped with SIGTERM."""
-
-    def __init__(self, out_dir: str, dram: str):
-        self.tmp = tempfile.mkdtemp(prefix="bench-tier.")
-        self.shm = tempfile.mkdtemp(prefix="bench-tier.", dir="/dev/shm")
-        self.log = open(os.path.join(out_dir, "manager.log"), "w")
-        java = os.environ.get("JAVA", "java")
-        self.proc = subprocess.Popen(
-            [java, "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow", "-jar",
-             os.environ["ORBITKV_JAR"], "manager", "--dram-bytes", dram, "--ssd-bytes", "256m",
-             "--ssd-policy", "on-evict", "--http", "0", "--dram-dir", os.path.join(self.shm, "dram"),
-             "--ssd-dir", os.path.join(self.tmp, "ssd"), "--socket", os.path.join(self.tmp, "m.sock")],
-            stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=self.tmp)
-        ready, _, _ = select.select([self.proc.stdout], [], [], 90)
-        line = self.proc.stdout.readline() if ready else ""
-        match = READY.search(line)
-        if not match:
-            self.proc.kill()
-            raise RuntimeError(f"the Manager did not start ({line!r}); see {out_dir}/manager.log")
-        self.socket = match.group(1)
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        finally:
-            self.proc.stdout.close()
-            self.log.close()
-            shutil.rmtree(self.tmp, ignore_errors=True)
-            shutil.rmtree(self.shm, ignore_errors=True)
 
 
 class TierStack:
@@ -281,7 +245,9 @@ def main(argv) -> int:
     os.makedirs(args.out_dir, exist_ok=True)
     logging_setup()
     import orbitkv.vllm.tier  # noqa: F401 - fails early without PYTHONPATH or vLLM
-    manager = Manager(args.out_dir, args.dram)
+    manager = ManagerProcess(["--dram-bytes", args.dram, "--ssd-bytes", "256m", "--ssd-policy", "on-evict"],
+                             log_path=os.path.join(args.out_dir, "manager.log"), prefix="bench-tier.",
+                             java_options=["--sun-misc-unsafe-memory-access=allow"])
     workdir = tempfile.mkdtemp(prefix="bench-tier-model.")
     failures, rows, misses, warm_misses = [], [], [], []
     counter = iter(range(1, 1 << 62))
