@@ -638,19 +638,24 @@ class Client:
     def _read_until(self, waiter: _Waiter, timeout: float) -> None:
         """Returns once ``waiter`` is done or ``timeout`` s have passed: reads the socket itself
         while the read lock is free, else sleeps as a follower until the holder dispatches its
-        answer or hands it the read role. A follower registers before it tries the lock, and a
-        holder releases the lock before it looks for a follower, so the role is never dropped
-        while someone waits."""
+        answer or hands it the read role. A thread that finds the lock held registers as a
+        follower and tries once more before it sleeps, and a holder releases the lock before it
+        looks for a follower, so the role is never dropped while someone waits; a caller alone
+        on the connection takes the lock at the first try and never registers."""
         deadline = time.monotonic() + timeout
         while not waiter.done:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            with self._followers_lock:
-                self._followers[waiter] = None
-            if self._read_lock.acquire(blocking=False):
+            leader = self._read_lock.acquire(blocking=False)
+            if not leader:
                 with self._followers_lock:
-                    self._followers.pop(waiter, None)
+                    self._followers[waiter] = None
+                leader = self._read_lock.acquire(blocking=False)
+                if leader:
+                    with self._followers_lock:
+                        self._followers.pop(waiter, None)
+            if leader:
                 try:
                     while not waiter.done and self._failure is None:
                         remaining = deadline - time.monotonic()
