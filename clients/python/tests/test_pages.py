@@ -107,6 +107,31 @@ class ManagerPagesTest(unittest.TestCase):
         finally:
             store.close()
 
+    def test_at_an_engines_pace_parked_misses_and_unread_replies_stay_right(self):
+        # one lookup per request, seconds apart: the parked operation outlives the pause, the
+        # RELEASEs written without waiting are drained by the idle reader meanwhile, a page
+        # published between two requests is a hit at the next
+        store = ManagerPages(self.manager.socket, identity())
+        try:
+            page_names = names(2, b"pace")
+            self.assertEqual(store.contains(page_names), 0)
+            (op, _), = store._parked
+            time.sleep(1.5)
+            self.assertEqual(store.contains(page_names), 0)
+            self.assertEqual(store._parked, [(op, 1)], "the same operation, asked again at the next revision")
+            self.assertEqual(store.write([(n, image(i)) for i, n in enumerate(page_names)]), [True, True])
+            time.sleep(1.5)
+            self.assertEqual(store.present_each(page_names), [True, True])
+            time.sleep(1.5)
+            client = store._client
+            self.assertEqual(len(client._pending), 0, "the idle reader read the RELEASED replies no call waited for")
+            self.assertEqual(client.stats()["leases"], 0)
+            self.assertEqual(store.contains(page_names), 2)
+            stats = store.snapshot()
+            self.assertEqual((stats["failures_error"], stats["failures_timeout"], stats["connects"]), (0, 0, 1))
+        finally:
+            store.close()
+
     def test_a_missed_lookup_parks_its_operation_and_the_next_lookup_replaces_it(self):
         store = ManagerPages(self.manager.socket, identity())
         try:
