@@ -73,11 +73,12 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * {@value ResidentIndex#MAX_BOUND_EVICTIONS}). Class pressure: the bound is one weight over all classes but
  * slots are per class, so a class can run dry below it; then {@link #reserve} evicts the class's
  * {@link EvictionPolicy#classVictim}, else its CLOCK {@link EvictionPolicy#fallbackVictim} (at
- * most {@value #MAX_PRESSURE_EVICTIONS} per call, each scanning at most
- * {@code pressureScanEntries}). Explicit, namespace and HINT DROP removals. A held image (HINT
+ * most {@value #MAX_PRESSURE_EVICTIONS} per call, plus up to {@value #MAX_FREEING_EVICTIONS} whose
+ * freed slot a concurrent reservation took first; each scanning at most
+ * {@code pressureScanEntries}, again when another thread removed the named victim first). Explicit, namespace and HINT DROP removals. A held image (HINT
  * PIN, {@link #hold}) is no victim of the bound, of class pressure or of the CLOCK until released. A victim handed to the
  * {@link EvictionListener} (on-evict's SSD write) keeps its slot parked until the write ends, so
- * the last eviction a reservation may make hands nothing over and frees its slot at once;
+ * a reservation's evictions after its first {@code MAX_PRESSURE_EVICTIONS - 1} hand nothing over and free their slot at once;
  * hand-overs also stop where a parked slot would pass {@code evictedLeasedBudgetBytes}. Heap per
  * resident block, index, policy and slots together: 160.7–161.6 B under LRU, 186.8 B under chain
  * and 205.0–205.9 B under W-TinyLFU at 1 M blocks ({@code DramHeapFootprintTest}; budget 256 B),
@@ -87,8 +88,15 @@ import java.util.concurrent.atomic.AtomicBoolean;
  */
 public final class DramTier implements AutoCloseable {
 
-    /** Most images one reservation may evict to find a slot in its class. */
+    /** Most images one reservation may evict, handing each but the last to the eviction listener, to find a slot in its class. */
     static final int MAX_PRESSURE_EVICTIONS = 8;
+
+    /**
+     * Most evictions past the hand-overs that free their slot at once, when concurrent
+     * reservations of the class take each freed slot first (every such loss is another
+     * reservation served, so the class is not dry).
+     */
+    static final int MAX_FREEING_EVICTIONS = 32;
 
     /**
      * Most of its own images one reservation of a tenant at its DRAM cap may evict: a 2 MiB image
@@ -205,11 +213,12 @@ public final class DramTier implements AutoCloseable {
                 }
                 case SlotTable.Allocation.Refused(ReserveResult.FullReason reason) -> {
                     // A handed-over victim's slot stays parked until the listener releases it (the
-                    // on-evict SSD write), so the last eviction a reservation may make keeps no copy:
-                    // its slot is free at once and the reservation is not refused.
+                    // on-evict SSD write), so the evictions after the first MAX - 1 keep no copy:
+                    // their slot is free at once. A concurrent reservation may take it first; then
+                    // this one evicts again, up to MAX_FREEING_EVICTIONS times.
                     boolean handOver = pressureEvictions < MAX_PRESSURE_EVICTIONS - 1;
                     boolean retry = reason == ReserveResult.FullReason.NO_FREE_SLOT
-                            && pressureEvictions < MAX_PRESSURE_EVICTIONS
+                            && pressureEvictions < MAX_PRESSURE_EVICTIONS - 1 + MAX_FREEING_EVICTIONS
                             && index.evictForClass(sizeClass, handOver);
                     if (!retry) return refuse(reason);
                     pressureEvictions++;

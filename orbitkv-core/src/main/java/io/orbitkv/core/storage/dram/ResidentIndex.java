@@ -55,6 +55,12 @@ final class ResidentIndex {
      */
     static final int MAX_BOUND_EVICTIONS = 64;
 
+    /**
+     * Scans one class-pressure eviction makes when the victims it names are removed by other
+     * threads first (each lost race means another eviction freed a slot meanwhile).
+     */
+    static final int MAX_VICTIM_RACES = 16;
+
     /** Image ids start at 1 ({@link SlotTable}), so 0 names no image: "whatever image is resident". */
     static final long ANY_IMAGE = 0;
 
@@ -235,13 +241,20 @@ final class ResidentIndex {
     /**
      * Evicts an unleased image of {@code sizeClass}: the policy's {@link EvictionPolicy#classVictim},
      * else its {@link EvictionPolicy#fallbackVictim}; hands it to the listener only when
-     * {@code handOver}. False when neither could be removed.
+     * {@code handOver}. A victim another thread removed first (concurrent reservations of one
+     * class name the same coldest image) is a lost race, not a dry class: the scans run again, at
+     * most {@value #MAX_VICTIM_RACES} times. False when neither scan names a victim, or every
+     * named one was taken.
      */
     boolean evictForClass(int sizeClass, boolean handOver) {
-        return policy.classVictim(slots, sizeClass, scanEntries)
-                .filter(v -> removeVictim(v, DramMetrics.EvictionCause.CLASS_PRESSURE, handOver)).isPresent()
-                || policy.fallbackVictim(slots, sizeClass, scanEntries)
-                .filter(v -> removeVictim(v, DramMetrics.EvictionCause.CLASS_PRESSURE, handOver)).isPresent();
+        for (int race = 0; race < MAX_VICTIM_RACES; race++) {
+            Optional<EvictionPolicy.Victim> victim = policy.classVictim(slots, sizeClass, scanEntries);
+            if (victim.isPresent() && removeVictim(victim.get(), DramMetrics.EvictionCause.CLASS_PRESSURE, handOver)) return true;
+            Optional<EvictionPolicy.Victim> second = policy.fallbackVictim(slots, sizeClass, scanEntries);
+            if (second.isPresent() && removeVictim(second.get(), DramMetrics.EvictionCause.CLASS_PRESSURE, handOver)) return true;
+            if (victim.isEmpty() && second.isEmpty()) return false;
+        }
+        return false;
     }
 
     /**

@@ -7,6 +7,8 @@ import io.orbitkv.state.StateKey;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
 import java.io.IOException;
 import java.lang.foreign.ValueLayout;
@@ -14,6 +16,11 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 
 import static io.orbitkv.core.storage.dram.TestImages.hasCanary;
 import static io.orbitkv.core.storage.dram.TestImages.key;
@@ -574,5 +581,47 @@ class DramTierTest {
             tier.close();
             tier = null;
         }
+    }
+
+    /**
+     * A dry class with every image unleased, and four threads reserving in it at once (a peer
+     * fetch's connections, each landing a page): every reservation gets a slot. Concurrent
+     * reservations pick the same coldest victim; the one that loses the removal must look for
+     * another rather than be refused NO_FREE_SLOT while unleased images remain.
+     */
+    @ParameterizedTest
+    @EnumSource(DramEviction.class)
+    void concurrentReservationsInAFullClassAllFindASlot(DramEviction eviction) throws Exception {
+        // the 4 KiB class runs dry far below the index bound (the 16 KiB class stays empty): class pressure
+        tier = DramTier.open(new DramTierConfig(dir, "test", List.of(new SizeClass(K4, 32), new SizeClass(K16, 64)),
+                8L * K4, K16, 64, eviction), stream, registry);
+        for (int i = 0; i < 32; i++) publish(key(i), K4);
+        int threads = 4;
+        int perThread = 2_000;
+        ExecutorService pool = Executors.newFixedThreadPool(threads);
+        try {
+            CountDownLatch start = new CountDownLatch(1);
+            List<Future<List<ReserveResult>>> refusals = new ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                long first = 1_000 + (long) t * perThread;
+                refusals.add(pool.submit(() -> {
+                    start.await();
+                    List<ReserveResult> refused = new ArrayList<>();
+                    for (long k = first; k < first + perThread; k++) {
+                        ReserveResult r = tier.reserve(key(k), 7, K4);
+                        if (r instanceof Reservation reservation) tier.commit(reservation);
+                        else refused.add(r);
+                    }
+                    return refused;
+                }));
+            }
+            start.countDown();
+            for (Future<List<ReserveResult>> f : refusals) {
+                assertThat(f.get(60, TimeUnit.SECONDS)).as("refused reservations (%s)", eviction).isEmpty();
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+        assertThat(counter("orbitkv.dram.reservations.failed", "reason", "no_free_slot")).isZero();
     }
 }
