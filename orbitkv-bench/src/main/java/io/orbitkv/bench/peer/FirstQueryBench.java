@@ -55,10 +55,14 @@ public final class FirstQueryBench {
     static final int PAGES = 64;
     /**
      * Untimed rounds per page size first, so that the fresh Manager processes' query path,
-     * catalog lookup and bulk plane are compiled before anything is timed (with 2 warm-up rounds
-     * and with 20 the 32 KiB row measured alike, 53–78 ms p50: the time is not JIT warm-up).
+     * catalog lookup and bulk plane are compiled before anything is timed. A round runs each of
+     * those paths once, so the JIT needs rounds, not seconds: on the 2-core machine both
+     * Managers' compiler threads still took 37–51 % of their CPU 10–30 s in, and the peer hit's
+     * p50 over rounds 0–40, 120–160 and 280–320 was 32.9, 13.3 and 11.4 ms (2026-12-06). After 20
+     * rounds (the earlier default) it measured the compiler as much as the path. Override with
+     * {@code -Dbench.firstQueryWarmUpRounds=N}.
      */
-    static final int WARM_UP_ROUNDS = 20;
+    static final int WARM_UP_ROUNDS = Integer.getInteger("bench.firstQueryWarmUpRounds", 200);
     static final int PAGE_TOKENS = 16;
     static final int[] PAGE_BYTES = {32 * 1024, 256 * 1024};
 
@@ -118,6 +122,9 @@ public final class FirstQueryBench {
                         long t3 = System.nanoTime();
                         long a1 = a.cpuNanos();
                         long b1 = b.cpuNanos();
+                        if (!onPeer.hit() || onPeer.boundaryTokens() != (long) PAGES * PAGE_TOKENS) {
+                            System.err.println("A's peer metrics:\n" + a.peerMetrics() + "\nB's peer metrics:\n" + b.peerMetrics());
+                        }
                         check(onPeer, prefix, "peer");
                         if (first.status() != QueryStatus.PENDING) throw new IllegalStateException("B answered FINAL at once");
                         verifyBytes(onB, onPeer, prefix);
@@ -226,6 +233,22 @@ public final class FirstQueryBench {
          */
         long cpuNanos() {
             return process.process().info().totalCpuDuration().map(java.time.Duration::toNanos).orElse(0L);
+        }
+
+        /** The Manager's peer-plane and catalog counters from {@code /metrics} (for a failure message). */
+        String peerMetrics() {
+            try {
+                StringBuilder out = new StringBuilder();
+                for (String line : process.metrics().split("\n")) {
+                    if (!line.startsWith("#") && (line.contains("bulk") || line.contains("peer") || line.contains("reserv") || line.contains("dram") || line.contains("staging"))
+                            && !line.endsWith(" 0.0")) {
+                        out.append(line).append('\n');
+                    }
+                }
+                return out.toString();
+            } catch (RuntimeException e) {
+                return "(no metrics: " + e + ")";
+            }
         }
 
         /** The Manager's {@code /status} JSON (for a failure message). */

@@ -14,6 +14,9 @@ import java.util.concurrent.CompletableFuture;
  */
 public interface CatalogTransport {
 
+    /** Keys one lookup call may carry; a shard owner refuses more (a 1,024-page query fits with room to spare). */
+    int MAX_LOOKUP_KEYS = 8192;
+
     /** Sends one batch to {@code owner}, failing after {@code timeoutMillis}. */
     CompletableFuture<PushBatch.Reply> push(Member owner, PushBatch batch, long timeoutMillis);
 

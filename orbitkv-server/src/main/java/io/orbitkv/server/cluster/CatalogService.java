@@ -2,6 +2,7 @@ package io.orbitkv.server.cluster;
 
 import io.grpc.Status;
 import io.grpc.stub.StreamObserver;
+import io.orbitkv.core.catalog.CatalogTransport;
 import io.orbitkv.core.catalog.KeyLocation;
 import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.ShardState;
@@ -25,7 +26,7 @@ import java.util.Objects;
 public final class CatalogService extends CatalogGrpc.CatalogImplBase {
 
     /** Keys one lookup may carry (a 1,024-page query fits with room to spare). */
-    public static final int MAX_LOOKUP_KEYS = 8192;
+    public static final int MAX_LOOKUP_KEYS = CatalogTransport.MAX_LOOKUP_KEYS;
 
     private final ShardState shard;
 

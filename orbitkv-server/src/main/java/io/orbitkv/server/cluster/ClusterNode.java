@@ -5,8 +5,10 @@ import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.orbitkv.core.catalog.CatalogLookups;
 import io.orbitkv.core.catalog.CatalogPublisher;
+import io.orbitkv.core.catalog.CatalogTransport;
 import io.orbitkv.core.catalog.Member;
 import io.orbitkv.core.catalog.MembershipView;
+import io.orbitkv.core.catalog.SelfShardTransport;
 import io.orbitkv.core.catalog.ShardState;
 import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.core.storage.TieredStore;
@@ -119,7 +121,9 @@ public final class ClusterNode implements AutoCloseable {
                 new ShardState.Budgets(SHARD_SOURCES, SHARD_KEYS_PER_SOURCE), registry, view);
         AuthFailures authFailures = new AuthFailures(registry);
         ClusterChannels channels = new ClusterChannels(security);
-        GrpcCatalogTransport transport = new GrpcCatalogTransport(channels, authFailures);
+        GrpcCatalogTransport grpc = new GrpcCatalogTransport(channels, authFailures);
+        // calls to this node's own shard are answered in process, the rest go over gRPC
+        CatalogTransport transport = new SelfShardTransport(config.nodeId(), incarnation, shard, grpc);
         CredentialProof proof = new CredentialProof(config.nodeId(), security, channels, authFailures);
         Duration lookupTimeout = Duration.ofMillis(config.lookupTimeoutMillis());
         CatalogLookups lookups = new CatalogLookups(view, transport, CANDIDATE_TTL, CANDIDATES, config.catalogReplicas(),

@@ -75,10 +75,12 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * {@link EvictionPolicy#classVictim}, else its CLOCK {@link EvictionPolicy#fallbackVictim} (at
  * most {@value #MAX_PRESSURE_EVICTIONS} per call, plus up to {@value #MAX_FREEING_EVICTIONS} whose
  * freed slot a concurrent reservation took first; each scanning at most
- * {@code pressureScanEntries}, again when another thread removed the named victim first). Explicit, namespace and HINT DROP removals. A held image (HINT
- * PIN, {@link #hold}) is no victim of the bound, of class pressure or of the CLOCK until released. A victim handed to the
+ * {@code pressureScanEntries}, again when another thread removed the named victim first).
+ * Explicit, namespace and HINT DROP removals. A held image (HINT PIN, {@link #hold}) is no victim
+ * of the bound, of class pressure or of the CLOCK until released. A victim handed to the
  * {@link EvictionListener} (on-evict's SSD write) keeps its slot parked until the write ends, so
- * a reservation's evictions after its first {@code MAX_PRESSURE_EVICTIONS - 1} hand nothing over and free their slot at once;
+ * a reservation's evictions after its first {@code MAX_PRESSURE_EVICTIONS - 1} hand nothing over
+ * and free their slot at once;
  * hand-overs also stop where a parked slot would pass {@code evictedLeasedBudgetBytes}. Heap per
  * resident block, index, policy and slots together: 160.7–161.6 B under LRU, 186.8 B under chain
  * and 205.0–205.9 B under W-TinyLFU at 1 M blocks ({@code DramHeapFootprintTest}; budget 256 B),
