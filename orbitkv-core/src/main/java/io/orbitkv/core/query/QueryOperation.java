@@ -340,7 +340,8 @@ public final class QueryOperation {
         QueryMetrics.SettledQuery settled = selected.settled(query, Math.max(0, services.clock().getAsLong() - arrivedNanos));
         services.metrics().countSettled(settled);
         if (!settled.hit()) return;
-        services.store().retention().needed(scope.namespaceId(), settled.leasedKeys());
+        List<StateKey> firstNeeded = ((QueryPlan.Hit) selected).firstNeeded();
+        if (!firstNeeded.isEmpty()) services.store().retention().needed(scope.namespaceId(), firstNeeded);
         // prepared pages this hit leased are consumed: the Manager's own hold on them ends
         for (PrepareOperation owner : services.speculation().consume(scope.namespaceId(), settled.leasedKeys())) {
             owner.consumedCheckLater(services.callbacks());

@@ -57,6 +57,22 @@ sealed interface QueryPlan {
             return n;
         }
 
+        /**
+         * Keys of the leased pages whose images no settled hit marked needed before
+         * ({@link Lease#markNeeded}, which this marks): what the retention ledger has not counted
+         * yet. A prefix hit again and again probes the ledger once per image, not once per page
+         * per hit.
+         */
+        List<StateKey> firstNeeded() {
+            List<StateKey> out = new ArrayList<>();
+            for (SlotSpan s : spans) {
+                for (PageSlot p : s.pages()) {
+                    if (p.lease != null && p.lease.markNeeded()) out.add(p.key);
+                }
+            }
+            return out;
+        }
+
         /** Leases held now on the plan's pages. */
         int leasesHeld() {
             int n = 0;

@@ -601,6 +601,11 @@ public final class DramTier implements AutoCloseable {
         });
     }
 
+    /** {@link Lease#markNeeded()}: true the first time image {@code imageId} of {@code slot} is marked. */
+    boolean markNeeded(int slot, long imageId) {
+        return slots.markNeeded(slot, imageId);
+    }
+
     /** Called by {@link Lease#release()} exactly once per lease. */
     void unpin(int slot, long imageId) {
         slots.unpin(slot, imageId);

@@ -31,6 +31,15 @@ public final class Lease extends SlotClaim implements AcquireResult, AutoCloseab
         return open();
     }
 
+    /**
+     * Marks this image as needed by a settled hit (the retention ledger's "needed",
+     * {@code RetentionLedger#needed}): true the first time for the image, false when a hit marked
+     * it before, so its ledger entry is needed already and need not be probed again.
+     */
+    public boolean markNeeded() {
+        return owner().markNeeded(slot(), imageId());
+    }
+
     /** Ends the lease; only the first call has an effect. */
     public ReleaseResult release() {
         if (!end(RELEASED)) return ReleaseResult.ALREADY_RELEASED;

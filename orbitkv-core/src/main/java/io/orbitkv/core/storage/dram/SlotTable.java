@@ -1,6 +1,7 @@
 package io.orbitkv.core.storage.dram;
 
 import java.util.List;
+import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Supplier;
 
@@ -92,6 +93,12 @@ final class SlotTable {
      * a victim. Written under the lock; {@link #weight} reads it without (see there).
      */
     private final boolean[] held;
+    /**
+     * Per slot, the image a settled hit last marked needed ({@link #markNeeded}; 0: none, image ids
+     * start at 1). Read and written without the lock: a hint that only saves the retention ledger
+     * a repeated probe, so two threads that both see it unmarked both mark it, which is harmless.
+     */
+    private final AtomicLongArray neededImages;
     /** Slot bytes of the held images. */
     private long heldBytes;
     private long freeBytes;
@@ -142,6 +149,7 @@ final class SlotTable {
         this.leases = new int[slots];
         this.imageIds = new long[slots];
         this.held = new boolean[slots];
+        this.neededImages = new AtomicLongArray(slots);
         this.capacityBytes = capacity;
         this.freeBytes = capacity;
         this.reservedBudgetBytes = reservedBudgetBytes;
@@ -165,6 +173,16 @@ final class SlotTable {
 
     int slotBytes(int slot) {
         return classSlotBytes[classOf(slot)];
+    }
+
+    /**
+     * Marks {@code slot}'s image {@code imageId} needed by a settled hit: true unless that image was
+     * marked already (the slot's next image starts unmarked). Lock-free; see {@link #neededImages}.
+     */
+    boolean markNeeded(int slot, long imageId) {
+        if (neededImages.getOpaque(slot) == imageId) return false;
+        neededImages.setOpaque(slot, imageId);
+        return true;
     }
 
     int slotCount() {

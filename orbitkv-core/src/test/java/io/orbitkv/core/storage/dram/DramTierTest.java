@@ -624,4 +624,34 @@ class DramTierTest {
         }
         assertThat(counter("orbitkv.dram.reservations.failed", "reason", "no_free_slot")).isZero();
     }
+
+    /**
+     * A settled hit marks its leased images needed once per image: the first mark answers true
+     * (the retention ledger is told), later marks of the same image false from any lease; the
+     * slot's next image starts unmarked.
+     */
+    @Test
+    void anImageIsMarkedNeededOncePerImageNotPerSlot() throws IOException {
+        openSmall();
+        publish(key(1), K4);
+        Lease first = lease(key(1));
+        Lease second = lease(key(1));
+        assertThat(first.markNeeded()).isTrue();
+        assertThat(first.markNeeded()).isFalse();
+        assertThat(second.markNeeded()).as("another lease on the same image").isFalse();
+        int slot = first.slot();
+        first.release();
+        second.release();
+        assertThat(tier.evict(key(1), 7)).isTrue();
+        for (int i = 2; i < 40; i++) {
+            publish(key(i), K4);
+            Lease l = lease(key(i));
+            boolean fresh = l.markNeeded();
+            boolean sameSlot = l.slot() == slot;
+            l.release();
+            assertThat(fresh).as("image %d (slot %d)", i, slot).isTrue();
+            if (sameSlot) return;
+        }
+        throw new AssertionError("slot " + slot + " was never reused");
+    }
 }
