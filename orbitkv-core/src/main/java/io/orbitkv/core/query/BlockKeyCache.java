@@ -36,6 +36,12 @@ import java.util.Arrays;
  * {@code PROMPTS × MEMO_MAX_PAGES × 90 B} (hash bytes, key references and keys) ≈ 6 MiB of heap.
  * The arrays are shared between threads without locks: a slot holds null or a whole key
  * (StateKey's fields are final), so a race costs a derivation, never a wrong key.
+ *
+ * <p>A remembered prompt also keeps, per page, what the DRAM tier found for its key
+ * ({@link PromptKeys#hint}: the resident image, opaque here), so a repeated prefix skips the
+ * index probe per page as it skips the derivation; the tier checks each hint against the slot's
+ * current image before it leases anything ({@code DramTier.acquireRun}). Same sharing rules: a
+ * slot holds null or a whole immutable record, so a race costs a probe, never a wrong lease.
  */
 final class BlockKeyCache {
 
@@ -44,7 +50,7 @@ final class BlockKeyCache {
     /** The longest prompt remembered, in pages. */
     static final int MEMO_MAX_PAGES = 4096;
 
-    private record Prompt(int namespaceId, int groupId, Hashes hashes, StateKey[] keys) {
+    private record Prompt(int namespaceId, int groupId, Hashes hashes, StateKey[] keys, Object[] hints) {
     }
 
     private final Prompt[] prompts = new Prompt[PROMPTS];
@@ -57,18 +63,23 @@ final class BlockKeyCache {
      */
     PromptKeys prompt(SessionScope scope, int groupId, Hashes hashes) {
         int count = hashes.count();
-        if (count == 0 || count > MEMO_MAX_PAGES) return new PromptKeys(scope, groupId, hashes, new StateKey[count], null, 0);
+        if (count == 0 || count > MEMO_MAX_PAGES) {
+            return new PromptKeys(scope, groupId, hashes, new StateKey[count], null, new Object[count], null, 0);
+        }
         int slot = index(scope.namespaceId(), groupId, hashes.hashCodeAt(0)) & (PROMPTS - 1);
         Prompt last = prompts[slot];
         StateKey[] known = null;
+        Object[] knownHints = null;
         int shared = 0;
         if (last != null && last.namespaceId() == scope.namespaceId() && last.groupId() == groupId) {
             shared = Math.min(hashes.commonPrefix(last.hashes()), last.keys().length);
             known = last.keys();
+            knownHints = last.hints();
         }
         StateKey[] keys = new StateKey[count];
-        prompts[slot] = new Prompt(scope.namespaceId(), groupId, hashes, keys);
-        return new PromptKeys(scope, groupId, hashes, keys, known, shared);
+        Object[] hints = new Object[count];
+        prompts[slot] = new Prompt(scope.namespaceId(), groupId, hashes, keys, hints);
+        return new PromptKeys(scope, groupId, hashes, keys, known, hints, knownHints, shared);
     }
 
     /** One QUERY group's page keys, derived once each; see {@link #prompt}. Thread-safe (see the header). */
@@ -78,16 +89,39 @@ final class BlockKeyCache {
         private final Hashes hashes;
         private final StateKey[] keys;
         private final StateKey[] known;
+        private final Object[] hints;
+        private final Object[] knownHints;
         private final int shared;
 
         private PromptKeys(SessionScope scope, int groupId, Hashes hashes, StateKey[] keys, StateKey[] known,
-                           int shared) {
+                           Object[] hints, Object[] knownHints, int shared) {
             this.scope = scope;
             this.groupId = groupId;
             this.hashes = hashes;
             this.keys = keys;
             this.known = known;
+            this.hints = hints;
+            this.knownHints = knownHints;
             this.shared = shared;
+        }
+
+        /**
+         * What the DRAM tier found for page {@code index} ({@link io.orbitkv.core.storage.dram.DramTier.RunKeys#hint}):
+         * this prompt's, else the remembered prompt's for a shared page; null when neither.
+         */
+        Object hint(int index) {
+            Object h = hints[index];
+            if (h == null && index < shared) {
+                h = knownHints[index];
+                hints[index] = h; // carried forward: the next prompt remembers this one
+            }
+            return h;
+        }
+
+        /** Keeps the tier's {@code found} for page {@code index} (null: forget it, here and in the remembered prompt). */
+        void remember(int index, Object found) {
+            hints[index] = found;
+            if (found == null && index < shared) knownHints[index] = null;
         }
 
         /** The key of page {@code index}. */

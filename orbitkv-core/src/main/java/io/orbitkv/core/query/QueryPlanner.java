@@ -213,7 +213,22 @@ public final class QueryPlanner {
         int n = (int) Math.max(0, to - from);
         Found f = new Found(qg.groupId(), from, n);
         GroupKeys groupKeys = keysOf(qg, scope);
-        DramTier.RunKeys keyOf = i -> groupKeys.key((int) (from + i));
+        DramTier.RunKeys keyOf = new DramTier.RunKeys() {
+            @Override
+            public StateKey key(int i) {
+                return groupKeys.key((int) (from + i));
+            }
+
+            @Override
+            public Object hint(int i) {
+                return groupKeys.hint((int) (from + i));
+            }
+
+            @Override
+            public void remember(int i, Object found) {
+                groupKeys.remember((int) (from + i), found);
+            }
+        };
         // Runs of DRAM-resident pages are leased in bulk (one slot-table lock trip per run); the
         // page a run stops at, and every page when some keys are excluded, takes the full lookup.
         boolean runs = excluded.isEmpty();
@@ -254,15 +269,42 @@ public final class QueryPlanner {
         return f;
     }
 
-    /** Page {@code index}'s key in one group's key source ({@link #keysOf}), in the session's namespace. */
+    /**
+     * Page {@code index}'s key in one group's key source ({@link #keysOf}), in the session's
+     * namespace, and the DRAM tier's hint for it ({@link DramTier.RunKeys}): kept with a
+     * remembered prompt, none for keys sent as StateKeys.
+     */
     private interface GroupKeys {
         StateKey key(int index);
+
+        default Object hint(int index) {
+            return null;
+        }
+
+        default void remember(int index, Object found) {
+        }
     }
 
     /** The key source of one group of a QUERY: block hashes through {@link BlockKeyCache#prompt}, StateKeys as sent. */
     private GroupKeys keysOf(Request.QueryGroup qg, SessionScope scope) {
         if (qg.form() != KeyForm.BLOCK_HASH) return qg.hashes()::key;
-        return keys.prompt(scope, qg.groupId(), qg.hashes())::key;
+        BlockKeyCache.PromptKeys prompt = keys.prompt(scope, qg.groupId(), qg.hashes());
+        return new GroupKeys() {
+            @Override
+            public StateKey key(int index) {
+                return prompt.key(index);
+            }
+
+            @Override
+            public Object hint(int index) {
+                return prompt.hint(index);
+            }
+
+            @Override
+            public void remember(int index, Object found) {
+                prompt.remember(index, found);
+            }
+        };
     }
 
     private static QueryPlan.Hit keepRequired(BoundarySelection.Hit hit, List<Found> found, int p) {

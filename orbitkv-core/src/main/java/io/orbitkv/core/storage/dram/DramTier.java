@@ -293,11 +293,25 @@ public final class DramTier implements AutoCloseable {
         return newLease(key, image);
     }
 
-    /** Where {@link #acquireRun} gets its keys: derived on demand, so a run that stops early derives no more. */
+    /**
+     * Where {@link #acquireRun} gets its keys: derived on demand, so a run that stops early derives
+     * no more. A caller that asks for the same keys again and again (an engine's repeated prompt
+     * prefix) may also keep what the tier found for each index: an opaque hint the tier hands back
+     * through {@link #remember} and reads with {@link #hint} the next time.
+     */
     @FunctionalInterface
     public interface RunKeys {
         /** The key at {@code index} of the caller's arrays. */
         StateKey key(int index);
+
+        /** What the tier found for {@code index} the last time, as given to {@link #remember}; null when nothing. */
+        default Object hint(int index) {
+            return null;
+        }
+
+        /** Keeps {@code found} (null: forget) for the next {@link #hint} of {@code index}. */
+        default void remember(int index, Object found) {
+        }
     }
 
     /**
@@ -313,6 +327,13 @@ public final class DramTier implements AutoCloseable {
      * <p>Eviction safety is {@link #acquire}'s: the index is read without the slot-table lock, so
      * an image may be evicted and its slot reused before the pins; each pin checks the slot still
      * holds that image id, and the run stops at the first that does not.
+     *
+     * <p>Hints: unless the index counts reads (W-TinyLFU's frequency sketch), an image
+     * {@code keyOf} remembers for an index is taken without an index probe, as the probe would
+     * answer it: the pin checks that its slot still holds that exact image id, which names one
+     * insertion of one key in one namespace, so a hint that went stale (evicted, slot reused)
+     * stops the run there like an evicted image does, and is forgotten. A probe per page was a
+     * cache miss per page: 20 % of the connection thread for a repeated 1,024-page prefix.
      */
     public int acquireRun(RunKeys keyOf, int from, int to, int namespaceId, StateKey[] keys, Lease[] leases) {
         Objects.requireNonNull(keyOf, "keyOf");
@@ -320,6 +341,7 @@ public final class DramTier implements AutoCloseable {
         int[] runSlots = new int[Math.min(RUN_PAGES, Math.max(0, to - from))];
         long[] runImages = new long[runSlots.length];
         ResidentImage[] images = new ResidentImage[runSlots.length];
+        boolean hints = !policy.indexEnforcesBound();
         int i = from;
         while (i < to) {
             int n = 0;
@@ -327,7 +349,12 @@ public final class DramTier implements AutoCloseable {
             while (n < runSlots.length && i + n < to) {
                 StateKey key = Objects.requireNonNull(keyOf.key(i + n), "key");
                 keys[i + n] = key;
-                ResidentImage image = index.lookup(new PageKey(namespaceId, key));
+                ResidentImage image = hints && keyOf.hint(i + n) instanceof ResidentImage h && h.namespaceId() == namespaceId
+                        ? h : null;
+                if (image == null) {
+                    image = index.lookup(new PageKey(namespaceId, key));
+                    if (hints && image != null) keyOf.remember(i + n, image);
+                }
                 if (image == null) {
                     stopped = true;
                     break;
@@ -339,6 +366,7 @@ public final class DramTier implements AutoCloseable {
             }
             int pinned = n == 0 ? 0 : slots.pinUseRun(runSlots, runImages, n);
             for (int k = 0; k < pinned; k++) leases[i + k] = newLease(keys[i + k], images[k]);
+            if (hints && pinned < n) keyOf.remember(i + pinned, null);
             i += pinned;
             if (stopped || pinned < n) return i;
         }

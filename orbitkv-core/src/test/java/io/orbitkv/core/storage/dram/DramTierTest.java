@@ -654,4 +654,74 @@ class DramTierTest {
         }
         throw new AssertionError("slot " + slot + " was never reused");
     }
+
+    /** RunKeys over fixed keys that keep the tier's hints, as a remembered prompt does. */
+    private static final class HintedKeys implements DramTier.RunKeys {
+        final List<StateKey> keys;
+        final Object[] hints;
+
+        HintedKeys(List<StateKey> keys) {
+            this.keys = keys;
+            this.hints = new Object[keys.size()];
+        }
+
+        @Override
+        public StateKey key(int index) {
+            return keys.get(index);
+        }
+
+        @Override
+        public Object hint(int index) {
+            return hints[index];
+        }
+
+        @Override
+        public void remember(int index, Object found) {
+            hints[index] = found;
+        }
+    }
+
+    /**
+     * A hint the tier kept for a page (its resident image) lets a repeated run skip the index
+     * probe; once that image is evicted and its slot holds another key's image, the hint stops the
+     * run there and is forgotten: no lease on the other key's image, and the next run probes.
+     */
+    @Test
+    void aStaleHintStopsTheRunAndIsForgottenNeverLeasingAnotherImage() throws IOException {
+        tier = DramTier.open(DramTierConfig.of(dir, "test", List.of(new SizeClass(K4, 8))).withEviction(DramEviction.CHAIN),
+                stream, registry);
+        publish(key(1), K4);
+        publish(key(2), K4);
+        HintedKeys run = new HintedKeys(List.of(key(1), key(2)));
+        StateKey[] keys = new StateKey[2];
+        Lease[] leases = new Lease[2];
+        assertThat(tier.acquireRun(run, 0, 2, 7, keys, leases)).isEqualTo(2);
+        assertThat(run.hints).doesNotContainNull();
+        int slotOf2 = leases[1].slot();
+        tier.releaseAll(leases, 2);
+
+        assertThat(tier.acquireRun(run, 0, 2, 7, keys, leases)).as("hinted run").isEqualTo(2);
+        assertThat(hasCanary(leases[1].segment(), key(2))).isTrue();
+        tier.releaseAll(leases, 2);
+
+        assertThat(tier.evict(key(2), 7)).isTrue();
+        boolean reused = false;
+        for (int i = 3; i < 40 && !reused; i++) {
+            publish(key(i), K4);
+            Lease probe = lease(key(i));
+            reused = probe.slot() == slotOf2;
+            probe.release();
+            if (!reused) assertThat(tier.evict(key(i), 7)).isTrue();
+        }
+        assertThat(reused).as("slot %d reused by another key", slotOf2).isTrue();
+
+        java.util.Arrays.fill(leases, null);
+        assertThat(tier.acquireRun(run, 0, 2, 7, keys, leases)).as("stopped at the stale hint").isEqualTo(1);
+        assertThat(leases[1]).isNull();
+        assertThat(run.hints[1]).as("the stale hint is forgotten").isNull();
+        assertThat(hasCanary(leases[0].segment(), key(1))).isTrue();
+        tier.releaseAll(leases, 1);
+        assertThat(tier.acquireRun(run, 1, 2, 7, keys, leases)).as("probed: key 2 is not resident").isEqualTo(1);
+        assertThat(leases[1]).isNull();
+    }
 }
