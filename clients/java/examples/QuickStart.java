@@ -39,11 +39,13 @@ final class QuickStart {
         Path shm = Path.of("/dev/shm");
         Path regionFile = (Files.isDirectory(shm) ? shm : Path.of(System.getProperty("java.io.tmpdir")))
                 .resolve("orbitkv-quickstart-" + ProcessHandle.current().pid() + ".region");
+        boolean ok;
         try {
-            System.exit(run(socket, regionFile) ? 0 : 1);
+            ok = run(socket, regionFile);
         } finally {
-            Files.deleteIfExists(regionFile);
+            Files.deleteIfExists(regionFile); // before exit: System.exit runs no finally block
         }
+        System.exit(ok ? 0 : 1);
     }
 
     static boolean run(Path socket, Path regionFile) throws Exception {

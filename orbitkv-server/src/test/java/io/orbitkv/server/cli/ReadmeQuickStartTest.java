@@ -3,10 +3,14 @@ package io.orbitkv.server.cli;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import io.orbitkv.testkit.ProcessTest;
+import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.HashSet;
+import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -38,6 +42,7 @@ class ReadmeQuickStartTest {
         ReadmeBlocks.standInLauncher(dir.resolve("bin/orbitkv"));
         Files.createSymbolicLink(dir.resolve("clients"), Path.of("..", "clients").toAbsolutePath().normalize());
         String readme = ReadmeBlocks.readme();
+        Set<Path> regionsBefore = quickStartRegions();
 
         QuickStartRun.Result run = QuickStartRun.run(readme, dir, Map.of(), LIMIT);
 
@@ -49,6 +54,19 @@ class ReadmeQuickStartTest {
         assertThat(run.stepsOutput()).contains("restored 4 pages: bytes equal", "bytes equal: true");
         assertThat(run.managerExit()).as("the Manager's exit status after Ctrl-C; output:%n%s", all).isZero();
         assertThat(run.managerOutput()).contains("daemon: stopped in ");
+        assertThat(quickStartRegions()).as("region files the examples left behind").isSubsetOf(regionsBefore);
+    }
+
+    /** The examples' region files ({@code orbitkv-quickstart-<pid>.region}) in /dev/shm and the temp directory. */
+    private static Set<Path> quickStartRegions() throws IOException {
+        Set<Path> out = new HashSet<>();
+        for (Path d : List.of(Path.of("/dev/shm"), Path.of(System.getProperty("java.io.tmpdir")))) {
+            if (!Files.isDirectory(d)) continue;
+            try (var files = Files.newDirectoryStream(d, "orbitkv-quickstart-*.region")) {
+                files.forEach(out::add);
+            }
+        }
+        return out;
     }
 
     @Test
