@@ -82,10 +82,10 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * a reservation's evictions after its first {@code MAX_PRESSURE_EVICTIONS - 1} hand nothing over
  * and free their slot at once;
  * hand-overs also stop where a parked slot would pass {@code evictedLeasedBudgetBytes}. Heap per
- * resident block, index, policy and slots together: 160.7–161.6 B under LRU, 186.8 B under chain
- * and 205.0–205.9 B under W-TinyLFU at 1 M blocks ({@code DramHeapFootprintTest}; budget 256 B),
- * the same under LRU as when the index was keyed by the key alone ({@link PageKey} stores the
- * key's words inline). The measurements behind
+ * resident block, index, policy and slots together: 170.3–170.5 B under LRU, 197.6 B under chain
+ * and 214.8 B under W-TinyLFU at 1 M blocks ({@code DramHeapFootprintTest}; budget 256 B; 8–11 B
+ * of it the slot's needed-image mark since 2026-12-06), {@link PageKey} storing the key's words
+ * inline. The measurements behind
  * each mechanism: docs/performance.md, "DRAM tier: history of its eviction mechanisms".
  */
 public final class DramTier implements AutoCloseable {
