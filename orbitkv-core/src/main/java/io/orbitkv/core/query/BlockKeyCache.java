@@ -41,7 +41,10 @@ import java.util.Arrays;
  * ({@link PromptKeys#hint}: the resident image, opaque here), so a repeated prefix skips the
  * index probe per page as it skips the derivation; the tier checks each hint against the slot's
  * current image before it leases anything ({@code DramTier.acquireRun}). Same sharing rules: a
- * slot holds null or a whole immutable record, so a race costs a probe, never a wrong lease.
+ * slot holds null or a whole immutable record, so a race costs a probe, never a wrong lease (the
+ * record is one reference: its slot, id and length cannot come from different images). Budget:
+ * a reference per page (4 B compressed), and the records stay reachable while their prompt is
+ * remembered even once evicted: at most {@code PROMPTS × MEMO_MAX_PAGES} of 32 B, 2 MiB.
  */
 final class BlockKeyCache {
 
@@ -64,7 +67,7 @@ final class BlockKeyCache {
     PromptKeys prompt(SessionScope scope, int groupId, Hashes hashes) {
         int count = hashes.count();
         if (count == 0 || count > MEMO_MAX_PAGES) {
-            return new PromptKeys(scope, groupId, hashes, new StateKey[count], null, new Object[count], null, 0);
+            return new PromptKeys(scope, groupId, hashes, new StateKey[count], null, null, null, 0);
         }
         int slot = index(scope.namespaceId(), groupId, hashes.hashCodeAt(0)) & (PROMPTS - 1);
         Prompt last = prompts[slot];
@@ -110,6 +113,7 @@ final class BlockKeyCache {
          * this prompt's, else the remembered prompt's for a shared page; null when neither.
          */
         Object hint(int index) {
+            if (hints == null) return null; // a prompt too long to remember keeps no hints either
             Object h = hints[index];
             if (h == null && index < shared) {
                 h = knownHints[index];
@@ -120,6 +124,7 @@ final class BlockKeyCache {
 
         /** Keeps the tier's {@code found} for page {@code index} (null: forget it, here and in the remembered prompt). */
         void remember(int index, Object found) {
+            if (hints == null) return;
             hints[index] = found;
             if (found == null && index < shared) knownHints[index] = null;
         }
