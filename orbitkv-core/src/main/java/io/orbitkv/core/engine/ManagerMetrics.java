@@ -63,6 +63,7 @@ final class ManagerMetrics implements QueryMetrics, AutoCloseable {
     private final Map<Tier, Counter> restoredBytes = new EnumMap<>(Tier.class);
     private final Map<Boolean, Timer> queryLatency = new HashMap<>(2);
     private final Map<RestoreOutcome, Timer> restoreLatency = new EnumMap<>(RestoreOutcome.class);
+    private final Map<QueryMetrics.PeerWaitPhase, Timer> peerWaitPhases = new EnumMap<>(QueryMetrics.PeerWaitPhase.class);
     /** Exact running token totals for /status (Micrometer counters are doubles); hit tokens by tier ordinal. */
     private final LongAdder queriedTotal = new LongAdder();
     private final LongAdder[] tokenTotals = {new LongAdder(), new LongAdder(), new LongAdder()};
@@ -115,6 +116,11 @@ final class ManagerMetrics implements QueryMetrics, AutoCloseable {
         for (RestoreOutcome o : RestoreOutcome.values()) {
             restoreLatency.put(o, add(Timer.builder("orbitkv.restore.duration").tag("outcome", lower(o))
                     .description("RESTORE accepted to its last copy task's end (RESTORE_DONE)")
+                    .serviceLevelObjectives(LATENCY_BUCKETS).register(registry)));
+        }
+        for (QueryMetrics.PeerWaitPhase p : QueryMetrics.PeerWaitPhase.values()) {
+            peerWaitPhases.put(p, add(Timer.builder("orbitkv.manager.peer.wait.phase").tag("phase", lower(p))
+                    .description("phases of settled peer waits: discovery (arrival to the catalog's answer), fetch (to settled)")
                     .serviceLevelObjectives(LATENCY_BUCKETS).register(registry)));
         }
         for (UnexpectedErrors.Layer l : UnexpectedErrors.Layer.values()) {
@@ -187,6 +193,11 @@ final class ManagerMetrics implements QueryMetrics, AutoCloseable {
     @Override
     public void countPeerWait(PeerWaitOutcome outcome) {
         peerWaits.get(outcome).increment();
+    }
+
+    @Override
+    public void timePeerWaitPhase(QueryMetrics.PeerWaitPhase phase, long durationNanos) {
+        peerWaitPhases.get(phase).record(durationNanos, TimeUnit.NANOSECONDS);
     }
 
     /** QUERYs that waited for peers and ended {@code outcome} so far. */

@@ -86,6 +86,11 @@ final class NamespaceStats implements QueryMetrics {
         manager.countPeerWait(outcome);
     }
 
+    @Override
+    public void timePeerWaitPhase(QueryMetrics.PeerWaitPhase phase, long durationNanos) {
+        manager.timePeerWaitPhase(phase, durationNanos);
+    }
+
     long queries(QueryOutcome outcome) {
         return switch (outcome) {
             case HIT -> hits.sum();

@@ -21,7 +21,9 @@ import java.util.concurrent.TimeUnit;
  * DISCOVERING (the lookup is in flight, nothing is held for it) → WAITING (the lookup answered;
  * peer fetches may be in flight) → EXPIRED (the bound passed first: plans use local tiers only)
  * or ENDED (settled or stopped before the bound). DISCOVERING may also go straight to EXPIRED or
- * ENDED; NONE goes straight to WAITING when a plan fetches pages the catalog's cache already named. Each wait that started is counted exactly once, when it leaves DISCOVERING or WAITING.
+ * ENDED; NONE goes straight to WAITING when a plan fetches pages the catalog's cache already named. Each wait that started is counted exactly once, when it leaves DISCOVERING or WAITING;
+ * its phases are timed ({@link QueryMetrics.PeerWaitPhase}): the discovery when the catalog
+ * answers, the fetch when a WAITING wait settles.
  *
  * <p>Invariant: {@code abandonedInFlight} counts the {@link PageSlot.State#ABANDONED} pages of the
  * operation; the operation drains only when it is zero.
@@ -54,6 +56,8 @@ final class PeerWait {
     private State state = State.NONE;
     private Runnable cancelTimer = () -> { };
     private int abandonedInFlight;
+    /** When the fetch phase began: the catalog's answer, or the arrival when no lookup ran. */
+    private long fetchFromNanos;
 
     /**
      * @param onDiscovered called under the session lock when the catalog answered (or its deadline passed)
@@ -112,6 +116,7 @@ final class PeerWait {
         long waitNanos = waitNanos();
         if (state != State.NONE || waitNanos <= 0 || !anyPeerPageToLand(spans)) return;
         transition(State.WAITING);
+        fetchFromNanos = arrivedNanos;
         armTimer(Math.max(0, arrivedNanos + waitNanos - services.clock().getAsLong()));
     }
 
@@ -141,6 +146,8 @@ final class PeerWait {
     boolean discovered() {
         if (state != State.DISCOVERING) return false;
         transition(State.WAITING);
+        fetchFromNanos = services.clock().getAsLong();
+        services.metrics().timePeerWaitPhase(QueryMetrics.PeerWaitPhase.DISCOVERY, fetchFromNanos - arrivedNanos);
         return true;
     }
 
@@ -218,6 +225,10 @@ final class PeerWait {
         cancelTimer.run();
         switch (state) {
             case DISCOVERING, WAITING -> {
+                if (state == State.WAITING && outcome == QueryMetrics.PeerWaitOutcome.SETTLED) {
+                    services.metrics().timePeerWaitPhase(QueryMetrics.PeerWaitPhase.FETCH,
+                            services.clock().getAsLong() - fetchFromNanos);
+                }
                 transition(State.ENDED);
                 services.metrics().countPeerWait(outcome);
             }

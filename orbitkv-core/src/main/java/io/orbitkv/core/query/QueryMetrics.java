@@ -33,6 +33,9 @@ public interface QueryMetrics {
     /** Counts a QUERY's peer wait when it ends. */
     void countPeerWait(PeerWaitOutcome outcome);
 
+    /** Times one phase of a peer wait ({@link PeerWaitPhase}), when it ends. */
+    void timePeerWaitPhase(PeerWaitPhase phase, long durationNanos);
+
     /** Where a page of a hit came from ({@code tier} label: {@code dram}, {@code ssd}, {@code peer}). */
     enum Tier {
         /** Resident in this Manager's DRAM when the query was planned. */
@@ -126,6 +129,17 @@ public interface QueryMetrics {
         EXPIRED,
         /** Cancelled, released or replaced before it settled. */
         STOPPED
+    }
+
+    /**
+     * The phases of a peer wait that settled ({@code orbitkv.manager.peer.wait.phase}, tag
+     * {@code phase}): where a first-query peer hit's time goes, as an operator sees it.
+     */
+    enum PeerWaitPhase {
+        /** QUERY arrival to the catalog's answer (the lookup of the missing pages). */
+        DISCOVERY,
+        /** The catalog's answer (or the arrival, when cached candidates needed no lookup) to the settled answer: the fetches. */
+        FETCH
     }
 
     /** How a query answer is counted ({@code orbitkv_manager_queries_total}, label {@code outcome}). */

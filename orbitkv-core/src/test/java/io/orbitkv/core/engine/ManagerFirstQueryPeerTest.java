@@ -212,6 +212,10 @@ class ManagerFirstQueryPeerTest {
             assertThat(batches).as("one fetch batch for the whole prefix").hasSize(1);
             assertThat(batches.getFirst()).hasSize(8);
             assertThat(peerWaits("settled")).as("only the QUERY that may wait counts a wait").isEqualTo(1);
+            for (String phase : new String[] {"discovery", "fetch"}) {
+                assertThat(b.registry.timer("orbitkv.manager.peer.wait.phase", "phase", phase).count())
+                        .as("the settled wait's %s phase, timed once", phase).isEqualTo(1);
+            }
             c.send(new Request.Release(2));
         }
         b.assertNothingHeld();

@@ -325,6 +325,8 @@ final class QueryKit implements AutoCloseable {
         final List<SettledQuery> settled = new CopyOnWriteArrayList<>();
         final List<RestoreOutcome> restores = new CopyOnWriteArrayList<>();
         final Map<PeerWaitOutcome, Integer> peerWaits = new EnumMap<>(PeerWaitOutcome.class);
+        /** Each timed peer-wait phase and its duration, in order. */
+        final List<Map.Entry<PeerWaitPhase, Long>> phases = new ArrayList<>();
 
         @Override
         public synchronized void countPending() {
@@ -344,6 +346,11 @@ final class QueryKit implements AutoCloseable {
         @Override
         public synchronized void countPeerWait(PeerWaitOutcome outcome) {
             peerWaits.merge(outcome, 1, Integer::sum);
+        }
+
+        @Override
+        public synchronized void timePeerWaitPhase(PeerWaitPhase phase, long durationNanos) {
+            phases.add(Map.entry(phase, durationNanos));
         }
     }
 

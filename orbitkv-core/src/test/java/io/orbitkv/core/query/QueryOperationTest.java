@@ -193,6 +193,40 @@ class QueryOperationTest {
         assertThat(kit.session.events(1)).containsExactly(CompletionEvent.QUERY_SETTLED, CompletionEvent.DRAINED);
         assertThat(kit.session.ended).containsExactly(op);
         assertThat(kit.metrics.peerWaits).containsExactly(java.util.Map.entry(QueryMetrics.PeerWaitOutcome.EXPIRED, 1));
+        assertThat(kit.metrics.phases).as("a wait that expired times its discovery only")
+                .extracting(java.util.Map.Entry::getKey).containsExactly(QueryMetrics.PeerWaitPhase.DISCOVERY);
+        kit.assertNothingHeld();
+    }
+
+    /** A settled first-query peer hit times its two phases: arrival to the catalog's answer, then to settled. */
+    @Test
+    void aSettledPeerWaitTimesItsDiscoveryAndItsFetches() {
+        kit.publish(scope, 6, 0, 0, 1);
+        long pageBytes = QueryKit.stagingBytesOfOnePage();
+        peers.held.put(key(6, 2), pageBytes);
+        peers.held.put(key(6, 3), pageBytes);
+        QueryOperation op = operation(1, 6, 4, 50, QueryKit.BOUNDS);
+        kit.start(op);
+        kit.clock.advance(3_000_000);
+        peers.catalog.complete(null);
+        kit.runCallbacks();
+        assertThat(kit.metrics.phases).containsExactly(java.util.Map.entry(QueryMetrics.PeerWaitPhase.DISCOVERY, 3_000_000L));
+        assertThat(peers.fetches).hasSize(2);
+
+        kit.clock.advance(5_000_000);
+        for (int page = 2; page <= 3; page++) {
+            kit.publish(scope, key(6, page));
+            Lease staged = (Lease) kit.store.acquire(key(6, page), scope.namespaceId());
+            peers.fetches.get(page - 2).result().complete(new StageResult.Staged(staged, StageResult.Source.PEER_READ));
+        }
+        kit.runCallbacks();
+
+        assertThat(op.state()).isEqualTo(QueryOperation.State.FINAL);
+        assertThat(kit.result(op).boundaryTokens()).isEqualTo(4 * QueryKit.PAGE_TOKENS);
+        assertThat(kit.metrics.phases).containsExactly(java.util.Map.entry(QueryMetrics.PeerWaitPhase.DISCOVERY, 3_000_000L),
+                java.util.Map.entry(QueryMetrics.PeerWaitPhase.FETCH, 5_000_000L));
+        assertThat(kit.metrics.peerWaits).containsExactly(java.util.Map.entry(QueryMetrics.PeerWaitOutcome.SETTLED, 1));
+        assertThat(kit.stop(op, true).drained()).isTrue();
         kit.assertNothingHeld();
     }
 
@@ -243,6 +277,8 @@ class QueryOperationTest {
         assertThat(op.state()).isEqualTo(QueryOperation.State.FINAL);
         assertThat(kit.result(op).boundaryTokens()).isEqualTo(3 * QueryKit.PAGE_TOKENS);
         assertThat(kit.metrics.peerWaits).containsExactly(java.util.Map.entry(QueryMetrics.PeerWaitOutcome.SETTLED, 1));
+        assertThat(kit.metrics.phases).as("no lookup ran: the fetch phase only, from the arrival")
+                .extracting(java.util.Map.Entry::getKey).containsExactly(QueryMetrics.PeerWaitPhase.FETCH);
         kit.clock.advance(WAIT_NANOS); // the timer was stopped: nothing changes
         assertThat(kit.metrics.peerWaits).containsExactly(java.util.Map.entry(QueryMetrics.PeerWaitOutcome.SETTLED, 1));
         assertThat(kit.stop(op, true).drained()).isTrue();
