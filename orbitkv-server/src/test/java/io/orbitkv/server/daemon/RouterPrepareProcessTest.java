@@ -179,7 +179,8 @@ class RouterPrepareProcessTest {
                         } catch (org.awaitility.core.ConditionTimeoutException e) {
                             throw new AssertionError("B did not hold the prefix; its counts: " + b.metrics().lines()
                                     .filter(l -> !l.startsWith("#") && (l.contains("remote_prepares") || l.contains("catalog_lookup")
-                                            || l.contains("prepared_pages") || l.contains("peer_fetches"))).toList(), e);
+                                            || l.contains("prepared_pages") || l.contains("peer") || l.contains("reservations_failed") || l.contains("speculation") || l.contains("unexpected"))).toList()
+                                    + "; A: " + a.metrics().lines().filter(l -> !l.startsWith("#") && !l.endsWith(" 0.0") && (l.contains("peer") || l.contains("unexpected") || l.contains("ticket"))).toList(), e);
                         }
                         assertThat(routerCount(http, base, "accepted")).isEqualTo(1);
                     }
