@@ -62,7 +62,9 @@ final class BlockKeyCache {
      * The keys of {@code hashes} (one QUERY group's pages) derived on demand: pages it shares with
      * the last remembered prompt of the same namespace, group and first page come from that one's
      * keys, the others from {@link #key(SessionScope, int, Hashes, int)}. Remembers this prompt in
-     * its place.
+     * its place, unless it is the remembered prompt itself: then that one's arrays are used as
+     * they are (a planning pass and the peer wait's scan of one QUERY share them, and a re-query
+     * keeps every page's hint).
      */
     PromptKeys prompt(SessionScope scope, int groupId, Hashes hashes) {
         int count = hashes.count();
@@ -76,6 +78,11 @@ final class BlockKeyCache {
         int shared = 0;
         if (last != null && last.namespaceId() == scope.namespaceId() && last.groupId() == groupId) {
             shared = Math.min(hashes.commonPrefix(last.hashes()), last.keys().length);
+            if (shared == count && last.keys().length == count) {
+                // the same prompt again (an engine's re-query, or the same QUERY planned twice):
+                // its keys and hints are this one's, kept in place rather than copied page by page
+                return new PromptKeys(scope, groupId, hashes, last.keys(), null, last.hints(), null, 0);
+            }
             known = last.keys();
             knownHints = last.hints();
         }

@@ -80,4 +80,42 @@ class BlockKeyCacheProperties {
         assertThat(inA).isNotEqualTo(inB);
         assertThat(cache.key(scope("model-a", 0), 0, hash.clone())).isEqualTo(inA);
     }
+
+    /**
+     * The same prompt asked again keeps every page's hint, even when a pass in between (the peer
+     * wait's scan of the missing pages) touched only some pages; a different prompt does not see
+     * a hint for a page it does not share.
+     */
+    @net.jqwik.api.Example
+    void theSamePromptAgainKeepsEveryPagesHint() {
+        BlockKeyCache cache = new BlockKeyCache();
+        SessionScope scope = scope("model-a", 0);
+        Random random = new Random(7);
+        List<byte[]> pages = new java.util.ArrayList<>();
+        for (int i = 0; i < 8; i++) {
+            byte[] h = new byte[16];
+            random.nextBytes(h);
+            pages.add(h);
+        }
+        Hashes prompt = Hashes.of(pages);
+        BlockKeyCache.PromptKeys first = cache.prompt(scope, 0, prompt);
+        for (int i = 0; i < 8; i++) {
+            first.key(i);
+            first.remember(i, "image " + i);
+        }
+        BlockKeyCache.PromptKeys scan = cache.prompt(scope, 0, prompt);
+        assertThat(scan.key(6)).isEqualTo(first.key(6));
+        BlockKeyCache.PromptKeys again = cache.prompt(scope, 0, prompt);
+        for (int i = 0; i < 8; i++) {
+            assertThat(again.hint(i)).as("page %d", i).isEqualTo("image " + i);
+            assertThat(again.key(i)).isEqualTo(StateKeys.forBlockHash(scope.digestBytes(), 0, pages.get(i)));
+        }
+        List<byte[]> other = new java.util.ArrayList<>(pages.subList(0, 4));
+        byte[] diverging = new byte[16];
+        random.nextBytes(diverging);
+        other.add(diverging);
+        BlockKeyCache.PromptKeys longer = cache.prompt(scope, 0, Hashes.of(other));
+        assertThat(longer.hint(3)).isEqualTo("image 3");
+        assertThat(longer.hint(4)).as("a page the prompts do not share").isNull();
+    }
 }
