@@ -1,5 +1,6 @@
 package io.orbitkv.core.query;
 
+import io.orbitkv.core.storage.dram.DramTier;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.StateKeys;
 import io.orbitkv.state.protocol.Hashes;
@@ -93,7 +94,7 @@ final class BlockKeyCache {
     }
 
     /** One QUERY group's page keys, derived once each; see {@link #prompt}. Thread-safe (see the header). */
-    final class PromptKeys {
+    final class PromptKeys implements DramTier.RunKeys {
         private final SessionScope scope;
         private final int groupId;
         private final Hashes hashes;
@@ -116,10 +117,11 @@ final class BlockKeyCache {
         }
 
         /**
-         * What the DRAM tier found for page {@code index} ({@link io.orbitkv.core.storage.dram.DramTier.RunKeys#hint}):
+         * What the DRAM tier found for page {@code index} ({@link DramTier.RunKeys#hint}):
          * this prompt's, else the remembered prompt's for a shared page; null when neither.
          */
-        Object hint(int index) {
+        @Override
+        public Object hint(int index) {
             if (hints == null) return null; // a prompt too long to remember keeps no hints either
             Object h = hints[index];
             if (h == null && index < shared) {
@@ -130,14 +132,16 @@ final class BlockKeyCache {
         }
 
         /** Keeps the tier's {@code found} for page {@code index} (null: forget it, here and in the remembered prompt). */
-        void remember(int index, Object found) {
+        @Override
+        public void remember(int index, Object found) {
             if (hints == null) return;
             hints[index] = found;
             if (found == null && index < shared) knownHints[index] = null;
         }
 
         /** The key of page {@code index}. */
-        StateKey key(int index) {
+        @Override
+        public StateKey key(int index) {
             StateKey k = keys[index];
             if (k != null) return k;
             if (index < shared) k = known[index];

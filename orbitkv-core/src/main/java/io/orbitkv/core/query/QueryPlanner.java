@@ -180,7 +180,7 @@ public final class QueryPlanner {
         List<StateKey> out = new ArrayList<>();
         for (Request.QueryGroup qg : query.groups()) {
             long to = Math.min(capPage, qg.hashes().count());
-            GroupKeys groupKeys = keysOf(qg, scope);
+            DramTier.RunKeys groupKeys = keysOf(qg, scope);
             for (long page = Math.max(fromPage, query.originTokens() / p); page < to && out.size() < limit; page++) {
                 StateKey key = groupKeys.key((int) page);
                 if (!store.holdsLocally(key, scope.namespaceId(), scope.digest())) {
@@ -212,7 +212,8 @@ public final class QueryPlanner {
         boolean dramOnly = sources == Sources.DRAM;
         int n = (int) Math.max(0, to - from);
         Found f = new Found(qg.groupId(), from, n);
-        GroupKeys groupKeys = keysOf(qg, scope);
+        DramTier.RunKeys groupKeys = keysOf(qg, scope);
+        // the run's index i is page from + i of the prompt
         DramTier.RunKeys keyOf = new DramTier.RunKeys() {
             @Override
             public StateKey key(int i) {
@@ -270,41 +271,12 @@ public final class QueryPlanner {
     }
 
     /**
-     * Page {@code index}'s key in one group's key source ({@link #keysOf}), in the session's
-     * namespace, and the DRAM tier's hint for it ({@link DramTier.RunKeys}): kept with a
-     * remembered prompt, none for keys sent as StateKeys.
+     * The key source of one group of a QUERY, indexed by page of the prompt: block hashes through
+     * {@link BlockKeyCache#prompt} (which also keeps the DRAM tier's hints), StateKeys as sent.
      */
-    private interface GroupKeys {
-        StateKey key(int index);
-
-        default Object hint(int index) {
-            return null;
-        }
-
-        default void remember(int index, Object found) {
-        }
-    }
-
-    /** The key source of one group of a QUERY: block hashes through {@link BlockKeyCache#prompt}, StateKeys as sent. */
-    private GroupKeys keysOf(Request.QueryGroup qg, SessionScope scope) {
+    private DramTier.RunKeys keysOf(Request.QueryGroup qg, SessionScope scope) {
         if (qg.form() != KeyForm.BLOCK_HASH) return qg.hashes()::key;
-        BlockKeyCache.PromptKeys prompt = keys.prompt(scope, qg.groupId(), qg.hashes());
-        return new GroupKeys() {
-            @Override
-            public StateKey key(int index) {
-                return prompt.key(index);
-            }
-
-            @Override
-            public Object hint(int index) {
-                return prompt.hint(index);
-            }
-
-            @Override
-            public void remember(int index, Object found) {
-                prompt.remember(index, found);
-            }
-        };
+        return keys.prompt(scope, qg.groupId(), qg.hashes());
     }
 
     private static QueryPlan.Hit keepRequired(BoundarySelection.Hit hit, List<Found> found, int p) {
