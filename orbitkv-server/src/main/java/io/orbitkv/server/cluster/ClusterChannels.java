@@ -1,10 +1,16 @@
 package io.orbitkv.server.cluster;
 
+import io.grpc.CallOptions;
+import io.grpc.Channel;
 import io.grpc.ChannelCredentials;
+import io.grpc.ClientCall;
+import io.grpc.ClientInterceptor;
 import io.grpc.CompositeChannelCredentials;
+import io.grpc.Context;
 import io.grpc.Grpc;
 import io.grpc.InsecureChannelCredentials;
 import io.grpc.ManagedChannel;
+import io.grpc.MethodDescriptor;
 import io.grpc.TlsChannelCredentials;
 import java.io.IOException;
 import java.util.Map;
@@ -30,11 +36,32 @@ import java.util.concurrent.TimeUnit;
  * every payload chunk of a peer read's Fetch stream), and no callback here blocks — peer-read futures hand
  * their result to the Manager's callback executor ({@code whenCompleteAsync}), payload chunks are
  * one bounded memory copy into a reserved slot, catalog replies merge under a short monitor.
+ *
+ * <p>Every call is started detached from the caller's gRPC {@link Context} ({@link #DETACHED}): a
+ * call otherwise inherits the context of whatever server call it was started under, and is
+ * cancelled when that call completes. A remote prepare answers its caller at once and goes on
+ * staging (its catalog lookup may even complete on the handler's own thread, this node's shard
+ * being answered in process), so its peer reads were cancelled ("io.grpc.Context was cancelled
+ * without error") whenever the answer went out before they finished. Each call here carries its
+ * own deadline; none relies on the caller's.
  */
 public final class ClusterChannels implements AutoCloseable {
 
     /** Peer endpoints with an open channel, at most. */
     public static final int MAX_CHANNELS = 256;
+
+    /** Creates each call under {@link Context#ROOT}, so no caller's cancellation or deadline reaches it. */
+    static final ClientInterceptor DETACHED = new ClientInterceptor() {
+        @Override
+        public <Q, R> ClientCall<Q, R> interceptCall(MethodDescriptor<Q, R> method, CallOptions options, Channel next) {
+            Context previous = Context.ROOT.attach();
+            try {
+                return next.newCall(method, options);
+            } finally {
+                Context.ROOT.detach(previous);
+            }
+        }
+    };
 
     private final ChannelCredentials credentials;
     private final Map<String, ManagedChannel> channels = new ConcurrentHashMap<>();
@@ -73,6 +100,7 @@ public final class ClusterChannels implements AutoCloseable {
             }
             return Grpc.newChannelBuilder(e, credentials)
                     .directExecutor()
+                    .intercept(DETACHED)
                     .maxInboundMessageSize(ClusterRpcServer.MAX_INBOUND_MESSAGE_BYTES)
                     .build();
         }));
