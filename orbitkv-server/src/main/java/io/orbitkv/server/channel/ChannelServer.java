@@ -178,13 +178,14 @@ public final class ChannelServer implements AutoCloseable {
         return "maxConnections (" + settings.limits().maxConnections() + ") reached";
     }
 
-    private ChannelServer(Settings settings, ServerSocketChannel server, SessionFactory sessions, MeterRegistry registry) {
+    private ChannelServer(Settings settings, ServerSocketChannel server, SessionFactory sessions, MeterRegistry registry,
+                          Duration silentGrace) {
         this.settings = settings;
         this.server = server;
         this.sessions = sessions;
         this.decoder = new FrameDecoder(settings.limits(), Direction.TO_MANAGER);
         this.metrics = new ChannelMetrics(registry);
-        this.silentGraceNanos = AdmissionLimits.silentGrace(settings.registerTimeout()).toNanos();
+        this.silentGraceNanos = silentGrace.toNanos();
         this.unregistered = new UidPlaces<>(settings.maxUnregisteredConnections(),
                 AdmissionLimits.unregisteredPerUid(settings.maxUnregisteredConnections()),
                 c -> c.silentFor(silentGraceNanos, System.nanoTime()));
@@ -205,6 +206,16 @@ public final class ChannelServer implements AutoCloseable {
      */
     public static ChannelServer start(Settings settings, SessionFactory sessions, MeterRegistry registry)
             throws IOException {
+        return start(settings, sessions, registry, AdmissionLimits.silentGrace(settings.registerTimeout()));
+    }
+
+    /**
+     * As {@link #start(Settings, SessionFactory, MeterRegistry)} with {@code silentGrace} instead of
+     * {@link AdmissionLimits#silentGrace}: for a test whose connections must not be displaced
+     * however long the machine takes to accept them.
+     */
+    static ChannelServer start(Settings settings, SessionFactory sessions, MeterRegistry registry, Duration silentGrace)
+            throws IOException {
         Path path = settings.socketPath();
         Path parent = path.toAbsolutePath().getParent();
         if (parent != null && !Files.isDirectory(parent)) {
@@ -220,7 +231,7 @@ public final class ChannelServer implements AutoCloseable {
             server.close();
             throw e;
         }
-        ChannelServer s = new ChannelServer(settings, server, sessions, registry);
+        ChannelServer s = new ChannelServer(settings, server, sessions, registry, silentGrace);
         s.acceptor.start();
         return s;
     }

@@ -94,10 +94,15 @@ class ChannelServerTest {
     }
 
     private ChannelServer start(int maxConnections, Duration registerTimeout, int maxUnregistered) throws IOException {
+        return start(maxConnections, registerTimeout, maxUnregistered, AdmissionLimits.silentGrace(registerTimeout));
+    }
+
+    private ChannelServer start(int maxConnections, Duration registerTimeout, int maxUnregistered, Duration silentGrace)
+            throws IOException {
         server = ChannelServer.start(new ChannelServer.Settings(dir.resolve("m.sock"), "0600",
                 Newcomer.limitsWithMaxConnections(maxConnections), 4,
                 Duration.ofSeconds(10), registerTimeout, maxUnregistered),
-                (sink, peer) -> new OpenResult.Opened(new ScriptedSession(sink)), registry);
+                (sink, peer) -> new OpenResult.Opened(new ScriptedSession(sink)), registry, silentGrace);
         return server;
     }
 
@@ -297,7 +302,10 @@ class ChannelServerTest {
         int maxConnections = 4;
         int maxUnregistered = 2;
         // Long enough that the checks before it cannot race it on a loaded machine; the test waits it out once.
-        start(maxConnections, Duration.ofSeconds(2), maxUnregistered);
+        // No silent connection is displaced before it (the 1 s grace is raced by a stalled accept loop under
+        // load; displacement has tests of its own).
+        Duration registerTimeout = Duration.ofSeconds(3);
+        start(maxConnections, registerTimeout, maxUnregistered, registerTimeout.multipliedBy(10));
         try (RawClient engineA = new RawClient(server.socketPath())) {
             assertThat(engineA.call(register("a"))).isInstanceOf(Reply.Registered.class);
             List<RawClient> silent = new java.util.ArrayList<>();
