@@ -11,14 +11,11 @@ import io.orbitkv.state.StateKey;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.EnumMap;
-import java.util.HashMap;
-import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
-import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -106,56 +103,55 @@ public final class CatalogLookups {
             for (StateKey k : keys) out.put(k, unknown(KeyLocation.UnknownReason.NO_MEMBERSHIP));
             return CompletableFuture.completedFuture(out);
         }
-        Set<String> liveIncarnations = new HashSet<>();
-        for (Member m : v.live()) liveIncarnations.add(m.nodeId() + "#" + m.incarnation());
         List<StateKey> toAsk = new ArrayList<>();
         for (StateKey k : keys) {
-            if (out.containsKey(k)) continue;
+            if (out.putIfAbsent(k, ASKED) != null) continue; // a duplicate: answered once
             KeyLocation.Present cached = candidates.getIfPresent(k);
             if (cached != null) {
-                List<Holder> still = cached.holders().stream()
-                        .filter(h -> liveIncarnations.contains(h.nodeId() + "#" + h.incarnation())).toList();
-                if (!still.isEmpty()) {
+                Optional<KeyLocation.Present> still = live(cached, v);
+                if (still.isPresent()) {
                     cacheHits.increment();
-                    out.put(k, new KeyLocation.Present(still));
+                    out.put(k, still.get());
                     continue;
                 }
             }
-            out.put(k, null); // keeps request order; filled below
-            toAsk.add(k);
+            toAsk.add(k); // keeps its place in request order; filled below
         }
         long deadlineNanos = t0 + Math.max(1, deadline.toMillis()) * 1_000_000L;
         return rounds(toAsk, deadlineNanos, 0).thenApply(answers -> {
-            for (var e : answers.entrySet()) {
-                KeyLocation loc = e.getValue();
-                if (loc instanceof KeyLocation.Present p) candidates.put(e.getKey(), p);
+            for (int i = 0; i < toAsk.size(); i++) {
+                KeyLocation loc = answers.get(i);
+                if (loc instanceof KeyLocation.Present p) candidates.put(toAsk.get(i), p);
                 if (loc instanceof KeyLocation.Unknown u) unknown.get(u.reason()).increment();
-                out.put(e.getKey(), loc);
+                out.put(toAsk.get(i), loc);
             }
             latency.record(Duration.ofNanos(System.nanoTime() - t0));
             return java.util.Collections.unmodifiableMap(out);
         });
     }
 
+    /** A placeholder in {@link #lookup}'s ordered answer while the key is being asked; never returned. */
+    private static final KeyLocation ASKED = new KeyLocation.Absent();
+
     /**
-     * Asks every owner of {@code keys} under the view as of now, then asks again, re-routed by the
-     * view as of then, for the keys answered {@link KeyLocation.UnknownReason#STALE_PLACEMENT}
-     * (at most {@link #STALE_PLACEMENT_ROUNDS} rounds, {@link #STALE_PLACEMENT_RETRY} apart, within
-     * the deadline).
+     * Asks every owner of {@code keys} (distinct) under the view as of now, then asks again,
+     * re-routed by the view as of then, for the keys answered
+     * {@link KeyLocation.UnknownReason#STALE_PLACEMENT} (at most {@link #STALE_PLACEMENT_ROUNDS}
+     * rounds, {@link #STALE_PLACEMENT_RETRY} apart, within the deadline). One answer per key, in
+     * the order of {@code keys}.
      */
-    private CompletableFuture<Map<StateKey, KeyLocation>> rounds(List<StateKey> keys, long deadlineNanos, int round) {
-        if (keys.isEmpty()) return CompletableFuture.completedFuture(Map.of());
+    private CompletableFuture<List<KeyLocation>> rounds(List<StateKey> keys, long deadlineNanos, int round) {
+        if (keys.isEmpty()) return CompletableFuture.completedFuture(List.of());
         MembershipView v = view.get();
         if (!v.valid() || v.live().isEmpty()) {
-            Map<StateKey, KeyLocation> none = new HashMap<>();
-            for (StateKey k : keys) none.put(k, new KeyLocation.Unknown(KeyLocation.UnknownReason.NO_MEMBERSHIP));
-            return CompletableFuture.completedFuture(none);
+            return CompletableFuture.completedFuture(java.util.Collections.nCopies(keys.size(),
+                    new KeyLocation.Unknown(KeyLocation.UnknownReason.NO_MEMBERSHIP)));
         }
         return ReplicaMerge.ask(keys, v, replicas, deadlineNanos, this::call).thenCompose(merged -> {
-            List<StateKey> stale = new ArrayList<>();
-            for (var e : merged.entrySet()) {
-                if (e.getValue() instanceof KeyLocation.Unknown u && u.reason() == KeyLocation.UnknownReason.STALE_PLACEMENT) {
-                    stale.add(e.getKey());
+            List<Integer> stale = new ArrayList<>();
+            for (int i = 0; i < merged.size(); i++) {
+                if (merged.get(i) instanceof KeyLocation.Unknown u && u.reason() == KeyLocation.UnknownReason.STALE_PLACEMENT) {
+                    stale.add(i);
                 }
             }
             long waitNanos = Math.min(STALE_PLACEMENT_RETRY.toNanos(), deadlineNanos - System.nanoTime() - 1_000_000L);
@@ -163,12 +159,13 @@ public final class CatalogLookups {
                 return CompletableFuture.completedFuture(merged);
             }
             stalePlacementRetries.increment(stale.size());
+            List<StateKey> again = stale.stream().map(keys::get).toList();
             Executor later = CompletableFuture.delayedExecutor(waitNanos, java.util.concurrent.TimeUnit.NANOSECONDS);
             return CompletableFuture.supplyAsync(() -> null, later)
-                    .thenCompose(x -> rounds(stale, deadlineNanos, round + 1))
-                    .thenApply(again -> {
-                        Map<StateKey, KeyLocation> all = new HashMap<>(merged);
-                        all.putAll(again);
+                    .thenCompose(x -> rounds(again, deadlineNanos, round + 1))
+                    .thenApply(answers -> {
+                        List<KeyLocation> all = new ArrayList<>(merged);
+                        for (int j = 0; j < stale.size(); j++) all.set(stale.get(j), answers.get(j));
                         return all;
                     });
         });
@@ -209,10 +206,22 @@ public final class CatalogLookups {
         MembershipView v = view.get();
         if (!v.valid()) return Optional.empty();
         KeyLocation.Present hit = candidates.getIfPresent(key);
-        if (hit == null) return Optional.empty();
-        List<Holder> still = hit.holders().stream().filter(h -> v.live().stream()
-                .anyMatch(m -> m.nodeId().equals(h.nodeId()) && m.incarnation() == h.incarnation())).toList();
-        return still.isEmpty() ? Optional.empty() : Optional.of(new KeyLocation.Present(still));
+        return hit == null ? Optional.empty() : live(hit, v);
+    }
+
+    /** {@code cached} restricted to holders live at the same incarnation in {@code v}; empty when none is. */
+    private static Optional<KeyLocation.Present> live(KeyLocation.Present cached, MembershipView v) {
+        List<Holder> still = new ArrayList<>(cached.holders().size());
+        for (Holder h : cached.holders()) {
+            for (Member m : v.live()) {
+                if (m.incarnation() == h.incarnation() && m.nodeId().equals(h.nodeId())) {
+                    still.add(h);
+                    break;
+                }
+            }
+        }
+        if (still.isEmpty()) return Optional.empty();
+        return Optional.of(still.size() == cached.holders().size() ? cached : new KeyLocation.Present(still));
     }
 
     /** Drops every cached candidate (after membership changes, or in tests). */

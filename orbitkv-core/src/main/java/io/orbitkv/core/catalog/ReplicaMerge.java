@@ -2,12 +2,10 @@ package io.orbitkv.core.catalog;
 
 import io.orbitkv.state.StateKey;
 import java.util.ArrayList;
-import java.util.HashMap;
-import java.util.LinkedHashMap;
-import java.util.LinkedHashSet;
+import java.util.Arrays;
+import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeoutException;
 
@@ -42,32 +40,52 @@ final class ReplicaMerge {
         CompletableFuture<List<KeyLocation>> lookup(Member owner, List<StateKey> keys, MembershipView view, long timeoutMillis);
     }
 
-    private final Map<StateKey, KeyLocation> best = new HashMap<>();
-    private final Map<StateKey, Integer> pending = new HashMap<>();
-    private final CompletableFuture<Map<StateKey, KeyLocation>> done = new CompletableFuture<>();
-    private int unsettled;
+    /** One owner's share of the round: its keys, and where each stands in the round's key list. */
+    private static final class Batch {
+        final List<StateKey> keys = new ArrayList<>();
+        int[] at = new int[16];
 
-    private ReplicaMerge() {
+        void add(StateKey key, int index) {
+            if (keys.size() == at.length) at = Arrays.copyOf(at, at.length * 2);
+            at[keys.size()] = index;
+            keys.add(key);
+        }
     }
 
-    /** Asks the owners of {@code keys} under {@code view}; completes with one merged answer per key. */
-    static CompletableFuture<Map<StateKey, KeyLocation>> ask(List<StateKey> keys, MembershipView view, int replicas,
-                                                             long deadlineNanos, Call call) {
-        ReplicaMerge m = new ReplicaMerge();
-        Map<Member, List<StateKey>> byOwner = new LinkedHashMap<>();
-        Set<StateKey> distinct = new LinkedHashSet<>(keys);
-        for (StateKey k : distinct) {
+    /** Guarded by {@code this}: the merged answer so far and the owners yet to answer, per key index. */
+    private final KeyLocation[] best;
+    private final int[] pending;
+    private final CompletableFuture<List<KeyLocation>> done = new CompletableFuture<>();
+    private int unsettled;
+
+    private ReplicaMerge(int keys) {
+        best = new KeyLocation[keys];
+        pending = new int[keys];
+        unsettled = keys;
+    }
+
+    /**
+     * Asks the owners of {@code keys} (distinct) under {@code view}; completes with one merged
+     * answer per key, in the order of {@code keys}.
+     */
+    static CompletableFuture<List<KeyLocation>> ask(List<StateKey> keys, MembershipView view, int replicas,
+                                                    long deadlineNanos, Call call) {
+        if (keys.isEmpty()) return CompletableFuture.completedFuture(List.of());
+        ReplicaMerge m = new ReplicaMerge(keys.size());
+        // owners are elements of view.live(): identity is enough, and cheaper than Member.hashCode
+        Map<Member, Batch> byOwner = new IdentityHashMap<>();
+        for (int i = 0; i < keys.size(); i++) {
+            StateKey k = keys.get(i);
             List<Member> owners = Rendezvous.owners(k, view.live(), replicas);
-            m.pending.put(k, owners.size());
-            for (Member o : owners) byOwner.computeIfAbsent(o, x -> new ArrayList<>()).add(k);
+            m.pending[i] = owners.size();
+            for (Member o : owners) byOwner.computeIfAbsent(o, x -> new Batch()).add(k, i);
         }
-        m.unsettled = distinct.size();
         long timeoutMillis = Math.max(1, (deadlineNanos - System.nanoTime()) / 1_000_000L);
         for (var e : byOwner.entrySet()) {
-            List<StateKey> batch = e.getValue();
+            Batch batch = e.getValue();
             CompletableFuture<List<KeyLocation>> f;
             try {
-                f = call.lookup(e.getKey(), batch, view, timeoutMillis);
+                f = call.lookup(e.getKey(), batch.keys, view, timeoutMillis);
             } catch (RuntimeException ex) {
                 f = CompletableFuture.failedFuture(ex);
             }
@@ -76,20 +94,22 @@ final class ReplicaMerge {
         return m.done;
     }
 
-    private synchronized void answered(List<StateKey> batch, List<KeyLocation> answers, Throwable failure) {
+    private synchronized void answered(Batch batch, List<KeyLocation> answers, Throwable failure) {
         if (done.isDone()) return;
-        boolean failed = failure != null || answers == null || answers.size() != batch.size();
-        for (int i = 0; i < batch.size(); i++) {
-            StateKey k = batch.get(i);
-            KeyLocation before = best.get(k);
-            boolean wasSettled = before instanceof KeyLocation.Present || pending.get(k) == 0;
-            KeyLocation merged = merge(before, failed ? new KeyLocation.Unknown(reasonOf(failure)) : answers.get(i));
-            best.put(k, merged);
-            pending.merge(k, -1, Integer::sum);
-            boolean settled = merged instanceof KeyLocation.Present || pending.get(k) == 0;
+        int n = batch.keys.size();
+        boolean failed = failure != null || answers == null || answers.size() != n;
+        KeyLocation unknown = failed ? new KeyLocation.Unknown(reasonOf(failure)) : null;
+        for (int i = 0; i < n; i++) {
+            int k = batch.at[i];
+            KeyLocation before = best[k];
+            boolean wasSettled = before instanceof KeyLocation.Present || pending[k] == 0;
+            KeyLocation merged = merge(before, failed ? unknown : answers.get(i));
+            best[k] = merged;
+            pending[k]--;
+            boolean settled = merged instanceof KeyLocation.Present || pending[k] == 0;
             if (settled && !wasSettled) unsettled--;
         }
-        if (unsettled == 0) done.complete(new HashMap<>(best));
+        if (unsettled == 0) done.complete(Arrays.asList(best.clone()));
     }
 
     /** The merge rule (see the class comment). */

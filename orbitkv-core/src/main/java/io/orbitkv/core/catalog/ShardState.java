@@ -194,6 +194,8 @@ public final class ShardState {
         return new PushBatch.Reply(r, ownerIncarnation);
     }
 
+    private static final ResidencyEvent.Medium[] MEDIA = ResidencyEvent.Medium.values();
+
     /**
      * Answers each key against the requester's live view: holders among those members (matching
      * incarnations only), else absent with complete coverage, else unknown.
@@ -207,20 +209,30 @@ public final class ShardState {
         } else {
             missing = coverage(live, viewDigest);
         }
+        // the sources that may answer, resolved once per call rather than once per key
+        Member[] members = new Member[live.size()];
+        Source[] answering = new Source[live.size()];
+        int n = 0;
+        for (Member m : live) {
+            Source s = sources.get(m.nodeId());
+            if (s == null || s.incarnation != m.incarnation() || s.phase == Phase.NEEDS_SNAPSHOT) continue;
+            members[n] = m;
+            answering[n++] = s;
+        }
         List<KeyLocation> out = new ArrayList<>(keysToFind.size());
         for (StateKey key : keysToFind) {
-            List<Holder> holders = new ArrayList<>(2);
-            for (Member m : live) {
-                Source s = sources.get(m.nodeId());
-                if (s == null || s.incarnation != m.incarnation() || s.phase == Phase.NEEDS_SNAPSHOT) continue;
-                long[] seqs = s.entries.get(key);
+            List<Holder> holders = null;
+            for (int i = 0; i < n; i++) {
+                long[] seqs = answering[i].entries.get(key);
                 if (seqs == null) continue;
-                for (ResidencyEvent.Medium medium : ResidencyEvent.Medium.values()) {
+                for (ResidencyEvent.Medium medium : MEDIA) {
                     long seq = seqs[medium.ordinal()];
-                    if (seq > 0) holders.add(new Holder(m.nodeId(), m.incarnation(), medium, seq, (int) seqs[2]));
+                    if (seq <= 0) continue;
+                    if (holders == null) holders = new ArrayList<>(2);
+                    holders.add(new Holder(members[i].nodeId(), members[i].incarnation(), medium, seq, (int) seqs[2]));
                 }
             }
-            out.add(holders.isEmpty() ? missing : new KeyLocation.Present(holders));
+            out.add(holders == null ? missing : new KeyLocation.Present(holders));
         }
         return out;
     }

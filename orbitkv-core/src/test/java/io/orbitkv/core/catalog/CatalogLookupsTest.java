@@ -51,6 +51,18 @@ class CatalogLookupsTest {
     }
 
     @Test
+    void duplicatesAreAnsweredOnceInRequestOrderWithCachedAndAskedKeysMixed() {
+        lookups.lookup(List.of(Keys.key(0)), Duration.ofSeconds(2)).join(); // key 0's holder is cached now
+        List<StateKey> asked = List.of(Keys.key(5), Keys.key(0), Keys.key(5), Keys.key(3), Keys.key(0), Keys.key(7));
+        Map<StateKey, KeyLocation> got = lookups.lookup(asked, Duration.ofSeconds(2)).join();
+        assertThat(got.keySet()).containsExactly(Keys.key(5), Keys.key(0), Keys.key(3), Keys.key(7));
+        assertThat(got.get(Keys.key(0))).isEqualTo(new KeyLocation.Present(
+                List.of(new Holder("n0", 1, ResidencyEvent.Medium.DRAM, 1))));
+        for (int k : new int[] {5, 3, 7}) assertThat(got.get(Keys.key(k))).isEqualTo(new KeyLocation.Absent());
+        assertThat(registry.get("orbitkv_catalog_candidate_cache_hits").counter().count()).isEqualTo(1);
+    }
+
+    @Test
     void aSilentOwnerMakesItsKeysUnknownAtTheDeadlineAndTheOthersStillAnswer() {
         transport.silent.add("n1");
         long t0 = System.nanoTime();
