@@ -26,9 +26,10 @@ import java.util.function.Supplier;
 
 /**
  * {@link PeerPages.Candidates} from the embedded catalog, without blocking the query path: a
- * key's candidates are the catalog's <em>cached</em> positive answer; a key with none starts a
- * background lookup (batched, bounded) and is answered "no candidate" now, so this QUERY treats
- * the page as a miss and a later QUERY (or poll) of the same key finds the peer.
+ * key's candidates are the catalog's <em>cached</em> positive answer; a key with none is answered
+ * "no candidate" now and, through {@link #known}, starts a background lookup (batched, bounded),
+ * so a later QUERY (or poll) of the same key finds the peer. {@link #cached} starts none: the
+ * query planner's caller asks for all of its missing pages at once ({@link #discover}).
  *
  * <p>Borrows the {@link CatalogLookups} and the view; owns the set of keys being looked up (at
  * most {@code lookupKeysInFlight}) and one queue of keys waiting for the next batch.
@@ -79,11 +80,20 @@ public final class CatalogCandidates implements PeerPages.Candidates {
 
     @Override
     public List<PeerCandidate> known(StateKey key, NamespaceDigest namespace) {
+        return candidates(key, namespace, true);
+    }
+
+    @Override
+    public List<PeerCandidate> cached(StateKey key, NamespaceDigest namespace) {
+        return candidates(key, namespace, false);
+    }
+
+    private List<PeerCandidate> candidates(StateKey key, NamespaceDigest namespace, boolean lookUpUnknown) {
         MembershipView v = view.get();
         if (!v.valid()) return List.of();
         Optional<KeyLocation.Present> cached = lookups.cached(key);
         if (cached.isEmpty()) {
-            startLookup(key);
+            if (lookUpUnknown) startLookup(key);
             return List.of();
         }
         List<PeerCandidate> out = new ArrayList<>();

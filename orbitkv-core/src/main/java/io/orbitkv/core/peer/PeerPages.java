@@ -69,6 +69,14 @@ public final class PeerPages implements RemotePages {
         List<PeerCandidate> known(StateKey key, NamespaceDigest namespace);
 
         /**
+         * As {@link #known}, starting no lookup for a key without candidates: for a caller that
+         * looks its missing pages up itself ({@link #discover}). Default: {@link #known}.
+         */
+        default List<PeerCandidate> cached(StateKey key, NamespaceDigest namespace) {
+            return known(key, namespace);
+        }
+
+        /**
          * Looks {@code keys} up now (one batch, one RPC per shard owner) so that {@link #known}
          * answers them afterwards; completes, never exceptionally, when the answers are in or at
          * the lookup deadline. Default: nothing to look up.
@@ -134,7 +142,9 @@ public final class PeerPages implements RemotePages {
     @Override
     public long stagingBytes(StateKey key, SessionScope scope) {
         if (!members.validForRemoteWork()) return 0;
-        return candidates.known(key, scope.digest()).stream().mapToLong(c -> c.stagingBytes(pageBytesBudget)).max().orElse(0);
+        // planning only: the query discovers its missing pages in one batch (PeerWait), so a key
+        // without candidates starts no lookup of its own here
+        return candidates.cached(key, scope.digest()).stream().mapToLong(c -> c.stagingBytes(pageBytesBudget)).max().orElse(0);
     }
 
     @Override

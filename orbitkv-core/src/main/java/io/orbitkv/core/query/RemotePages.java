@@ -37,6 +37,8 @@ public interface RemotePages {
     /**
      * Bytes to admit from the staging budget if some live peer is known to hold {@code key} in
      * {@code scope}'s namespace and new remote work is allowed now; 0 otherwise (the page is a miss).
+     * Starts no lookup for an unknown key: the planner's caller {@link #discover discovers} its
+     * missing pages in one batch.
      */
     long stagingBytes(StateKey key, SessionScope scope);
 

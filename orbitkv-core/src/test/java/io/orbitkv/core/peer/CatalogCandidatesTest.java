@@ -86,6 +86,28 @@ class CatalogCandidatesTest {
         assertThat(c.lookupKeysInFlight()).isZero();
     }
 
+    /**
+     * The planner's read ({@code cached}) starts no lookup: a QUERY's missing pages are asked for
+     * in one discovery batch, so a per-page lookup from planning is a second RPC for the same key.
+     */
+    @Test
+    void theCachedReadStartsNoLookupAndSeesWhatADiscoveryFound() {
+        CatalogCandidates c = candidates(16);
+        StateKey k = PeerNode.key(1);
+        assertThat(c.cached(k, PeerNode.DIGEST)).isEmpty();
+        assertThat(transport.asked).as("no lookup from a cached read").isEmpty();
+        assertThat(c.lookupsStarted()).isZero();
+        CompletableFuture<Void> discovered = c.discover(List.of(k, PeerNode.key(2)));
+        int calls = transport.asked.size();
+        assertThat(calls).as("one call per shard owner of the two keys").isBetween(1, 2);
+        transport.answerAll(new KeyLocation.Present(List.of(new Holder("a", 3, ResidencyEvent.Medium.DRAM, 9))));
+        assertThat(discovered).isCompleted();
+        assertThat(c.cached(k, PeerNode.DIGEST)).singleElement()
+                .satisfies(p -> assertThat(p.source().node()).isEqualTo(new NodeIncarnation("a", 3)));
+        assertThat(transport.asked).as("still the discovery's one batch").hasSize(calls);
+        assertThat(c.lookupsStarted()).isEqualTo(1);
+    }
+
     @Test
     void keysArrivingDuringALookupGoInTheNextBatch() {
         CatalogCandidates c = candidates(16);
