@@ -6,6 +6,7 @@ import io.orbitkv.core.storage.residency.ResidencyStream;
 import io.orbitkv.state.StateKey;
 
 import java.io.IOException;
+import java.lang.foreign.MemorySegment;
 import java.security.SecureRandom;
 import java.util.List;
 import java.util.Objects;
@@ -202,8 +203,7 @@ public final class DramTier implements AutoCloseable {
             switch (slots.reserve(sizeClass, tenant)) {
                 case SlotTable.Allocation.Allocated(int slot, long imageId) -> {
                     memory.takeOver(slot, namespaceId);
-                    return new Reservation(this, key, namespaceId, slot, imageId,
-                            memory.blockSlice(namespaceId, slot, lengthBytes), memory.slotRef(slot, lengthBytes));
+                    return new Reservation(this, key, namespaceId, slot, imageId, memory.slotRef(slot, lengthBytes));
                 }
                 case SlotTable.Allocation.Refused(ReserveResult.FullReason reason)
                         when reason == ReserveResult.FullReason.TENANT_QUOTA -> {
@@ -429,8 +429,7 @@ public final class DramTier implements AutoCloseable {
         Objects.requireNonNull(held, "held");
         if (held.owner() != this) throw new IllegalArgumentException("lease of another DRAM tier: " + held);
         if (!held.isHeld() || !slots.pinHeld(held.slot(), held.imageId())) return new AcquireResult.Miss(held.key());
-        return new Lease(this, held.key(), held.namespaceId(), held.slot(), held.imageId(), held.blockSegment(),
-                held.slotRef());
+        return new Lease(this, held.key(), held.namespaceId(), held.slot(), held.imageId(), held.slotRef());
     }
 
     /**
@@ -641,8 +640,12 @@ public final class DramTier implements AutoCloseable {
 
     private Lease newLease(StateKey key, ResidentImage image) {
         return new Lease(this, key, image.namespaceId(), image.slot(), image.imageId(),
-                memory.blockSlice(image.namespaceId(), image.slot(), image.lengthBytes()).asReadOnly(),
                 memory.slotRef(image.slot(), image.lengthBytes()));
+    }
+
+    /** The bytes of {@code slot} as {@code namespaceId} wrote them, in whole 4 KiB blocks ({@link SlotClaim#blockSegment}). */
+    MemorySegment blockSlice(int namespaceId, int slot, int lengthBytes) {
+        return memory.blockSlice(namespaceId, slot, lengthBytes);
     }
 
     private ReserveResult refuse(ReserveResult.FullReason reason) {

@@ -2,7 +2,6 @@ package io.orbitkv.core.storage.dram;
 
 import io.orbitkv.state.StateKey;
 
-import java.lang.foreign.MemorySegment;
 
 /**
  * A read pin on one resident image: while it is held, the image's slot is not reused, even if
@@ -20,10 +19,13 @@ public final class Lease extends SlotClaim implements AcquireResult, AutoCloseab
     /** The terminal state of a released lease ({@link DramTier#releaseAll} ends leases in bulk). */
     static final int RELEASED = 1;
 
-    /** {@code blockSegment}: read-only view of the image rounded up to whole 4 KiB blocks of its slot. */
-    Lease(DramTier owner, StateKey key, int namespaceId, int slot, long imageId, MemorySegment blockSegment,
-          SlotRef slotRef) {
-        super(owner, key, namespaceId, slot, imageId, blockSegment, slotRef);
+    Lease(DramTier owner, StateKey key, int namespaceId, int slot, long imageId, SlotRef slotRef) {
+        super(owner, key, namespaceId, slot, imageId, slotRef);
+    }
+
+    @Override
+    boolean writable() {
+        return false;
     }
 
     /** True until released. */

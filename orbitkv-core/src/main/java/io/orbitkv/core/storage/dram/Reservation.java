@@ -2,7 +2,6 @@ package io.orbitkv.core.storage.dram;
 
 import io.orbitkv.state.StateKey;
 
-import java.lang.foreign.MemorySegment;
 
 /**
  * A slot reserved for one image that is being published: writable, not yet visible to readers.
@@ -25,9 +24,13 @@ public final class Reservation extends SlotClaim implements ReserveResult {
     private volatile ChainLink chain = ChainLink.NONE;
 
     /** {@code blockSegment}: writable view of the slot's first {@code lengthBytes} rounded up to 4 KiB. */
-    Reservation(DramTier owner, StateKey key, int namespaceId, int slot, long imageId, MemorySegment blockSegment,
-                SlotRef slotRef) {
-        super(owner, key, namespaceId, slot, imageId, blockSegment, slotRef);
+    Reservation(DramTier owner, StateKey key, int namespaceId, int slot, long imageId, SlotRef slotRef) {
+        super(owner, key, namespaceId, slot, imageId, slotRef);
+    }
+
+    @Override
+    boolean writable() {
+        return true;
     }
 
     /** Records where this page sits in its chain, for a chain-aware policy; before the commit. */

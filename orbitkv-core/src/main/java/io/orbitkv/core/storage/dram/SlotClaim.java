@@ -36,20 +36,16 @@ abstract sealed class SlotClaim permits Lease, Reservation {
     private final int namespaceId;
     private final int slot;
     private final long imageId;
-    private final MemorySegment blockSegment;
     private final SlotRef slotRef;
     @SuppressWarnings("unused") // accessed through STATE
     private volatile int state;
 
-    /** {@code blockSegment}: the image's bytes rounded up to whole 4 KiB blocks of its slot. */
-    SlotClaim(DramTier owner, StateKey key, int namespaceId, int slot, long imageId, MemorySegment blockSegment,
-              SlotRef slotRef) {
+    SlotClaim(DramTier owner, StateKey key, int namespaceId, int slot, long imageId, SlotRef slotRef) {
         this.owner = owner;
         this.key = key;
         this.namespaceId = namespaceId;
         this.slot = slot;
         this.imageId = imageId;
-        this.blockSegment = blockSegment;
         this.slotRef = slotRef;
     }
 
@@ -70,17 +66,23 @@ abstract sealed class SlotClaim permits Lease, Reservation {
 
     /** Exactly the image's bytes: read-only for a lease, writable for a reservation. */
     public MemorySegment segment() {
-        return blockSegment.asSlice(0, slotRef.lengthBytes());
+        return blockSegment().asSlice(0, slotRef.lengthBytes());
     }
 
     /**
      * The image's bytes padded to whole 4 KiB blocks of the slot, 4 KiB aligned: what an
      * {@code O_DIRECT} write can take (lease) or an {@code O_DIRECT} read can land in
      * (reservation) without a bounce copy. Bytes past {@link #lengthBytes()} carry no meaning.
+     * Made on each call, not with the claim: most leases (a QUERY's, read by the engine through
+     * {@link #slotRef()}) never touch their bytes in this process.
      */
     public MemorySegment blockSegment() {
-        return blockSegment;
+        MemorySegment block = owner.blockSlice(namespaceId, slot, slotRef.lengthBytes());
+        return writable() ? block : block.asReadOnly();
     }
+
+    /** Whether the claim's bytes may be written through it (a reservation) or only read (a lease). */
+    abstract boolean writable();
 
     /** Where the bytes are in the arena file, for a reader or writer in another process. */
     public SlotRef slotRef() {

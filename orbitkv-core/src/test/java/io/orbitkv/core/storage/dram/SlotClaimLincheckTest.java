@@ -8,7 +8,6 @@ import org.jetbrains.lincheck.datastructures.Options;
 import org.jetbrains.lincheck.datastructures.StressOptions;
 import org.junit.jupiter.api.Test;
 
-import java.lang.foreign.MemorySegment;
 
 /**
  * {@link SlotClaim}'s one-shot end under Lincheck: commits, aborts and open-checks of one
@@ -28,7 +27,7 @@ import java.lang.foreign.MemorySegment;
 public class SlotClaimLincheckTest {
 
     private final Reservation claim = new Reservation(null, StateKey.ofBytes(new byte[StateKey.BYTES]), 1, 0, 1,
-            MemorySegment.ofArray(new byte[4096]), new SlotRef(0, 0, 4096));
+            new SlotRef(0, 0, 4096));
 
     @Operation
     public boolean commit() {
