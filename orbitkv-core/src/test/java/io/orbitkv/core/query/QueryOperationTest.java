@@ -63,6 +63,15 @@ class QueryOperationTest {
         return QueryKit.key(NS, prompt, 0, page);
     }
 
+    /** Pages 0 and 1 of {@code prompt} published here, 2 and 3 held by a peer; the staging bytes of one page. */
+    long twoHereTwoOnAPeer(long prompt) {
+        kit.publish(scope, prompt, 0, 0, 1);
+        long pageBytes = QueryKit.stagingBytesOfOnePage();
+        peers.held.put(key(prompt, 2), pageBytes);
+        peers.held.put(key(prompt, 3), pageBytes);
+        return pageBytes;
+    }
+
     static List<PageState> states(Reply.QueryResult r) {
         return r.groups().getFirst().spans().stream().flatMap(s -> s.pages().stream()).map(Reply.PageResult::state).toList();
     }
@@ -156,10 +165,7 @@ class QueryOperationTest {
 
     @Test
     void peerFetchesInFlightAtTheBoundAreAbandonedAndTheStopDrainsWhenTheyLand() {
-        kit.publish(scope, 4, 0, 0, 1);
-        long pageBytes = QueryKit.stagingBytesOfOnePage();
-        peers.held.put(key(4, 2), pageBytes);
-        peers.held.put(key(4, 3), pageBytes);
+        long pageBytes = twoHereTwoOnAPeer(4);
         peers.catalog.complete(null);
         QueryOperation op = operation(1, 4, 4, 50, QueryKit.BOUNDS);
         kit.start(op);
@@ -201,10 +207,7 @@ class QueryOperationTest {
     /** A settled first-query peer hit times its two phases: arrival to the catalog's answer, then to settled. */
     @Test
     void aSettledPeerWaitTimesItsDiscoveryAndItsFetches() {
-        kit.publish(scope, 6, 0, 0, 1);
-        long pageBytes = QueryKit.stagingBytesOfOnePage();
-        peers.held.put(key(6, 2), pageBytes);
-        peers.held.put(key(6, 3), pageBytes);
+        long pageBytes = twoHereTwoOnAPeer(6);
         QueryOperation op = operation(1, 6, 4, 50, QueryKit.BOUNDS);
         kit.start(op);
         kit.clock.advance(3_000_000);
