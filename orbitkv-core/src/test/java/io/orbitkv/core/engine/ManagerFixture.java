@@ -16,6 +16,7 @@ import io.orbitkv.core.storage.ssd.SsdConfig;
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.RecoveryContract;
 import io.orbitkv.state.StateGroup;
+import io.orbitkv.state.StateKey;
 import io.orbitkv.state.protocol.ProtocolLimits;
 
 import java.io.IOException;
@@ -155,7 +156,7 @@ final class ManagerFixture implements AutoCloseable {
     /** Waits until pages {@code pages} of group 0 of {@code prompt} in {@code ns} are on SSD (write-through). */
     void awaitOnSsd(Namespace ns, long prompt, long... pages) {
         for (long p : pages) {
-            io.orbitkv.state.StateKey key = Client.key(ns, prompt, 0, p);
+            StateKey key = Client.key(ns, prompt, 0, p);
             org.awaitility.Awaitility.await().atMost(RecordingSink.WAIT).until(() -> store.ssd().contains(key));
         }
     }
@@ -188,6 +189,17 @@ final class ManagerFixture implements AutoCloseable {
                 Thread.currentThread().interrupt();
             }
         }))).isTrue();
+    }
+
+    /** Publishes {@code c}'s pages of {@code prompt} (group 0), waits until they are on SSD, then evicts them from DRAM. */
+    void onSsdOnly(Client c, Namespace ns, long prompt, long... pages) {
+        c.publish(prompt, 0, pages);
+        for (long p : pages) {
+            StateKey key = Client.key(ns, prompt, 0, p);
+            org.awaitility.Awaitility.await().atMost(RecordingSink.WAIT).until(() -> store.ssd().contains(key));
+            org.awaitility.Awaitility.await().atMost(RecordingSink.WAIT)
+                    .until(() -> store.dram().evict(key) || !store.dram().contains(key));
+        }
     }
 
     /**

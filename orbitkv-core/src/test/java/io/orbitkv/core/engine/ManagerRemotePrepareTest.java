@@ -2,7 +2,6 @@ package io.orbitkv.core.engine;
 
 import io.orbitkv.state.Namespace;
 import io.orbitkv.state.NamespaceDigest;
-import io.orbitkv.state.StateKey;
 import io.orbitkv.state.protocol.CompletionTarget;
 import io.orbitkv.state.protocol.QueryStatus;
 import io.orbitkv.state.protocol.Reply;
@@ -34,14 +33,8 @@ class ManagerRemotePrepareTest {
         if (m != null) m.close();
     }
 
-    /** Publishes the pages, waits until they are on SSD, then evicts them from DRAM. */
     void onSsdOnly(Client c, long prompt, long... pages) {
-        c.publish(prompt, 0, pages);
-        for (long p : pages) {
-            StateKey key = Client.key(NS, prompt, 0, p);
-            await().atMost(RecordingSink.WAIT).until(() -> m.store.ssd().contains(key));
-            await().atMost(RecordingSink.WAIT).until(() -> m.store.dram().evict(key) || !m.store.dram().contains(key));
-        }
+        m.onSsdOnly(c, NS, prompt, pages);
     }
 
     RemotePrepares.Answer prepare(Namespace ns, long prompt, int pages, int firstUseMillis) {

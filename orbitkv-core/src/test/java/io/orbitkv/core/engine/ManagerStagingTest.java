@@ -1,7 +1,6 @@
 package io.orbitkv.core.engine;
 
 import io.orbitkv.state.Namespace;
-import io.orbitkv.state.StateKey;
 import io.orbitkv.state.protocol.CompletionEvent;
 import io.orbitkv.state.protocol.ErrorCode;
 import io.orbitkv.state.protocol.PageState;
@@ -23,7 +22,6 @@ import java.util.Arrays;
 import java.util.concurrent.CompletableFuture;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.awaitility.Awaitility.await;
 
 /** Queries over pages that are only on SSD: PENDING, staging, failures, sharing, cancel, restart. */
 class ManagerStagingTest {
@@ -39,14 +37,9 @@ class ManagerStagingTest {
         if (m != null) m.close();
     }
 
-    /** Publishes the pages (write-through), waits until they are on SSD, then evicts them from DRAM. */
+    /** {@link ManagerFixture#onSsdOnly} (write-through), and nothing held afterwards. */
     void onSsdOnly(Client c, long prompt, long... pages) {
-        c.publish(prompt, 0, pages);
-        for (long p : pages) {
-            StateKey key = Client.key(NS, prompt, 0, p);
-            await().atMost(RecordingSink.WAIT).until(() -> m.store.ssd().contains(key));
-            await().atMost(RecordingSink.WAIT).until(() -> m.store.dram().evict(key) || !m.store.dram().contains(key));
-        }
+        m.onSsdOnly(c, NS, prompt, pages);
         m.assertNothingHeld();
     }
 
