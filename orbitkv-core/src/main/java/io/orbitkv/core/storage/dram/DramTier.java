@@ -331,9 +331,11 @@ public final class DramTier implements AutoCloseable {
      * <p>Hints: unless the index counts reads (W-TinyLFU's frequency sketch), an image
      * {@code keyOf} remembers for an index is taken without an index probe, as the probe would
      * answer it: the pin checks that its slot still holds that exact image id, which names one
-     * insertion of one key in one namespace, so a hint that went stale (evicted, slot reused)
-     * stops the run there like an evicted image does, and is forgotten. A probe per page was a
-     * cache miss per page: 20 % of the connection thread for a repeated 1,024-page prefix.
+     * insertion of one key in one namespace, so a hint that went stale (evicted, or its slot
+     * reused) fails its pin; it is forgotten and that page is probed in the index once, so a key
+     * evicted and published again between two requests of the prompt is still found. A probe per
+     * page was a cache miss per page: 20 % of the connection thread for a repeated 1,024-page
+     * prefix.
      */
     public int acquireRun(RunKeys keyOf, int from, int to, int namespaceId, StateKey[] keys, Lease[] leases) {
         Objects.requireNonNull(keyOf, "keyOf");
@@ -342,6 +344,8 @@ public final class DramTier implements AutoCloseable {
         long[] runImages = new long[runSlots.length];
         ResidentImage[] images = new ResidentImage[runSlots.length];
         boolean hints = !policy.indexEnforcesBound();
+        boolean[] fromHint = new boolean[runSlots.length];
+        int probed = -1; // the page whose stale hint was just dropped: its image comes from the index
         int i = from;
         while (i < to) {
             int n = 0;
@@ -349,8 +353,9 @@ public final class DramTier implements AutoCloseable {
             while (n < runSlots.length && i + n < to) {
                 StateKey key = Objects.requireNonNull(keyOf.key(i + n), "key");
                 keys[i + n] = key;
-                ResidentImage image = hints && keyOf.hint(i + n) instanceof ResidentImage h && h.namespaceId() == namespaceId
-                        ? h : null;
+                ResidentImage image = hints && i + n != probed
+                        && keyOf.hint(i + n) instanceof ResidentImage h && h.namespaceId() == namespaceId ? h : null;
+                fromHint[n] = image != null;
                 if (image == null) {
                     image = index.lookup(new PageKey(namespaceId, key));
                     if (hints && image != null) keyOf.remember(i + n, image);
@@ -368,6 +373,10 @@ public final class DramTier implements AutoCloseable {
             for (int k = 0; k < pinned; k++) leases[i + k] = newLease(keys[i + k], images[k]);
             if (hints && pinned < n) keyOf.remember(i + pinned, null);
             i += pinned;
+            if (pinned < n && fromHint[pinned]) {
+                probed = i; // a remembered image that went stale: probe this page once, then go on
+                continue;
+            }
             if (stopped || pinned < n) return i;
         }
         return to;

@@ -681,10 +681,38 @@ class DramTierTest {
         }
     }
 
+    /** At an engine's cadence a page may be evicted and published again between two requests of a prompt. */
+    @Test
+    void aKeyPublishedAgainSinceItsHintIsFoundInTheIndexAndTheRunGoesOn() throws IOException {
+        tier = DramTier.open(DramTierConfig.of(dir, "test", List.of(new SizeClass(K4, 8))).withEviction(DramEviction.CHAIN),
+                stream, registry);
+        publish(key(1), K4);
+        publish(key(2), K4);
+        publish(key(3), K4);
+        HintedKeys run = new HintedKeys(List.of(key(1), key(2), key(3)));
+        StateKey[] keys = new StateKey[3];
+        Lease[] leases = new Lease[3];
+        assertThat(tier.acquireRun(run, 0, 3, 7, keys, leases)).isEqualTo(3);
+        Object stale = run.hints[1];
+        long oldImage = leases[1].imageId();
+        tier.releaseAll(leases, 3);
+
+        assertThat(tier.evict(key(2), 7)).isTrue();
+        publish(key(2), K4); // a new image of the same key
+        java.util.Arrays.fill(leases, null);
+        assertThat(tier.acquireRun(run, 0, 3, 7, keys, leases)).as("the whole run, through the re-published page").isEqualTo(3);
+        assertThat(leases[1].imageId()).isNotEqualTo(oldImage);
+        assertThat(hasCanary(leases[1].segment(), key(2))).isTrue();
+        assertThat(hasCanary(leases[2].segment(), key(3))).isTrue();
+        assertThat(run.hints[1]).as("the new image remembered").isNotNull().isNotSameAs(stale);
+        tier.releaseAll(leases, 3);
+    }
+
     /**
      * A hint the tier kept for a page (its resident image) lets a repeated run skip the index
-     * probe; once that image is evicted and its slot holds another key's image, the hint stops the
-     * run there and is forgotten: no lease on the other key's image, and the next run probes.
+     * probe; once that image is evicted and its slot holds another key's image, the hint fails its
+     * pin and is forgotten, and as the key is not in the index either, the run stops there: no
+     * lease on the other key's image, and the next run probes.
      */
     @Test
     void aStaleHintStopsTheRunAndIsForgottenNeverLeasingAnotherImage() throws IOException {
