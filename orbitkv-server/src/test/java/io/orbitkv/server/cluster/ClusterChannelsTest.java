@@ -2,8 +2,8 @@ package io.orbitkv.server.cluster;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import com.google.common.util.concurrent.ListenableFuture;
 import io.grpc.Context;
-import io.grpc.stub.StreamObserver;
 import io.orbitkv.server.cluster.proto.ClusterInfoGrpc;
 import io.orbitkv.server.cluster.proto.HelloReply;
 import io.orbitkv.server.cluster.proto.HelloRequest;
@@ -29,24 +29,9 @@ class ClusterChannelsTest {
             // what a server handler's context is once its call completed
             Context.CancellableContext answered = Context.current().withCancellation();
             answered.cancel(null);
-            CompletableFuture<HelloReply> reply = new CompletableFuture<>();
-            answered.run(() -> ClusterInfoGrpc.newStub(channels.channel(endpoint)).withDeadlineAfter(5, TimeUnit.SECONDS)
-                    .hello(HelloRequest.newBuilder().setFromNode("test").build(), new StreamObserver<>() {
-                        @Override
-                        public void onNext(HelloReply r) {
-                            reply.complete(r);
-                        }
-
-                        @Override
-                        public void onError(Throwable t) {
-                            reply.completeExceptionally(t);
-                        }
-
-                        @Override
-                        public void onCompleted() {
-                            reply.complete(null);
-                        }
-                    }));
+            // the call is created inside the cancelled context, as a handler's continuation would
+            ListenableFuture<HelloReply> reply = answered.call(() -> ClusterInfoGrpc.newFutureStub(channels.channel(endpoint))
+                    .withDeadlineAfter(5, TimeUnit.SECONDS).hello(HelloRequest.newBuilder().setFromNode("test").build()));
             assertThat(reply.get(10, TimeUnit.SECONDS).getNodeId()).isEqualTo("node-a");
         }
     }
