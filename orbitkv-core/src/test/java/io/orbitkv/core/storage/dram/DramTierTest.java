@@ -681,15 +681,22 @@ class DramTierTest {
         }
     }
 
+    /** A tier under the chain policy (hints on) holding keys 1..{@code pages} of 4 KiB, and a run over them. */
+    private HintedKeys hintedRunOnAChainTier(int pages) throws IOException {
+        tier = DramTier.open(DramTierConfig.of(dir, "test", List.of(new SizeClass(K4, 8))).withEviction(DramEviction.CHAIN),
+                stream, registry);
+        List<StateKey> run = new java.util.ArrayList<>();
+        for (int k = 1; k <= pages; k++) {
+            publish(key(k), K4);
+            run.add(key(k));
+        }
+        return new HintedKeys(run);
+    }
+
     /** At an engine's cadence a page may be evicted and published again between two requests of a prompt. */
     @Test
     void aKeyPublishedAgainSinceItsHintIsFoundInTheIndexAndTheRunGoesOn() throws IOException {
-        tier = DramTier.open(DramTierConfig.of(dir, "test", List.of(new SizeClass(K4, 8))).withEviction(DramEviction.CHAIN),
-                stream, registry);
-        publish(key(1), K4);
-        publish(key(2), K4);
-        publish(key(3), K4);
-        HintedKeys run = new HintedKeys(List.of(key(1), key(2), key(3)));
+        HintedKeys run = hintedRunOnAChainTier(3);
         StateKey[] keys = new StateKey[3];
         Lease[] leases = new Lease[3];
         assertThat(tier.acquireRun(run, 0, 3, 7, keys, leases)).isEqualTo(3);
@@ -716,11 +723,7 @@ class DramTierTest {
      */
     @Test
     void aStaleHintStopsTheRunAndIsForgottenNeverLeasingAnotherImage() throws IOException {
-        tier = DramTier.open(DramTierConfig.of(dir, "test", List.of(new SizeClass(K4, 8))).withEviction(DramEviction.CHAIN),
-                stream, registry);
-        publish(key(1), K4);
-        publish(key(2), K4);
-        HintedKeys run = new HintedKeys(List.of(key(1), key(2)));
+        HintedKeys run = hintedRunOnAChainTier(2);
         StateKey[] keys = new StateKey[2];
         Lease[] leases = new Lease[2];
         assertThat(tier.acquireRun(run, 0, 2, 7, keys, leases)).isEqualTo(2);
