@@ -109,7 +109,7 @@ final class ReplicaMerge {
             boolean settled = merged instanceof KeyLocation.Present || pending[k] == 0;
             if (settled && !wasSettled) unsettled--;
         }
-        if (unsettled == 0) done.complete(Arrays.asList(best.clone()));
+        if (unsettled == 0) done.complete(Arrays.asList(best)); // no answer writes it once done
     }
 
     /** The merge rule (see the class comment). */
