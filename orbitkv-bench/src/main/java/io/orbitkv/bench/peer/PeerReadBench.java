@@ -77,6 +77,10 @@ import java.util.concurrent.atomic.AtomicLong;
  *   holding the segment and a reader process on TCP over loopback) and passed in as a JSON file of GB/s keyed
  *   {@code "<page>|<conc>"}; or {@code unavailable:<reason>} when that step failed, which the table then says.</li>
  * </ul>
+ * Before the table every path runs once per page size (0.5 s and {@link #WARM_UP_SECONDS} more each, the
+ * baselines too), so the first measured cell of a column is as warm as the last: a cell's own 0.5 s warm-up
+ * left the JIT compiling the bulk path through the first bulk cell (256 KiB at concurrency 1 read
+ * 1.35 GB/s there against 2.1–2.2 GB/s once compiled).
  * Prints Markdown rows on standard output. Run: {@code bin/bench-peer} (or
  * {@code java -cp orbitkv-bench.jar io.orbitkv.bench.peer.PeerReadBench [seconds] [redis-server path]
  * [mooncake JSON | unavailable:<reason>]}).
@@ -90,6 +94,8 @@ public final class PeerReadBench {
     static final int MAX_THREADS = 16;
     static final int[] SIZES = {256 * 1024, 2 * 1024 * 1024};
     static final int[] CONCURRENCY = {1, 4, 16};
+    /** Seconds each path (peer, bulk, bulk batch, Redis, NIO) runs per page size before the measured cells. */
+    static final double WARM_UP_SECONDS = 1.0;
     static final NamespaceDigest DIGEST = new NamespaceDigest(1, 2, 3, 4);
     static final int NS = 1;
     static final NodeIncarnation A = new NodeIncarnation("a", 1);
@@ -155,6 +161,17 @@ public final class PeerReadBench {
                     }
                 }
 
+                for (int s = 0; s < SIZES.length; s++) {
+                    List<Page> set = pages.get(s);
+                    final int sizeIndex = s;
+                    run(4, WARM_UP_SECONDS, (t, i) -> readOne(reader, requester, endpoint, source, set.get(i % set.size())));
+                    run(4, WARM_UP_SECONDS, (t, i) -> readOne(bulkReader, requester, endpoint, source, set.get(i % set.size())));
+                    run(1, WARM_UP_SECONDS, (t, i) -> readBatch(bulkReader, requester, endpoint, source, set));
+                    run(4, WARM_UP_SECONDS, (t, i) -> redis.get(t, sizeIndex, i % set.size()));
+                    run(4, WARM_UP_SECONDS, (t, i) -> nio.get(t, sizeIndex, i % set.size()));
+                    run(1, WARM_UP_SECONDS, (t, i) -> redis.mget(t, sizeIndex, BATCH));
+                    run(1, WARM_UP_SECONDS, (t, i) -> nio.getAll(t, sizeIndex, BATCH));
+                }
                 System.out.println("| page | conc | peer GB/s | bulk GB/s | redis GB/s | nio GB/s | peer/redis | bulk/redis (≥ 1.5) | bulk/nio (≥ 0.8) |"
                         + " bulk CPU s/GB source / requester |"
                         + (mooncake == null ? "" : " mooncake GB/s | bulk/mooncake (≥ 1.2) |"));
