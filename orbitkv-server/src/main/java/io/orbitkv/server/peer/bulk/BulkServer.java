@@ -60,17 +60,20 @@ import java.util.zip.CRC32C;
  *
  * <p>Design note: blocking NIO with a thread per connection rather than an event loop: a
  * connection spends its life in two blocking calls (read a 2–21 KB request, write 2 MiB pages in
- * 256 KiB gathers), the pin must outlive the write (a blocking {@code write} returns when the
+ * 1 MiB gathers), the pin must outlive the write (a blocking {@code write} returns when the
  * kernel has copied the bytes, so the ticket can be released right after, with no completion
- * callback to track), and 4 connections × 16 peers is 64 threads. A piece of 256 KiB is still in
- * L2 when the CRC32C reads it right after the kernel copied it to the socket.
+ * callback to track), and 4 connections × 16 peers is 64 threads. A piece of 1 MiB is still in
+ * cache when the CRC32C reads it right after the kernel copied it to the socket; smaller pieces
+ * pause the stream more often, and each pause lets the requester drain the socket and sleep, a
+ * wake-up the source pays for on its next write (docs/performance.md, "Peer reads: the source's
+ * pieces").
  */
 public final class BulkServer implements AutoCloseable {
 
     /** Pages authorized (pinned) ahead of the page being written. */
     public static final int AUTHORIZE_AHEAD = 8;
-    /** Bytes written per gather call (and checksummed just before). */
-    static final int PIECE_BYTES = 256 << 10;
+    /** Payload bytes written per gather call (and checksummed right after). */
+    static final int PIECE_BYTES = 1 << 20;
 
     /** Test hooks: a page about to be sent; each payload piece as it goes to the socket. */
     interface SendHook {
@@ -106,6 +109,7 @@ public final class BulkServer implements AutoCloseable {
     private final Counter bytesSent;
     private final Counter batchesServed;
     private volatile SendHook hook = SendHook.NONE;
+    private volatile int pieceBytes = PIECE_BYTES;
     private volatile boolean closed;
 
     private BulkServer(ServerSocketChannel listener, PeerSource source, ClusterSecurity security, Optional<SSLContext> tls,
@@ -174,6 +178,12 @@ public final class BulkServer implements AutoCloseable {
 
     void hook(SendHook hook) {
         this.hook = Objects.requireNonNull(hook, "hook");
+    }
+
+    /** Tests: payload bytes per gather call (pages of several pieces with smaller pages). */
+    void pieceBytes(int bytes) {
+        if (bytes < 1) throw new IllegalArgumentException("piece bytes: " + bytes);
+        this.pieceBytes = bytes;
     }
 
     private void acceptLoop() {
@@ -391,8 +401,9 @@ public final class BulkServer implements AutoCloseable {
         ByteBuffer header = new BulkLayout.PageHeader(batchId, index, g.lengthBytes(), g.ticketId()).encode();
         CRC32C crc = new CRC32C();
         SendHook h = hook;
+        int pieceBytes = this.pieceBytes;
         for (long offset = 0; offset < length; ) {
-            int n = (int) Math.min(PIECE_BYTES, length - offset);
+            int n = (int) Math.min(pieceBytes, length - offset);
             ByteBuffer piece = payload.asSlice(offset, n).asByteBuffer();
             ByteBuffer out = h.piece(index, offset, piece.duplicate());
             if (offset == 0) socket.write(header, out);

@@ -68,7 +68,9 @@ class BulkPeerReadTest {
 
     static final int NS = 1;
     static final NamespaceDigest DIGEST = new NamespaceDigest(21, 22, 23, 24);
-    static final int PAGE = 300 * 1024 + 17; // two pieces of BulkServer.PIECE_BYTES, the last one odd
+    /** Bytes per source write in these tests: each {@link #PAGE} goes out in two pieces. */
+    static final int PIECE = 256 * 1024;
+    static final int PAGE = 300 * 1024 + 17; // two pieces of PIECE, the last one odd
     static final int SLOT = 512 * 1024;
     static final int SLOTS = 80; // index weight = 80 - 8 reservable - 4 evicted-but-leased slots: room for 68 pages
     static final NodeIncarnation A = new NodeIncarnation("a", 3);
@@ -138,6 +140,7 @@ class BulkPeerReadTest {
             ns.register(NS, DIGEST);
             PeerSource source = new PeerSource(self, store, ns, MEMBERS, tickets, System::nanoTime);
             server = BulkServer.start(new InetSocketAddress("127.0.0.1", 0), source, security, limits, new SimpleMeterRegistry());
+            server.pieceBytes(PIECE);
             // the cluster (gRPC) address is never dialled here: the control transport refuses everything
             endpoint = new PeerEndpoint(self, "127.0.0.1:1");
         }
