@@ -26,6 +26,11 @@ public record LeasedImage(Lease lease, long generation) implements PinnedImage {
     }
 
     @Override
+    public long imageId() {
+        return lease.imageId();
+    }
+
+    @Override
     public MemorySegment payload() {
         return lease.segment();
     }

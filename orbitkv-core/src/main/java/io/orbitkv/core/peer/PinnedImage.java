@@ -16,6 +16,12 @@ public interface PinnedImage {
     /** The generation the requester named and the source pinned (DRAM image id or SSD generation). */
     long generation();
 
+    /**
+     * The DRAM image whose bytes {@link #payload()} shows (for an SSD read, the staged copy's):
+     * unique among the tier's images for the process's life, and its bytes never change.
+     */
+    long imageId();
+
     /** Read-only view of the payload, valid until {@link #release()}. */
     MemorySegment payload();
 

@@ -30,6 +30,11 @@ class TicketTableTest {
         }
 
         @Override
+        public long imageId() {
+            return 7;
+        }
+
+        @Override
         public MemorySegment payload() {
             return MemorySegment.ofArray(new byte[8]);
         }

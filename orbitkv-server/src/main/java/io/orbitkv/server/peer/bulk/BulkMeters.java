@@ -19,6 +19,7 @@ final class BulkMeters {
             case "orbitkv.peer.bulk.pages" -> "pages the source served or refused";
             case "orbitkv.peer.bulk.bytes" -> "payload bytes moved on the bulk data plane";
             case "orbitkv.peer.bulk.requests" -> "batch requests the source served";
+            case "orbitkv.peer.bulk.checksums" -> "page checksums the source computed while sending, or reused from an earlier send of the same image";
             default -> throw new IllegalArgumentException("no description for " + name);
         };
     }

@@ -10,12 +10,12 @@ import io.orbitkv.core.log.UnexpectedErrors;
 import io.orbitkv.core.peer.NodeIncarnation;
 import io.orbitkv.core.peer.PeerBoundary;
 import io.orbitkv.core.peer.PeerSource;
+import io.orbitkv.core.peer.SentChecksums;
 import io.orbitkv.core.peer.TicketTable;
 import io.orbitkv.server.cluster.ClusterSecurity;
 
 import javax.net.ssl.SSLContext;
 import java.io.IOException;
-import java.lang.foreign.MemorySegment;
 import java.net.InetSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.channels.ClosedChannelException;
@@ -34,7 +34,6 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.zip.CRC32C;
 
 /**
  * The source side of the bulk data plane: a TCP listener whose connections, once authenticated
@@ -59,21 +58,15 @@ import java.util.zip.CRC32C;
  * Error boundary (layer {@code transport}): a bug ends a connection as an IOException does, counted.
  *
  * <p>Design note: blocking NIO with a thread per connection rather than an event loop: a
- * connection spends its life in two blocking calls (read a 2–21 KB request, write 2 MiB pages in
- * 1 MiB gathers), the pin must outlive the write (a blocking {@code write} returns when the
+ * connection spends its life in two blocking calls (read a 2–21 KB request, write its pages,
+ * {@link PageWriter}), the pin must outlive the write (a blocking {@code write} returns when the
  * kernel has copied the bytes, so the ticket can be released right after, with no completion
- * callback to track), and 4 connections × 16 peers is 64 threads. A piece of 1 MiB is still in
- * cache when the CRC32C reads it right after the kernel copied it to the socket; smaller pieces
- * pause the stream more often, and each pause lets the requester drain the socket and sleep, a
- * wake-up the source pays for on its next write (docs/performance.md, "Peer reads: the source's
- * pieces").
+ * callback to track), and 4 connections × 16 peers is 64 threads.
  */
 public final class BulkServer implements AutoCloseable {
 
     /** Pages authorized (pinned) ahead of the page being written. */
     public static final int AUTHORIZE_AHEAD = 8;
-    /** Payload bytes written per gather call (and checksummed right after). */
-    static final int PIECE_BYTES = 1 << 20;
 
     /** Test hooks: a page about to be sent; each payload piece as it goes to the socket. */
     interface SendHook {
@@ -103,13 +96,11 @@ public final class BulkServer implements AutoCloseable {
     private final Counter authFailures;
     private final Counter malformed;
     private final Counter refusedConnections;
-    private final Counter pagesSent;
     private final Counter pagesRefused;
     private final Counter pagesBusy;
-    private final Counter bytesSent;
     private final Counter batchesServed;
+    private final PageWriter pages;
     private volatile SendHook hook = SendHook.NONE;
-    private volatile int pieceBytes = PIECE_BYTES;
     private volatile boolean closed;
 
     private BulkServer(ServerSocketChannel listener, PeerSource source, ClusterSecurity security, Optional<SSLContext> tls,
@@ -129,11 +120,17 @@ public final class BulkServer implements AutoCloseable {
         authFailures = counter("orbitkv.peer.bulk.auth.failures", "side", "source");
         malformed = counter("orbitkv.peer.bulk.malformed", "side", "source");
         refusedConnections = counter("orbitkv.peer.bulk.connections.refused", "side", "source");
-        pagesSent = counter("orbitkv.peer.bulk.pages", "outcome", "sent");
         pagesRefused = counter("orbitkv.peer.bulk.pages", "outcome", "refused");
         pagesBusy = counter("orbitkv.peer.bulk.pages", "outcome", "busy");
-        bytesSent = counter("orbitkv.peer.bulk.bytes", "side", "source");
         batchesServed = counter("orbitkv.peer.bulk.requests", "side", "source");
+        SentChecksums checksums = new SentChecksums();
+        meters.add(Gauge.builder("orbitkv.peer.bulk.checksums.remembered", checksums, SentChecksums::size)
+                .description("images whose payload checksum the source remembers from an earlier send").register(registry));
+        meters.add(Gauge.builder("orbitkv.peer.bulk.checksums.remembered.bound", () -> SentChecksums.MAX_ENTRIES)
+                .description("bound of images whose payload checksum the source remembers").register(registry));
+        pages = new PageWriter(checksums, counter("orbitkv.peer.bulk.pages", "outcome", "sent"),
+                counter("orbitkv.peer.bulk.bytes", "side", "source"), counter("orbitkv.peer.bulk.checksums", "outcome", "reused"),
+                counter("orbitkv.peer.bulk.checksums", "outcome", "computed"));
         this.acceptor = Thread.ofPlatform().name("orbitkv-bulk-accept").daemon().unstarted(this::acceptLoop);
     }
 
@@ -182,8 +179,12 @@ public final class BulkServer implements AutoCloseable {
 
     /** Tests: payload bytes per gather call (pages of several pieces with smaller pages). */
     void pieceBytes(int bytes) {
-        if (bytes < 1) throw new IllegalArgumentException("piece bytes: " + bytes);
-        this.pieceBytes = bytes;
+        pages.pieceBytes(bytes);
+    }
+
+    /** Pages sent with the checksum of an earlier send of the same image. */
+    long checksumsReused() {
+        return pages.checksumsReused();
     }
 
     private void acceptLoop() {
@@ -368,8 +369,9 @@ public final class BulkServer implements AutoCloseable {
                         case TicketTable.BeginResult.Refused refused -> refuse(socket, request, index, Rejection.GENERATION_GONE);
                         case TicketTable.BeginResult.Reading reading -> {
                             try {
-                                hook.beforePage(index);
-                                writePage(socket, request.batchId(), index, g, reading.image().payload());
+                                SendHook h = hook;
+                                h.beforePage(index);
+                                pages.write(socket, request.batchId(), index, g, reading.image(), h);
                             } finally {
                                 source.endTransfer(g.ticketId());
                             }
@@ -386,34 +388,6 @@ public final class BulkServer implements AutoCloseable {
     private void refuse(BulkSocket socket, BulkLayout.BatchRequest request, int index, Rejection reason) throws IOException {
         pagesRefused.increment();
         socket.write(new BulkLayout.PageRefused(request.batchId(), index, reason).encode());
-    }
-
-    /**
-     * PAGE header, then the pinned payload in {@link #PIECE_BYTES} gathers, then the CRC32C trailer.
-     * Each piece is checksummed right after its write: the kernel's copy just brought it into
-     * cache, and the requester copies and checksums the piece out of the socket meanwhile, so the
-     * source's checksum overlaps the transfer instead of delaying its first byte.
-     */
-    private void writePage(BulkSocket socket, long batchId, int index, AuthorizeResult.Granted g, MemorySegment payload)
-            throws IOException {
-        long length = g.lengthBytes();
-        if (payload.byteSize() != length) throw new IllegalStateException("pinned " + payload.byteSize() + " bytes for " + length);
-        ByteBuffer header = new BulkLayout.PageHeader(batchId, index, g.lengthBytes(), g.ticketId()).encode();
-        CRC32C crc = new CRC32C();
-        SendHook h = hook;
-        int pieceBytes = this.pieceBytes;
-        for (long offset = 0; offset < length; ) {
-            int n = (int) Math.min(pieceBytes, length - offset);
-            ByteBuffer piece = payload.asSlice(offset, n).asByteBuffer();
-            ByteBuffer out = h.piece(index, offset, piece.duplicate());
-            if (offset == 0) socket.write(header, out);
-            else socket.write(out);
-            crc.update(piece); // the pinned bytes themselves, whatever the hook sent
-            offset += n;
-        }
-        socket.write(ByteBuffer.allocate(BulkLayout.TRAILER_BYTES).putInt((int) crc.getValue()).flip());
-        pagesSent.increment();
-        bytesSent.increment(length);
     }
 
     /** Connections refused for a failed authentication. */

@@ -32,6 +32,8 @@ import io.orbitkv.state.StateKey;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.lang.foreign.Arena;
@@ -394,6 +396,38 @@ class BulkPeerReadTest {
         assertThat(results.get(3)).isEqualTo(new PeerReadResult.Miss(candidates.get(3), PeerReadResult.MissReason.DISCARDED));
         assertThat(releaseFetched(results)).isEqualTo(5);
         assertThat(requesterStore.dram().contains(candidates.get(3).key())).as("never a wrong hit").isFalse();
+        a.awaitIdle();
+        assertRequesterIdle();
+    }
+
+    @ParameterizedTest(name = "pieces of {0} bytes")
+    @ValueSource(ints = {PIECE, 1 << 20}) // two pieces per page, the trailer with the second; one piece with the header and the trailer
+    void aPageSentAgainReusesItsChecksumWhichStillCatchesBytesCorruptedInFlight(int pieceBytes) {
+        a.server.pieceBytes(pieceBytes);
+        List<PeerCandidate> candidates = put(a, 600, 4);
+        assertThat(releaseFetched(join(reader.readBatch(candidates, NS)))).isEqualTo(4);
+        assertThat(a.server.checksumsReused()).as("a first send checksums its pages").isZero();
+        for (PeerCandidate c : candidates) requesterStore.dram().evict(c.key());
+
+        assertThat(releaseFetched(join(reader.readBatch(candidates, NS)))).as("bit-identical again").isEqualTo(4);
+        assertThat(a.server.checksumsReused()).isEqualTo(4);
+        for (PeerCandidate c : candidates) requesterStore.dram().evict(c.key());
+
+        a.server.hook(new BulkServer.SendHook() {
+            @Override
+            public ByteBuffer piece(int index, long offsetBytes, ByteBuffer piece) {
+                if (index != 2 || offsetBytes + piece.remaining() != PAGE) return piece; // the last piece, sent with the trailer
+                ByteBuffer copy = ByteBuffer.allocateDirect(piece.remaining()).put(piece.duplicate()).flip();
+                copy.put(7, (byte) (copy.get(7) ^ 0x01));
+                return copy;
+            }
+        });
+        List<PeerReadResult> results = join(reader.readBatch(candidates, NS));
+        assertThat(results.get(2)).as("the remembered checksum is the pinned bytes', not the sent bytes'")
+                .isEqualTo(new PeerReadResult.Miss(candidates.get(2), PeerReadResult.MissReason.DISCARDED));
+        assertThat(releaseFetched(results)).isEqualTo(3);
+        assertThat(requesterStore.dram().contains(candidates.get(2).key())).as("never a wrong hit").isFalse();
+        assertThat(a.server.checksumsReused()).isEqualTo(8);
         a.awaitIdle();
         assertRequesterIdle();
     }
