@@ -42,7 +42,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * {@link #AUTHORIZE_AHEAD} ahead of the page being sent), then streamed in index order as PAGE
  * frames written straight from the pinned slot, or answered PAGE_REFUSED.
  *
- * <p>Owns the listening socket, its connections and their threads, and the send-queue budget.
+ * <p>Owns the listening socket, its connections and their threads, the send-queue budget and the
+ * {@link PageWriter} (with the checksums it remembers).
  * Borrows the {@link PeerSource} (tickets and pins stay its own). Thread model: one platform
  * acceptor thread ({@code orbitkv-bulk-accept}) and one platform thread per connection
  * ({@code orbitkv-bulk-serve-<n>}), which reads requests and writes replies in turn (a connection
