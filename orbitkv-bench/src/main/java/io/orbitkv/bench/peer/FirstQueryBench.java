@@ -59,10 +59,13 @@ public final class FirstQueryBench {
      * those paths once, so the JIT needs rounds, not seconds: on the 2-core machine both
      * Managers' compiler threads still took 37–51 % of their CPU 10–30 s in, and the peer hit's
      * p50 over rounds 0–40, 120–160 and 280–320 was 32.9, 13.3 and 11.4 ms (2026-12-06). After 20
-     * rounds (the earlier default) it measured the compiler as much as the path. Override with
+     * rounds (an earlier default) it measured the compiler as much as the path; after 200 (the
+     * next) C2 still compiled ~20 methods a second on both Managers through the timed rounds
+     * ({@code -Xlog:jit+compilation}), and 1,000 rounds took the peer hit from 9.2–9.5 to 6.6–7.2
+     * ms and the local hit from 0.70–0.74 to 0.37–0.40 ms (docs/performance.md). Override with
      * {@code -Dbench.firstQueryWarmUpRounds=N}.
      */
-    static final int WARM_UP_ROUNDS = Integer.getInteger("bench.firstQueryWarmUpRounds", 200);
+    static final int WARM_UP_ROUNDS = Integer.getInteger("bench.firstQueryWarmUpRounds", 1_000);
     static final int PAGE_TOKENS = 16;
     static final int[] PAGE_BYTES = {32 * 1024, 256 * 1024};
 
