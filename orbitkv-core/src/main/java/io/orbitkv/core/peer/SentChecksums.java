@@ -16,8 +16,8 @@ import java.util.OptionalInt;
  * committed), so whoever pins the same id later pins the same bytes; a slot whose bytes did
  * change under a live image (a bug) is caught by the requester's check against the first
  * checksum, where a checksum taken at each send would have vouched for the changed bytes. Bounded:
- * at most {@link #MAX_ENTRIES} images (about 100 bytes each), the least recently sent dropped
- * first.
+ * at most {@link #MAX_ENTRIES} images, the least recently sent dropped first (about 120 bytes of
+ * heap each, 7.5 MiB at the bound: heap used before and after 65,536 puts, JDK 25).
  *
  * <p>Design note: worth keeping because a popular prefix is read by several peers, each once;
  * the first read pays the checksum as before (piece by piece, overlapping the transfer).
