@@ -432,6 +432,31 @@ class BulkPeerReadTest {
         assertRequesterIdle();
     }
 
+    /**
+     * A bug that writes into a resident slot after its image was sent once: the next send's
+     * trailer is the checksum remembered from the bytes first sent, so the requester refuses the
+     * changed bytes (a checksum taken at that send would have vouched for them).
+     */
+    @Test
+    void bytesChangedInAResidentSlotAfterAFirstSendAreRefusedByTheRequester() {
+        StateKey k = key(620);
+        byte[] payload = bytes(k);
+        Reservation r = (Reservation) a.store.reserve(k, NS, payload.length);
+        MemorySegment slot = r.segment(); // a view of the slot that outlives the reservation: the "bug"
+        MemorySegment.copy(MemorySegment.ofArray(payload), 0, slot, 0, payload.length);
+        PeerCandidate c = a.candidate(k, ((CommitResult.Inserted) a.store.commit(r)).imageId());
+        assertThat(releaseFetched(join(reader.readBatch(List.of(c), NS)))).isEqualTo(1);
+        requesterStore.dram().evict(k);
+
+        slot.set(ValueLayout.JAVA_BYTE, 5, (byte) (slot.get(ValueLayout.JAVA_BYTE, 5) ^ 0x01));
+        List<PeerReadResult> again = join(reader.readBatch(List.of(c), NS));
+        assertThat(again.getFirst()).isEqualTo(new PeerReadResult.Miss(c, PeerReadResult.MissReason.DISCARDED));
+        assertThat(requesterStore.dram().contains(k)).as("never a wrong hit").isFalse();
+        assertThat(a.server.checksumsReused()).isEqualTo(1);
+        a.awaitIdle();
+        assertRequesterIdle();
+    }
+
     @Test
     void aBugWhileServingABatchIsCountedAsTransportAndLeavesMissesAndNothingHeld() {
         List<PeerCandidate> candidates = put(a, 550, 8);
