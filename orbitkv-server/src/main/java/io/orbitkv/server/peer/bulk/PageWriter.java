@@ -72,14 +72,8 @@ final class PageWriter {
             int n = (int) Math.min(pieceBytes, length - offset);
             ByteBuffer piece = payload.asSlice(offset, n).asByteBuffer();
             ByteBuffer out = hook.piece(index, offset, piece.duplicate());
-            if (offset + n == length && crc == null) {
-                if (offset == 0) socket.write(header, out, trailer(known.getAsInt()));
-                else socket.write(out, trailer(known.getAsInt()));
-            } else if (offset == 0) {
-                socket.write(header, out);
-            } else {
-                socket.write(out);
-            }
+            ByteBuffer tail = crc == null && offset + n == length ? trailer(known.getAsInt()) : null;
+            socket.write(gather(offset == 0 ? header : null, out, tail));
             if (crc != null) crc.update(piece); // the pinned bytes themselves, whatever the hook sent
             offset += n;
         }
@@ -98,6 +92,12 @@ final class PageWriter {
     /** Pages whose trailer came from an earlier send of the same image. */
     long checksumsReused() {
         return (long) checksumsReused.count();
+    }
+
+    /** {@code body}, with {@code head} before and {@code tail} after it where they are not null. */
+    private static ByteBuffer[] gather(ByteBuffer head, ByteBuffer body, ByteBuffer tail) {
+        if (head == null) return tail == null ? new ByteBuffer[] {body} : new ByteBuffer[] {body, tail};
+        return tail == null ? new ByteBuffer[] {head, body} : new ByteBuffer[] {head, body, tail};
     }
 
     private static ByteBuffer trailer(int crc32c) {
