@@ -161,39 +161,43 @@ public final class PeerReadBench {
                     }
                 }
 
+                List<Paths> paths = new ArrayList<>();
                 for (int s = 0; s < SIZES.length; s++) {
                     List<Page> set = pages.get(s);
                     final int sizeIndex = s;
-                    run(4, WARM_UP_SECONDS, (t, i) -> readOne(reader, requester, endpoint, source, set.get(i % set.size())));
-                    run(4, WARM_UP_SECONDS, (t, i) -> readOne(bulkReader, requester, endpoint, source, set.get(i % set.size())));
-                    run(1, WARM_UP_SECONDS, (t, i) -> readBatch(bulkReader, requester, endpoint, source, set));
-                    run(4, WARM_UP_SECONDS, (t, i) -> redis.get(t, sizeIndex, i % set.size()));
-                    run(4, WARM_UP_SECONDS, (t, i) -> nio.get(t, sizeIndex, i % set.size()));
-                    run(1, WARM_UP_SECONDS, (t, i) -> redis.mget(t, sizeIndex, BATCH));
-                    run(1, WARM_UP_SECONDS, (t, i) -> nio.getAll(t, sizeIndex, BATCH));
+                    paths.add(new Paths(
+                            (t, i) -> readOne(reader, requester, endpoint, source, set.get(i % set.size())),
+                            (t, i) -> readOne(bulkReader, requester, endpoint, source, set.get(i % set.size())),
+                            (t, i) -> redis.get(t, sizeIndex, i % set.size()),
+                            (t, i) -> nio.get(t, sizeIndex, i % set.size()),
+                            (t, i) -> readBatch(bulkReader, requester, endpoint, source, set),
+                            (t, i) -> redis.mget(t, sizeIndex, BATCH),
+                            (t, i) -> nio.getAll(t, sizeIndex, BATCH)));
+                }
+                for (Paths p : paths) {
+                    for (Op op : List.of(p.peer(), p.bulk(), p.redis(), p.nio())) run(4, WARM_UP_SECONDS, op);
+                    for (Op op : List.of(p.bulkBatch(), p.redisBatch(), p.nioBatch())) run(1, WARM_UP_SECONDS, op);
                 }
                 System.out.println("| page | conc | peer GB/s | bulk GB/s | redis GB/s | nio GB/s | peer/redis | bulk/redis (≥ 1.5) | bulk/nio (≥ 0.8) |"
                         + " bulk CPU s/GB source / requester |"
                         + (mooncake == null ? "" : " mooncake GB/s | bulk/mooncake (≥ 1.2) |"));
                 System.out.println("|---|---|---|---|---|---|---|---|---|---|" + (mooncake == null ? "" : "---|---|"));
                 for (int s = 0; s < SIZES.length; s++) {
-                    List<Page> set = pages.get(s);
+                    Paths p = paths.get(s);
                     for (int conc : CONCURRENCY) {
-                        final int sizeIndex = s;
-                        double peer = run(conc, seconds, (t, i) -> readOne(reader, requester, endpoint, source, set.get(i % set.size())));
-                        Rate bulkRate = measure(conc, seconds, (t, i) -> readOne(bulkReader, requester, endpoint, source, set.get(i % set.size())));
+                        double peer = run(conc, seconds, p.peer());
+                        Rate bulkRate = measure(conc, seconds, p.bulk());
                         double viaBulk = bulkRate.gbs();
-                        double red = run(conc, seconds, (t, i) -> redis.get(t, sizeIndex, i % set.size()));
-                        double raw = run(conc, seconds, (t, i) -> nio.get(t, sizeIndex, i % set.size()));
+                        double red = run(conc, seconds, p.redis());
+                        double raw = run(conc, seconds, p.nio());
                         System.out.printf("| %d KiB | %d | %.2f | %.2f | %.2f | %.2f | %.2f× | %.2f× | %.2f× | %s |%s%n", SIZES[s] / 1024, conc,
                                 peer, viaBulk, red, raw, peer / red, viaBulk / red, viaBulk / raw, bulkRate.cpu(),
                                 mooncake == null ? "" : mooncake.cells(SIZES[s] / 1024 + " KiB|" + conc, viaBulk));
                     }
-                    final int sizeIndex = s;
-                    Rate bulkRate = measure(1, seconds, (t, i) -> readBatch(bulkReader, requester, endpoint, source, set));
+                    Rate bulkRate = measure(1, seconds, p.bulkBatch());
                     double viaBulk = bulkRate.gbs();
-                    double red = run(1, seconds, (t, i) -> redis.mget(t, sizeIndex, BATCH));
-                    double raw = run(1, seconds, (t, i) -> nio.getAll(t, sizeIndex, BATCH));
+                    double red = run(1, seconds, p.redisBatch());
+                    double raw = run(1, seconds, p.nioBatch());
                     System.out.printf("| %d KiB | batch %d | – | %.2f | %.2f | %.2f | – | %.2f× | %.2f× | %s |%s%n", SIZES[s] / 1024, BATCH,
                             viaBulk, red, raw, viaBulk / red, viaBulk / raw, bulkRate.cpu(),
                             mooncake == null ? "" : mooncake.cells(SIZES[s] / 1024 + " KiB|batch " + BATCH, viaBulk));
@@ -208,6 +212,9 @@ public final class PeerReadBench {
     }
 
     record Page(StateKey key, long imageId, byte[] bytes) {}
+
+    /** One page size's reads on every path: single pages (a thread each), and the batch rows' reads. */
+    record Paths(Op peer, Op bulk, Op redis, Op nio, Op bulkBatch, Op redisBatch, Op nioBatch) {}
 
     /**
      * The Mooncake Store column: the figures of {@code mooncake_peer_bench.py} (a JSON object of GB/s, or of a
