@@ -83,7 +83,7 @@ final class Connection implements EventSink {
     /** Guarded by writeLock: a request is being handled and its reply is not written yet. */
     private boolean inHandle;
     private final AtomicBoolean closed = new AtomicBoolean();
-    /** True until the first REGISTERED is written or the connection ends; cleared once, then {@link #onLeftUnregistered} runs. */
+    /** True until the first REGISTERED is about to be written or the connection ends; cleared once, then {@link #onLeftUnregistered} runs. */
     private final AtomicBoolean unregistered = new AtomicBoolean(true);
     /** Set by {@link #registerDeadlinePassed}: an unregistered connection closes as soon as no request is in hand. */
     private volatile boolean deadlinePassed;
@@ -99,8 +99,10 @@ final class Connection implements EventSink {
     private ByteBuffer receive = ByteBuffer.allocate(INITIAL_RECEIVE_BYTES);
 
     /**
-     * @param onLeftUnregistered runs exactly once, with this connection: when the first REGISTERED
-     *                           reply is written, or when the connection ends without one
+     * @param onLeftUnregistered runs exactly once, with this connection: right before the first
+     *                           REGISTERED reply is written (so an engine that read it and opens
+     *                           another connection finds the place free), or when the connection
+     *                           ends without one
      * @param onExit             runs once when the reader loop ends
      */
     Connection(long id, SocketChannel channel, FrameDecoder decoder, int outboundQueueFrames, ChannelMetrics metrics,
@@ -272,9 +274,11 @@ final class Connection implements EventSink {
         boolean timedOut;
         writeLock.lock();
         try {
+            // Before the write: once the engine has read REGISTERED it may connect again at once,
+            // and must not find this connection still holding an unregistered place.
+            if (reply instanceof Reply.Registered) leaveUnregistered();
             // the reply and the events queued meanwhile (an inline restore's RESTORE_DONE) in one write
             writeWithCompletionsLocked(bytes);
-            if (reply instanceof Reply.Registered) leaveUnregistered();
             // The deadline fired while this request was in hand and it did not register: close now.
             timedOut = deadlinePassed && unregistered.get();
             if (timedOut) {
