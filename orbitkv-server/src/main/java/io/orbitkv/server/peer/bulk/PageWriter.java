@@ -67,6 +67,7 @@ final class PageWriter {
         ByteBuffer header = new BulkLayout.PageHeader(batchId, index, g.lengthBytes(), g.ticketId()).encode();
         OptionalInt known = checksums.get(image.imageId());
         CRC32C crc = known.isPresent() ? null : new CRC32C();
+        if (crc == null) checksumsReused.increment(); // counted before the trailer leaves: a reader of the count may be its requester
         int pieceBytes = this.pieceBytes;
         for (long offset = 0; offset < length; ) {
             int n = (int) Math.min(pieceBytes, length - offset);
@@ -79,11 +80,9 @@ final class PageWriter {
         }
         if (crc != null) {
             int value = (int) crc.getValue();
-            socket.write(trailer(value));
-            checksums.put(image.imageId(), value);
+            checksums.put(image.imageId(), value); // remembered before the trailer leaves, so a send after this one reuses it
             checksumsComputed.increment();
-        } else {
-            checksumsReused.increment();
+            socket.write(trailer(value));
         }
         pagesSent.increment();
         bytesSent.increment(length);
