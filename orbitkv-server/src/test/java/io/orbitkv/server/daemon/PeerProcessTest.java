@@ -124,8 +124,9 @@ class PeerProcessTest {
                     assertSameBytes(onB, remote, first);
                     onB.release(remote.operationId());
                     assertThat(status(b).at("/peer/fetchesStaged").asLong()).as("B staged A's pages by peer reads").isGreaterThanOrEqualTo(8);
-                    assertThat(a.metric("orbitkv_peer_bulk_pages_total{outcome=\"sent\"")).as("A sent them on the bulk data plane")
-                            .isGreaterThanOrEqualTo(8);
+                    // counted once each page's trailer is written, which B may see before A's thread goes on
+                    await("A sent them on the bulk data plane").atMost(Duration.ofSeconds(10))
+                            .until(() -> a.metric("orbitkv_peer_bulk_pages_total{outcome=\"sent\"") >= 8);
                     awaitDrained(List.of(a, b));
                     for (ManagerProcess m : List.of(a, b)) {
                         String metrics = m.get("/metrics");
