@@ -96,8 +96,7 @@ public final class DiscoveryBench {
             CatalogLookups lookups = new CatalogLookups(() -> view, new GrpcCatalogTransport(channels),
                     Duration.ofSeconds(2), 65_536, registry);
             long[] nanos = new long[iterations];
-            int warmup = WARM_UP_LOOKUPS;
-            for (int i = -warmup; i < iterations; i++) {
+            for (int i = -WARM_UP_LOOKUPS; i < iterations; i++) {
                 List<StateKey> batch = new ArrayList<>(KEYS);
                 for (int k = 0; k < KEYS; k++) {
                     List<StateKey> from = held.get(random.nextInt(held.size()));
