@@ -14,38 +14,70 @@ import java.io.UncheckedIOException;
 import java.net.StandardProtocolFamily;
 import java.net.UnixDomainSocketAddress;
 import java.nio.ByteBuffer;
+import java.nio.channels.ClosedChannelException;
+import java.nio.channels.ClosedSelectorException;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.Selector;
 import java.nio.channels.SocketChannel;
 import java.nio.file.Path;
 import java.util.Map;
+import java.util.Queue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
+import java.util.concurrent.locks.ReentrantLock;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Consumer;
 
 /**
  * One engine-channel connection: the Unix socket, the request-id counter, the table of requests
- * awaiting their reply, and the single reader thread that decodes what the Manager sends.
+ * awaiting their reply, and who reads the socket: a caller waiting for its reply, or else the
+ * background reader thread.
  *
  * <p>Thread model: {@link #send} may be called from any thread; each frame is encoded whole and
  * written under {@code writeLock}, so frames of two threads never interleave (protocol.md 2,
- * publication rule) and requests may be pipelined. The reader thread alone reads the socket; it
- * completes the reply's future by request id and hands every reply (before completing it) and
- * every COMPLETION to {@code onFrame}, in arrival order, so a listener sees a reply before any
- * COMPLETION it started (protocol.md 9.3). Dependent stages attached to a returned future
- * without {@code *Async} run on the reader thread and must be short.
+ * publication rule) and requests may be pipelined. Whoever holds {@code readLock} reads the
+ * socket, completes replies' futures by request id and hands every reply (before completing it)
+ * and every COMPLETION to {@code onFrame}, in arrival order, so a listener sees a reply before any
+ * COMPLETION it started (protocol.md 9.3). A caller blocked in {@link #await} takes the lock and
+ * reads until its own future is done (leader); a second caller that finds the lock held parks
+ * (follower) until its future completes or the lock is handed on. Once no caller has waited for
+ * {@link #READER_GRACE_NANOS}, the reader thread takes the role: it waits for the socket to turn
+ * readable and reads what arrives (COMPLETIONs of asynchronous operations, replies of sends whose
+ * futures are not awaited through the client). Dependent stages
+ * attached to a returned future without {@code *Async} run on whichever thread read the reply
+ * and must be short; one that blocks on this client from there waits without reading.
  *
  * <p>Invariants: {@code pending} holds only requests written and not yet answered, so it is
  * bounded by what the caller has in flight; once the channel has failed ({@code failure} set),
- * every pending and every later request completes exceptionally with that failure.
+ * every pending and every later request completes exceptionally with that failure. Someone reads
+ * whenever a reply or COMPLETION can arrive: a waiting caller (a leader leaving wakes the
+ * followers), or the reader thread at most {@link #READER_GRACE_NANOS} after the last caller left.
+ * The reader thread is not woken per call: back-to-back calls leave it parked, and a caller wakes
+ * its select only when it is in one.
  *
- * <p>Design note: replies are routed by request id through a map rather than a FIFO, although
- * the Manager answers in order, because a map survives a caller that abandons a future and it
- * is what the protocol promises (same id); one reader thread, not a selector, since a client has
- * one connection and the thread blocks in {@code read} at no cost. The receive buffer is sized
- * to {@code maxFrameBytes} (4 MiB by default) once: no frame can be larger.
+ * <p>Design note: the caller reads its own reply because a reader thread that completes a future
+ * costs every blocking call a second thread wake-up (the reader's, then the caller's) on top of
+ * the one the reply itself wakes; see docs/performance.md, "The Java client reads its own reply".
+ * Replies are routed by request id through a map rather than a FIFO, although the Manager
+ * answers in order, because a map survives a caller that abandons a future and it is what the
+ * protocol promises (same id). The socket is non-blocking so a reader can stop waiting for it:
+ * each of the three roles (background reader, leader, writer facing a full socket buffer) waits
+ * on its own selector. The receive buffer is sized to {@code maxFrameBytes} (4 MiB by default)
+ * once: no frame can be larger.
  */
 final class FrameChannel implements AutoCloseable {
+
+    /**
+     * How long the reader thread stays parked after the last blocking call before it waits for the
+     * socket itself: calls closer together than this never wake it, and a frame nobody waits for
+     * (a COMPLETION of an asynchronous operation) is read at most this late after such a call.
+     */
+    static final long READER_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
 
     private final SocketChannel socket;
     private final FrameDecoder decoder = new FrameDecoder(ProtocolLimits.DEFAULTS, Direction.TO_CLIENT);
@@ -56,29 +88,54 @@ final class FrameChannel implements AutoCloseable {
     private final Consumer<Reply> onFrame;
     private final Consumer<RuntimeException> onFailure;
     private final Thread reader;
+    /** Held by whoever reads the socket; guards {@code in} and the decoder. */
+    private final ReentrantLock readLock = new ReentrantLock();
+    /** Callers inside {@link #await}; while above 0 the reader thread stays parked. */
+    private final AtomicInteger waiting = new AtomicInteger();
+    /** Calls to {@link #await} so far: the reader thread waits for the socket only after a quiet {@link #READER_GRACE_NANOS}. */
+    private final AtomicLong awaits = new AtomicLong();
+    /** Whether the reader thread is (about to be) in {@code readerSelector.select()}: a caller then wakes it. */
+    private volatile boolean readerSelecting;
+    /** Callers parked in {@link #await} without the read lock: woken when it is released. */
+    private final Queue<Thread> followers = new ConcurrentLinkedQueue<>();
+    private final Selector readerSelector;
+    private final Selector leaderSelector;
+    private final Selector writerSelector;
+    // @GuardedBy("readLock")
+    private final ByteBuffer in;
 
-    private FrameChannel(SocketChannel socket, Consumer<Reply> onFrame, Consumer<RuntimeException> onFailure) {
+    private FrameChannel(SocketChannel socket, Consumer<Reply> onFrame, Consumer<RuntimeException> onFailure)
+            throws IOException {
         this.socket = socket;
         this.onFrame = onFrame;
         this.onFailure = onFailure;
+        this.in = ByteBuffer.allocate(decoder.limits().maxFrameBytes());
+        socket.configureBlocking(false);
+        this.readerSelector = Selector.open();
+        this.leaderSelector = Selector.open();
+        this.writerSelector = Selector.open();
+        socket.register(readerSelector, SelectionKey.OP_READ);
+        socket.register(leaderSelector, SelectionKey.OP_READ);
+        socket.register(writerSelector, SelectionKey.OP_WRITE);
         this.reader = Thread.ofPlatform().daemon().name("orbitkv-client-reader").unstarted(this::readLoop);
     }
 
     /**
      * Connects to the Manager's socket and starts the reader thread. {@code onFrame} sees every
-     * reply and COMPLETION on the reader thread; {@code onFailure} is called once, when the
+     * reply and COMPLETION on the thread that read it; {@code onFailure} is called once, when the
      * connection ends for any reason, with the cause every pending request fails with.
      */
     static FrameChannel open(Path socketPath, Consumer<Reply> onFrame, Consumer<RuntimeException> onFailure)
             throws IOException {
         SocketChannel socket = SocketChannel.open(StandardProtocolFamily.UNIX);
+        FrameChannel channel;
         try {
             socket.connect(UnixDomainSocketAddress.of(socketPath));
+            channel = new FrameChannel(socket, onFrame, onFailure);
         } catch (IOException e) {
             socket.close();
             throw e;
         }
-        FrameChannel channel = new FrameChannel(socket, onFrame, onFailure);
         channel.reader.start();
         return channel;
     }
@@ -97,12 +154,63 @@ final class FrameChannel implements AutoCloseable {
         try {
             synchronized (writeLock) {
                 ByteBuffer out = ByteBuffer.wrap(frame);
-                while (out.hasRemaining()) socket.write(out);
+                while (out.hasRemaining()) {
+                    if (socket.write(out) == 0) awaitWritable();
+                }
             }
-        } catch (IOException e) {
-            fail(new UncheckedIOException("writing " + request.type() + " failed", e));
+        } catch (IOException | ClosedSelectorException e) {
+            fail(new UncheckedIOException("writing " + request.type() + " failed", asIo(e)));
         }
         return reply;
+    }
+
+    /** Waits, under {@code writeLock}, until the socket's send buffer has room (the Manager reads slowly). */
+    private void awaitWritable() throws IOException {
+        if (failure.get() != null) throw new ClosedChannelException();
+        writerSelector.select();
+        writerSelector.selectedKeys().clear();
+    }
+
+    /**
+     * Returns once {@code future} is done, {@code timeoutNanos} have passed or the channel has
+     * failed, reading the socket on this thread while no other thread does. A thread that already
+     * reads (a dependent stage blocking on this client) returns at once: its caller waits without
+     * reading, as it must not read frames in the middle of dispatching one.
+     */
+    void await(CompletableFuture<?> future, long timeoutNanos) throws InterruptedException {
+        if (future.isDone() || readLock.isHeldByCurrentThread()) return;
+        long deadline = System.nanoTime() + timeoutNanos;
+        Thread me = Thread.currentThread();
+        awaits.incrementAndGet();
+        waiting.incrementAndGet();
+        try {
+            if (readerSelecting) readerSelector.wakeup(); // it parks while a caller waits
+            boolean armed = false;
+            while (!future.isDone() && failure.get() == null) {
+                if (Thread.interrupted()) throw new InterruptedException();
+                long left = deadline - System.nanoTime();
+                if (left <= 0) return;
+                followers.add(me);
+                if (readLock.tryLock()) {
+                    followers.remove(me);
+                    try {
+                        lead(future, deadline);
+                    } finally {
+                        readLock.unlock();
+                        wakeFollowers();
+                    }
+                } else {
+                    if (!armed) { // a follower: woken when its reply is read, or the socket is free
+                        armed = true;
+                        future.whenComplete((r, e) -> LockSupport.unpark(me));
+                    }
+                    LockSupport.parkNanos(this, left);
+                    followers.remove(me);
+                }
+            }
+        } finally {
+            waiting.decrementAndGet(); // the reader thread takes over after its grace
+        }
     }
 
     /** The failure that ended the channel, if it has ended. */
@@ -110,20 +218,71 @@ final class FrameChannel implements AutoCloseable {
         return failure.get();
     }
 
-    private void readLoop() {
-        ByteBuffer in = ByteBuffer.allocate(decoder.limits().maxFrameBytes());
+    /** Reads, holding {@code readLock}, until {@code future} is done, the deadline passes or the channel fails. */
+    private void lead(CompletableFuture<?> future, long deadline) {
         try {
-            while (true) {
-                if (socket.read(in) < 0) throw new EOFException("the Manager closed the connection");
-                in.flip();
-                drain(in);
-                in.compact();
+            while (!future.isDone() && failure.get() == null) {
+                if (readAvailable()) continue;
+                long left = deadline - System.nanoTime();
+                if (left <= 0 || Thread.currentThread().isInterrupted()) return;
+                leaderSelector.select(Math.max(1, TimeUnit.NANOSECONDS.toMillis(left)));
+                leaderSelector.selectedKeys().clear();
             }
-        } catch (IOException e) {
-            fail(new UncheckedIOException(failure.get() == null ? "connection lost" : "connection closed", e));
+        } catch (IOException | ClosedSelectorException e) {
+            fail(new UncheckedIOException(failure.get() == null ? "connection lost" : "connection closed", asIo(e)));
         } catch (RuntimeException e) {
             fail(e);
         }
+    }
+
+    private void wakeFollowers() {
+        for (Thread t : followers) LockSupport.unpark(t);
+    }
+
+    private void readLoop() {
+        try {
+            long seen = -1;
+            while (failure.get() == null) {
+                long calls = awaits.get();
+                if (waiting.get() > 0 || calls != seen) {
+                    seen = calls;
+                    LockSupport.parkNanos(this, READER_GRACE_NANOS);
+                    continue;
+                }
+                readerSelecting = true;
+                // Checked again after the flag: a caller that came in between either sees the flag
+                // and wakes the select below, or is seen here.
+                if (waiting.get() == 0 && awaits.get() == seen) readerSelector.select();
+                readerSelecting = false;
+                readerSelector.selectedKeys().clear();
+                if (waiting.get() > 0 || !readLock.tryLock()) continue;
+                try {
+                    readAvailable();
+                } finally {
+                    readLock.unlock();
+                    wakeFollowers();
+                }
+            }
+        } catch (IOException | ClosedSelectorException e) {
+            fail(new UncheckedIOException(failure.get() == null ? "connection lost" : "connection closed", asIo(e)));
+        } catch (RuntimeException e) {
+            fail(e);
+        } finally {
+            closeQuietly(readerSelector);
+            closeQuietly(leaderSelector);
+            closeQuietly(writerSelector);
+        }
+    }
+
+    /** One non-blocking read, holding {@code readLock}; dispatches every whole frame. False when nothing was there. */
+    private boolean readAvailable() throws IOException {
+        int n = socket.read(in);
+        if (n < 0) throw new EOFException("the Manager closed the connection");
+        if (n == 0) return false;
+        in.flip();
+        drain(in);
+        in.compact();
+        return true;
     }
 
     /** Dispatches every whole frame at the front of {@code in}; leaves a partial frame in place. */
@@ -170,6 +329,23 @@ final class FrameChannel implements AutoCloseable {
             socket.close();
         } catch (IOException ignored) {
             // already failing; the first cause is what callers see
+        }
+        readerSelector.wakeup();
+        leaderSelector.wakeup();
+        writerSelector.wakeup();
+        LockSupport.unpark(reader);
+        wakeFollowers();
+    }
+
+    private static IOException asIo(Exception e) {
+        return e instanceof IOException io ? io : new IOException(e);
+    }
+
+    private static void closeQuietly(Selector selector) {
+        try {
+            selector.close();
+        } catch (IOException ignored) {
+            // the channel has ended; nothing waits on this selector any more
         }
     }
 

@@ -13,14 +13,15 @@ import java.util.concurrent.CompletableFuture;
  * its current revision and one future per {@link CompletionEvent}. This is the only per-operation
  * state the client keeps; leases, pages and coverage stay with the Manager, which owns them.
  *
- * <p>Thread model: {@link #onFrame} is called by the channel's reader thread with every reply
- * before its future completes and every COMPLETION, in arrival order; {@link #await} by any
+ * <p>Thread model: {@link #onFrame} is called by the thread that reads the channel (one at a
+ * time, {@link FrameChannel}) with every reply before its future completes and every COMPLETION,
+ * in arrival order; {@link #await} by any
  * caller. All state is guarded by {@code this}.
  *
  * <p>Invariants: a future is armed (replaced by a fresh one) by the reply that starts the work
  * it reports: QUERY_RESULT of a new revision arms QUERY_SETTLED, RESTORE_ACCEPTED arms
  * RESTORE_DONE, CANCELLED/RELEASED with {@code drained} = 0 arms DRAINED. Because the Manager
- * sends a COMPLETION only after that reply (protocol.md 9.3) and the reader handles frames in
+ * sends a COMPLETION only after that reply (protocol.md 9.3) and frames are handled in
  * order, a COMPLETION can never arrive before its future exists. A COMPLETION of an older
  * revision is ignored. An entry is dropped when the operation ends: at a drained reply, or, after
  * DRAINED, when the caller that sent the CANCEL/RELEASE takes the DRAINED future
@@ -52,7 +53,7 @@ final class OperationEvents {
     // @GuardedBy("this")
     private RuntimeException failure;
 
-    /** Called by the reader thread for each reply (before its future completes) and each COMPLETION. */
+    /** Called by the channel's reading thread for each reply (before its future completes) and each COMPLETION. */
     synchronized void onFrame(Reply reply) {
         switch (reply) {
             case Reply.QueryResult r -> {

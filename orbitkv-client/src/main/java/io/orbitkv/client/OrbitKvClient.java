@@ -42,9 +42,10 @@ import java.util.concurrent.TimeoutException;
  * then unmaps everything.
  *
  * <p>Thread model: thread-safe. Blocking calls may come from any number of threads at once and
- * are pipelined on the one connection ({@link #send} is the non-blocking form); a single reader
- * thread ({@link FrameChannel}) routes replies by request id and COMPLETION events by operation
- * ({@link OperationEvents}). Every blocking call waits at most {@code replyTimeout}.
+ * are pipelined on the one connection ({@link #send} is the non-blocking form); a blocking call
+ * reads its own reply when no other thread reads, and a background reader thread reads while
+ * none waits ({@link FrameChannel}); either routes replies by request id and COMPLETION events by
+ * operation ({@link OperationEvents}). Every blocking call waits at most {@code replyTimeout}.
  *
  * <p>What it owns: the socket, the arena and region mappings, and per live operation only the
  * futures that route its COMPLETIONs. It keeps no copy of leases or coverage: those are the
@@ -493,7 +494,9 @@ public final class OrbitKvClient implements AutoCloseable {
 
     private <T> T await(CompletableFuture<T> future, String what) {
         try {
-            return future.get(replyTimeout.toNanos(), TimeUnit.NANOSECONDS);
+            long deadline = System.nanoTime() + replyTimeout.toNanos();
+            channel.await(future, replyTimeout.toNanos());
+            return future.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
         } catch (ExecutionException e) {
             Throwable cause = e.getCause();
             if (cause instanceof OrbitKvException ok) throw ok.rethrown();

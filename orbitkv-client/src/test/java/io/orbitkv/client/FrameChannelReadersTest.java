@@ -1,0 +1,163 @@
+package io.orbitkv.client;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import io.orbitkv.client.ScriptedManager.Out;
+import io.orbitkv.state.protocol.CompletionEvent;
+import io.orbitkv.state.protocol.CompletionTarget;
+import io.orbitkv.state.protocol.Hashes;
+import io.orbitkv.state.protocol.KeyForm;
+import io.orbitkv.state.protocol.QueryStatus;
+import io.orbitkv.state.protocol.Reply;
+import io.orbitkv.state.protocol.Request;
+import io.orbitkv.state.unix.UnixSocket;
+import java.io.InterruptedIOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import org.awaitility.Awaitility;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * Who reads the socket ({@link FrameChannel}): a blocking caller reads its own reply, a second
+ * caller waits as a follower and takes the socket over when the first leaves, and the reader
+ * thread reads what arrives once no caller waits. Each test would hang to its timeout, or fail,
+ * if a role were not handed on.
+ */
+class FrameChannelReadersTest {
+
+    @TempDir
+    Path dir;
+    int arenaFd;
+    /** Request ids of the QUERY_POLLs the scripted Manager left unanswered, by operation id. */
+    final Map<Long, Long> unanswered = new ConcurrentHashMap<>();
+
+    @BeforeEach
+    void arena() {
+        arenaFd = UnixSocket.memfd("readers-arena", 1 << 16);
+    }
+
+    @AfterEach
+    void closeArena() {
+        UnixSocket.close(arenaFd);
+    }
+
+    /** Answers REGISTER, STATS, a RELEASE as still draining and a QUERY with a miss; leaves every QUERY_POLL unanswered. */
+    ScriptedManager manager() throws Exception {
+        ScriptedManager[] self = new ScriptedManager[1];
+        self[0] = new ScriptedManager(dir, (id, request) -> switch (request) {
+            case Request.Register r -> List.of(new Out(id, self[0].registered(1, 1, List.of(new Reply.ArenaFile(1 << 16, 4096)))));
+            case Request.Stats s -> List.of(new Out(id, new Reply.StatsReply(List.of(new Reply.Counter("query_hits", 3)))));
+            case Request.Release r -> List.of(new Out(id, new Reply.Released(r.operationId(), false, 1)));
+            case Request.Query q -> List.of(new Out(id, new Reply.QueryResult(q.operationId(), q.revision(),
+                    QueryStatus.FINAL, false, 0, List.of())));
+            case Request.QueryPoll p -> {
+                unanswered.put(p.operationId(), id);
+                yield List.of();
+            }
+            default -> throw new AssertionError(request);
+        });
+        self[0].arenas(arenaFd);
+        return self[0];
+    }
+
+    OrbitKvClient connect(ScriptedManager m, Duration timeout) throws Exception {
+        OrbitKvClient c = OrbitKvClient.connect(m.socketPath, timeout);
+        c.register("engine-0", 1, OrbitKvClientTest.NS, OrbitKvClientTest.CONTRACT);
+        return c;
+    }
+
+    @Test
+    void aCompletionThatArrivesWhenNoCallerWaitsReachesItsFuture() throws Exception {
+        try (ScriptedManager m = manager(); OrbitKvClient client = connect(m, Duration.ofSeconds(10))) {
+            assertThat(client.stats()).containsEntry("query_hits", 3L); // read by the calling thread
+
+            CompletableFuture<Reply.Released> released = client.releaseAsync(4);
+            awaitCondition(() -> m.received.size() == 3, "the RELEASE reached the Manager");
+            assertThat(released).as("RELEASED said draining: the future waits for DRAINED").isNotDone();
+            m.push(new Out(0, new Reply.Completion(4, 0, CompletionEvent.DRAINED, Reply.Settled.OK)));
+
+            // Waited on directly, not through the client: only the reader thread reads for it.
+            assertThat(released.get(5, TimeUnit.SECONDS).operationId()).isEqualTo(4);
+        }
+    }
+
+    @Test
+    void aFollowerTakesTheSocketOverWhenTheLeaderLeaves() throws Exception {
+        try (ScriptedManager m = manager(); OrbitKvClient client = connect(m, Duration.ofSeconds(20))) {
+            CompletableFuture<Throwable> leader = new CompletableFuture<>();
+            Thread first = Thread.ofPlatform().start(() -> {
+                try {
+                    client.poll(1, 0);
+                    leader.complete(null);
+                } catch (Throwable t) {
+                    leader.complete(t);
+                }
+            });
+            awaitCondition(() -> unanswered.containsKey(1L), "the first poll reached the Manager");
+            CompletableFuture<Reply.QueryResult> follower = CompletableFuture.supplyAsync(() -> client.poll(2, 0),
+                    runnable -> Thread.ofPlatform().start(runnable));
+            awaitCondition(() -> unanswered.containsKey(2L), "the second poll reached the Manager");
+
+            first.interrupt(); // the first caller gives up: whoever read for it must hand the socket on
+            assertThat(leader.get(5, TimeUnit.SECONDS)).isInstanceOf(UncheckedIOException.class)
+                    .hasCauseInstanceOf(InterruptedIOException.class);
+            m.push(new Out(unanswered.get(2L), new Reply.QueryResult(2, 0, QueryStatus.FINAL, false, 0, List.of())));
+
+            assertThat(follower.get(5, TimeUnit.SECONDS).operationId()).isEqualTo(2);
+        }
+    }
+
+    @Test
+    void closingTheClientEndsACallThatIsReadingTheSocket() throws Exception {
+        try (ScriptedManager m = manager()) {
+            OrbitKvClient client = connect(m, Duration.ofSeconds(60));
+            CompletableFuture<Reply.QueryResult> waiting = CompletableFuture.supplyAsync(() -> client.poll(1, 0),
+                    runnable -> Thread.ofPlatform().start(runnable));
+            awaitCondition(() -> unanswered.containsKey(1L), "the poll reached the Manager");
+
+            client.close();
+
+            assertThatThrownBy(() -> waiting.get(5, TimeUnit.SECONDS))
+                    .hasCauseInstanceOf(UncheckedIOException.class);
+        }
+    }
+
+    @Test
+    void aRequestLargerThanTheSocketBufferGoesOutWhole() throws Exception {
+        int count = 20_000; // 640 KB of hashes: more than a Unix socket's send buffer takes at once
+        List<byte[]> hashes = new ArrayList<>(count);
+        for (int i = 0; i < count; i++) {
+            byte[] h = new byte[32];
+            for (int b = 0; b < 32; b++) h[b] = (byte) (i * 7 + b);
+            hashes.add(h);
+        }
+        Request.Query big = new Request.Query(9, 1, CompletionTarget.HOST_READY, 16L * count, 0, 0, 0,
+                List.of(new Request.QueryGroup(0, KeyForm.BLOCK_HASH, Hashes.of(hashes))));
+        try (ScriptedManager m = manager(); OrbitKvClient client = connect(m, Duration.ofSeconds(20))) {
+            assertThat(client.query(big).operationId()).isEqualTo(9);
+
+            Request.Query got = (Request.Query) m.received.getLast();
+            Hashes sent = got.groups().getFirst().hashes();
+            assertThat(sent.count()).isEqualTo(count);
+            for (int i = 0; i < count; i += 997) assertThat(sent.get(i)).isEqualTo(hashes.get(i));
+            assertThat(sent.get(count - 1)).isEqualTo(hashes.getLast());
+            assertThat(client.stats()).as("the connection goes on after it").containsEntry("query_hits", 3L);
+        }
+    }
+
+    private static void awaitCondition(Callable<Boolean> condition, String what) {
+        Awaitility.await(what).atMost(Duration.ofSeconds(10)).pollInterval(Duration.ofMillis(2)).until(condition);
+    }
+}
