@@ -94,6 +94,23 @@ class FrameChannelReadersTest {
     }
 
     @Test
+    void aLostConnectionIsNoticedWithoutACall() throws Exception {
+        ScriptedManager m = manager();
+        try (OrbitKvClient client = connect(m, Duration.ofSeconds(60))) {
+            CompletableFuture<Reply.Released> released = client.releaseAsync(4);
+            awaitCondition(() -> m.received.size() == 2, "the RELEASE reached the Manager");
+
+            m.close(); // the Manager goes away while no call waits
+
+            assertThatThrownBy(() -> released.get(5, TimeUnit.SECONDS)).as("the DRAINED it waited for fails")
+                    .hasCauseInstanceOf(UncheckedIOException.class);
+            assertThatThrownBy(client::stats).isInstanceOf(UncheckedIOException.class);
+        } finally {
+            m.close();
+        }
+    }
+
+    @Test
     void aFollowerTakesTheSocketOverWhenTheLeaderLeaves() throws Exception {
         try (ScriptedManager m = manager(); OrbitKvClient client = connect(m, Duration.ofSeconds(20))) {
             CompletableFuture<Throwable> leader = new CompletableFuture<>();
