@@ -79,6 +79,9 @@ final class FrameChannel implements AutoCloseable {
      */
     static final long READER_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
 
+    /** {@link #READER_GRACE_NANOS}, or longer for tests that need frames left unread between calls. */
+    private final long readerGraceNanos;
+
     private final SocketChannel socket;
     private final FrameDecoder decoder = new FrameDecoder(ProtocolLimits.DEFAULTS, Direction.TO_CLIENT);
     private final Object writeLock = new Object();
@@ -104,9 +107,10 @@ final class FrameChannel implements AutoCloseable {
     // @GuardedBy("readLock")
     private final ByteBuffer in;
 
-    private FrameChannel(SocketChannel socket, Consumer<Reply> onFrame, Consumer<RuntimeException> onFailure)
-            throws IOException {
+    private FrameChannel(SocketChannel socket, Consumer<Reply> onFrame, Consumer<RuntimeException> onFailure,
+                         long readerGraceNanos) throws IOException {
         this.socket = socket;
+        this.readerGraceNanos = readerGraceNanos;
         this.onFrame = onFrame;
         this.onFailure = onFailure;
         this.in = ByteBuffer.allocate(decoder.limits().maxFrameBytes());
@@ -123,15 +127,17 @@ final class FrameChannel implements AutoCloseable {
     /**
      * Connects to the Manager's socket and starts the reader thread. {@code onFrame} sees every
      * reply and COMPLETION on the thread that read it; {@code onFailure} is called once, when the
-     * connection ends for any reason, with the cause every pending request fails with.
+     * connection ends for any reason, with the cause every pending request fails with. The reader
+     * thread reads once no blocking call has come for {@code readerGraceNanos}
+     * ({@link #READER_GRACE_NANOS} but in tests).
      */
-    static FrameChannel open(Path socketPath, Consumer<Reply> onFrame, Consumer<RuntimeException> onFailure)
-            throws IOException {
+    static FrameChannel open(Path socketPath, Consumer<Reply> onFrame, Consumer<RuntimeException> onFailure,
+                             long readerGraceNanos) throws IOException {
         SocketChannel socket = SocketChannel.open(StandardProtocolFamily.UNIX);
         FrameChannel channel;
         try {
             socket.connect(UnixDomainSocketAddress.of(socketPath));
-            channel = new FrameChannel(socket, onFrame, onFailure);
+            channel = new FrameChannel(socket, onFrame, onFailure, readerGraceNanos);
         } catch (IOException e) {
             socket.close();
             throw e;
@@ -213,6 +219,28 @@ final class FrameChannel implements AutoCloseable {
         }
     }
 
+    /**
+     * Reads and dispatches, without waiting, whatever frames have already arrived, when no other
+     * thread is reading (that one dispatches them). For a caller about to consult state that
+     * earlier replies update (a RELEASED that ends an operation), since between calls the reader
+     * thread reads up to {@link #READER_GRACE_NANOS} late.
+     */
+    void readArrived() {
+        if (readLock.isHeldByCurrentThread() || !readLock.tryLock()) return;
+        try {
+            while (failure.get() == null && readAvailable()) {
+                // dispatched; read on until the socket is empty
+            }
+        } catch (IOException e) {
+            fail(new UncheckedIOException(failure.get() == null ? "connection lost" : "connection closed", e));
+        } catch (RuntimeException e) {
+            fail(e);
+        } finally {
+            readLock.unlock();
+            wakeFollowers();
+        }
+    }
+
     /** The failure that ended the channel, if it has ended. */
     RuntimeException failure() {
         return failure.get();
@@ -246,7 +274,7 @@ final class FrameChannel implements AutoCloseable {
                 long calls = awaits.get();
                 if (waiting.get() > 0 || calls != seen) {
                     seen = calls;
-                    LockSupport.parkNanos(this, READER_GRACE_NANOS);
+                    LockSupport.parkNanos(this, readerGraceNanos);
                     continue;
                 }
                 readerSelecting = true;

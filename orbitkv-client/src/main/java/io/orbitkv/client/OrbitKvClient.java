@@ -75,9 +75,9 @@ public final class OrbitKvClient implements AutoCloseable {
     /** The Manager's descriptor socket, from REGISTERED; set once under {@code registerLock}. */
     private volatile String descriptorSocket;
 
-    private OrbitKvClient(Path socket, Duration replyTimeout) throws IOException {
+    private OrbitKvClient(Path socket, Duration replyTimeout, long readerGraceNanos) throws IOException {
         this.replyTimeout = Objects.requireNonNull(replyTimeout, "replyTimeout");
-        this.channel = FrameChannel.open(socket, events::onFrame, events::failAll);
+        this.channel = FrameChannel.open(socket, events::onFrame, events::failAll, readerGraceNanos);
     }
 
     /** Connects to the Manager listening at {@code socket}. */
@@ -87,7 +87,12 @@ public final class OrbitKvClient implements AutoCloseable {
 
     /** Connects to the Manager at {@code socket}; each blocking call waits at most {@code replyTimeout}. */
     public static OrbitKvClient connect(Path socket, Duration replyTimeout) throws IOException {
-        return new OrbitKvClient(socket, replyTimeout);
+        return new OrbitKvClient(socket, replyTimeout, FrameChannel.READER_GRACE_NANOS);
+    }
+
+    /** As {@link #connect(Path, Duration)}, its reader thread reading only {@code readerGrace} after a blocking call; for tests. */
+    static OrbitKvClient connect(Path socket, Duration replyTimeout, Duration readerGrace) throws IOException {
+        return new OrbitKvClient(socket, replyTimeout, readerGrace.toNanos());
     }
 
     /**
@@ -347,6 +352,8 @@ public final class OrbitKvClient implements AutoCloseable {
         Objects.requireNonNull(region, "region");
         if (mapping.isEmpty()) throw new IllegalArgumentException("an empty restore mapping");
         long op = query.operationId();
+        // A RELEASE of this id sent earlier may have been answered already: read it before judging.
+        if (events.tracks(op)) channel.readArrived();
         if (events.tracks(op)) {
             // A live operation (a new revision replacing it): a refused QUERY would leave the old
             // revision in place and the pipelined RESTORE would copy its pages, so wait in between.

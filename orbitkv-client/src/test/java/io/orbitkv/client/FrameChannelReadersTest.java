@@ -23,6 +23,8 @@ import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import org.awaitility.Awaitility;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -90,6 +92,50 @@ class FrameChannelReadersTest {
 
             // Waited on directly, not through the client: only the reader thread reads for it.
             assertThat(released.get(5, TimeUnit.SECONDS).operationId()).isEqualTo(4);
+        }
+    }
+
+    @Test
+    void aReleaseAnsweredButNotYetReadLetsTheNextHitOfItsIdPipelineItsRestore() throws Exception {
+        Path regionFile = dir.resolve("region");
+        Reply.Lease lease = new Reply.Lease(0, 0, 512);
+        AtomicBoolean holdQueries = new AtomicBoolean();
+        AtomicLong heldQuery = new AtomicLong();
+        ScriptedManager[] self = new ScriptedManager[1];
+        try (ScriptedManager m = self[0] = new ScriptedManager(dir, (id, request) -> switch (request) {
+            case Request.Register r -> List.of(new Out(id, self[0].registered(1, 1, List.of(new Reply.ArenaFile(1 << 16, 4096)))));
+            case Request.RegisterRegion r -> List.of(new Out(id, new Reply.RegionRegistered(3)));
+            case Request.Query q when !holdQueries.get() ->
+                    List.of(new Out(id, OrbitKvClientTest.hit(q.operationId(), q.revision(), QueryStatus.FINAL, lease)));
+            case Request.Query q -> {
+                heldQuery.set(id); // answered only once its RESTORE is here: a client that waits for it in between hangs
+                yield List.of();
+            }
+            case Request.Restore r -> List.of(
+                    new Out(heldQuery.get(), OrbitKvClientTest.hit(r.operationId(), 1, QueryStatus.FINAL, lease)),
+                    new Out(id, new Reply.RestoreAccepted(r.operationId(), r.pages().size())),
+                    new Out(0, new Reply.Completion(r.operationId(), 1, CompletionEvent.RESTORE_DONE, Reply.Settled.OK)));
+            case Request.Release r -> {
+                unanswered.put(r.operationId(), id); // the test answers it
+                yield List.of();
+            }
+            default -> throw new AssertionError(request);
+        }); OrbitKvClient client = OrbitKvClient.connect(m.socketPath, Duration.ofSeconds(3), Duration.ofHours(1))) {
+            m.arenas(arenaFd);
+            client.register("engine-0", 1, OrbitKvClientTest.NS, OrbitKvClientTest.CONTRACT);
+            Region region = client.registerRegion(regionFile, 1024, 4);
+            Request.Query query = OrbitKvClientTest.query(4, 1, CompletionTarget.ENGINE_RESTORE);
+            assertThat(client.query(query).hit()).isTrue();
+            client.releaseAsync(4);
+            awaitCondition(() -> unanswered.containsKey(4L), "the RELEASE reached the Manager");
+            // RELEASED is in the client's socket now; its reader thread waits an hour after a call.
+            m.push(new Out(unanswered.get(4L), new Reply.Released(4, true, 1)));
+            holdQueries.set(true);
+
+            OrbitKvClient.Restored restored = client.queryAndRestore(query, region, List.of(new Request.RestorePage(0, 0, 1)));
+
+            assertThat(restored.restoredOk()).isTrue();
+            assertThat(client.routedOperations()).as("only the new hit of id 4 is routed").isEqualTo(1);
         }
     }
 
