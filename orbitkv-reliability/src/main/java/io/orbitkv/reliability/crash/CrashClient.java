@@ -68,7 +68,7 @@ public final class CrashClient {
         List<Request.PublishPage> entries = new ArrayList<>();
         for (var page : CampaignEngine.pages(held)) entries.add(new Request.PublishPage(0, page.form(),
                 io.orbitkv.state.protocol.Hashes.of(List.of(page.name())), (int) page.image().byteSize()));
-        client.send(new Request.PublishReserve(entries), Reply.Reserved.class).join();
+        client.join(client.send(new Request.PublishReserve(entries), Reply.Reserved.class), "PUBLISH_RESERVE");
         active();
         while (System.nanoTime() < end) {
             List<byte[]> batch = new ArrayList<>();
@@ -123,7 +123,7 @@ public final class CrashClient {
                 announced = true;
             }
             if (copies.size() >= 4) {
-                copies.poll().join();
+                client.join(copies.poll(), "RESTORE_DONE");
                 client.release(ops.poll());
             }
         }
