@@ -57,8 +57,10 @@ import java.util.function.Consumer;
  * every pending and every later request completes exceptionally with that failure. Someone reads
  * whenever a reply or COMPLETION can arrive: a waiting caller (a leader leaving wakes the
  * followers), or the reader thread at most {@link #READER_GRACE_NANOS} after the last caller left.
- * The reader thread is not woken per call: back-to-back calls leave it parked, and a caller wakes
- * its select only when it is in one.
+ * The reader thread is not woken by a call: back-to-back calls leave it parked; a call that finds
+ * it waiting for the socket leaves it there, and it parks again once the reply woke it (waking
+ * it at the call's start, so that it was parked before the reply, made a QUERY after an idle
+ * pause 10-25 % slower on 2 vCPUs: docs/performance.md, "The Java client reads its own reply").
  *
  * <p>Design note: the caller reads its own reply because a reader thread that completes a future
  * costs every blocking call a second thread wake-up (the reader's, then the caller's) on top of
@@ -93,12 +95,10 @@ final class FrameChannel implements AutoCloseable {
     private final Thread reader;
     /** Held by whoever reads the socket; guards {@code in} and the decoder. */
     private final ReentrantLock readLock = new ReentrantLock();
-    /** Callers inside {@link #await}; while above 0 the reader thread stays parked. */
+    /** Callers inside {@link #await}; while above 0 the reader thread does not read. */
     private final AtomicInteger waiting = new AtomicInteger();
     /** Calls to {@link #await} so far: the reader thread waits for the socket only after a quiet {@link #READER_GRACE_NANOS}. */
     private final AtomicLong awaits = new AtomicLong();
-    /** Whether the reader thread is (about to be) in {@code readerSelector.select()}: a caller then wakes it. */
-    private volatile boolean readerSelecting;
     /** Callers parked in {@link #await} without the read lock: woken when it is released. */
     private final Queue<Thread> followers = new ConcurrentLinkedQueue<>();
     private final Selector readerSelector;
@@ -190,7 +190,6 @@ final class FrameChannel implements AutoCloseable {
         awaits.incrementAndGet();
         waiting.incrementAndGet();
         try {
-            if (readerSelecting) readerSelector.wakeup(); // it parks while a caller waits
             boolean armed = false;
             while (!future.isDone() && failure.get() == null) {
                 if (Thread.interrupted()) throw new InterruptedException();
@@ -277,11 +276,7 @@ final class FrameChannel implements AutoCloseable {
                     LockSupport.parkNanos(this, readerGraceNanos);
                     continue;
                 }
-                readerSelecting = true;
-                // Checked again after the flag: a caller that came in between either sees the flag
-                // and wakes the select below, or is seen here.
-                if (waiting.get() == 0 && awaits.get() == seen) readerSelector.select();
-                readerSelecting = false;
+                readerSelector.select(); // a caller that comes meanwhile leads; this thread then parks again
                 readerSelector.selectedKeys().clear();
                 if (waiting.get() > 0 || !readLock.tryLock()) continue;
                 try {
