@@ -69,7 +69,8 @@ import java.util.function.Consumer;
  * answers in order, because a map survives a caller that abandons a future and it is what the
  * protocol promises (same id). The socket is non-blocking so a reader can stop waiting for it:
  * each of the three roles (background reader, leader, writer facing a full socket buffer) waits
- * on its own selector. The receive buffer is sized to {@code maxFrameBytes} (4 MiB by default)
+ * on its own selector. A leader on a virtual thread holds its carrier while it selects (the JDK
+ * adds a carrier for the time); engines call from platform threads. The receive buffer is sized to {@code maxFrameBytes} (4 MiB by default)
  * once: no frame can be larger.
  */
 final class FrameChannel implements AutoCloseable {
