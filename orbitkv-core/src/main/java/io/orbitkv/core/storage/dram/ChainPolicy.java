@@ -1,13 +1,10 @@
 package io.orbitkv.core.storage.dram;
 
-import com.github.benmanes.caffeine.cache.Cache;
-import com.github.benmanes.caffeine.cache.Caffeine;
 import io.orbitkv.state.StateKey;
 
 import java.util.Arrays;
 import java.util.List;
 import java.util.Optional;
-import java.util.function.BiConsumer;
 
 /**
  * {@link DramEviction#CHAIN}: leaf-first eviction over the prefix forest the publishers' chain
@@ -46,7 +43,7 @@ import java.util.function.BiConsumer;
  * byte of class and flags, the held flag of HINT PIN and the CLOCK mark: 35 B, against LRU's 9 B. Staging a link costs each
  * commit one more short trip through the table's lock; a victim is found from the 16 list tails.
  */
-final class ChainPolicy implements EvictionPolicy {
+final class ChainPolicy extends ExactOrderPolicy {
 
     /** Turn classes: a chain's first run, its continuation, ..., and the {@value}-th or later. */
     static final int CLASSES = 8;
@@ -65,7 +62,6 @@ final class ChainPolicy implements EvictionPolicy {
     /** Staged flag: the page is the first of its publish run. */
     private static final int FIRST = 0x80;
 
-    private final ClockHands clock;
     // @GuardedBy("SlotTable.lock") below
     private final int[] prev;
     private final int[] next;
@@ -88,8 +84,8 @@ final class ChainPolicy implements EvictionPolicy {
     private long uses;
 
     ChainPolicy(List<SizeClass> sizeClasses) {
+        super(sizeClasses);
         int slots = sizeClasses.stream().mapToInt(SizeClass::slotCount).sum();
-        this.clock = new ClockHands(sizeClasses);
         this.prev = new int[slots];
         this.next = new int[slots];
         this.parent = new int[slots];
@@ -104,17 +100,6 @@ final class ChainPolicy implements EvictionPolicy {
         Arrays.fill(parent, NONE);
         Arrays.fill(heads, NONE);
         Arrays.fill(tails, NONE);
-    }
-
-    @Override
-    public Cache<PageKey, ResidentImage> newIndex(SlotTable slots, long maxWeightBytes,
-                                                  BiConsumer<PageKey, ResidentImage> onEvicted) {
-        return Caffeine.newBuilder().executor(Runnable::run).build();
-    }
-
-    @Override
-    public boolean indexEnforcesBound() {
-        return false;
     }
 
     @Override
@@ -221,22 +206,6 @@ final class ChainPolicy implements EvictionPolicy {
         onRepublish(slot);
     }
 
-    @Override
-    public Optional<Victim> boundVictim(SlotTable slots, int maxSlots) {
-        return slots.locked(() -> leastValuableLocked(slots, -1, true, maxSlots)
-                .or(() -> leastValuableLocked(slots, -1, false, 1)));
-    }
-
-    @Override
-    public Optional<Victim> classVictim(SlotTable slots, int classIndex, int maxSlots) {
-        return slots.locked(() -> leastValuableLocked(slots, classIndex, true, maxSlots));
-    }
-
-    @Override
-    public Optional<Victim> fallbackVictim(SlotTable slots, int classIndex, int maxSlots) {
-        return clock.victim(slots, classIndex, maxSlots);
-    }
-
     /** Whether {@code slot} holds a resident image with no resident child; for tests. */
     boolean isLeaf(SlotTable slots, int slot) {
         return slots.locked(() -> (meta[slot] & RESIDENT) != 0 && children[slot] == 0);
@@ -252,7 +221,8 @@ final class ChainPolicy implements EvictionPolicy {
      * when {@code unleasedOnly}, holds no lease, among the list's {@code maxSlots} least recent;
      * the least valuable of those.
      */
-    private Optional<Victim> leastValuableLocked(SlotTable slots, int classIndex, boolean unleasedOnly, int maxSlots) {
+    @Override
+    Optional<Victim> coldestLocked(SlotTable slots, int classIndex, boolean unleasedOnly, int maxSlots) {
         int best = NONE;
         double bestValue = Double.MAX_VALUE;
         for (int list = 0; list < heads.length; list++) {

@@ -1,13 +1,10 @@
 package io.orbitkv.core.storage.dram;
 
-import com.github.benmanes.caffeine.cache.Cache;
-import com.github.benmanes.caffeine.cache.Caffeine;
 
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Optional;
-import java.util.function.BiConsumer;
 
 /**
  * {@link DramEviction#LRU}: the least recently inserted or used image leaves first, every
@@ -28,12 +25,11 @@ import java.util.function.BiConsumer;
  * buffer is lossy): 0.187 of prompt tokens at 5 % capacity on the conversation trace where this
  * exact list serves 0.199. 8 B per slot for the list, 1 B for the CLOCK mark.
  */
-final class LruPolicy implements EvictionPolicy {
+final class LruPolicy extends ExactOrderPolicy {
 
     /** No slot: the end of the recency list. */
     static final int NONE = -1;
 
-    private final ClockHands clock;
     // @GuardedBy("SlotTable.lock") below
     private final int[] prev;
     private final int[] next;
@@ -41,23 +37,12 @@ final class LruPolicy implements EvictionPolicy {
     private int tail = NONE;
 
     LruPolicy(List<SizeClass> sizeClasses) {
+        super(sizeClasses);
         int slots = sizeClasses.stream().mapToInt(SizeClass::slotCount).sum();
-        this.clock = new ClockHands(sizeClasses);
         this.prev = new int[slots];
         this.next = new int[slots];
         Arrays.fill(prev, NONE);
         Arrays.fill(next, NONE);
-    }
-
-    @Override
-    public Cache<PageKey, ResidentImage> newIndex(SlotTable slots, long maxWeightBytes,
-                                                   BiConsumer<PageKey, ResidentImage> onEvicted) {
-        return Caffeine.newBuilder().executor(Runnable::run).build();
-    }
-
-    @Override
-    public boolean indexEnforcesBound() {
-        return false;
     }
 
     @Override
@@ -108,22 +93,6 @@ final class LruPolicy implements EvictionPolicy {
         linkAtHead(slot);
     }
 
-    @Override
-    public Optional<Victim> boundVictim(SlotTable slots, int maxSlots) {
-        return slots.locked(() -> leastRecentLocked(slots, -1, true, maxSlots)
-                .or(() -> leastRecentLocked(slots, -1, false, 1)));
-    }
-
-    @Override
-    public Optional<Victim> classVictim(SlotTable slots, int classIndex, int maxSlots) {
-        return slots.locked(() -> leastRecentLocked(slots, classIndex, true, maxSlots));
-    }
-
-    @Override
-    public Optional<Victim> fallbackVictim(SlotTable slots, int classIndex, int maxSlots) {
-        return clock.victim(slots, classIndex, maxSlots);
-    }
-
     /** The RESIDENT slots from least to most recently used, for tests. */
     List<Integer> recencyOrder(SlotTable slots) {
         return slots.locked(() -> {
@@ -138,7 +107,8 @@ final class LruPolicy implements EvictionPolicy {
      * {@code classIndex} ({@code -1}: any class), not within its tenant's DRAM guarantee and, when
      * {@code unleasedOnly}, holds no lease.
      */
-    private Optional<Victim> leastRecentLocked(SlotTable slots, int classIndex, boolean unleasedOnly, int maxSlots) {
+    @Override
+    Optional<Victim> coldestLocked(SlotTable slots, int classIndex, boolean unleasedOnly, int maxSlots) {
         int slot = tail;
         for (int i = 0; i < maxSlots && slot != NONE; i++, slot = prev[slot]) {
             if (slots.victimCandidateLocked(slot, classIndex, unleasedOnly)) {
