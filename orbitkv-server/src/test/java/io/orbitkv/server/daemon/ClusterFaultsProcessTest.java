@@ -8,7 +8,6 @@ import io.orbitkv.client.OrbitKvClient;
 import io.orbitkv.client.PageToPublish;
 import io.orbitkv.client.PublishOutcome;
 import io.orbitkv.server.cluster.ClusterChannels;
-import io.orbitkv.server.cluster.ClusterSecurity;
 import io.orbitkv.testkit.EtcdServer;
 import io.orbitkv.server.peer.proto.AuthorizeCall;
 import io.orbitkv.server.peer.proto.AuthorizeReply;
@@ -20,17 +19,12 @@ import io.orbitkv.state.Namespace;
 import io.orbitkv.state.RecoveryContract;
 import io.orbitkv.state.StateGroup;
 import io.orbitkv.state.StateKey;
-import io.orbitkv.state.StateKeys;
-import io.orbitkv.state.TokenChain;
 import io.orbitkv.testkit.ManagerProcess;
-import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
-import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 import io.orbitkv.testkit.ProcessTest;
 import org.junit.jupiter.api.Test;
@@ -55,30 +49,21 @@ class ClusterFaultsProcessTest {
 
     @Test
     void aWrongTokenMemberAPausedSourceAndARestartedSource() throws Exception {
-        Path token = Managers.clusterToken(dir);
         Path wrongToken = Files.writeString(dir.resolve("wrong-token"), "another-cluster-token-9876543210\n");
         Files.setPosixFilePermissions(wrongToken, PosixFilePermissions.fromString("rw-------"));
-        ClusterSecurity security = ClusterSecurity.fromTokenFile("test", token, Optional.empty());
-        try (EtcdServer etcd = EtcdServer.start(dir);
-             ClusterChannels channels = new ClusterChannels(security)) {
-            ManagerProcess a = Managers.startMember(dir, etcd.endpoint(), "a", token);
-            ManagerProcess b = Managers.startMember(dir, etcd.endpoint(), "b", token);
-            ManagerProcess c = Managers.startMember(dir, etcd.endpoint(), "c", token);
-            List<ManagerProcess> all = new ArrayList<>(List.of(a, b, c));
+        try (LoopbackCluster cluster = LoopbackCluster.start(dir, "a", "b", "c")) {
+            Path token = cluster.token();
+            EtcdServer etcd = cluster.etcd();
+            ClusterChannels channels = cluster.channels();
+            ManagerProcess a = cluster.member(0);
+            ManagerProcess b = cluster.member(1);
+            ManagerProcess c = cluster.member(2);
+            List<ManagerProcess> all = cluster.members();
             try {
-                Managers.awaitMembers(all, 3);
                 Namespace ns = new Namespace("faults-test", "r1", "sha256:w", "sha256:t", "", "bf16", "nhd", PAGE_TOKENS, 1, 0, 1, 0, 1);
-                int[] tokens = new int[PAGES * PAGE_TOKENS + 1];
-                for (int i = 0; i < tokens.length; i++) tokens[i] = 9_000 + i;
-                List<byte[]> hashes = List.of(TokenChain.pageHashes(ns.digest(), tokens, PAGE_TOKENS, new byte[0]));
-                List<PageToPublish> pages = new ArrayList<>();
-                List<StateKey> keys = new ArrayList<>();
-                for (int p = 0; p < PAGES; p++) {
-                    byte[] image = new byte[4096];
-                    java.util.Arrays.fill(image, (byte) p);
-                    pages.add(PageToPublish.ofBlockHash(0, hashes.get(p), MemorySegment.ofArray(image)));
-                    keys.add(StateKeys.forBlockHash(ns.digest(), 0, hashes.get(p)));
-                }
+                ChainPages published = ChainPages.of(ns, PAGES, 9_000);
+                List<PageToPublish> pages = published.pages();
+                List<StateKey> keys = published.keys();
                 try (OrbitKvClient client = OrbitKvClient.connect(ManagerProcess.socket(a.dir()), Duration.ofSeconds(20))) {
                     client.register("engine-a", 1, ns, new RecoveryContract(PAGE_TOKENS, List.of(new StateGroup.Full(0))));
                     assertThat(client.publish(pages)).containsOnly(PublishOutcome.SEALED).hasSize(PAGES);

@@ -24,14 +24,12 @@ import io.orbitkv.state.RecoveryContract;
 import io.orbitkv.state.StateGroup;
 import io.orbitkv.state.StateKey;
 import io.orbitkv.state.StateKeys;
-import io.orbitkv.state.TokenChain;
 import io.orbitkv.state.protocol.CompletionTarget;
 import io.orbitkv.state.protocol.Hashes;
 import io.orbitkv.state.protocol.KeyForm;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
 import io.orbitkv.testkit.ManagerProcess;
-import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -71,17 +69,9 @@ class ClusterProcessTest {
 
                 // publish on A
                 Namespace ns = new Namespace("cluster-test", "r1", "sha256:w", "sha256:t", "", "bf16", "nhd", PAGE_TOKENS, 1, 0, 1, 0, 1);
-                int[] tokens = new int[PAGES * PAGE_TOKENS + 1];
-                for (int i = 0; i < tokens.length; i++) tokens[i] = 7_000 + i;
-                List<byte[]> hashes = List.of(TokenChain.pageHashes(ns.digest(), tokens, PAGE_TOKENS, new byte[0]));
-                List<PageToPublish> pages = new ArrayList<>();
-                List<StateKey> keys = new ArrayList<>();
-                for (int p = 0; p < PAGES; p++) {
-                    byte[] image = new byte[4096];
-                    java.util.Arrays.fill(image, (byte) p);
-                    pages.add(PageToPublish.ofBlockHash(0, hashes.get(p), MemorySegment.ofArray(image)));
-                    keys.add(StateKeys.forBlockHash(ns.digest(), 0, hashes.get(p)));
-                }
+                ChainPages published = ChainPages.of(ns, PAGES, 7_000);
+                List<PageToPublish> pages = published.pages();
+                List<StateKey> keys = published.keys();
                 StateKey never = StateKeys.forBlockHash(ns.digest(), 0, new byte[] {1, 2, 3});
                 List<StateKey> asked = new ArrayList<>(keys);
                 asked.add(never);
@@ -137,7 +127,8 @@ class ClusterProcessTest {
                     }
                     assertThat(locate(channels, c, asked)).containsOnly(new KeyLocation.Unknown(KeyLocation.UnknownReason.NO_MEMBERSHIP));
                     Reply.QueryResult hit = client.awaitSettled(client.query(new Request.Query(1, 0, CompletionTarget.HOST_READY,
-                            tokens.length, 0, List.of(new Request.QueryGroup(0, KeyForm.BLOCK_HASH, Hashes.of(hashes))))));
+                            published.promptTokens(), 0, List.of(new Request.QueryGroup(0, KeyForm.BLOCK_HASH,
+                                    Hashes.of(published.hashes()))))));
                     assertThat(hit.hit()).as("local hit on A during the outage").isTrue();
                     assertThat(hit.boundaryTokens()).isEqualTo((long) PAGES * PAGE_TOKENS);
                     client.release(1);
