@@ -82,7 +82,10 @@ public final class CatalogLookups {
         Gauge.builder("orbitkv_catalog_lookup_calls_bound", this, l -> l.maxCallsInFlight).description("bound of catalog lookup calls in flight").register(registry);
         this.view = Objects.requireNonNull(view, "view");
         this.transport = Objects.requireNonNull(transport, "transport");
-        this.candidates = Caffeine.newBuilder().expireAfterWrite(candidateTtl).maximumSize(maxCandidates).build();
+        // Maintenance on the thread that wrote, not the common pool: a lookup puts up to a batch of
+        // positives at once, and each pool hand-off woke a worker (a futex wake per scheduled drain).
+        this.candidates = Caffeine.newBuilder().expireAfterWrite(candidateTtl).maximumSize(maxCandidates)
+                .executor(Runnable::run).build();
         this.latency = Timer.builder("orbitkv_catalog_lookup").description("catalog lookup batches, end to end")
                 .publishPercentiles(0.5, 0.99).register(registry);
         this.cacheHits = Counter.builder("orbitkv_catalog_candidate_cache_hits").description("keys answered from the positive candidate cache").register(registry);
