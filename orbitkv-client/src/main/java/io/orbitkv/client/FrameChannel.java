@@ -28,9 +28,9 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
-import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Consumer;
 
 /**
@@ -57,10 +57,12 @@ import java.util.function.Consumer;
  * every pending and every later request completes exceptionally with that failure. Someone reads
  * whenever a reply or COMPLETION can arrive: a waiting caller (a leader leaving wakes the
  * followers), or the reader thread at most {@link #READER_GRACE_NANOS} after the last caller left.
- * The reader thread is not woken by a call: back-to-back calls leave it parked; a call that finds
- * it waiting for the socket leaves it there, and it parks again once the reply woke it (waking
- * it at the call's start, so that it was parked before the reply, made a QUERY after an idle
- * pause 10-25 % slower on 2 vCPUs: docs/performance.md, "The Java client reads its own reply").
+ * No call wakes the reader thread: while calls keep coming it wakes only on its own timer, once per
+ * {@link #READER_GRACE_NANOS}, and parks again; a call that finds it waiting for the socket leaves
+ * it there, and it parks once the reply woke it (waking it at the call's start, so that it was
+ * parked before the reply, made a QUERY after an idle pause slower on 2 vCPUs: docs/performance.md,
+ * "The Java client reads its own reply"). A caller joins {@code followers} only when it finds the
+ * lock held, so an uncontended call allocates nothing for the hand-off.
  *
  * <p>Design note: the caller reads its own reply because a reader thread that completes a future
  * costs every blocking call a second thread wake-up (the reader's, then the caller's) on top of
@@ -70,15 +72,16 @@ import java.util.function.Consumer;
  * protocol promises (same id). The socket is non-blocking so a reader can stop waiting for it:
  * each of the three roles (background reader, leader, writer facing a full socket buffer) waits
  * on its own selector. A leader on a virtual thread holds its carrier while it selects (the JDK
- * adds a carrier for the time); engines call from platform threads. The receive buffer is sized to {@code maxFrameBytes} (4 MiB by default)
- * once: no frame can be larger.
+ * adds a carrier for the time); engines call from platform threads. The receive buffer is sized
+ * to {@code maxFrameBytes} (4 MiB by default) once: no frame can be larger.
  */
 final class FrameChannel implements AutoCloseable {
 
     /**
-     * How long the reader thread stays parked after the last blocking call before it waits for the
-     * socket itself: calls closer together than this never wake it, and a frame nobody waits for
-     * (a COMPLETION of an asynchronous operation) is read at most this late after such a call.
+     * How long the reader thread parks at a time while blocking calls keep coming, before it waits
+     * for the socket itself once none came: calls closer together than this cost it one timer
+     * wake-up per period, not one per call, and a frame nobody waits for (a COMPLETION of an
+     * asynchronous operation) is read at most about this late after the last call.
      */
     static final long READER_GRACE_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
 
@@ -117,11 +120,22 @@ final class FrameChannel implements AutoCloseable {
         this.in = ByteBuffer.allocate(decoder.limits().maxFrameBytes());
         socket.configureBlocking(false);
         this.readerSelector = Selector.open();
-        this.leaderSelector = Selector.open();
-        this.writerSelector = Selector.open();
-        socket.register(readerSelector, SelectionKey.OP_READ);
-        socket.register(leaderSelector, SelectionKey.OP_READ);
-        socket.register(writerSelector, SelectionKey.OP_WRITE);
+        Selector leader = null;
+        Selector writer = null;
+        try {
+            leader = Selector.open();
+            writer = Selector.open();
+            socket.register(readerSelector, SelectionKey.OP_READ);
+            socket.register(leader, SelectionKey.OP_READ);
+            socket.register(writer, SelectionKey.OP_WRITE);
+        } catch (IOException | RuntimeException e) {
+            closeQuietly(readerSelector);
+            if (leader != null) closeQuietly(leader);
+            if (writer != null) closeQuietly(writer);
+            throw e;
+        }
+        this.leaderSelector = leader;
+        this.writerSelector = writer;
         this.reader = Thread.ofPlatform().daemon().name("orbitkv-client-reader").unstarted(this::readLoop);
     }
 
@@ -190,31 +204,35 @@ final class FrameChannel implements AutoCloseable {
         Thread me = Thread.currentThread();
         awaits.incrementAndGet();
         waiting.incrementAndGet();
+        boolean queued = false;
         try {
-            boolean armed = false;
             while (!future.isDone() && failure.get() == null) {
                 if (Thread.interrupted()) throw new InterruptedException();
                 long left = deadline - System.nanoTime();
                 if (left <= 0) return;
-                followers.add(me);
                 if (readLock.tryLock()) {
-                    followers.remove(me);
+                    if (queued) {
+                        followers.remove(me);
+                        queued = false;
+                    }
                     try {
                         lead(future, deadline);
                     } finally {
                         readLock.unlock();
                         wakeFollowers();
                     }
+                } else if (!queued) {
+                    // A follower: queued first, then the lock is tried once more before parking,
+                    // so a leader that left in between is not missed (it wakes whoever is queued).
+                    followers.add(me);
+                    queued = true;
+                    future.whenComplete((r, e) -> LockSupport.unpark(me)); // woken when its reply is read
                 } else {
-                    if (!armed) { // a follower: woken when its reply is read, or the socket is free
-                        armed = true;
-                        future.whenComplete((r, e) -> LockSupport.unpark(me));
-                    }
                     LockSupport.parkNanos(this, left);
-                    followers.remove(me);
                 }
             }
         } finally {
+            if (queued) followers.remove(me);
             waiting.decrementAndGet(); // the reader thread takes over after its grace
         }
     }
