@@ -1,7 +1,6 @@
 package io.orbitkv.core.catalog;
 
 import java.util.Objects;
-import java.util.regex.Pattern;
 
 /**
  * One live Manager as membership evidence names it: its node id, the endpoint of its cluster RPC
@@ -13,7 +12,8 @@ import java.util.regex.Pattern;
  */
 public record Member(String nodeId, String endpoint, long incarnation) implements Comparable<Member> {
 
-    private static final Pattern NODE_ID = Pattern.compile("[A-Za-z0-9_.-]{1,64}");
+    /** What a node id must match; {@link #isNodeId} checks it without a regex. */
+    private static final String NODE_ID = "[A-Za-z0-9_.-]{1,64}";
 
     public Member {
         requireNodeId(nodeId);
@@ -41,7 +41,7 @@ public record Member(String nodeId, String endpoint, long incarnation) implement
     public static String requireNodeId(String nodeId) {
         Objects.requireNonNull(nodeId, "nodeId");
         if (!isNodeId(nodeId)) {
-            throw new IllegalArgumentException("node id must match " + NODE_ID.pattern() + ": '" + nodeId + "'");
+            throw new IllegalArgumentException("node id must match " + NODE_ID + ": '" + nodeId + "'");
         }
         return nodeId;
     }
