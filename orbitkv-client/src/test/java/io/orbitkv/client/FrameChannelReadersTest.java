@@ -96,6 +96,24 @@ class FrameChannelReadersTest {
     }
 
     @Test
+    void atAnEnginesCadenceCallsAndTheCompletionsBetweenThemAreRead() throws Exception {
+        try (ScriptedManager m = manager(); OrbitKvClient client = connect(m, Duration.ofSeconds(10))) {
+            for (int round = 0; round < 3; round++) {
+                // An engine's pause between requests: the reader thread is waiting for the socket
+                // when the next call comes, and is woken by that call's reply as well.
+                Thread.sleep(1_000);
+                assertThat(client.stats()).containsEntry("query_hits", 3L);
+                long op = 10 + round;
+                int before = m.received.size();
+                CompletableFuture<Reply.Released> released = client.releaseAsync(op);
+                awaitCondition(() -> m.received.size() == before + 1, "the RELEASE reached the Manager");
+                m.push(new Out(0, new Reply.Completion(op, 0, CompletionEvent.DRAINED, Reply.Settled.OK)));
+                assertThat(released.get(5, TimeUnit.SECONDS).operationId()).as("round %d", round).isEqualTo(op);
+            }
+        }
+    }
+
+    @Test
     void aReleaseAnsweredButNotYetReadLetsTheNextHitOfItsIdPipelineItsRestore() throws Exception {
         Path regionFile = dir.resolve("region");
         Reply.Lease lease = new Reply.Lease(0, 0, 512);
