@@ -106,8 +106,20 @@ final class Restorer {
         logicalBytes = bytes;
         copying.clear();
         copying.addAll(sources);
-        return new QueryOperation.Restoring(new Reply.RestoreAccepted(operationId, request.pages().size()),
-                inline ? batch::copyAll : () -> { });
+        Runnable copyHere = !inline ? () -> { }
+                : shared(sources.size(), bytes) ? () -> batch.copyShared(services.copier()::tryHelp)
+                : batch::copyAll;
+        return new QueryOperation.Restoring(new Reply.RestoreAccepted(operationId, request.pages().size()), copyHere);
+    }
+
+    /**
+     * Whether an inline restore offers its pages to an idle copy thread as well: two pages or
+     * more and at least a sixteenth of the inline bound (1 MiB by default, about 60 µs of copying,
+     * where a wake-up of the other thread pays for itself; docs/performance.md, "A restore
+     * shared with an idle copy thread").
+     */
+    private boolean shared(int pages, long bytes) {
+        return pages >= 2 && bytes >= Math.max(1, services.bounds().restoreInlineBytes() / 16);
     }
 
     /** Why a RESTORE is refused before any byte of the region is written, if it is. */

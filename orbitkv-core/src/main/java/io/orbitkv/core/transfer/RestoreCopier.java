@@ -4,6 +4,7 @@ import io.orbitkv.core.cost.ResourceId;
 
 import java.util.List;
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -31,6 +32,7 @@ public final class RestoreCopier implements AutoCloseable {
     private final int maxQueuedTasks;
     private final AtomicInteger inFlight = new AtomicInteger();
     private final AtomicLong refusals = new AtomicLong();
+    private final AtomicLong helpers = new AtomicLong();
     private final ResourceId costResource = new ResourceId("restore:copier", INCARNATIONS.incrementAndGet());
 
     public RestoreCopier(int threads, int maxQueuedTasks) {
@@ -56,16 +58,39 @@ public final class RestoreCopier implements AutoCloseable {
             }
             if (inFlight.compareAndSet(now, now + n)) break;
         }
-        for (Runnable task : tasks) {
-            pool.execute(() -> {
-                try {
-                    task.run();
-                } finally {
-                    inFlight.decrementAndGet();
-                }
-            });
-        }
+        for (Runnable task : tasks) pool.execute(counted(task));
         return true;
+    }
+
+    /**
+     * Hands {@code task} to a copy thread only if one is idle now (fewer tasks in flight than
+     * threads), so a helper never waits behind other restores' copies; false leaves it unrun.
+     */
+    public boolean tryHelp(Runnable task) {
+        for (;;) {
+            int now = inFlight.get();
+            if (now >= threads || pool.isShutdown()) return false;
+            if (inFlight.compareAndSet(now, now + 1)) break;
+        }
+        try {
+            pool.execute(counted(task));
+        } catch (RejectedExecutionException closing) {
+            inFlight.decrementAndGet();
+            return false;
+        }
+        helpers.incrementAndGet();
+        return true;
+    }
+
+    /** {@code task}, giving back its place in the budget when it ends. */
+    private Runnable counted(Runnable task) {
+        return () -> {
+            try {
+                task.run();
+            } finally {
+                inFlight.decrementAndGet();
+            }
+        };
     }
 
     /** The resource restore cost samples are keyed by: this copier, with a per-instance incarnation. */
@@ -81,6 +106,11 @@ public final class RestoreCopier implements AutoCloseable {
     /** Tasks queued or running now. */
     public int tasksInFlight() {
         return inFlight.get();
+    }
+
+    /** Helpers {@link #tryHelp} handed to an idle thread. */
+    public long helpers() {
+        return helpers.get();
     }
 
     /** Batches refused because the budget was full. */

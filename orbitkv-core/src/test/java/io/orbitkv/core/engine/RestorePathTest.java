@@ -100,6 +100,7 @@ class RestorePathTest {
             assertThat(c.sink.find(1, CompletionEvent.RESTORE_DONE)).as("RESTORE_DONE already sent")
                     .hasValueSatisfying(e -> assertThat(e.outcome()).isEqualTo(Reply.Settled.OK));
             assertThat(m.core.copier().tasksInFlight()).as("only the blocking task").isEqualTo(1);
+            assertThat(m.core.copier().helpers()).as("no idle thread to share the pages with").isZero();
             assertReversedBytes(file);
             assertThat(m.registry.get("orbitkv.restore.bytes").tag("tier", "dram").counter().count())
                     .isEqualTo((double) PAGES * ManagerFixture.PAGE_BYTES);
@@ -110,6 +111,29 @@ class RestorePathTest {
             assertThat(restoreDoneEvents(c)).isEqualTo(1);
         }
         gate.countDown();
+        m.assertNothingHeld();
+    }
+
+    @Test
+    void anInlineRestoreSharesItsPagesWithAnIdleCopyThreadAndReportsOnItsOwnThread() throws IOException {
+        open((long) PAGES * ManagerFixture.PAGE_BYTES); // inline, and above a sixteenth of the bound: shared
+        Path file = regionFile("shared.region");
+        try (Client c = m.register("e1", 1, NS, ManagerFixture.FULL)) {
+            int region = hitAndRegion(c, file);
+            assertThat(c.send(reversed(region))).isEqualTo(new Reply.RestoreAccepted(1, PAGES));
+            // Reported before handle returned: the handling thread waited for the helper's pages.
+            assertThat(c.sink.find(1, CompletionEvent.RESTORE_DONE)).as("RESTORE_DONE already sent")
+                    .hasValueSatisfying(e -> assertThat(e.outcome()).isEqualTo(Reply.Settled.OK));
+            assertThat(m.core.copier().helpers()).as("the idle copy thread was offered the pages").isEqualTo(1);
+            assertReversedBytes(file);
+            assertThat(m.registry.get("orbitkv.restore.bytes").tag("tier", "dram").counter().count())
+                    .isEqualTo((double) PAGES * ManagerFixture.PAGE_BYTES);
+            Reply.Released released = (Reply.Released) c.send(new Request.Release(1));
+            assertThat(released.drained()).as("nothing in flight after a shared restore").isTrue();
+            assertThat(released.pagesReleased()).isEqualTo(PAGES);
+            assertThat(restoreDoneEvents(c)).isEqualTo(1);
+        }
+        org.awaitility.Awaitility.await().atMost(RecordingSink.WAIT).until(() -> m.core.copier().tasksInFlight() == 0);
         m.assertNothingHeld();
     }
 

@@ -21,17 +21,22 @@ class RestoreCopierTest {
     @TempDir
     Path dir;
 
-    @Test
-    void aBatchIsSubmittedWholeOrRefusedWhole() throws InterruptedException {
-        RestoreCopier copier = new RestoreCopier(1, 3);
-        CountDownLatch gate = new CountDownLatch(1);
-        Runnable blocked = () -> {
+    /** A task that holds its copy thread until {@code gate} opens. */
+    private static Runnable blockedOn(CountDownLatch gate) {
+        return () -> {
             try {
                 gate.await();
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
         };
+    }
+
+    @Test
+    void aBatchIsSubmittedWholeOrRefusedWhole() throws InterruptedException {
+        RestoreCopier copier = new RestoreCopier(1, 3);
+        CountDownLatch gate = new CountDownLatch(1);
+        Runnable blocked = blockedOn(gate);
         assertThat(copier.trySubmit(List.of(blocked, blocked))).isTrue();
         assertThat(copier.trySubmit(List.of(blocked, blocked))).as("2 + 2 > 3").isFalse();
         assertThat(copier.tasksInFlight()).isEqualTo(2);
@@ -41,6 +46,26 @@ class RestoreCopierTest {
         assertThat(copier.trySubmit(List.of(blocked, blocked, blocked))).isTrue();
         assertThat(copier.close(TimeUnit.SECONDS.toNanos(10))).isTrue();
         assertThat(copier.trySubmit(List.of(blocked))).as("closed").isFalse();
+    }
+
+    @Test
+    void aHelperRunsOnlyOnAnIdleThread() throws InterruptedException {
+        RestoreCopier copier = new RestoreCopier(2, 8);
+        CountDownLatch gate = new CountDownLatch(1);
+        CountDownLatch ran = new CountDownLatch(1);
+        Runnable blocked = blockedOn(gate);
+        assertThat(copier.trySubmit(List.of(blocked))).isTrue();
+        assertThat(copier.tryHelp(blocked)).as("one of two threads idle").isTrue();
+        assertThat(copier.tryHelp(ran::countDown)).as("both busy: not queued behind them").isFalse();
+        assertThat(copier.tasksInFlight()).isEqualTo(2);
+        assertThat(copier.helpers()).isEqualTo(1);
+        gate.countDown();
+        await().atMost(Duration.ofSeconds(10)).until(() -> copier.tasksInFlight() == 0);
+        assertThat(copier.tryHelp(ran::countDown)).isTrue();
+        assertThat(ran.await(10, TimeUnit.SECONDS)).isTrue();
+        assertThat(copier.close(TimeUnit.SECONDS.toNanos(10))).isTrue();
+        assertThat(copier.tryHelp(ran::countDown)).as("closed").isFalse();
+        assertThat(copier.helpers()).isEqualTo(2);
     }
 
     @Test
