@@ -202,9 +202,19 @@ final class RestoreBatch {
         @Override
         public void run() {
             if (!state.compareAndSet(IDLE, RUNNING)) return;
-            result = copy(pages);
-            state.set(DONE);
-            LockSupport.unpark(caller);
+            Tally copied = null;
+            try {
+                copied = copy(pages);
+            } finally {
+                // an Error out of the copy still ends the helper: the caller must not wait forever
+                if (copied == null) {
+                    copied = new Tally();
+                    copied.failed = true;
+                }
+                result = copied;
+                state.set(DONE);
+                LockSupport.unpark(caller);
+            }
         }
 
         /** What the helper copied: nothing if it had not started, else its pages once it ended. */

@@ -120,6 +120,33 @@ class RestoreBatchTest {
     }
 
     @Test
+    void aHelperEndedByAnErrorFailsTheBatchAndReleasesTheCaller() throws Exception {
+        CountDownLatch helperFailing = new CountDownLatch(1);
+        BooleanSupplier stopped = () -> {
+            try {
+                if (Thread.currentThread().getName().equals("helper")) {
+                    helperFailing.countDown();
+                    throw new AssertionError("a copy thread ended by an Error");
+                }
+                assertThat(helperFailing.await(WAIT.toSeconds(), TimeUnit.SECONDS)).isTrue();
+            } catch (InterruptedException e) {
+                throw new IllegalStateException(e);
+            }
+            return false;
+        };
+        RestoreBatch batch = batch(stopped);
+        Thread caller = Thread.ofPlatform().name("caller").start(() -> batch.copyShared(task -> {
+            Thread.ofPlatform().name("helper").uncaughtExceptionHandler((t, e) -> { }).start(task);
+            return true;
+        }));
+        caller.join(WAIT.toMillis());
+        assertThat(caller.isAlive()).as("the caller is not left waiting").isFalse();
+        assertThat(reports).hasSize(1);
+        assertThat(reports.getFirst().failed()).isTrue();
+        assertThat(reportedOn).containsExactly(caller);
+    }
+
+    @Test
     void aHelperThatStartsAfterTheCallerIsDoneCopiesNothing() {
         Runnable[] offered = new Runnable[1];
         RestoreBatch batch = batch(() -> false);
