@@ -86,7 +86,8 @@ public final class EtcdServer implements AutoCloseable {
                 "--listen-client-urls", client, "--advertise-client-urls", client,
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
                 "--initial-cluster", "t=" + peer, "--log-level", "warn"));
-        process = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile())).start();
+        process = ChildProcesses.adopt(new ProcessBuilder(command).redirectErrorStream(true)
+                .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile())).start());
         long deadline = System.nanoTime() + START_TIMEOUT.toNanos();
         try {
             while (!accepts(host, clientPort)) {

@@ -191,7 +191,7 @@ public final class ManagerProcess implements AutoCloseable {
             ProcessBuilder builder = new ProcessBuilder(command()).redirectError(err.toFile())
                     .redirectOutput(ProcessBuilder.Redirect.DISCARD);
             builder.environment().putAll(environment);
-            Process p = builder.start();
+            Process p = ChildProcesses.adopt(builder.start());
             long deadline = System.nanoTime() + readyTimeout.toNanos();
             String line;
             try {

@@ -1,5 +1,7 @@
 package io.orbitkv.bench.serve;
 
+import io.orbitkv.testkit.ChildProcesses;
+
 import java.io.BufferedReader;
 import java.io.BufferedWriter;
 import java.io.IOException;
@@ -101,7 +103,7 @@ final class EnginePool implements AutoCloseable {
                 cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), ServeEngineProcess.class.getName()));
                 cmd.addAll(args);
                 Path log = logDir.resolve("engine-" + i + ".log");
-                Process p = new ProcessBuilder(cmd).redirectError(log.toFile()).start();
+                Process p = ChildProcesses.adopt(new ProcessBuilder(cmd).redirectError(log.toFile()).start());
                 pool.workers.add(new Worker(i, p, log));
             }
             for (Worker w : pool.workers) {

@@ -1,6 +1,7 @@
 package io.orbitkv.bench.peer;
 
 import io.orbitkv.bench.peer.PeerReadBench.Page;
+import io.orbitkv.testkit.ChildProcesses;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -38,9 +39,9 @@ final class Redis implements AutoCloseable {
         try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
             port = s.getLocalPort();
         }
-        Process p = new ProcessBuilder(binary, "--port", Integer.toString(port), "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "no", "--protected-mode", "yes").redirectErrorStream(true)
-                .redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+        Process p = ChildProcesses.adopt(new ProcessBuilder(binary, "--port", Integer.toString(port), "--bind", "127.0.0.1",
+                "--save", "", "--appendonly", "no", "--protected-mode", "yes").redirectErrorStream(true)
+                .redirectOutput(ProcessBuilder.Redirect.DISCARD).start());
         Redis r = new Redis(p, port);
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
         while (true) {
