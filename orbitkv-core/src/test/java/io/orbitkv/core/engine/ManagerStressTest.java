@@ -53,7 +53,8 @@ class ManagerStressTest {
         long seed = TestSeed.get();
         System.out.println("ManagerStressTest " + TestSeed.describe());
         try (ManagerFixture m = new ManagerFixture(dir, 40, ProtocolLimits.DEFAULTS,
-                // restores of up to 3 pages are copied inline, larger ones by the copy threads: both paths race
+                // restores of up to 3 pages are copied inline (2 or 3 shared with an idle copy thread: above a
+                // sixteenth of the bound), larger ones by the copy threads: all three paths race
                 ManagerBounds.DEFAULTS.withStagesPerOperation(2).withMaxLeases(200)
                         .withRestoreInlineBytes(3L * ManagerFixture.PAGE_BYTES))) {
             AtomicLong hits = new AtomicLong();
