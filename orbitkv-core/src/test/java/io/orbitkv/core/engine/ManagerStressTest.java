@@ -78,6 +78,7 @@ class ManagerStressTest {
             assertThat(s.dram().freeBytes() + s.dram().usedBytes()).isEqualTo(s.dram().capacityBytes());
             assertThat(hits.get()).as("some queries hit").isPositive();
             assertThat(s.restoreBytes()).as("some restores copied").isPositive();
+            assertThat(m.core.copier().helpers()).as("some inline restores shared with a copy thread").isPositive();
             System.out.println("hits " + hits + ", pending " + pending + ", busy " + s.busyRejections()
                     + ", restored bytes " + s.restoreBytes());
         }
