@@ -134,7 +134,7 @@ public final class ManagerBench {
                 rows.addAll(queryVersusEcho(client, small, o, manager.pid()));
                 rows.add(missingQuery(client, absent, o));
                 for (long pause : PACED_PAUSES_MILLIS) rows.add(paced(client, small, pause, o));
-                for (int pages : o.restorePages()) rows.add(RestoreBench.restore(client, big, pages, o, manager.pid()));
+                for (int pages : o.restorePages()) rows.addAll(RestoreBench.restore(client, big, pages, o, manager.pid()));
                 rows.add(concurrent(manager.socket(), ns, small, absent, o, manager.pid()));
             }
             manager.stop(); // after the client has gone: SIGTERM, and the Manager must drain and exit 0
@@ -389,11 +389,11 @@ public final class ManagerBench {
 
     // ---- helpers --------------------------------------------------------------------------------
 
-    private static Histogram histogram() {
+    static Histogram histogram() {
         return new Histogram(60_000_000_000L, 3);
     }
 
-    private static String p50p99(Histogram h) {
+    static String p50p99(Histogram h) {
         return "p50 " + BenchRow.fmt(h.getValueAtPercentile(50) / 1e3, 1) + " µs, p99 "
                 + BenchRow.fmt(h.getValueAtPercentile(99) / 1e3, 1) + " µs";
     }
