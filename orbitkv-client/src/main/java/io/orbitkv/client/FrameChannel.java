@@ -250,7 +250,7 @@ final class FrameChannel implements AutoCloseable {
                 // dispatched; read on until the socket is empty
             }
         } catch (IOException e) {
-            fail(new UncheckedIOException(failure.get() == null ? "connection lost" : "connection closed", e));
+            lost(e);
         } catch (RuntimeException e) {
             fail(e);
         } finally {
@@ -275,7 +275,7 @@ final class FrameChannel implements AutoCloseable {
                 leaderSelector.selectedKeys().clear();
             }
         } catch (IOException | ClosedSelectorException e) {
-            fail(new UncheckedIOException(failure.get() == null ? "connection lost" : "connection closed", asIo(e)));
+            lost(asIo(e));
         } catch (RuntimeException e) {
             fail(e);
         }
@@ -306,7 +306,7 @@ final class FrameChannel implements AutoCloseable {
                 }
             }
         } catch (IOException | ClosedSelectorException e) {
-            fail(new UncheckedIOException(failure.get() == null ? "connection lost" : "connection closed", asIo(e)));
+            lost(asIo(e));
         } catch (RuntimeException e) {
             fail(e);
         } finally {
@@ -377,6 +377,11 @@ final class FrameChannel implements AutoCloseable {
         writerSelector.wakeup();
         LockSupport.unpark(reader);
         wakeFollowers();
+    }
+
+    /** Ends the channel for an I/O failure: "connection lost", or "connection closed" when it was already ending. */
+    private void lost(IOException e) {
+        fail(new UncheckedIOException(failure.get() == null ? "connection lost" : "connection closed", e));
     }
 
     private static IOException asIo(Exception e) {

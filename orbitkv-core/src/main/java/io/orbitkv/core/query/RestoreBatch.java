@@ -54,12 +54,7 @@ final class RestoreBatch {
     private final Consumer<Copied> onCopied;
     /** Guarded by this: shares not yet ended, and the totals of those that did. */
     private int sharesLeft;
-    private long bytes;
-    private long dram;
-    private long ssd;
-    private long peer;
-    private boolean failed;
-    private boolean regionFault;
+    private final Tally total = new Tally();
 
     /**
      * @param sources  the leased pages, in the RESTORE's order
@@ -234,13 +229,10 @@ final class RestoreBatch {
 
     /** Adds one share's result; the batch's total when it was the last share, else null. */
     private synchronized Copied ended(Tally share) {
-        bytes += share.bytes;
-        dram += share.byTier[QueryMetrics.Tier.DRAM.ordinal()];
-        ssd += share.byTier[QueryMetrics.Tier.SSD.ordinal()];
-        peer += share.byTier[QueryMetrics.Tier.PEER.ordinal()];
-        failed |= share.failed;
-        regionFault |= share.faulted;
+        total.add(share);
         if (--sharesLeft > 0) return null;
-        return new Copied(bytes, new QueryMetrics.TierCounts(dram, ssd, peer), failed, regionFault);
+        return new Copied(total.bytes, new QueryMetrics.TierCounts(total.byTier[QueryMetrics.Tier.DRAM.ordinal()],
+                total.byTier[QueryMetrics.Tier.SSD.ordinal()], total.byTier[QueryMetrics.Tier.PEER.ordinal()]),
+                total.failed, total.faulted);
     }
 }

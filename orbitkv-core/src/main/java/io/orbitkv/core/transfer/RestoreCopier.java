@@ -49,14 +49,9 @@ public final class RestoreCopier implements AutoCloseable {
 
     /** Submits every task, or none when the budget lacks room for all of them (false). */
     public boolean trySubmit(List<Runnable> tasks) {
-        int n = tasks.size();
-        for (;;) {
-            int now = inFlight.get();
-            if (n > maxQueuedTasks - now || pool.isShutdown()) {
-                refusals.incrementAndGet();
-                return false;
-            }
-            if (inFlight.compareAndSet(now, now + n)) break;
+        if (!reserve(tasks.size(), maxQueuedTasks)) {
+            refusals.incrementAndGet();
+            return false;
         }
         for (Runnable task : tasks) pool.execute(counted(task));
         return true;
@@ -67,11 +62,7 @@ public final class RestoreCopier implements AutoCloseable {
      * threads), so a helper never waits behind other restores' copies; false leaves it unrun.
      */
     public boolean tryHelp(Runnable task) {
-        for (;;) {
-            int now = inFlight.get();
-            if (now >= threads || pool.isShutdown()) return false;
-            if (inFlight.compareAndSet(now, now + 1)) break;
-        }
+        if (!reserve(1, threads)) return false;
         try {
             pool.execute(counted(task));
         } catch (RejectedExecutionException closing) {
@@ -80,6 +71,15 @@ public final class RestoreCopier implements AutoCloseable {
         }
         helpers.incrementAndGet();
         return true;
+    }
+
+    /** Takes {@code n} places in the budget if that leaves at most {@code limit} in flight and the pool is open. */
+    private boolean reserve(int n, int limit) {
+        for (;;) {
+            int now = inFlight.get();
+            if (n > limit - now || pool.isShutdown()) return false;
+            if (inFlight.compareAndSet(now, now + n)) return true;
+        }
     }
 
     /** {@code task}, giving back its place in the budget when it ends. */
