@@ -587,6 +587,14 @@ class Client:
         counts as not resident. Raises OrbitKvError (NAMESPACE_MISMATCH for a group the contract lacks)."""
         return self.call(p.Hint(kind, tuple(groups), duration_millis), p.Hinted)
 
+    def contains(self, groups: Sequence[p.QueryGroup]) -> p.Contained:
+        """CONTAINS (protocol 5.13): where each named page of this client's namespace is held on
+        the Manager now (DRAM, SSD or ABSENT), in the order named, in one round trip; no lease, no
+        staging, no peer fetch: a page reported here may be gone when queried. ``peers`` in the
+        reply: an ABSENT page may be at a peer. Raises OrbitKvError (NAMESPACE_MISMATCH for a group
+        the contract lacks; UNKNOWN_OPERATION from a Manager that predates CONTAINS)."""
+        return self.call(p.Contains(tuple(groups)), p.Contained)
+
     @property
     def failed(self) -> bool:
         """True once the connection is lost (the Manager closed it, died, or a write failed): the

@@ -23,6 +23,8 @@ Operations (all thread-safe):
   :meth:`cancel_prepare` when the request goes away. At most ``max_prepares`` are live; past
   that, or while the Manager is down, a prepare is a counted no-op (``prepare_skipped``).
 - :meth:`contains` — the length of the consecutive prefix present, holding nothing afterwards.
+- :meth:`present_each` — whether each of independent page names is held (CONTAINS: one frame
+  for the batch, nothing held); :meth:`read_each` — each present one handed over on its own.
 - :meth:`write` — PUBLISH_RESERVE, copy each page into its granted arena slot, PUBLISH_COMMIT.
 
 Failure policy. A connection error, a timeout or an unexpected ERROR counts in :attr:`stats`
@@ -184,6 +186,8 @@ class ManagerPages:
         #: (operation id, revision of its FINAL miss) on ``_parked_client``; guarded by _lock
         self._parked: List[Tuple[int, int]] = []
         self._parked_client: Optional[Client] = None
+        #: set once the Manager answered CONTAINS with UNKNOWN_OPERATION (it predates it)
+        self._contains_refused = False
         self.stats: Dict[str, int] = dict.fromkeys(COUNTERS, 0)
 
     # -- public operations -----------------------------------------------------------------------
@@ -291,28 +295,78 @@ class ManagerPages:
             lookup.close()
 
     def present_each(self, names: Sequence[bytes], wait_s: float = 0.0) -> List[bool]:
-        """Whether each page of ``names`` is present on its own (not as a prefix: a store keyed by
-        independent chunks asks this). One QUERY per name, all written with one write before the
-        first answer is read, then their RELEASEs with one write that is not waited for
-        (:meth:`Client.release_nowait`): one round trip for the batch, and nothing held once the
-        Manager has read the RELEASEs, before any later request of this store. A page still being staged counts only if it settles within ``wait_s``."""
-        return self._each(names, None, wait_s)
+        """Whether the Manager holds each page of ``names`` on its own (not as a prefix: a store
+        keyed by independent chunks asks this). One CONTAINS (protocol 5.13) for the batch: one
+        frame each way, nothing leased, staged or parked; a page in DRAM or on the Manager's SSD
+        counts (the read that follows stages it). A page reported present can still be gone when
+        it is read: that read misses it. On a Manager with peers (and ``peer_wait_ms`` > 0) the
+        names it does not hold are asked once more with one QUERY each, so a page only a peer
+        holds counts when it arrives within ``wait_s``; a Manager that predates CONTAINS is asked
+        that way for every name (see :meth:`read_each`)."""
+        if not names:
+            return []
+        if self._contains_refused:
+            return self._each(names, None, wait_s)
+        client = self._lookup_client(names)
+        if client is None:
+            return [False] * len(names)
+        found: List[bool] = []
+        peers = False
+        limit = client.registered.limits.max_pages_per_query
+        try:
+            for start in range(0, len(names), limit):
+                reply = client.contains([p.QueryGroup(self.group_id, p.KeyForm.BLOCK_HASH,
+                                                      [bytes(n) for n in names[start:start + limit]])])
+                found += [at != p.PageLocation.ABSENT for at in reply.locations]
+                peers = peers or reply.peers
+        except OrbitKvError as e:
+            if e.code == p.ErrorCode.UNKNOWN_OPERATION:
+                self._contains_refused = True
+                log.info("OrbitKV: the Manager at %s predates CONTAINS; presence is asked with one QUERY per name",
+                         self.socket_path)
+                return self._each(names, None, wait_s, counted=True)
+            if e.code in _LOAD_REFUSALS:
+                self._count("refused_busy")
+            else:
+                self._failed(client, "failures_error", e)
+            return [False] * len(names)
+        except Exception as e:  # noqa: BLE001 - every Manager failure is a miss, counted
+            self._failed(client, _failure_kind(e), e)
+            return [False] * len(names)
+        self._count("hit_pages", sum(found))
+        if peers and self.peer_wait_ms > 0 and not all(found):
+            missing = [i for i, present in enumerate(found) if not present]
+            for i, present in zip(missing, self._each([names[i] for i in missing], None, wait_s)):
+                found[i] = present
+        return found
 
     def read_each(self, names: Sequence[bytes], sink: Callable[[int, memoryview], None],
                   wait_s: float = 0.0) -> List[bool]:
-        """Like :meth:`present_each`, and hands each present page to ``sink(i, page_bytes)`` before
-        releasing it; True for each page handed over."""
+        """Each page of ``names`` on its own, handed to ``sink(i, page_bytes)`` before it is
+        released; True for each page handed over. One QUERY per name, all written with one write
+        before the first answer is read, then their RELEASEs with one write that is not waited for
+        (:meth:`Client.release_nowait`): one round trip for the batch, and nothing held once the
+        Manager has read the RELEASEs, before any later request of this store. A page still being
+        staged (from SSD, or from a peer) counts only if it settles within ``wait_s``."""
         return self._each(names, sink, wait_s)
 
+    def _lookup_client(self, names: Sequence[bytes], counted: bool = False) -> Optional[Client]:
+        """Counts a lookup of ``names`` (unless ``counted`` already) and returns the connected
+        client, or None while the store is down."""
+        if not counted:
+            self._count("lookups")
+            self._count("lookup_pages", len(names))
+        try:
+            return self._connected()
+        except _Down:
+            return None
+
     def _each(self, names: Sequence[bytes], sink: Optional[Callable[[int, memoryview], None]],
-              wait_s: float) -> List[bool]:
+              wait_s: float, counted: bool = False) -> List[bool]:
         if not names:
             return []
-        self._count("lookups")
-        self._count("lookup_pages", len(names))
-        try:
-            client = self._connected()
-        except _Down:
+        client = self._lookup_client(names, counted)
+        if client is None:
             return [False] * len(names)
         ops = self._operations(client, len(names))
         found = [False] * len(names)

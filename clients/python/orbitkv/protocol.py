@@ -84,6 +84,7 @@ class FrameType(enum.IntEnum):
     STATS = 0x000B
     PREPARE = 0x000C
     HINT = 0x000D
+    CONTAINS = 0x000E
     REGISTERED = 0x8001
     REGION_REGISTERED = 0x8002
     QUERY_RESULT = 0x8003
@@ -96,6 +97,7 @@ class FrameType(enum.IntEnum):
     STATS_REPLY = 0x800B
     PREPARED = 0x800C
     HINTED = 0x800D
+    CONTAINED = 0x800E
     COMPLETION = 0x80F0
     ERROR = 0x80FF
 
@@ -132,6 +134,13 @@ class ErrorCode(enum.IntEnum):
 class KeyForm(enum.IntEnum):
     BLOCK_HASH = 1
     STATE_KEY = 2
+
+
+class PageLocation(enum.IntEnum):
+    """Where CONTAINED says a named page is held on the Manager now (docs/protocol.md 6.14); not a lease."""
+    ABSENT = 0
+    DRAM = 1
+    SSD = 2
 
 
 class HintKind(enum.IntEnum):
@@ -418,10 +427,12 @@ class QueryGroup:
         width = self.hash_bytes or (len(self.hashes[0]) if self.hashes
                                     else STATE_KEY_BYTES if self.key_form == KeyForm.STATE_KEY else 8)
         _check_hash("hash width", self.key_form, bytes(width))
-        for h in self.hashes:
-            _check_hash("hash", self.key_form, h)
-            if len(h) != width:
-                raise _bad(f"all hashes of a group are {width} bytes wide, not {len(h)}")
+        # the common case checked in bulk (all bytes of one width); otherwise hash by hash, for the error
+        if not all(type(h) is bytes for h in self.hashes) or set(map(len, self.hashes)) - {width}:
+            for h in self.hashes:
+                _check_hash("hash", self.key_form, h)
+                if len(h) != width:
+                    raise _bad(f"all hashes of a group are {width} bytes wide, not {len(h)}")
         object.__setattr__(self, "hash_bytes", width)
 
 
@@ -625,6 +636,19 @@ class Hint:
             _check_int("duration_millis", self.duration_millis, 1, U31_MAX)
         elif self.duration_millis != 0:
             raise _bad(f"duration_millis must be 0 for {self.kind.name}")
+        object.__setattr__(self, "groups", tuple(self.groups))
+        _check_int("group count", len(self.groups), 1, 0xFFFF)
+        _distinct("group ids", [g.group_id for g in self.groups])
+
+
+@dataclass(frozen=True)
+class Contains:
+    """Where each page it names is held on the Manager now, in the connection's namespace (5.13):
+    independent names answered one by one, in order; nothing is leased or staged."""
+    groups: Tuple[QueryGroup, ...]
+    TYPE = FrameType.CONTAINS
+
+    def __post_init__(self) -> None:
         object.__setattr__(self, "groups", tuple(self.groups))
         _check_int("group count", len(self.groups), 1, 0xFFFF)
         _distinct("group ids", [g.group_id for g in self.groups])
@@ -936,6 +960,19 @@ class Hinted:
 
 
 @dataclass(frozen=True)
+class Contained:
+    """The answer to CONTAINS (6.14): one location per page named, in order; ``peers``: the Manager
+    has peers, so an ABSENT page may be held by one (a QUERY with a peer wait fetches it)."""
+    peers: bool
+    locations: Tuple[PageLocation, ...]
+    TYPE = FrameType.CONTAINED
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "peers", bool(self.peers))
+        object.__setattr__(self, "locations", tuple(PageLocation(v) for v in self.locations))
+
+
+@dataclass(frozen=True)
 class Completion:
     operation_id: int
     revision: int
@@ -967,9 +1004,9 @@ class Error:
 
 
 Request = Union[Register, RegisterRegion, Query, QueryPoll, Cancel, PublishReserve, PublishCommit, PublishAbort,
-                Restore, Release, Stats, Prepare, Hint]
+                Restore, Release, Stats, Prepare, Hint, Contains]
 Reply = Union[Registered, RegionRegistered, QueryResult, Cancelled, Released, Reserved, Committed, Aborted,
-              RestoreAccepted, StatsReply, Prepared, Hinted, Completion, Error]
+              RestoreAccepted, StatsReply, Prepared, Hinted, Contained, Completion, Error]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -987,15 +1024,6 @@ def _request_id_allowed(frame_type: FrameType, request_id: int) -> bool:
     return frame_type == FrameType.ERROR or request_id != NO_REQUEST
 
 
-def _groups(groups) -> bytes:
-    """A QUERY's (or PREPARE's) groups, as 5.3 lays them out."""
-    out = bytearray()
-    for g in groups:
-        out += struct.pack("<IBBHI", g.group_id, g.key_form, g.hash_bytes, 0, len(g.hashes))
-        out += b"".join(g.hashes)
-    return bytes(out)
-
-
 def encode(request_id: int, frame) -> bytes:
     """The whole frame, header included. Raises ProtocolError if the request id breaks section 2."""
     _check_int("request_id", request_id, 0, U64_MAX)
@@ -1006,7 +1034,7 @@ def encode(request_id: int, frame) -> bytes:
 
 
 def _groups(groups) -> bytes:
-    """The page-name groups of a QUERY or HINT: each group's header, then its hashes."""
+    """The page-name groups of a QUERY, PREPARE, HINT or CONTAINS: each group's header, then its hashes."""
     out = bytearray()
     for g in groups:
         out += struct.pack("<IBBHI", g.group_id, g.key_form, g.hash_bytes, 0, len(g.hashes))
@@ -1053,6 +1081,8 @@ def _body(f) -> bytes:
 
     if isinstance(f, Hint):
         return p("<BBHI", f.kind, 0, len(f.groups), f.duration_millis) + _groups(f.groups)
+    if isinstance(f, Contains):
+        return p("<HH", len(f.groups), 0) + _groups(f.groups)
     if isinstance(f, Registered):
         out = bytearray(p("<QQ", f.incarnation_id, f.epoch) + p("<13I", *f.limits.values()))
         out += p("<HH", len(f.arenas), 0) + bytes(f.ticket) + _str16(f.descriptor_socket)
@@ -1098,6 +1128,8 @@ def _body(f) -> bytes:
 
     if isinstance(f, Hinted):
         return p("<BBHIII", f.kind, 0, 0, f.applied, f.not_resident, f.refused_budget)
+    if isinstance(f, Contained):
+        return p("<IBBH", len(f.locations), 1 if f.peers else 0, 0, 0) + bytes(f.locations)
     if isinstance(f, Completion):
         return p("<QIBBH", f.operation_id, f.revision, f.event, f.outcome, f.error_code or 0)
     if isinstance(f, Error):
@@ -1354,6 +1386,10 @@ class FrameDecoder:
             n = r.count("group_count", r.u16("group_count"), lim.max_groups_per_query, "maxGroupsPerQuery", 12)
             duration = r.u31("duration_millis")
             return Hint(kind, self._groups(r, n), duration)
+        if t == FrameType.CONTAINS:
+            n = r.count("group_count", r.u16("group_count"), lim.max_groups_per_query, "maxGroupsPerQuery", 12)
+            r.zero16("pad")
+            return Contains(self._groups(r, n))
         if t == FrameType.REGISTERED:
             return self._registered(r)
         if t == FrameType.REGION_REGISTERED:
@@ -1402,6 +1438,16 @@ class FrameDecoder:
             r.zero8("pad")
             r.zero16("pad")
             return Hinted(kind, r.u31("applied"), r.u31("not_resident"), r.u31("refused_budget"))
+        if t == FrameType.CONTAINED:
+            n = r.count("page_count", r.u31("page_count"), lim.max_pages_per_query, "maxPagesPerQuery", 1)
+            peers = r.flag("peers")
+            r.zero8("pad")
+            r.zero16("pad")
+            codes = r.raw(n, "locations")
+            bad = codes.translate(None, _LOCATION_CODES)
+            if bad:
+                raise _bad(f"unknown location {bad[0]}")
+            return _decoded(Contained, peers, tuple([_LOCATIONS[c] for c in codes]))
         if t == FrameType.COMPLETION:
             op, revision = r.u63("operation_id"), r.u31("revision")
             event = _code(CompletionEvent, r.u8("event"), "event")
@@ -1537,6 +1583,9 @@ _QUERY_STATUS = {s.value: s for s in QueryStatus}
 _PAGE_STATES = {s.value: s for s in PageState}
 _FINAL_HIT_STATES = frozenset((PageState.RESIDENT, PageState.READY))
 _FINAL_MISS_STATES = frozenset((PageState.MISS, PageState.CANDIDATE))
+#: CONTAINED's location codes, for bytes.translate's delete argument
+_LOCATION_CODES = bytes(l.value for l in PageLocation)
+_LOCATIONS = {l.value: l for l in PageLocation}
 
 
 _FIELD_NAMES: dict = {}

@@ -12,7 +12,9 @@ import time
 import unittest
 
 from orbitkv.identity import EngineIdentity
+from orbitkv.client import OrbitKvError
 from orbitkv.pages import MAX_PARKED_OPERATIONS, ManagerPages
+from orbitkv.protocol import ErrorCode
 from tests.test_manager import JAR, ManagerProcess, wait_for
 
 PAGE_BYTES = 64 * 1024
@@ -96,7 +98,12 @@ class ManagerPagesTest(unittest.TestCase):
         try:
             page_names = names(6, b"each")
             store.write([(n, image(i)) for i, n in enumerate(page_names) if i in (0, 2, 3)])
+            before = self.manager.metric_sum("orbitkv_manager_contains_pages_total")
             self.assertEqual(store.present_each(page_names), [True, False, True, True, False, False])
+            self.assertEqual(self.manager.metric_sum("orbitkv_manager_contains_pages_total") - before, 6,
+                             "one CONTAINS named the six pages")
+            self.assertEqual((store._parked, len(store._client._operations)), ([], 0),
+                             "a presence check creates no operation, so there is nothing to park or release")
             got = {}
             found = store.read_each(page_names, lambda i, view: got.__setitem__(i, bytes(view)))
             self.assertEqual(found, [True, False, True, True, False, False])
@@ -104,6 +111,29 @@ class ManagerPagesTest(unittest.TestCase):
             self.assertEqual(store._client.stats()["leases"], 0)
             self.assertEqual(len(store._client._operations), len(store._parked),
                              "the client keeps state only for the parked misses' operations")
+        finally:
+            store.close()
+
+    def test_a_manager_that_predates_contains_is_asked_with_one_query_per_name(self):
+        store = ManagerPages(self.manager.socket, identity())
+        try:
+            page_names = names(3, b"old")
+            store.write([(page_names[1], image(1))])
+            client = store._connected()
+            refusals = []
+
+            def refuse(groups):  # what a Manager without CONTAINS answers: the type is unknown to it
+                refusals.append(groups)
+                raise OrbitKvError(ErrorCode.UNKNOWN_OPERATION, "frame type 0x000e is unknown")
+            client.contains = refuse
+            before = self.manager.metric_sum("orbitkv_manager_queries_total")
+            self.assertEqual(store.present_each(page_names), [False, True, False])
+            self.assertEqual(store.present_each(page_names), [False, True, False])
+            self.assertEqual(len(refusals), 1, "asked once; the store remembers the Manager's answer")
+            self.assertEqual(self.manager.metric_sum("orbitkv_manager_queries_total") - before, 6, "one QUERY per name")
+            stats = store.snapshot()
+            self.assertEqual((stats["lookups"], stats["lookup_pages"], stats["failures_error"], stats["connects"]),
+                             (2, 6, 0, 1), "counted once per call, not a failure, the connection kept")
         finally:
             store.close()
 
@@ -148,7 +178,7 @@ class ManagerPagesTest(unittest.TestCase):
             wait_for(lambda: store._client.stats()["leases"] == 0, "the hit's leases released")
             self.assertNotIn(op, store._client._operations._ops, "the hit's RELEASE ended the parked operation")
             misses = [[os.urandom(32)] for _ in range(MAX_PARKED_OPERATIONS + 10)]
-            self.assertEqual(store.present_each([m[0] for m in misses]), [False] * len(misses))
+            self.assertEqual(store.read_each([m[0] for m in misses], lambda i, view: None), [False] * len(misses))
             self.assertEqual(len(store._parked), MAX_PARKED_OPERATIONS, "parking is bounded")
             for m in misses[:5]:
                 self.assertEqual(store.contains(m), 0)

@@ -86,32 +86,47 @@ class PeerPagesTest(unittest.TestCase):
         cls.etcd.stop()
         shutil.rmtree(cls.token_dir, ignore_errors=True)
 
-    def test_pages_only_a_peer_holds_are_pending_then_read_through_the_other_manager(self):
+    def stores(self):
+        """A writer at A; at B a store that never waits for a peer and a reader that does."""
         a, b = self.managers
-        writer = ManagerPages(a.socket, identity(), peer_wait_ms=0)
-        no_wait = ManagerPages(b.socket, identity(), peer_wait_ms=0)
-        reader = ManagerPages(b.socket, identity(), peer_wait_ms=3000, timeout_s=10)
-        try:
-            page_names = names(4, b"peer")
-            self.assertEqual(writer.write([(n, image(i)) for i, n in enumerate(page_names)]), [True] * 4)
-            self.assertEqual(no_wait.contains(page_names), 0, "without a peer wait, B answers what it holds")
-            got = {}
+        out = (ManagerPages(a.socket, identity(), peer_wait_ms=0), ManagerPages(b.socket, identity(), peer_wait_ms=0),
+               ManagerPages(b.socket, identity(), peer_wait_ms=3000, timeout_s=10))
+        for store in out:
+            self.addCleanup(store.close)
+        return out
 
-            def read_through_b() -> bool:
-                got.clear()
-                return reader.read_into(page_names, lambda i, view: got.__setitem__(i, bytes(view))) == 4
+    def test_pages_only_a_peer_holds_are_pending_then_read_through_the_other_manager(self):
+        writer, no_wait, reader = self.stores()
+        page_names = names(4, b"peer")
+        self.assertEqual(writer.write([(n, image(i)) for i, n in enumerate(page_names)]), [True] * 4)
+        self.assertEqual(no_wait.contains(page_names), 0, "without a peer wait, B answers what it holds")
+        got = {}
 
-            # A streams its residency to the catalog's shard owners asynchronously: until the catalog
-            # knows the pages, B's lookup settles as a miss (never a wrong page)
-            wait_for(read_through_b, "B to read A's pages through the catalog", 30)
-            self.assertEqual([got[i] for i in range(4)], [image(i) for i in range(4)])
-            self.assertGreaterEqual(reader.snapshot()["pending"], 1, "B's lookup waited for its peer")
-            self.assertEqual(no_wait.snapshot()["pending"], 0)
-            self.assertGreaterEqual(reader._client.stats()["query_hits"], 1, "B's Manager counted the hit")
-        finally:
-            writer.close()
-            no_wait.close()
-            reader.close()
+        def read_through_b() -> bool:
+            got.clear()
+            return reader.read_into(page_names, lambda i, view: got.__setitem__(i, bytes(view))) == 4
+
+        # A streams its residency to the catalog's shard owners asynchronously: until the catalog
+        # knows the pages, B's lookup settles as a miss (never a wrong page)
+        wait_for(read_through_b, "B to read A's pages through the catalog", 30)
+        self.assertEqual([got[i] for i in range(4)], [image(i) for i in range(4)])
+        self.assertGreaterEqual(reader.snapshot()["pending"], 1, "B's lookup waited for its peer")
+        self.assertEqual(no_wait.snapshot()["pending"], 0)
+        self.assertGreaterEqual(reader._client.stats()["query_hits"], 1, "B's Manager counted the hit")
+
+    def test_presence_through_a_manager_with_peers_asks_them_for_what_it_does_not_hold(self):
+        writer, no_wait, reader = self.stores()
+        b = self.managers[1]
+        page_names = names(3, b"presence")
+        self.assertEqual(writer.write([(n, image(i)) for i, n in enumerate(page_names)]), [True] * 3)
+        self.assertEqual(writer.present_each(page_names), [True] * 3, "A holds them")
+        self.assertEqual(no_wait.present_each(page_names), [False] * 3, "B holds none, and this store never waits")
+        queries = b.metric_sum("orbitkv_manager_queries_total")
+        # B's CONTAINS says it has peers; the store asks B with a QUERY per page it does not hold,
+        # which B answers through its peer once the catalog knows A's pages
+        wait_for(lambda: reader.present_each(page_names) == [True] * 3, "B to find A's pages through its peer", 30)
+        self.assertGreaterEqual(b.metric_sum("orbitkv_manager_queries_total") - queries, 3)
+        self.assertEqual(no_wait.present_each(page_names), [True] * 3, "B holds them now: fetched from A")
 
 
 if __name__ == "__main__":

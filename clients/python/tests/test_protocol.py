@@ -64,6 +64,8 @@ def sample_frames():
         (12, p.Prepare(6, 1500, 9, 100, 16, [p.QueryGroup(0, p.KeyForm.BLOCK_HASH, [b"\x02" * 8] * 3)])),
         (13, p.Hint(p.HintKind.PIN, [p.QueryGroup(0, p.KeyForm.STATE_KEY, [bytes(range(32))])], 5000)),
         (14, p.Hint(p.HintKind.DROP, [p.QueryGroup(1, p.KeyForm.BLOCK_HASH, [b"\x07" * 8] * 3)])),
+        (15, p.Contains([p.QueryGroup(0, p.KeyForm.BLOCK_HASH, [b"\x07" * 8] * 3),
+                         p.QueryGroup(2, p.KeyForm.STATE_KEY, [bytes(range(32))])])),
         (1, p.Registered(7, 3, p.DEFAULT_LIMITS, bytes(range(16)), "/run/orbitkv/manager.sock.fd",
                          [p.ArenaFile(1 << 20, 4096)])),
         (2, p.RegionRegistered(0)),
@@ -82,6 +84,8 @@ def sample_frames():
         (11, p.StatsReply([p.Counter("query_hits", 3), p.Counter("leases", 0)])),
         (12, p.Prepared(6, p.PrepareOutcome.TRIMMED, 2, 1, 1200, 8192)),
         (13, p.Hinted(p.HintKind.PIN, 1, 2, 3)),
+        (15, p.Contained(True, [p.PageLocation.SSD, p.PageLocation.ABSENT, p.PageLocation.DRAM])),
+        (15, p.Contained(False, [])),
         (0, p.Completion(5, 1, p.CompletionEvent.RESTORE_DONE, p.Outcome.FAILED, p.ErrorCode.INTERNAL)),
         (0, p.Completion(5, 1, p.CompletionEvent.QUERY_SETTLED, p.Outcome.OK)),
         (0, p.Error(p.ErrorCode.MALFORMED, "")),
@@ -91,8 +95,8 @@ def sample_frames():
 
 class WorkedExamples(unittest.TestCase):
     def test_doc_has_the_examples(self):
-        self.assertEqual(sorted(doc_examples()), ["DESCRIPTOR_ARENAS", "DESCRIPTOR_ARENAS_OK", "DESCRIPTOR_REFUSED",
-                                                  "DESCRIPTOR_REGION", "ERROR", "HINT", "HINTED", "QUERY",
+        self.assertEqual(sorted(doc_examples()), ["CONTAINED", "CONTAINS", "DESCRIPTOR_ARENAS", "DESCRIPTOR_ARENAS_OK",
+                                                  "DESCRIPTOR_REFUSED", "DESCRIPTOR_REGION", "ERROR", "HINT", "HINTED", "QUERY",
                                                   "QUERY_POLL", "REGISTERED", "REGISTER_REGION"])
 
     def test_registered_and_register_region(self):
@@ -133,6 +137,19 @@ class WorkedExamples(unittest.TestCase):
         hinted = p.Hinted(p.HintKind.PIN, 2, 0, 0)
         self.assertEqual(p.encode(5, hinted), doc_examples()["HINTED"])
         self.assertEqual(round_trip(self, doc_examples()["HINTED"]).frame, hinted)
+
+    def test_contains_and_contained(self):
+        contains = p.Contains([p.QueryGroup(0, p.KeyForm.BLOCK_HASH, [b"\x01" * 8, b"\x02" * 8])])
+        self.assertEqual(p.encode(5, contains), doc_examples()["CONTAINS"])
+        self.assertEqual(round_trip(self, doc_examples()["CONTAINS"]).frame, contains)
+        contained = p.Contained(False, [p.PageLocation.DRAM, p.PageLocation.ABSENT])
+        self.assertEqual(p.encode(5, contained), doc_examples()["CONTAINED"])
+        self.assertEqual(round_trip(self, doc_examples()["CONTAINED"]).frame, contained)
+        data = bytearray(doc_examples()["CONTAINED"])
+        data[-1] = 7  # no such location
+        with self.assertRaises(p.MalformedFrame) as refused:
+            p.FrameDecoder(p.DEFAULT_LIMITS, p.Direction.TO_CLIENT).decode(bytes(data))
+        self.assertIn("location", str(refused.exception))
 
     def test_hint_duration_fits_its_kind(self):
         group = [p.QueryGroup(0, p.KeyForm.BLOCK_HASH, [b"\x01" * 8])]

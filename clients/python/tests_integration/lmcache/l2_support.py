@@ -99,10 +99,15 @@ def _wait_result(query, fd: int, task: int, timeout_s: float, what: str) -> List
 
 def lookup(adapter, ks, timeout_s: float = 10.0) -> List[bool]:
     task = adapter.submit_lookup_and_lock_task(ks, {})
-    found = _wait_result(adapter.query_lookup_and_lock_result, adapter.get_lookup_and_lock_event_fd(), task,
-                         timeout_s, "lookup")
+    found = lookup_result(adapter, task, timeout_s)
     adapter.submit_unlock([k for k, hit in zip(ks, found) if hit])
     return found
+
+
+def lookup_result(adapter, task: int, timeout_s: float = 10.0) -> List[bool]:
+    """The per-key answer of lookup task ``task`` (its keys stay locked; unlock them)."""
+    return _wait_result(adapter.query_lookup_and_lock_result, adapter.get_lookup_and_lock_event_fd(), task,
+                        timeout_s, "lookup")
 
 
 def load(adapter, ks, objs, timeout_s: float = 10.0) -> List[bool]:

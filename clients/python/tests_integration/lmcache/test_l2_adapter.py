@@ -127,11 +127,13 @@ class LMCacheL2Adapter(unittest.TestCase):
         expected = [i in stored for i in range(64)]
         client = adapter._client._stores.store("org/model-a")._client
         queries = s.metric(MANAGER.metrics(), "orbitkv_manager_queries_total")
+        named = s.metric(MANAGER.metrics(), "orbitkv_manager_contains_pages_total")  # every location
         with s.RoundTrips(client) as trips:
             self.assertEqual(s.lookup(adapter, ks), expected)
-        # one QUERY per key, pipelined: one round trip; the RELEASEs are written, not waited for
-        self.assertEqual((trips.pipelined, trips.calls, trips.requests), (1, 0, 64))
-        self.assertEqual(s.metric(MANAGER.metrics(), "orbitkv_manager_queries_total") - queries, 64)
+        # one CONTAINS names the 64 keys: one round trip, no QUERY, nothing to release
+        self.assertEqual((trips.pipelined, trips.calls, trips.requests), (0, 1, 1))
+        self.assertEqual(s.metric(MANAGER.metrics(), "orbitkv_manager_queries_total") - queries, 0)
+        self.assertEqual(s.metric(MANAGER.metrics(), "orbitkv_manager_contains_pages_total") - named, 64)
         # a load: the present prefix (key 0) in one QUERY, then keys 2..63 each on its own, pipelined;
         # the RELEASEs are written, not waited for
         sinks = s.objects(64, 8 * KB)
@@ -151,6 +153,25 @@ class LMCacheL2Adapter(unittest.TestCase):
         self.assertIs(adapter._client._stores.store("org/model-a")._client, client, "no reconnect")
         self.assertEqual(client.stats()["leases"], 0, "nothing held after a batch")
 
+    def test_lookups_queued_together_share_one_contains_and_each_gets_its_own_answer(self):
+        adapter = self.adapter(num_workers=1, keys_per_round=9)
+        connector = adapter._client
+        ks = s.keys(15, first=5000)
+        stored = [1, 4, 5, 9, 14]
+        self.assertTrue(s.store(adapter, [ks[i] for i in stored], s.objects(5, 8 * KB, seed=12)))
+        client = connector._stores.store("org/model-a")._client
+        batches = [ks[0:3], ks[3:6], ks[6:9], ks[9:12], ks[12:15]]
+        with s.RoundTrips(client) as trips:
+            with connector._queue._cond:  # the one worker takes nothing until all five are queued
+                tasks = [adapter.submit_lookup_and_lock_task(b, {}) for b in batches]
+            found = [s.lookup_result(adapter, task) for task in tasks]
+        self.assertEqual(found, [[i in stored for i in range(first, first + 3)] for first in range(0, 15, 3)])
+        # 9 keys a round: the first three lookups go together, then the last two
+        self.assertEqual((trips.calls, trips.pipelined), (2, 0))
+        self.assertEqual(connector.snapshot()["exists_merged"], 3)
+        for b, hits in zip(batches, found):
+            adapter.submit_unlock([k for k, hit in zip(b, hits) if hit])
+
     def test_a_batch_larger_than_a_round_is_sliced(self):
         adapter = self.adapter(keys_per_round=16)
         ks = s.keys(40, first=3000)
@@ -159,14 +180,13 @@ class LMCacheL2Adapter(unittest.TestCase):
         client = adapter._client._stores.store("org/model-a")._client
         with s.RoundTrips(client) as trips:
             self.assertEqual(s.lookup(adapter, ks), [i in stored for i in range(40)])
-        self.assertEqual((trips.pipelined, trips.calls), (3, 0), "3 slices of <= 16 keys, one round trip each")
-        self.assertEqual(trips.requests_per_round, [16, 16, 8])
+        self.assertEqual((trips.pipelined, trips.calls), (0, 3), "3 slices of <= 16 keys, one CONTAINS each")
         with s.RoundTrips(client) as trips:
             self.assertEqual(s.load(adapter, ks, s.objects(40, 8 * KB)), [i in stored for i in range(40)])
         self.assertLessEqual(trips.round_trips, 3 * 4)
         self.assertLessEqual(max(trips.requests_per_round), 16)
 
-    def test_a_chunk_only_on_ssd_is_staged_and_counts_as_present(self):
+    def test_a_chunk_only_on_ssd_counts_as_present_and_is_staged_by_its_load(self):
         manager = ManagerProcess(dram_bytes="16m", ssd_bytes="64m",
                                  extra_args=["--ssd-policy", "write-through"])
         self.addCleanup(manager.stop)
@@ -186,9 +206,12 @@ class LMCacheL2Adapter(unittest.TestCase):
         def pending_queries():
             return s.metric(manager.metrics(), "orbitkv_manager_queries_total", outcome="pending")
 
-        before = pending_queries()
+        def contained(at):
+            return s.metric(manager.metrics(), "orbitkv_manager_contains_pages_total", location=at)
+
+        on_ssd = contained("ssd")
         self.assertEqual(s.lookup(adapter, ks[:2] + ks[-2:]), [True] * 4)
-        self.assertGreaterEqual(pending_queries() - before, 2, "chunks 0 and 1 were only on SSD")
+        self.assertGreaterEqual(contained("ssd") - on_ssd, 2, "chunks 0 and 1 were only on SSD")
         # a load waits for chunks only on SSD too: chunk 2 in the prefix QUERY, chunk 3 (after a gap) alone
         before = pending_queries()
         sinks = s.objects(3, 64 * KB)

@@ -102,6 +102,9 @@ final class OperationEvents {
             case Reply.Hinted r -> {
                 // no operation state
             }
+            case Reply.Contained r -> {
+                // no operation state
+            }
             case Reply.Error e -> {
                 // a refused request changes nothing on the Manager, so nothing here either
             }

@@ -456,6 +456,19 @@ public final class OrbitKvClient implements AutoCloseable {
     }
 
     /**
+     * Where each named page of this client's namespace is held on the Manager now (CONTAINS,
+     * protocol §5.13): one location per page, in the order named, in one round trip. Nothing is
+     * leased or staged, so a page reported DRAM or SSD may be gone by the next QUERY; with
+     * {@code peers} set, an ABSENT page may be at a peer.
+     *
+     * @throws OrbitKvException with NAMESPACE_MISMATCH for a group the contract lacks, or
+     *         UNKNOWN_OPERATION from a Manager that predates CONTAINS
+     */
+    public Reply.Contained contains(List<Request.QueryGroup> groups) {
+        return call(new Request.Contains(groups), Reply.Contained.class);
+    }
+
+    /**
      * A read-only view of a leased RESIDENT page in the shared arena. It stays valid and
      * unchanged until the operation is released, cancelled or replaced, or this client closes.
      */

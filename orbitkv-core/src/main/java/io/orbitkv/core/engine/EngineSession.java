@@ -128,6 +128,7 @@ final class EngineSession implements ChannelSession, SessionCallback {
                 case Request.Prepare p -> prepares.prepare(p, scope, live.containsKey(p.operationId()),
                         live.size() + replaced.size() + prepares.size());
                 case Request.Hint h -> core.hints().apply(scope, h);
+                case Request.Contains c -> core.locator().locate(scope, c);
             };
         }
     }

@@ -74,6 +74,7 @@ public final class ManagerCore implements AutoCloseable {
     private final PublishQuarantine quarantine;
     private final Housekeeper housekeeper;
     private final HintTable hints;
+    private final PageLocator locator;
     private final RemotePages remote;
     private final ManagerMetrics metrics;
     /** What every query operation borrows (built once from the owners above). */
@@ -149,6 +150,7 @@ public final class ManagerCore implements AutoCloseable {
         this.metrics.speculation(speculation);
         this.housekeeper.addDuty("prepare-resume", now -> resumePrepares());
         this.hints = new HintTable(store, HintBounds.DEFAULTS, nanoClock, registry);
+        this.locator = new PageLocator(store, remote, registry);
         this.housekeeper.addDuty("hint-pins", hints::onTick);
         this.queryServices = new QueryServices(store, planner, leaseTable, stagingBudget, copier, housekeeper.callbacks(),
                 (task, delayNanos) -> housekeeper.schedule("timer", task, delayNanos), nanoClock,
@@ -203,6 +205,10 @@ public final class ManagerCore implements AutoCloseable {
 
     HintTable hints() {
         return hints;
+    }
+
+    PageLocator locator() {
+        return locator;
     }
 
     /** Slot bytes held in the publish quarantine (protocol §9.6). */

@@ -117,7 +117,12 @@ class ManagerSessionProperties {
                     : reservationIds.get(x % reservationIds.size())));
             case 10 -> new Request.Restore(op, x % 3, List.of(new Request.RestorePage(x % 3, pages, x % 5)));
             case 11 -> {
-                if (x % 2 == 0) yield new Request.Stats();
+                if (x % 4 == 0) yield new Request.Stats();
+                if (x % 4 == 2) {
+                    int group = (x >> 3) % 4; // group 3 is not in the contract
+                    yield new Request.Contains(List.of(new Request.QueryGroup(group, KeyForm.BLOCK_HASH,
+                            Client.hashes(prompt, group, pages))));
+                }
                 io.orbitkv.state.protocol.HintKind kind = io.orbitkv.state.protocol.HintKind.values()[(x >> 1) % 5];
                 int group = (x >> 3) % 4; // group 3 is not in the contract
                 yield new Request.Hint(kind, kind == io.orbitkv.state.protocol.HintKind.PIN ? 1 + x % 5_000 : 0,
@@ -148,6 +153,7 @@ class ManagerSessionProperties {
                     && st.counters().stream().map(Reply.Counter::name).toList().containsAll(Set.of("leases", "operations"));
             case Request.Hint h -> reply instanceof Reply.Hinted hd && hd.kind() == h.kind()
                     && (long) hd.applied() + hd.notResident() + hd.refusedBudget() == h.pageCount();
+            case Request.Contains c -> reply instanceof Reply.Contained cd && cd.locations().size() == c.pageCount();
         };
     }
 }

@@ -15,6 +15,7 @@ import io.orbitkv.state.protocol.CompletionTarget;
 import io.orbitkv.state.protocol.Hashes;
 import io.orbitkv.state.protocol.HintKind;
 import io.orbitkv.state.protocol.KeyForm;
+import io.orbitkv.state.protocol.PageLocation;
 import io.orbitkv.state.protocol.QueryStatus;
 import io.orbitkv.state.protocol.Reply;
 import io.orbitkv.state.protocol.Request;
@@ -35,7 +36,7 @@ import org.junit.jupiter.api.io.TempDir;
  * of DRAM in 64 KiB slots, LRU, 256 KiB pinnable per namespace): pinned pages answer a QUERY from
  * DRAM at once after another namespace published more than the whole tier, a PIN past the budget
  * is refused page by page, hints naming another namespace's keys get the reply of absent keys, and
- * DROP makes a later QUERY miss.
+ * DROP makes a later QUERY miss; CONTAINS, through the same client, reports where each page is.
  */
 @ProcessTest
 class HintProcessTest {
@@ -127,6 +128,10 @@ class HintProcessTest {
             assertThat(hit.status()).as("answered from DRAM: nothing to stage").isEqualTo(QueryStatus.FINAL);
             assertThat(hit.boundaryTokens()).isEqualTo(4L * PAGE_TOKENS);
             ca.release(1);
+            assertThat(ca.contains(blocks(prefix.subList(0, 4))).locations()).as("CONTAINS: the pinned pages are in DRAM")
+                    .containsOnly(PageLocation.DRAM);
+            assertThat(cb.contains(stateKeys(a, prefix))).as("a's keys asked by b: as keys nobody holds")
+                    .isEqualTo(new Reply.Contained(false, java.util.Collections.nCopies(6, PageLocation.ABSENT)));
 
             for (HintKind kind : HintKind.values()) {
                 int millis = kind == HintKind.PIN ? 60_000 : 0;
@@ -144,6 +149,7 @@ class HintProcessTest {
             assertThat(ca.stats()).containsEntry("hint_pins", 0L);
             Reply.QueryResult miss = ca.awaitSettled(query(ca, 4, prefix));
             assertThat(miss.hit()).as("dropped from DRAM and SSD").isFalse();
+            assertThat(ca.contains(blocks(prefix)).locations()).containsOnly(PageLocation.ABSENT);
             ca.release(4);
         }
         assertThat(manager.metric("orbitkv_manager_hint_pages_total{kind=\"pin\",outcome=\"refused_budget\"}"))

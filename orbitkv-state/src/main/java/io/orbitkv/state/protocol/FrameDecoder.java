@@ -145,6 +145,7 @@ public final class FrameDecoder {
             case STATS -> new Request.Stats();
             case PREPARE -> readPrepare(r);
             case HINT -> readHint(r);
+            case CONTAINS -> readContains(r);
             case REGISTERED -> readRegistered(r);
             case REGION_REGISTERED -> new Reply.RegionRegistered(r.u31("region_id"));
             case QUERY_RESULT -> QueryResultReader.read(r, limits);
@@ -183,6 +184,7 @@ public final class FrameDecoder {
                 int notResident = r.u31("not_resident");
                 yield new Reply.Hinted(kind, applied, notResident, r.u31("refused_budget"));
             }
+            case CONTAINED -> readContained(r);
             case COMPLETION -> readCompletion(r);
             case ERROR -> {
                 int code = r.u16("error_code");
@@ -265,6 +267,22 @@ public final class FrameDecoder {
         int groupCount = readGroupCount(r);
         int duration = r.u31("duration_millis");
         return new Request.Hint(kind, duration, readGroups(r, groupCount));
+    }
+
+    private Request.Contains readContains(WireReader r) {
+        int groupCount = readGroupCount(r);
+        r.zero16("pad");
+        return new Request.Contains(readGroups(r, groupCount));
+    }
+
+    private Reply.Contained readContained(WireReader r) {
+        int count = r.checkCount("page_count", r.u31("page_count"), limits.maxPagesPerQuery(), "maxPagesPerQuery", 1);
+        boolean peers = r.flag("peers");
+        r.zero8("pad");
+        r.zero16("pad");
+        List<PageLocation> locations = new ArrayList<>(count);
+        for (int i = 0; i < count; i++) locations.add(code(PageLocation.class, r.u8("location"), "location"));
+        return new Reply.Contained(peers, locations);
     }
 
     private Request.PublishReserve readPublishReserve(WireReader r) {

@@ -67,6 +67,8 @@ public final class FrameEncoder {
             case Request.Query q -> FrameLayout.HEADER_BYTES + 40 + groupBytes(q.groups());
             case Request.Prepare p -> FrameLayout.HEADER_BYTES + 32 + groupBytes(p.groups());
             case Request.Hint h -> FrameLayout.HEADER_BYTES + 8 + groupBytes(h.groups());
+            case Request.Contains c -> FrameLayout.HEADER_BYTES + 4 + groupBytes(c.groups());
+            case Reply.Contained c -> FrameLayout.HEADER_BYTES + 8 + c.locations().size();
             case Reply.QueryResult r -> FrameLayout.HEADER_BYTES + 24 + 8L * r.groups().size()
                     + 12L * Reply.MAX_SPANS_PER_GROUP * r.groups().size() + 17 * r.pageCount();
             default -> 256;
@@ -141,6 +143,10 @@ public final class FrameEncoder {
                 w.u8(h.kind().code()).u8(0).u16(h.groups().size()).u32(h.durationMillis());
                 writeGroups(h.groups(), w);
             }
+            case Request.Contains c -> {
+                w.u16(c.groups().size()).u16(0);
+                writeGroups(c.groups(), w);
+            }
         }
     }
 
@@ -182,6 +188,10 @@ public final class FrameEncoder {
                     .u32(p.pagesResident()).u32(p.startDelayMillis()).u64(p.bytesToStage());
             case Reply.Hinted h -> w.u8(h.kind().code()).u8(0).u16(0).u32(h.applied()).u32(h.notResident())
                     .u32(h.refusedBudget());
+            case Reply.Contained c -> {
+                w.u32(c.locations().size()).u8(c.peers() ? 1 : 0).u8(0).u16(0);
+                for (PageLocation l : c.locations()) w.u8(l.code());
+            }
             case Reply.Completion c -> {
                 w.u64(c.operationId()).u32(c.revision()).u8(c.event().code());
                 switch (c.outcome()) {

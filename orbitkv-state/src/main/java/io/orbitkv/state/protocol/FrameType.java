@@ -24,6 +24,7 @@ public enum FrameType implements WireCode {
     STATS(0x000B, Direction.TO_MANAGER),
     PREPARE(0x000C, Direction.TO_MANAGER),
     HINT(0x000D, Direction.TO_MANAGER),
+    CONTAINS(0x000E, Direction.TO_MANAGER),
 
     REGISTERED(0x8001, Direction.TO_CLIENT),
     REGION_REGISTERED(0x8002, Direction.TO_CLIENT),
@@ -39,6 +40,8 @@ public enum FrameType implements WireCode {
     /** The reply to PREPARE: accepted, trimmed or refused; never a hit. */
     PREPARED(0x800C, Direction.TO_CLIENT),
     HINTED(0x800D, Direction.TO_CLIENT),
+    /** The reply to CONTAINS: one location per page named; never a lease. */
+    CONTAINED(0x800E, Direction.TO_CLIENT),
     /** Asynchronous event; request id 0. */
     COMPLETION(0x80F0, Direction.TO_CLIENT),
     /** The reply to any request that failed; request id of that request, or 0 if unknown. */

@@ -421,6 +421,22 @@ public sealed interface Reply extends Frame {
         }
     }
 
+    /**
+     * The answer to CONTAINS (protocol §6.14): one location per page named, in the order named
+     * (group by group). {@code peers}: this Manager has peers, so a page it reports
+     * {@link PageLocation#ABSENT} may still be held by one (a QUERY with a peer wait finds it).
+     */
+    record Contained(boolean peers, List<PageLocation> locations) implements Reply {
+        public Contained {
+            locations = List.copyOf(Objects.requireNonNull(locations, "locations"));
+        }
+
+        @Override
+        public FrameType type() {
+            return FrameType.CONTAINED;
+        }
+    }
+
     /** How the work a COMPLETION reports ended. */
     sealed interface Outcome permits Settled, Failed {
     }

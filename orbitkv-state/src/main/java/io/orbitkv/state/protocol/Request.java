@@ -479,6 +479,28 @@ public sealed interface Request extends Frame {
         }
     }
 
+    /**
+     * Where each page it names is held on this Manager now, in this connection's namespace
+     * (protocol §5.13): a batch of independent names answered in one frame, with no operation,
+     * lease or staging. Invariants: 1..65,535 groups with distinct ids.
+     */
+    record Contains(List<QueryGroup> groups) implements Request {
+        public Contains {
+            groups = Check.list("groups", groups, 1, Check.U16_MAX);
+            Check.uniqueIds("groups", groups, QueryGroup::groupId);
+        }
+
+        /** Pages summed over the groups. */
+        public long pageCount() {
+            return pagesOf(groups);
+        }
+
+        @Override
+        public FrameType type() {
+            return FrameType.CONTAINS;
+        }
+    }
+
     private static long pagesOf(List<QueryGroup> groups) {
         long n = 0;
         for (QueryGroup g : groups) n += g.hashes().count();

@@ -313,4 +313,27 @@ class FrameDecoderTest {
         byte[] reply = FrameEncoder.toBytes(4, hinted);
         assertThat(client.decode(ByteBuffer.wrap(reply))).isEqualTo(new DecodeResult.Decoded(4, hinted, reply.length));
     }
+
+    @Test
+    void containsRoundTripsAndItsReplyRefusesAnUnknownLocationAndACountPastTheBudget() {
+        Request.Contains contains = new Request.Contains(List.of(
+                new Request.QueryGroup(0, KeyForm.BLOCK_HASH, Hashes.packed(8, new byte[24])),
+                new Request.QueryGroup(2, KeyForm.STATE_KEY, Hashes.packed(32, new byte[32]))));
+        byte[] frame = FrameEncoder.toBytes(6, contains);
+        assertThat(frame).hasSize(FrameLayout.HEADER_BYTES + 4 + 12 + 24 + 12 + 32);
+        assertThat(manager.decode(ByteBuffer.wrap(frame))).isEqualTo(new DecodeResult.Decoded(6, contains, frame.length));
+        le(frame).putShort(FrameLayout.HEADER_BYTES + 2, (short) 1); // the pad after group_count
+        assertThat(malformed(manager.decode(ByteBuffer.wrap(frame))).code()).isEqualTo(ErrorCode.MALFORMED);
+
+        Reply.Contained contained = new Reply.Contained(true,
+                List.of(PageLocation.DRAM, PageLocation.ABSENT, PageLocation.SSD, PageLocation.DRAM));
+        byte[] reply = FrameEncoder.toBytes(6, contained);
+        assertThat(reply).hasSize(FrameLayout.HEADER_BYTES + 8 + 4);
+        assertThat(client.decode(ByteBuffer.wrap(reply))).isEqualTo(new DecodeResult.Decoded(6, contained, reply.length));
+        reply[FrameLayout.HEADER_BYTES + 8 + 2] = 7; // no such location
+        assertThat(malformed(client.decode(ByteBuffer.wrap(reply))).message()).contains("location");
+        reply[FrameLayout.HEADER_BYTES + 8 + 2] = (byte) PageLocation.SSD.code();
+        le(reply).putInt(FrameLayout.HEADER_BYTES, ProtocolLimits.DEFAULTS.maxPagesPerQuery() + 1);
+        assertThat(malformed(client.decode(ByteBuffer.wrap(reply))).code()).isEqualTo(ErrorCode.TOO_LARGE);
+    }
 }

@@ -86,6 +86,7 @@ class ProtocolDocTest {
         assertEnumTable(CompletionEvent.class, Integer::valueOf);
         assertEnumTable(Reply.PrepareOutcome.class, Integer::valueOf);
         assertEnumTable(HintKind.class, Integer::valueOf);
+        assertEnumTable(PageLocation.class, Integer::valueOf);
     }
 
     @Test
@@ -111,6 +112,9 @@ class ProtocolDocTest {
         Request.Hint hint = new Request.Hint(HintKind.PIN, 30_000, query.groups());
         assertThat(example("HINT")).isEqualTo(hex(FrameEncoder.toBytes(5, hint)));
         assertThat(example("HINTED")).isEqualTo(hex(FrameEncoder.toBytes(5, new Reply.Hinted(HintKind.PIN, 2, 0, 0))));
+        assertThat(example("CONTAINS")).isEqualTo(hex(FrameEncoder.toBytes(5, new Request.Contains(query.groups()))));
+        assertThat(example("CONTAINED")).isEqualTo(hex(FrameEncoder.toBytes(5,
+                new Reply.Contained(false, List.of(PageLocation.DRAM, PageLocation.ABSENT)))));
         assertThat(example("ERROR"))
                 .isEqualTo(hex(FrameEncoder.toBytes(9, new Reply.Error(ErrorCode.NOT_FOUND, "no such operation"))));
         byte[] t = new byte[DescriptorTicket.BYTES];

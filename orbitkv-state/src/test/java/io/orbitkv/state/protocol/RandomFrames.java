@@ -63,6 +63,7 @@ final class RandomFrames {
                 Request.Query q = query(r);
                 yield new Request.Hint(kind, kind == HintKind.PIN ? 1 + r.nextInt(Integer.MAX_VALUE) : 0, q.groups());
             }
+            case CONTAINS -> new Request.Contains(query(r).groups());
             case REGISTERED -> {
                 List<Reply.ArenaFile> arenas = new ArrayList<>();
                 for (int i = 0, n = 1 + r.nextInt(4); i < n; i++) {
@@ -94,6 +95,11 @@ final class RandomFrames {
             case RESTORE_ACCEPTED -> new Reply.RestoreAccepted(id(r), 1 + r.nextInt(Integer.MAX_VALUE));
             case HINTED -> new Reply.Hinted(pick(r, HintKind.values()), r.nextInt(Integer.MAX_VALUE),
                     r.nextInt(Integer.MAX_VALUE), r.nextInt(Integer.MAX_VALUE));
+            case CONTAINED -> {
+                List<PageLocation> locations = new ArrayList<>();
+                for (int i = 0, n = r.nextInt(64); i < n; i++) locations.add(pick(r, PageLocation.values()));
+                yield new Reply.Contained(r.nextBoolean(), locations);
+            }
             case STATS_REPLY -> {
                 List<Reply.Counter> counters = new ArrayList<>();
                 for (int i = 0, n = r.nextInt(6); i < n; i++) {
