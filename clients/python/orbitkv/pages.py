@@ -310,15 +310,26 @@ class ManagerPages:
         client = self._lookup_client(names)
         if client is None:
             return [False] * len(names)
-        found: List[bool] = []
+        found = [False] * len(names)
         peers = False
-        limit = client.registered.limits.max_pages_per_query
+        by_width: Dict[int, List[int]] = {}  # a group's names share one width
+        for i, name in enumerate(names):
+            by_width.setdefault(len(name), []).append(i)
+        limits = client.registered.limits
         try:
-            for start in range(0, len(names), limit):
-                reply = client.contains([p.QueryGroup(self.group_id, p.KeyForm.BLOCK_HASH,
-                                                      [bytes(n) for n in names[start:start + limit]])])
-                found += [at != p.PageLocation.ABSENT for at in reply.locations]
-                peers = peers or reply.peers
+            for width, indexes in by_width.items():
+                # a slice fits both the page count and the frame size
+                limit = max(1, min(limits.max_pages_per_query, (limits.max_frame_bytes - 64) // max(1, width)))
+                for start in range(0, len(indexes), limit):
+                    part = indexes[start:start + limit]
+                    reply = client.contains([p.QueryGroup(self.group_id, p.KeyForm.BLOCK_HASH,
+                                                          [bytes(names[i]) for i in part])])
+                    if len(reply.locations) != len(part):
+                        raise p.ProtocolError(p.ErrorCode.MALFORMED,
+                                              f"CONTAINED has {len(reply.locations)} locations for {len(part)} names")
+                    for i, at in zip(part, reply.locations):
+                        found[i] = at != p.PageLocation.ABSENT
+                    peers = peers or reply.peers
         except OrbitKvError as e:
             if e.code == p.ErrorCode.UNKNOWN_OPERATION:
                 self._contains_refused = True

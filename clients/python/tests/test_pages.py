@@ -104,6 +104,10 @@ class ManagerPagesTest(unittest.TestCase):
                              "one CONTAINS named the six pages")
             self.assertEqual((store._parked, len(store._client._operations)), ([], 0),
                              "a presence check creates no operation, so there is nothing to park or release")
+            short = [b"each-s-1", b"each-s-2"]  # 8-byte names ride in a CONTAINS of their own width
+            store.write([(short[1], image(9))])
+            self.assertEqual(store.present_each([short[0], page_names[0], short[1], page_names[1]]),
+                             [False, True, True, False])
             got = {}
             found = store.read_each(page_names, lambda i, view: got.__setitem__(i, bytes(view)))
             self.assertEqual(found, [True, False, True, True, False, False])
