@@ -186,8 +186,9 @@ class ManagerPages:
         #: (operation id, revision of its FINAL miss) on ``_parked_client``; guarded by _lock
         self._parked: List[Tuple[int, int]] = []
         self._parked_client: Optional[Client] = None
-        #: set once the Manager answered CONTAINS with UNKNOWN_OPERATION (it predates it)
-        self._contains_refused = False
+        #: the connection whose Manager answered CONTAINS with UNKNOWN_OPERATION (it predates it);
+        #: asked again after a reconnect (the Manager may have been upgraded)
+        self._without_contains: Optional[Client] = None
         self.stats: Dict[str, int] = dict.fromkeys(COUNTERS, 0)
 
     # -- public operations -----------------------------------------------------------------------
@@ -305,11 +306,11 @@ class ManagerPages:
         that way for every name (see :meth:`read_each`)."""
         if not names:
             return []
-        if self._contains_refused:
-            return self._each(names, None, wait_s)
         client = self._lookup_client(names)
         if client is None:
             return [False] * len(names)
+        if client is self._without_contains:
+            return self._each(names, None, wait_s, counted=True)
         found = [False] * len(names)
         peers = False
         by_width: Dict[int, List[int]] = {}  # a group's names share one width
@@ -332,7 +333,7 @@ class ManagerPages:
                     peers = peers or reply.peers
         except OrbitKvError as e:
             if e.code == p.ErrorCode.UNKNOWN_OPERATION:
-                self._contains_refused = True
+                self._without_contains = client
                 log.info("OrbitKV: the Manager at %s predates CONTAINS; presence is asked with one QUERY per name",
                          self.socket_path)
                 return self._each(names, None, wait_s, counted=True)

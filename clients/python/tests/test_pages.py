@@ -119,7 +119,7 @@ class ManagerPagesTest(unittest.TestCase):
             store.close()
 
     def test_a_manager_that_predates_contains_is_asked_with_one_query_per_name(self):
-        store = ManagerPages(self.manager.socket, identity())
+        store = ManagerPages(self.manager.socket, identity(), retry_after_s=0)
         try:
             page_names = names(3, b"old")
             store.write([(page_names[1], image(1))])
@@ -138,6 +138,11 @@ class ManagerPagesTest(unittest.TestCase):
             stats = store.snapshot()
             self.assertEqual((stats["lookups"], stats["lookup_pages"], stats["failures_error"], stats["connects"]),
                              (2, 6, 0, 1), "counted once per call, not a failure, the connection kept")
+            store._failed(client, "failures_error", ConnectionError("a test drops the connection"))
+            named = self.manager.metric_sum("orbitkv_manager_contains_pages_total")
+            self.assertEqual(store.present_each(page_names), [False, True, False])
+            self.assertEqual(self.manager.metric_sum("orbitkv_manager_contains_pages_total") - named, 3,
+                             "a new connection asks with CONTAINS again (the Manager may have been upgraded)")
         finally:
             store.close()
 
