@@ -40,6 +40,7 @@ import mmap
 import os
 import select
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -49,6 +50,8 @@ from . import protocol as p
 from .state import Namespace, RecoveryContract
 
 DEFAULT_TIMEOUT_S = 30.0
+#: madvise advice that maps a range writable without touching it (Linux 5.14; Python 3.12 names it)
+_MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23 if sys.platform.startswith("linux") else None)
 _RECV_BYTES = 1 << 16
 #: how often the idle reader drains what nobody waits for: not a thread woken per frame, since in
 #: CPython every such wake-up competes with the caller for the interpreter lock
@@ -298,6 +301,9 @@ class Client:
         self._failure: Optional[BaseException] = None
         self._operations = _Operations(self._read_until)
         self._arenas: List[mmap.mmap] = []
+        #: per arena, one bit per slot this client has written (its page-table entries are in place)
+        self._written: List[bytearray] = []
+        self._populate = _MADV_POPULATE_WRITE is not None
         self._regions: List[mmap.mmap] = []
         self.registered: Optional[p.Registered] = None
         #: held by whoever reads the socket and decodes; guards _decoder, _inbound and _read_poll
@@ -410,6 +416,7 @@ class Client:
             for arena, fd in zip(reply.arenas, fds):
                 self._arenas.append(mmap.mmap(fd, arena.size_bytes, mmap.MAP_SHARED,
                                               mmap.PROT_READ | mmap.PROT_WRITE))
+                self._written.append(bytearray(arena.size_bytes // arena.slot_bytes // 8 + 1))
         finally:
             for fd in fds:
                 os.close(fd)
@@ -485,6 +492,7 @@ class Client:
                     end = outcome.offset_bytes + len(page.data)
                     if end > len(arena):
                         raise p.ProtocolError(p.ErrorCode.MALFORMED, "granted slot lies outside its arena")
+                    self._first_write(outcome.arena_index, outcome.offset_bytes, len(page.data))
                     arena[outcome.offset_bytes:end] = page.data
                 else:
                     out[i] = _REFUSED[outcome.reason]
@@ -497,6 +505,26 @@ class Client:
             for (_, i), settled in zip(granted, committed.outcomes):
                 out[i] = _SETTLED[settled]
         return out  # type: ignore[return-value]
+
+    def _first_write(self, arena_index: int, offset: int, length: int) -> None:
+        """Before this client's first write into a slot: maps the slot's pages writable in one
+        call (``MADV_POPULATE_WRITE``, allocating those the namespace has not written yet) instead
+        of one page fault per 4 KiB page during the copy; a slot written before is left alone
+        (its entries are in place unless the Manager gave the slot to another namespace since,
+        and then the copy faults as without this). Measured here: 0.203 ms for a 256 KiB copy
+        into fresh pages through faults, 0.156 ms populated first (docs/performance.md)."""
+        if not self._populate:
+            return
+        slot = offset // self.registered.arenas[arena_index].slot_bytes
+        written = self._written[arena_index]
+        byte, bit = slot >> 3, 1 << (slot & 7)
+        if written[byte] & bit:
+            return
+        written[byte] |= bit
+        try:
+            self._arenas[arena_index].madvise(_MADV_POPULATE_WRITE, offset, length)
+        except OSError:  # a kernel without it (before 5.14): the copy faults the pages in
+            self._populate = False
 
     def register_region(self, path: Union[str, os.PathLike], page_bytes: int, page_count: int) -> Region:
         """Creates (or grows) ``path`` to ``page_bytes * page_count``, maps it and registers it
@@ -634,7 +662,7 @@ class Client:
                 m.close()
             except BufferError:
                 pass  # a view is still exported; the mapping goes when it is dropped
-        self._arenas, self._regions = [], []
+        self._arenas, self._written, self._regions = [], [], []
 
     # -- reader thread -------------------------------------------------------------------------
 

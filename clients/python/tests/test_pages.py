@@ -57,6 +57,8 @@ class ManagerPagesTest(unittest.TestCase):
             page_names = names(4, b"rt")
             self.assertEqual(writer.write([(n, image(i)) for i, n in enumerate(page_names)]), [True] * 4)
             self.assertEqual(writer.write([(page_names[0], image(0))]), [True], "already resident is stored")
+            self.assertEqual(sum(bin(b).count("1") for bits in writer._client._written for b in bits), 4,
+                             "each of the four granted slots was mapped once before its first copy")
             self.assertEqual(reader.contains(page_names), 4)
             count, pages = read_all(reader, page_names)
             self.assertEqual(count, 4)
