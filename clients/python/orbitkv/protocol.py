@@ -1529,6 +1529,7 @@ class FrameDecoder:
         if boundary > U63_MAX:
             raise _bad(f"boundary_tokens exceeds 2^63-1: {boundary}")
         allowed = None if status != QueryStatus.FINAL else (_FINAL_HIT_STATES if hit else _FINAL_MISS_STATES)
+        resident_allowed = allowed is None or PageState.RESIDENT in allowed
         groups, gids, pages = [], set(), 0
         for _ in range(n):
             gid, spans_n, pad = r.fields(_QR_GROUP, "group")
@@ -1552,6 +1553,11 @@ class FrameDecoder:
                 pages += count
                 r.count("pages of the result", pages, lim.max_pages_per_query, "maxPagesPerQuery", 0)
                 r.count("page_count", count, U31_MAX, "", 1)
+                entries = self._resident_run(r, count) if resident_allowed else None
+                if entries is not None:
+                    spans.append(_decoded(Span, first, entries))
+                    end_page = first + count
+                    continue
                 entries = []
                 for _ in range(count):
                     state = _PAGE_STATES.get(r.u8("state"))
@@ -1573,12 +1579,43 @@ class FrameDecoder:
         return _decoded(QueryResult, op, revision, status, hit, boundary, tuple(groups))
 
 
+    @staticmethod
+    def _resident_run(r: "_Reader", count: int) -> Optional[tuple]:
+        """A span of ``count`` RESIDENT entries (a hit's usual span) read in bulk, each checked as
+        the entry-by-entry loop checks it; None (nothing read) when the span holds another state,
+        a value out of range or too few bytes: the loop then reads it and names what is wrong."""
+        size = _QR_RESIDENT.size * count
+        body, pos = r.body, r.pos
+        if len(body) - pos < size or body[pos:pos + size:_QR_RESIDENT.size] != _RESIDENT_CODES[:count]:
+            return None
+        rows = list(_QR_RESIDENT.iter_unpack(body[pos:pos + size]))
+        _, arenas, offsets, lengths = zip(*rows)
+        if max(arenas) > U31_MAX or max(offsets) > U63_MAX or min(lengths) < 1 or max(lengths) > U31_MAX:
+            return None
+        r.pos = pos + size
+        entries = []
+        resident = PageState.RESIDENT
+        for _, arena, offset, length in rows:  # the frozen dataclasses' fields set as _decoded does
+            lease = _new(Lease)
+            fields = lease.__dict__
+            fields["arena_index"], fields["offset_bytes"], fields["length_bytes"] = arena, offset, length
+            entry = _new(PageResult)
+            fields = entry.__dict__
+            fields["state"], fields["lease"] = resident, lease
+            entries.append(entry)
+        return tuple(entries)
+
+
 #: QUERY_RESULT's fixed parts (6.3): header (operation, revision, status, hit, group count,
 #: boundary), group (id, span count, pad), span (first page, page count), lease (arena, offset, length)
 _QR_HEAD = struct.Struct("<QIBBHQ")
 _QR_GROUP = struct.Struct("<IHH")
 _QR_SPAN = struct.Struct("<QI")
 _QR_LEASE = struct.Struct("<IQI")
+#: a RESIDENT entry whole (state, arena, offset, length), and the state bytes of a run of them
+_QR_RESIDENT = struct.Struct("<BIQI")
+_RESIDENT_CODES = bytes([PageState.RESIDENT.value]) * 65_536
+_new = object.__new__
 _QUERY_STATUS = {s.value: s for s in QueryStatus}
 _PAGE_STATES = {s.value: s for s in PageState}
 _FINAL_HIT_STATES = frozenset((PageState.RESIDENT, PageState.READY))

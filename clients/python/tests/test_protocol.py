@@ -418,6 +418,9 @@ class Refusals(unittest.TestCase):
             "an empty span": result(p.QueryStatus.PENDING, False, [group(0, span(0))]),
             "a lease of 0 bytes": result(p.QueryStatus.FINAL, True, [group(0, raw(p.Span, 0, (
                 raw(p.PageResult, resident, raw(p.Lease, 0, 0, 0)),)))]),
+            "an arena index past 2^31-1 inside a run of leases": result(p.QueryStatus.FINAL, True, [group(0, raw(
+                p.Span, 0, (raw(p.PageResult, resident, lease), raw(p.PageResult, resident, raw(p.Lease, 1 << 31, 0, 9)),
+                            raw(p.PageResult, resident, lease))))]),
         }
         for what, frame in cases.items():
             with self.subTest(what):
