@@ -311,26 +311,8 @@ class ManagerPages:
             return [False] * len(names)
         if client is self._without_contains:
             return self._each(names, None, wait_s, counted=True)
-        found = [False] * len(names)
-        peers = False
-        by_width: Dict[int, List[int]] = {}  # a group's names share one width
-        for i, name in enumerate(names):
-            by_width.setdefault(len(name), []).append(i)
-        limits = client.registered.limits
         try:
-            for width, indexes in by_width.items():
-                # a slice fits both the page count and the frame size
-                limit = max(1, min(limits.max_pages_per_query, (limits.max_frame_bytes - 64) // max(1, width)))
-                for start in range(0, len(indexes), limit):
-                    part = indexes[start:start + limit]
-                    reply = client.contains([p.QueryGroup(self.group_id, p.KeyForm.BLOCK_HASH,
-                                                          [bytes(names[i]) for i in part])])
-                    if len(reply.locations) != len(part):
-                        raise p.ProtocolError(p.ErrorCode.MALFORMED,
-                                              f"CONTAINED has {len(reply.locations)} locations for {len(part)} names")
-                    for i, at in zip(part, reply.locations):
-                        found[i] = at != p.PageLocation.ABSENT
-                    peers = peers or reply.peers
+            found, peers = self._locate(client, names)
         except OrbitKvError as e:
             if e.code == p.ErrorCode.UNKNOWN_OPERATION:
                 self._without_contains = client
@@ -348,9 +330,33 @@ class ManagerPages:
         self._count("hit_pages", sum(found))
         if peers and self.peer_wait_ms > 0 and not all(found):
             missing = [i for i, present in enumerate(found) if not present]
-            for i, present in zip(missing, self._each([names[i] for i in missing], None, wait_s)):
+            for i, present in zip(missing, self._each([names[i] for i in missing], None, wait_s, counted=True)):
                 found[i] = present
         return found
+
+    def _locate(self, client: Client, names: Sequence[bytes]) -> Tuple[List[bool], bool]:
+        """CONTAINS for ``names``: whether the Manager holds each, and whether it has peers. One
+        frame per name width (a group's names share one) and per slice that fits both the page
+        count and the frame size; raises as :meth:`Client.contains` does."""
+        found = [False] * len(names)
+        peers = False
+        by_width: Dict[int, List[int]] = {}
+        for i, name in enumerate(names):
+            by_width.setdefault(len(name), []).append(i)
+        limits = client.registered.limits
+        for width, indexes in by_width.items():
+            limit = max(1, min(limits.max_pages_per_query, (limits.max_frame_bytes - 64) // max(1, width)))
+            for start in range(0, len(indexes), limit):
+                part = indexes[start:start + limit]
+                group = p.QueryGroup(self.group_id, p.KeyForm.BLOCK_HASH, [bytes(names[i]) for i in part])
+                reply = client.contains([group])
+                if len(reply.locations) != len(part):
+                    raise p.ProtocolError(p.ErrorCode.MALFORMED,
+                                          f"CONTAINED has {len(reply.locations)} locations for {len(part)} names")
+                for i, at in zip(part, reply.locations):
+                    found[i] = at != p.PageLocation.ABSENT
+                peers = peers or reply.peers
+        return found, peers
 
     def read_each(self, names: Sequence[bytes], sink: Callable[[int, memoryview], None],
                   wait_s: float = 0.0) -> List[bool]:

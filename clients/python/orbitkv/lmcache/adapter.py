@@ -73,10 +73,10 @@ through one prefix QUERY; 80 names, half present, take 0.18 ms through one CONTA
 ``timeout_s`` (ManagerPages waits for each pending name in turn, so a slice of k such chunks waits
 at most k × ``timeout_s``). The slice bounds the live operations on the store's one connection at
 ``num_workers`` × ``keys_per_round`` (256 by default), under the Manager's
-``maxOperationsPerConnection`` (1024; past it a QUERY is BUSY: a miss, counted). The earlier design repeated a prefix QUERY past each missing key (one round
-trip per run of hits plus one per missing key); measured warm here, 8 keys with 4 hits then 4 misses took
-0.66–1.37 ms that way against 0.52–0.82 ms pipelined, and 56 keys with every other one stored
-4.9–6.0 ms against 3.8–4.2 ms: on a local socket a frame costs about as much as a round trip.
+``maxOperationsPerConnection`` (1024; past it a QUERY is BUSY: a miss, counted). Lookups were
+first a prefix QUERY repeated past each missing key, then one pipelined QUERY per key; on a local
+socket a frame costs about as much as a round trip, hence one frame per batch now (the runs of
+each design are in docs/bench-lmcache.md).
 No ``submit_batch_delete``: the Manager owns eviction (the wrapper logs that
 LMCache-driven deletes are a no-op).
 """
@@ -432,7 +432,8 @@ class OrbitKvConnector:
         for job in jobs:
             mine, start = per_key[start:start + len(job.keys)], start + len(job.keys)
             ok = all(mine) if job.kind == "set" else True
-            self._complete(job, ok, "" if ok else f"{mine.count(False)} of {len(mine)} chunks not stored", mine)
+            error = "" if ok else f"{mine.count(False)} of {len(mine)} chunks not stored"
+            self._complete(job, ok, error, mine)
 
     def _run(self, job: _Job) -> List[bool]:
         per_key = [False] * len(job.keys)
