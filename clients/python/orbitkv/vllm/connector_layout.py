@@ -27,7 +27,8 @@ Owns two things:
   ``register_kv_caches``: per layer the 4-D ``[B, H, N, C]`` tensor that vLLM's allocator
   (``vllm.v1.worker.utils.allocate_kv_cache``) carves out of one int8 backing buffer, seen as
   bytes. It checks every tensor against the spec before the first copy and copies whole blocks
-  with ``index_select`` / ``index_copy_``, which work on CPU and CUDA tensors alike.
+  with ``index_select`` / ``index_copy_``, which work on CPU and CUDA tensors alike; into a CPU
+  cache a restored page is also copied straight from the Manager's arena (:meth:`write_page`).
 
 Page image (one vLLM block of every layer, ``page_bytes = layers * spec.page_size_bytes``)::
 
@@ -53,6 +54,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Sequence
 
+import numpy as np
 import torch
 
 from ..identity import dtype_name, join_layout
@@ -149,6 +151,9 @@ class KvPageBinding:
             self._views.append(tensor.view(torch.uint8).unflatten(0, (num_blocks, -1)))
         self.device = device
         self.kernel_tokens = kernel_tokens
+        # a CPU cache's layers as numpy arrays over the same memory: a page is copied into its block
+        # straight from the Manager's arena (write_page), with no staging tensor
+        self._host_views = [view.numpy() for view in self._views] if device.type == "cpu" else None
         self.format = PageFormat(
             descriptor=join_layout([
                 "vllm-connector", f"page{PAGE_IMAGE_VERSION}", f"backend={backend_name}", f"layout={layout_name}",
@@ -182,6 +187,19 @@ class KvPageBinding:
         index = self._index(block_ids)
         parts = [view.index_select(0, index).reshape(len(block_ids), -1) for view in self._views]
         return torch.cat(parts, dim=1).cpu()
+
+    @property
+    def writes_pages_directly(self) -> bool:
+        """True for a CPU cache: :meth:`write_page` copies a page into its block with no staging."""
+        return self._host_views is not None
+
+    def write_page(self, block_id: int, page: memoryview) -> None:
+        """Writes one page image (``page_bytes`` bytes, e.g. a leased arena page) into
+        ``block_id`` of every layer, one strided copy per layer; CPU caches only."""
+        image = np.frombuffer(page, dtype=np.uint8, count=self.page_bytes)
+        for layer, view in enumerate(self._host_views):
+            block = view[block_id]
+            block[...] = image[layer * self.layer_bytes:(layer + 1) * self.layer_bytes].reshape(block.shape)
 
     def scatter(self, block_ids: Sequence[int], images: torch.Tensor) -> None:
         """Writes page images (CPU uint8 ``[k, page_bytes]``) into ``block_ids`` of every layer."""

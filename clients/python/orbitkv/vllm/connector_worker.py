@@ -16,8 +16,10 @@ failed (:meth:`take_report`) and which block ids hold no valid KV (:meth:`take_i
   whose load failed this step publishes nothing this step (its later blocks were computed over
   the unloaded ones).
 
-Copies use torch only (``index_select``/``index_copy_`` on the cache, a CPU staging tensor, pinned
-when the cache is on CUDA), never ``.numpy()`` of a device tensor. The CPU path is tested; the
+Copies use torch (``index_select``/``index_copy_`` on the cache, a CPU staging tensor, pinned
+when the cache is on CUDA), never ``.numpy()`` of a device tensor; a load into a CPU cache copies
+each leased page straight into its block (``KvPageBinding.write_page``, numpy views of the
+cache's own memory), with no staging tensor. The CPU path is tested; the
 CUDA path is the same code with a device index tensor and a host<->device copy, and is qualified
 only where a GPU runs it.
 
@@ -120,6 +122,8 @@ class ConnectorWorker:
         if count == 0:
             return 0
         page_bytes = self.binding.page_bytes
+        if self.binding.writes_pages_directly:
+            return self._load_directly(plan, count)
         pinned = self.binding.device is not None and self.binding.device.type == "cuda"
         images = torch.empty((count, page_bytes), dtype=torch.uint8, pin_memory=pinned)
         rows = images.numpy()  # a CPU tensor's own memory: the sink fills the staging rows in place
@@ -137,6 +141,24 @@ class ConnectorWorker:
         if restored > 0:
             self.binding.scatter(plan.block_ids[:restored], images[:restored])
         return restored
+
+    def _load_directly(self, plan: LoadPlan, count: int) -> int:
+        """A CPU cache: each page copied from its leased arena page straight into its block (no
+        staging tensor, whose fresh pages cost a fault per 4 KiB here); the pages before the first
+        missing or wrong-sized one count as restored, and a block written after that one is
+        reported invalid with it, so vLLM recomputes it."""
+        page_bytes = self.binding.page_bytes
+        block_ids = plan.block_ids
+        wrong_size: List[int] = []
+
+        def sink(i: int, page: memoryview) -> None:
+            if page.nbytes != page_bytes:
+                wrong_size.append(i)
+            else:
+                self.binding.write_page(block_ids[i], page)
+
+        restored = self.store.read_into(plan.names[:count], sink, self.wait_s)
+        return min(restored, min(wrong_size)) if wrong_size else restored
 
     def _error(self, where: str, error: BaseException) -> None:
         self.stats["errors"] += 1

@@ -579,11 +579,16 @@ class LayoutTest(unittest.TestCase):
                     before = {n: v.clone().unflatten(0, (config.num_blocks, -1)) for n, v in raw.items()}
                     binding = KvPageBinding(caches, spec, config, "TEST", layout.name)
                     binding.scatter([10, 11, 12], binding.gather([3, 5, 7]))
+                    self.assertTrue(binding.writes_pages_directly, "a CPU cache takes pages straight from the arena")
+                    for block, image in zip([20, 21], binding.gather([4, 6]).numpy()):  # a page as a read-only view
+                        binding.write_page(block, memoryview(image.tobytes()))
                     for name, view in raw.items():
                         blocks = view.unflatten(0, (config.num_blocks, -1))
                         self.assertTrue(torch.equal(blocks[10:13], before[name][[3, 5, 7]]), name)
+                        self.assertTrue(torch.equal(blocks[20:22], before[name][[4, 6]]), f"{name}: written page by page")
                         self.assertTrue(torch.equal(blocks[:10], before[name][:10]), f"{name}: nothing else written")
-                        self.assertTrue(torch.equal(blocks[13:], before[name][13:]), f"{name}: nothing else written")
+                        self.assertTrue(torch.equal(blocks[13:20], before[name][13:20]), f"{name}: nothing else written")
+                        self.assertTrue(torch.equal(blocks[22:], before[name][22:]), f"{name}: nothing else written")
                     descriptors.add(binding.format.descriptor)
             self.assertEqual(len(descriptors), 3, f"each layout and kernel block names its own pages: {descriptors}")
         finally:
