@@ -4,7 +4,7 @@ Owns: nothing shared. ``python -m tests_integration.vllm_e2e.engine_run SPEC.jso
 builds ``vllm.LLM`` from SPEC (model dir, dtype, block size, optional ``kv_transfer_config``),
 runs each prompt (token ids, optional ``cache_salt``) as its own ``generate`` call with greedy
 sampling and top-k logprobs, then writes OUT: per request the generated ids, their logprobs,
-vLLM's ``num_cached_tokens`` and vLLM's own counters after it (``LLM.get_metrics``: e.g.
+vLLM's ``num_cached_tokens``, the ``generate`` call's wall time and vLLM's own counters after it (``LLM.get_metrics``: e.g.
 ``vllm:external_prefix_cache_hits``); and the KV connector's counters of both roles when the
 connector exposes ``snapshot()``.
 
@@ -79,13 +79,16 @@ def main(spec_path: str, out_path: str) -> None:
         tokens = TokensPrompt(prompt_token_ids=prompt["ids"])
         if prompt.get("cache_salt"):
             tokens["cache_salt"] = prompt["cache_salt"]
+        began = time.perf_counter()
         output = llm.generate([tokens], params, use_tqdm=False)[0]
+        seconds = time.perf_counter() - began
         completion = output.outputs[0]
         requests.append({
             "tokens": list(completion.token_ids),
             "logprobs": [[[int(t), float(lp.logprob)] for t, lp in sorted(step.items())]
                          for step in completion.logprobs],
             "num_cached_tokens": int(output.num_cached_tokens or 0),
+            "seconds": seconds,
             "counters_after": _counters(llm)})
     result = {"requests": requests, "counters": _counters(llm), "connector": _connector_snapshots(llm),
               "load_s": loaded - started, "serve_s": time.monotonic() - loaded}
