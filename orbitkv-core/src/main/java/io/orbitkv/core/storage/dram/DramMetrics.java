@@ -13,6 +13,7 @@ import java.util.EnumMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.function.ToLongFunction;
 
 /**
@@ -70,12 +71,17 @@ final class DramMetrics implements AutoCloseable {
         }
     }
 
+    private static final System.Logger LOG = System.getLogger(DramMetrics.class.getName());
+
     private final MeterRegistry registry;
     private final Tags arenaTag;
     private final List<Meter> meters = new ArrayList<>();
     private final Counter misses;
     private final Counter duplicates;
     private final Counter handOversSkipped;
+    private final Counter undersized;
+    /** Per size class, 1 once the undersized-page warning was logged (one line per class). */
+    private final AtomicIntegerArray undersizedWarned;
     private final Map<ReserveResult.FullReason, Counter> reservationFailures =
             new EnumMap<>(ReserveResult.FullReason.class);
 
@@ -102,6 +108,9 @@ final class DramMetrics implements AutoCloseable {
         this.handOversSkipped = counter("orbitkv.dram.handovers.skipped",
                 "evicted images not handed to the eviction listener: evicted-leased budget full, or the last "
                         + "eviction a reservation may make");
+        this.undersized = counter("orbitkv.dram.reservations.undersized",
+                "reservations of a page that fills less than half its slot (no smaller size class holds it)");
+        this.undersizedWarned = new AtomicIntegerArray(slots.classCount());
         for (EvictionCause cause : EvictionCause.values()) {
             slotCounter("orbitkv.dram.evictions", Tags.of("cause", cause.tag()), slots, t -> t.retirements(cause),
                     "images removed from the index");
@@ -183,6 +192,25 @@ final class DramMetrics implements AutoCloseable {
 
     void handOverSkipped() {
         handOversSkipped.increment();
+    }
+
+    /**
+     * A reservation of {@code lengthBytes} granted a slot of {@code slotBytes} in {@code sizeClass}:
+     * a page whose whole 4 KiB blocks fill at most half of it (so a class of its size would hold
+     * twice as many or more) is counted, and the first such page of each class is logged with what
+     * would fit it. Pages below 4 KiB are not: no class is smaller.
+     */
+    void reserved(int sizeClass, int slotBytes, int lengthBytes) {
+        long blocks = ((long) lengthBytes + DramArenaLayout.PAGE_BYTES - 1) / DramArenaLayout.PAGE_BYTES;
+        long needed = blocks * DramArenaLayout.PAGE_BYTES;
+        if (needed * 2 > slotBytes) return;
+        undersized.increment();
+        if (undersizedWarned.compareAndSet(sizeClass, 0, 1)) {
+            LOG.log(System.Logger.Level.WARNING, String.format("DRAM pages of %d bytes take slots of %d bytes (the "
+                    + "smallest dramSlotBytes class that holds them), %d %% of each unused: a dramSlotBytes class of %d "
+                    + "bytes would hold %d times as many (counted in orbitkv_dram_reservations_undersized_total)",
+                    lengthBytes, slotBytes, 100 - 100L * lengthBytes / slotBytes, needed, slotBytes / needed));
+        }
     }
 
     void reservationFailed(ReserveResult.FullReason reason) {

@@ -203,6 +203,7 @@ public final class DramTier implements AutoCloseable {
             switch (slots.reserve(sizeClass, tenant)) {
                 case SlotTable.Allocation.Allocated(int slot, long imageId) -> {
                     memory.takeOver(slot, namespaceId);
+                    metrics.reserved(sizeClass, slots.slotBytes(slot), lengthBytes);
                     return new Reservation(this, key, namespaceId, slot, imageId, memory.slotRef(slot, lengthBytes));
                 }
                 case SlotTable.Allocation.Refused(ReserveResult.FullReason reason)

@@ -156,6 +156,11 @@ final class SlotTable {
         this.evictedLeasedBudgetBytes = evictedLeasedBudgetBytes;
     }
 
+    /** The number of size classes. */
+    int classCount() {
+        return classSlotBytes.length;
+    }
+
     /** Smallest class whose slots hold {@code lengthBytes}, or -1 when none does. */
     int classFor(int lengthBytes) {
         for (int c = 0; c < classSlotBytes.length; c++) if (classSlotBytes[c] >= lengthBytes) return c;

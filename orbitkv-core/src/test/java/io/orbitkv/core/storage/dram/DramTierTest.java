@@ -164,6 +164,9 @@ class DramTierTest {
         assertThat(tier.reserve(key(4), 7, K16 + 1))
                 .isEqualTo(new ReserveResult.Full(ReserveResult.FullReason.NO_SIZE_CLASS));
         assertThat(counter("orbitkv.dram.reservations.failed", "reason", "no_size_class")).isEqualTo(1);
+        assertThat(counter("orbitkv.dram.reservations.undersized"))
+                .as("4 KiB + 1 (two 4 KiB blocks) in a 16 KiB slot; not 1 byte in a 4 KiB slot (no class is smaller)")
+                .isEqualTo(1);
         assertThat(tier.usage().reservedBytes()).isEqualTo(K4 + K4 + K16);
     }
 
