@@ -197,8 +197,9 @@ final class DramMetrics implements AutoCloseable {
     /**
      * A reservation of {@code lengthBytes} granted a slot of {@code slotBytes} in {@code sizeClass}:
      * a page whose whole 4 KiB blocks fill at most half of it (so a class of its size would hold
-     * twice as many or more) is counted, and the first such page of each class is logged with what
-     * would fit it. Pages below 4 KiB are not: no class is smaller.
+     * twice as many or more) is counted, and the first such page of each class is logged (INFO: a
+     * sizing hint for the operator, not a fault) with what would fit it. Pages below 4 KiB are not:
+     * no class is smaller.
      */
     void reserved(int sizeClass, int slotBytes, int lengthBytes) {
         long blocks = ((long) lengthBytes + DramArenaLayout.PAGE_BYTES - 1) / DramArenaLayout.PAGE_BYTES;
@@ -206,7 +207,7 @@ final class DramMetrics implements AutoCloseable {
         if (needed * 2 > slotBytes) return;
         undersized.increment();
         if (undersizedWarned.compareAndSet(sizeClass, 0, 1)) {
-            LOG.log(System.Logger.Level.WARNING, String.format("DRAM pages of %d bytes take slots of %d bytes (the "
+            LOG.log(System.Logger.Level.INFO, String.format("DRAM pages of %d bytes take slots of %d bytes (the "
                     + "smallest dramSlotBytes class that holds them), %d %% of each unused: a dramSlotBytes class of %d "
                     + "bytes would hold %d times as many (counted in orbitkv_dram_reservations_undersized_total)",
                     lengthBytes, slotBytes, 100 - 100L * lengthBytes / slotBytes, needed, slotBytes / needed));
