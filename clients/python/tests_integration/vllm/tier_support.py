@@ -34,6 +34,10 @@ BLOCK_TOKENS = 16
 ROW_BYTES = 64 * 1024  # one chunk row: one 16-token block of one worker (64 KiB, a Manager slot class)
 NUM_CHUNKS = 48
 STEP_S = 0.002  # pause between emulated scheduler steps
+# The most one scheduler pass may take while the Manager is stalled or gone: a tenth of the tier's
+# timeout_s (10 s), so a pass that waited for the Manager fails it, with room for a descheduled
+# thread on 2 shared cores (a pass takes about a millisecond).
+PASS_BOUND_S = 1.0
 
 init_none_hash(sha256)  # vLLM does this at engine start; sha256 gives a process-independent seed
 
