@@ -103,12 +103,42 @@ _SETTLED = {p.SettleOutcome.SEALED: PublishOutcome.SEALED, p.SettleOutcome.DISCA
             p.SettleOutcome.NOT_FOUND: PublishOutcome.NOT_FOUND, p.SettleOutcome.ABORTED: PublishOutcome.NOT_FOUND}
 
 
+def byte_view(data: object) -> memoryview:
+    """A flat, format ``B`` view of any C-contiguous buffer (no copy): bytes, a memoryview, a numpy
+    array's or a ctypes array's (``<B``) buffer."""
+    view = data if isinstance(data, memoryview) else memoryview(data)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
+class PageParts:
+    """A page image that lies in several buffers, in order (a KV page's K run, then its V run): the
+    publish writes each part into the granted slot in turn, so the image is never assembled in a
+    buffer of its own. ``len()`` is the image's length; each part is any C-contiguous buffer."""
+
+    __slots__ = ("parts", "_length")
+
+    def __init__(self, parts: Sequence[object]):
+        self.parts: Tuple[memoryview, ...] = tuple(byte_view(part) for part in parts)
+        self._length = sum(len(part) for part in self.parts)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def write_into(self, destination, offset: int) -> None:
+        """Copies the parts, in order, into ``destination`` (a writable buffer) from ``offset``."""
+        for part in self.parts:
+            end = offset + len(part)
+            destination[offset:end] = part
+            offset = end
+
+
 @dataclass(frozen=True)
 class PageToPublish:
-    """One page image: its group, its name (block hash or 32-byte StateKey) and its bytes."""
+    """One page image: its group, its name (block hash or 32-byte StateKey) and its bytes (a
+    buffer, or a :class:`PageParts` whose parts are written into the slot one after another)."""
     group_id: int
     name: bytes
-    data: bytes
+    data: Union[bytes, PageParts]
     key_form: p.KeyForm = p.KeyForm.BLOCK_HASH
 
     def entry(self) -> p.PublishPage:
@@ -493,7 +523,10 @@ class Client:
                     if end > len(arena):
                         raise p.ProtocolError(p.ErrorCode.MALFORMED, "granted slot lies outside its arena")
                     self._first_write(outcome.arena_index, outcome.offset_bytes, len(page.data))
-                    arena[outcome.offset_bytes:end] = page.data
+                    if isinstance(page.data, PageParts):
+                        page.data.write_into(arena, outcome.offset_bytes)
+                    else:
+                        arena[outcome.offset_bytes:end] = page.data
                 else:
                     out[i] = _REFUSED[outcome.reason]
         except Exception:

@@ -65,7 +65,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import protocol as p
-from .client import PEER_WAIT_MAX_MILLIS, Client, OrbitKvError, PageToPublish, PublishOutcome
+from .client import PEER_WAIT_MAX_MILLIS, Client, OrbitKvError, PageParts, PageToPublish, PublishOutcome, byte_view
 from .state import FullGroup, Namespace, RecoveryContract
 
 log = logging.getLogger("orbitkv.pages")
@@ -436,7 +436,7 @@ class ManagerPages:
 
     def write(self, pages: Sequence[Tuple[bytes, object]], tenant: Optional[str] = None) -> List[bool]:
         """Publishes ``(name, buffer)`` pairs (any buffer: bytes, memoryview, a numpy array's
-        ``data``); per page True when the Manager now holds it (sealed or already resident).
+        ``data``; or a :class:`~orbitkv.client.PageParts` of several buffers); per page True when the Manager now holds it (sealed or already resident).
         ``tenant``: the tenant label (a ``cache_salt``, 1..64 UTF-8 bytes) the pages are charged to
         under the Manager's tenant quotas; ``None``: the namespace's default tenant."""
         if not pages:
@@ -449,7 +449,7 @@ class ManagerPages:
         # A page above the Manager's largest slot class (REGISTERED's arenas) is refused here, with
         # no round trip: the Manager would answer TOO_LARGE for the whole batch.
         largest = max((a.slot_bytes for a in client.registered.arenas), default=0)
-        views = [(bytes(name), byte_view(data)) for name, data in pages]
+        views = [(bytes(name), data if isinstance(data, PageParts) else byte_view(data)) for name, data in pages]
         fits = [i for i, (_, view) in enumerate(views) if len(view) <= largest]
         if len(fits) < len(views):
             self._count("write_refused", len(views) - len(fits))
@@ -726,8 +726,3 @@ def _failure_kind(error: BaseException) -> str:
     return "failures_timeout" if isinstance(error, TimeoutError) else "failures_error"
 
 
-def byte_view(data: object) -> memoryview:
-    """A flat, format ``B`` view of any C-contiguous buffer (no copy): bytes, a memoryview, a numpy
-    array's or a ctypes array's (``<B``) buffer."""
-    view = data if isinstance(data, memoryview) else memoryview(data)
-    return view if view.format == "B" and view.ndim == 1 else view.cast("B")

@@ -12,7 +12,7 @@ import time
 import unittest
 
 from orbitkv.identity import EngineIdentity
-from orbitkv.client import OrbitKvError
+from orbitkv.client import OrbitKvError, PageParts
 from orbitkv.pages import MAX_PARKED_OPERATIONS, ManagerPages
 from orbitkv.protocol import ErrorCode
 from tests.test_manager import JAR, ManagerProcess, wait_for
@@ -66,6 +66,25 @@ class ManagerPagesTest(unittest.TestCase):
             stats = reader.snapshot()
             self.assertEqual((stats["pages_read"], stats["connects"]), (4, 1))
             self.assertEqual(writer.snapshot()["write_already_resident"], 1)
+        finally:
+            writer.close()
+            reader.close()
+
+    def test_a_page_in_parts_is_stored_as_their_concatenation_and_an_oversized_one_is_refused_whole(self):
+        writer, reader = ManagerPages(self.manager.socket, identity()), ManagerPages(self.manager.socket, identity())
+        try:
+            page_names = names(3, b"parts")
+            whole = [image(i) for i in range(3)]
+            # a K run and a V run of unequal lengths, from bytes, a bytearray and a 2-byte-item view
+            split = [PageParts([w[:1000], bytearray(w[1000:PAGE_BYTES // 2]), memoryview(w[PAGE_BYTES // 2:]).cast("H")])
+                     for w in whole]
+            self.assertEqual([len(s) for s in split], [PAGE_BYTES] * 3)
+            self.assertEqual(writer.write([(n, s) for n, s in zip(page_names, split)]), [True] * 3)
+            self.assertEqual(read_all(reader, page_names), (3, whole), "the parts, in order, are the page")
+            largest = max(a.slot_bytes for a in writer._client.registered.arenas)
+            too_large = PageParts([bytes(largest), b"x"])
+            self.assertEqual(writer.write([(names(1, b"big")[0], too_large)]), [False])
+            self.assertEqual(writer.snapshot()["write_too_large"], 1, "refused by its total length, before any copy")
         finally:
             writer.close()
             reader.close()

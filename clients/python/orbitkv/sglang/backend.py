@@ -14,8 +14,9 @@ Page image: the pool's flat data page (``get_data_page(flat=True)``; K then V fo
 zero-copy interface (``interface_v1: 1``: ``batch_get_v1``/``batch_set_v1``) and the legacy one
 (``get``/``batch_get``/``set``/``batch_set``/``exists``) read each other's pages, and a page is
 byte for byte the file SGLang's ``HiCacheFile`` writes. v1 reads copy from the Manager's arena
-straight into the host slots; v1 writes hand the pool's memory to the publish (MLA: one run; MHA:
-K and V runs gathered first, at most ``GATHER_CHUNK_BYTES`` at a time). The plan checks the runs
+straight into the host slots; v1 writes hand the pool's memory to the publish, which copies it into
+the Manager's slots (MLA: one run; MHA: the K and V runs one after the other, never gathered into a
+buffer first). The plan checks the runs
 against the pool's ``get_page_buffer_meta`` at registration.
 
 Names and namespace: SGLang's key is a hex SHA-256 chain over the page's tokens seeded with the
@@ -75,14 +76,13 @@ from sglang.srt.mem_cache.hicache_storage import (
 )
 
 from ..identity import EngineIdentity, dtype_name, join_layout, tokenizer_digest, weights_digest
+from ..client import PageParts
 from ..pages import DEFAULT_RETRY_AFTER_S, DEFAULT_TIMEOUT_S, ManagerPages
 
 log = logging.getLogger("orbitkv.sglang")
 
 #: Host pool layouts whose page is a fixed set of contiguous runs (see :class:`HostPagePlan`).
 SUPPORTED_LAYOUTS = ("page_first", "page_first_direct")
-#: Bound on the bytes gathered at once for pages that are not one contiguous run (MHA: K and V).
-GATHER_CHUNK_BYTES = 32 << 20
 #: Bound on each metric sample queue between two ``get_stats`` calls.
 METRIC_SAMPLES = 4096
 
@@ -223,22 +223,13 @@ class HostPagePlan:
         return [piece.view(-1).view(torch.uint8) for piece in pieces]
 
     def image(self, start: int) -> Any:
-        """A buffer holding the page image: the pool's own memory for a single run, else a gather
-        into a fresh buffer (a memoryview copy on the calling thread, not ``torch.cat``: on a
-        loaded host torch's intra-op pool took 26-1,577 ms for 128 pages of 128 KiB where the
-        single-threaded copy took 18-43 ms)."""
+        """The page image for a publish, with no copy: the pool's own memory for a single run (MLA),
+        else its runs as one :class:`~orbitkv.client.PageParts` (MHA: K, then V), which the publish
+        writes into the Manager's slot one after the other."""
         parts = self.parts(start)
         if len(parts) == 1:
             return parts[0].numpy()
-        gathered = torch.empty(self.page_bytes, dtype=torch.uint8).numpy()
-        offset = 0
-        with memoryview(gathered) as dst:
-            for part in parts:
-                n = part.numel()
-                with memoryview(part.numpy()) as src:
-                    dst[offset:offset + n] = src
-                offset += n
-        return gathered
+        return PageParts([part.numpy() for part in parts])
 
     def fill(self, start: int, image: memoryview) -> None:
         """Copies a page image into the page's runs."""
@@ -503,10 +494,7 @@ class OrbitKvHiCacheStorage(HiCacheStorage):
             return [False] * n
         plan, pages, names, starts = batch
         began = time.perf_counter()
-        chunk = max(1, GATHER_CHUNK_BYTES // plan.page_bytes)
-        stored: List[bool] = []
-        for low in range(0, n, chunk):
-            stored += pages.write([(names[i], plan.image(starts[i])) for i in range(low, min(n, low + chunk))])
+        stored = pages.write([(names[i], plan.image(starts[i])) for i in range(n)])
         self._count_many(set_calls=1, set_pages_asked=n, set_pages_stored=sum(stored))
         self._sample("backup", sum(stored), plan.page_bytes, began)
         return stored
