@@ -28,7 +28,9 @@ Owns two things:
   (``vllm.v1.worker.utils.allocate_kv_cache``) carves out of one int8 backing buffer, seen as
   bytes. It checks every tensor against the spec before the first copy and copies whole blocks
   with ``index_select`` / ``index_copy_``, which work on CPU and CUDA tensors alike; into a CPU
-  cache a restored page is also copied straight from the Manager's arena (:meth:`write_page`).
+  cache a restored page is also copied straight from the Manager's arena (:meth:`write_page`), and
+  a CPU cache whose blocks are one run per layer is published from its own memory
+  (:meth:`page_parts`).
 
 Page image (one vLLM block of every layer, ``page_bytes = layers * spec.page_size_bytes``)::
 
@@ -57,6 +59,7 @@ from typing import Any, Dict, List, Sequence
 import numpy as np
 import torch
 
+from ..client import PageParts
 from ..identity import dtype_name, join_layout
 
 #: Version of the page image below; it enters the layout descriptor.
@@ -154,6 +157,9 @@ class KvPageBinding:
         # a CPU cache's layers as numpy arrays over the same memory: a page is copied into its block
         # straight from the Manager's arena (write_page), with no staging tensor
         self._host_views = [view.numpy() for view in self._views] if device.type == "cpu" else None
+        # ... and published from the cache's own memory (page_parts) when each layer's block is one
+        # run in the page image's order (the physical layout is the logical [r, H, n, C] one)
+        self._blocks_are_runs = self._host_views is not None and all(v[0].flags.c_contiguous for v in self._host_views)
         self.format = PageFormat(
             descriptor=join_layout([
                 "vllm-connector", f"page{PAGE_IMAGE_VERSION}", f"backend={backend_name}", f"layout={layout_name}",
@@ -192,6 +198,18 @@ class KvPageBinding:
     def writes_pages_directly(self) -> bool:
         """True for a CPU cache: :meth:`write_page` copies a page into its block with no staging."""
         return self._host_views is not None
+
+    @property
+    def publishes_from_cache(self) -> bool:
+        """True for a CPU cache whose blocks are one run per layer: :meth:`page_parts` hands the
+        publish the cache's own memory, with no gathered copy."""
+        return self._blocks_are_runs
+
+    def page_parts(self, block_id: int) -> PageParts:
+        """The page image of ``block_id`` as its layers' runs in the cache's memory, in image order
+        (no copy; the publish copies them into the Manager's slot). Only when
+        :attr:`publishes_from_cache`."""
+        return PageParts([view[block_id] for view in self._host_views])
 
     def write_page(self, block_id: int, page: memoryview) -> None:
         """Writes one page image (``page_bytes`` bytes, e.g. a leased arena page) into

@@ -11,8 +11,10 @@ failed (:meth:`take_report`) and which block ids hold no valid KV (:meth:`take_i
   cannot leave DRAM in between. A page that is missing, of the wrong size, or unreadable ends
   the load there: its block and every later one of that load are reported invalid and vLLM
   recomputes them (``get_block_ids_with_load_errors``); a restored block is never a guess.
-- :meth:`save` runs in ``wait_for_save``, after the forward: one gather of every block to
-  publish this step, one PUBLISH (reserve, copy into the granted arena slots, commit). A request
+- :meth:`save` runs in ``wait_for_save``, after the forward: one PUBLISH of every block to
+  publish this step (reserve, copy into the granted arena slots, commit); the copy takes each
+  layer's block straight from a CPU cache whose blocks are one run per layer, else from one
+  gather of the blocks. A request
   whose load failed this step publishes nothing this step (its later blocks were computed over
   the unloaded ones).
 
@@ -91,8 +93,12 @@ class ConnectorWorker:
 
     def _save(self, names: List[bytes], block_ids: List[int], tenant: Optional[str]) -> None:
         try:
-            images = self.binding.gather(block_ids).numpy()
-            stored = self.store.write([(name, images[i]) for i, name in enumerate(names)], tenant)
+            if self.binding.publishes_from_cache:  # each page written into its slot from the cache's runs
+                pages = [(name, self.binding.page_parts(block_id)) for name, block_id in zip(names, block_ids)]
+            else:
+                images = self.binding.gather(block_ids).numpy()
+                pages = [(name, images[i]) for i, name in enumerate(names)]
+            stored = self.store.write(pages, tenant)
         except Exception as e:  # noqa: BLE001 - an unpublished page is a later miss
             self._error("save", e)
             stored = [False] * len(names)

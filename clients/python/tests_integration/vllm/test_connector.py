@@ -582,6 +582,14 @@ class LayoutTest(unittest.TestCase):
                     self.assertTrue(binding.writes_pages_directly, "a CPU cache takes pages straight from the arena")
                     for block, image in zip([20, 21], binding.gather([4, 6]).numpy()):  # a page as a read-only view
                         binding.write_page(block, memoryview(image.tobytes()))
+                    # blocks that are one run per layer are published from the cache's memory, as the image
+                    self.assertEqual(binding.publishes_from_cache, layout == KVCacheLayout.LBHNC, layout.name)
+                    if binding.publishes_from_cache:
+                        for block in (0, 7, config.num_blocks - 1):
+                            parts = binding.page_parts(block)
+                            self.assertEqual(b"".join(bytes(part) for part in parts.parts),
+                                             binding.gather([block]).numpy().tobytes(), f"block {block}")
+                            self.assertEqual(len(parts), binding.page_bytes)
                     for name, view in raw.items():
                         blocks = view.unflatten(0, (config.num_blocks, -1))
                         self.assertTrue(torch.equal(blocks[10:13], before[name][[3, 5, 7]]), name)
