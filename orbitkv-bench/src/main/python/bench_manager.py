@@ -80,3 +80,19 @@ class ManagerProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def slots_of_class(pages, page_bytes: int) -> int:
+    """Slots of the Manager's smallest DRAM class that holds a page of ``page_bytes``, from the
+    REGISTERED of ``pages`` (an ``orbitkv.pages.ManagerPages``); 0 when no class holds one."""
+    fitting = [a for a in pages._connected().registered.arenas if a.slot_bytes >= page_bytes]
+    if not fitting:
+        return 0
+    arena = min(fitting, key=lambda a: a.slot_bytes)
+    return arena.size_bytes // arena.slot_bytes
+
+
+def pct(values, q):
+    """The nearest-rank ``q`` quantile of ``values`` (0 < q <= 1)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(round(q * len(ordered) + 0.5)) - 1))]

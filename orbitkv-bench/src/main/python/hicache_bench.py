@@ -51,7 +51,7 @@ import threading
 import time
 import uuid
 
-from bench_manager import ManagerProcess
+from bench_manager import ManagerProcess, pct, slots_of_class
 
 LAYERS, HEADS, HEAD_DIM = 8, 8, 64
 TOKEN_BYTES = 2 * LAYERS * HEADS * HEAD_DIM * 2  # K and V, bfloat16
@@ -135,10 +135,6 @@ class Arm:
         self.controller.detach_storage_backend()
 
 
-def pct(values, q):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(round(q * len(ordered) + 0.5)) - 1))]
-
 
 def fresh_key(counter) -> str:
     """A key shaped like SGLang's (hex SHA-256), never used before in this run."""
@@ -210,15 +206,6 @@ def warm_up(arm: Arm, slots: int, pages: int, counter) -> None:
         arm.load(keys, pages)
 
 
-def slots_of_class(arm: Arm, page_bytes: int) -> int:
-    """Slots of the smallest Manager class that holds a page, from the backend's REGISTERED."""
-    client = arm.backend._pages._connected()
-    fitting = [a for a in client.registered.arenas if a.slot_bytes >= page_bytes]
-    if not fitting:
-        return 0
-    arena = min(fitting, key=lambda a: a.slot_bytes)
-    return arena.size_bytes // arena.slot_bytes
-
 
 def miss_lookups(arm: Arm, n: int, counter):
     out = []
@@ -265,7 +252,7 @@ def main(argv) -> int:
                 arms["orbitkv"] = Arm("dynamic", hs.orbitkv_extra(manager.socket, 1), model, page_tokens,
                                       max(page_list))
                 arms["file"] = Arm("file", {"file_storage_path": file_dir}, model, page_tokens, max(page_list))
-                slots = slots_of_class(arms["orbitkv"], kib * 1024)
+                slots = slots_of_class(arms["orbitkv"].backend._pages, kib * 1024)
                 for pages in page_list:
                     warm_up(arms["orbitkv"], slots, pages, counter)
                     rows.append((kib, pages, run_row(arms, pages, args.rounds, counter, failures)))

@@ -52,7 +52,7 @@ import tempfile
 import time
 import uuid
 
-from bench_manager import ManagerProcess
+from bench_manager import ManagerProcess, pct, slots_of_class
 
 BLOCK_TOKENS = 16
 
@@ -180,10 +180,6 @@ def key_of(n: int) -> bytes:
     return make_offload_key(n.to_bytes(8, "little") * 4, 0)
 
 
-def pct(values, q):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(round(q * len(ordered) + 0.5)) - 1))]
-
 
 def run_size(stack: TierStack, jobs: int, rounds: int, dram_slots: int, next_key, failures) -> dict:
     """One row: memcpy, store and load of ``jobs`` chunks, ``rounds`` times, interleaved."""
@@ -257,7 +253,7 @@ def main(argv) -> int:
             jobs_list = [int(j) for j in args.jobs.split(",")]
             stack = TierStack(model_dir, manager.socket, kib * 1024, 2 * max(jobs_list))
             try:
-                slots = slots_of_class(stack, kib * 1024)
+                slots = slots_of_class(stack.tier.pages, kib * 1024)
                 for jobs in jobs_list:
                     rows.append((kib, jobs, run_size(stack, jobs, args.rounds, slots, lambda: key_of(next(counter)),
                                                      failures)))
@@ -280,15 +276,6 @@ def logging_setup() -> None:
     import logging
     logging.basicConfig(level=logging.WARNING)
 
-
-def slots_of_class(stack: TierStack, row_bytes: int) -> int:
-    """Slots of the smallest class that holds a row, from the tier connection's REGISTERED."""
-    client = stack.tier.pages._connected()
-    fitting = [a for a in client.registered.arenas if a.slot_bytes >= row_bytes]
-    if not fitting:
-        return 0
-    arena = min(fitting, key=lambda a: a.slot_bytes)
-    return arena.size_bytes // arena.slot_bytes
 
 
 def miss_lookups(stack: TierStack, n: int, next_key):
