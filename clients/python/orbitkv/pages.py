@@ -436,7 +436,8 @@ class ManagerPages:
 
     def write(self, pages: Sequence[Tuple[bytes, object]], tenant: Optional[str] = None) -> List[bool]:
         """Publishes ``(name, buffer)`` pairs (any buffer: bytes, memoryview, a numpy array's
-        ``data``; or a :class:`~orbitkv.client.PageParts` of several buffers); per page True when the Manager now holds it (sealed or already resident).
+        ``data``; or a :class:`~orbitkv.client.PageParts` of several buffers); per page True when
+        the Manager now holds it (sealed or already resident).
         ``tenant``: the tenant label (a ``cache_salt``, 1..64 UTF-8 bytes) the pages are charged to
         under the Manager's tenant quotas; ``None``: the namespace's default tenant."""
         if not pages:

@@ -16,8 +16,8 @@ zero-copy interface (``interface_v1: 1``: ``batch_get_v1``/``batch_set_v1``) and
 byte for byte the file SGLang's ``HiCacheFile`` writes. v1 reads copy from the Manager's arena
 straight into the host slots; v1 writes hand the pool's memory to the publish, which copies it into
 the Manager's slots (MLA: one run; MHA: the K and V runs one after the other, never gathered into a
-buffer first). The plan checks the runs
-against the pool's ``get_page_buffer_meta`` at registration.
+buffer first). The plan checks the runs against the pool's ``get_page_buffer_meta`` at
+registration.
 
 Names and namespace: SGLang's key is a hex SHA-256 chain over the page's tokens seeded with the
 request's ``extra_key`` and ``cache_salt`` (``get_storage_hash_str``), so the salt is in every key;
@@ -75,8 +75,8 @@ from sglang.srt.mem_cache.hicache_storage import (
     PoolTransferResult,
 )
 
-from ..identity import EngineIdentity, dtype_name, join_layout, tokenizer_digest, weights_digest
 from ..client import PageParts
+from ..identity import EngineIdentity, dtype_name, join_layout, tokenizer_digest, weights_digest
 from ..pages import DEFAULT_RETRY_AFTER_S, DEFAULT_TIMEOUT_S, ManagerPages
 
 log = logging.getLogger("orbitkv.sglang")
