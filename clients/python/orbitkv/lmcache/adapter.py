@@ -62,7 +62,9 @@ each key on its own (LMCache's keys are independent chunks, and a batch has gaps
 a chunk on the Manager's SSD counts (the get that follows stages it), and on a Manager with peers
 the keys it does not hold are asked once more with a QUERY each. Exists jobs queued right behind
 the one a worker takes join it (up to ``keys_per_round`` keys in all, never past a job of
-another kind), so a burst of lookups shares one CONTAINS (``exists_merged``). Get
+another kind), so a burst of lookups shares one CONTAINS (``exists_merged``); store jobs likewise
+share one PUBLISH (``sets_merged``: one PUBLISH_RESERVE and one PUBLISH_COMMIT for the lot, each job
+completed with its own keys' outcomes). Get
 reads the longest present prefix first (one QUERY and one RELEASE; LMCache loads what a lookup
 found, so that is mostly the whole batch) and hands the keys after the first missing one to
 :meth:`ManagerPages.read_each`, one single-name QUERY per key, all written before the first answer
@@ -104,7 +106,9 @@ KEY_SEPARATOR = "@"
 COUNTERS = ("submitted_set", "submitted_get", "submitted_exists", "rejected_full", "rejected_closed",
             "bad_requests", "keys_stored", "keys_not_stored", "keys_found", "keys_missing", "keys_loaded",
             "keys_not_loaded", "size_mismatch", "refused_model", "refused_models_full", "bad_keys",
-            "errors", "completions", "exists_merged")
+            "errors", "completions", "exists_merged", "sets_merged")
+#: Job kinds whose queued jobs join the one a worker takes, and the counter of those that joined.
+_MERGED = {"exists": "exists_merged", "set": "sets_merged"}
 
 Completion = Tuple[int, bool, str, Optional[List[bool]]]
 
@@ -411,15 +415,17 @@ class OrbitKvConnector:
             if job is None:
                 return
             jobs = [job]
-            if job.kind == "exists":  # the lookups queued behind it share its CONTAINS
-                jobs += self._queue.take_following("exists", self.keys_per_round - len(job.keys))
-                self._counters.add("exists_merged", len(jobs) - 1)
+            if job.kind in _MERGED:  # the lookups (stores) queued behind it share its CONTAINS (PUBLISH)
+                jobs += self._queue.take_following(job.kind, self.keys_per_round - len(job.keys))
+                self._counters.add(_MERGED[job.kind], len(jobs) - 1)
             self._serve(jobs)
 
     def _serve(self, jobs: List[_Job]) -> None:
-        """Runs ``jobs`` (one, or exists jobs that go together) as one batch and completes each."""
+        """Runs ``jobs`` (one, or exists or set jobs that go together) as one batch and completes each."""
         first = jobs[0]
-        together = first if len(jobs) == 1 else _Job(first.kind, 0, [k for j in jobs for k in j.keys], None)
+        together = first if len(jobs) == 1 else _Job(
+            first.kind, 0, [k for j in jobs for k in j.keys],
+            None if first.views is None else [v for j in jobs for v in j.views])
         try:
             per_key = self._run(together)
         except Exception as e:  # noqa: BLE001 - a bug must not hang LMCache: fail the batch, count it

@@ -172,6 +172,32 @@ class LMCacheL2Adapter(unittest.TestCase):
         for b, hits in zip(batches, found):
             adapter.submit_unlock([k for k, hit in zip(b, hits) if hit])
 
+    def test_stores_queued_together_share_one_publish_and_each_gets_its_own_outcome(self):
+        adapter = self.adapter(num_workers=1, keys_per_round=9)
+        connector = adapter._client
+        ks = s.keys(15, first=6000)
+        objs = s.objects(15, 8 * KB, seed=13)
+        self.assertTrue(s.store(adapter, ks[:1], objs[:1]))  # connects the model's store
+        client = connector._stores.store("org/model-a")._client
+        batches = [range(0, 3), range(3, 6), range(6, 9), range(9, 12), range(12, 15)]
+        with s.RoundTrips(client) as trips:
+            with connector._queue._cond:  # the one worker takes nothing until all five are queued
+                tasks = [adapter.submit_store_task([ks[i] for i in b], [objs[i] for i in b]) for b in batches]
+            done = {}
+            deadline = time.monotonic() + 10
+            while len(done) < len(tasks):
+                done.update(adapter.pop_completed_store_tasks())
+                self.assertLess(time.monotonic(), deadline, f"stores not completed: {done}")
+                time.sleep(0.01)
+        self.assertTrue(all(done[t].is_successful() for t in tasks), "each job completed, each stored")
+        # 9 keys a round: the first three stores go together, then the last two; each a reserve and a commit
+        self.assertEqual((trips.calls, trips.pipelined), (4, 0))
+        self.assertEqual(connector.snapshot()["sets_merged"], 3)
+        sinks = s.objects(15, 8 * KB)
+        self.assertEqual(s.load(adapter, ks, sinks), [True] * 15)
+        for i in range(15):
+            self.assertTrue(torch.equal(sinks[i].raw_data, objs[i].raw_data), f"chunk {i}")
+
     def test_a_batch_larger_than_a_round_is_sliced(self):
         adapter = self.adapter(keys_per_round=16)
         ks = s.keys(40, first=3000)
