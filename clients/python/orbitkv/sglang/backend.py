@@ -47,9 +47,8 @@ thread) and ``batch_set_v1`` (backup thread) concurrently. ``ManagerPages`` is t
 and metric samples are guarded by ``_lock``; the plan is immutable once registered.
 
 Design note: one QUERY per SGLang batch (128 pages, ``STORAGE_BATCH_SIZE``), so a prefetch is two
-round trips (exists, then read) whatever its length. Measured on this 2-core host at load 11
-(noisy), 128 pages of 128 KiB: ``batch_get_v1`` 12-26 ms (``HiCacheFile`` on tmpfs 16-27 ms),
-``batch_exists`` 7-36 ms, ``batch_set_v1`` 70-210 ms (publish with write-through to SSD).
+round trips (exists, then read) whatever its length. ``bin/bench-hicache`` times the three calls
+through SGLang's own controller against ``HiCacheFile`` and a memcpy (docs/performance.md).
 """
 
 from __future__ import annotations
