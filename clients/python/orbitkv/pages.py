@@ -345,7 +345,8 @@ class ManagerPages:
             by_width.setdefault(len(name), []).append(i)
         limits = client.registered.limits
         for width, indexes in by_width.items():
-            limit = max(1, min(limits.max_pages_per_query, (limits.max_frame_bytes - 64) // max(1, width)))
+            fit = (limits.max_frame_bytes - p.CONTAINS_ONE_GROUP_BYTES) // max(1, width)
+            limit = max(1, min(limits.max_pages_per_query, fit))
             for start in range(0, len(indexes), limit):
                 part = indexes[start:start + limit]
                 group = p.QueryGroup(self.group_id, p.KeyForm.BLOCK_HASH, [bytes(names[i]) for i in part])

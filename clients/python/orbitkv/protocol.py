@@ -47,6 +47,9 @@ OP_REGION = 2
 MAX_FDS_PER_MESSAGE = 253
 HEADER = struct.Struct("<IHHQ")
 HEADER_BYTES = HEADER.size  # 16
+#: a CONTAINS frame of one group before its names: the header, the group count and pad (5.13),
+#: and the group's header (5.3)
+CONTAINS_ONE_GROUP_BYTES = HEADER_BYTES + 4 + 12
 NO_REQUEST = 0
 U31_MAX = (1 << 31) - 1
 U63_MAX = (1 << 63) - 1

@@ -12,6 +12,7 @@ import time
 import unittest
 
 from orbitkv.identity import EngineIdentity
+from orbitkv import protocol
 from orbitkv.client import OrbitKvError, PageParts
 from orbitkv.pages import MAX_PARKED_OPERATIONS, ManagerPages
 from orbitkv.protocol import ErrorCode
@@ -246,6 +247,39 @@ def publish_through_ssd(test, store, manager, page_names):
 
 
 @unittest.skipUnless(JAR, "ORBITKV_JAR is not set: run through `bin/orbitkv test`")
+@unittest.skipUnless(JAR, "ORBITKV_JAR is not set: run through `bin/orbitkv test`")
+class ContainsSlicingTest(unittest.TestCase):
+    """A presence check larger than one frame the Manager accepts goes out in frames that fit."""
+
+    MAX_FRAME = 4096
+
+    def test_a_batch_past_the_frame_limit_is_asked_in_frames_that_fit(self):
+        manager = ManagerProcess(extra_args=["--set", f"maxFrameBytes={self.MAX_FRAME}"])
+        store = ManagerPages(manager.socket, identity())
+        try:
+            wide = [bytes([i % 256, i // 256]) + bytes(62) for i in range(200)]  # 64-byte names
+            stored = set(range(0, 200, 7))
+            self.assertEqual(store.write([(wide[i], image(i)) for i in sorted(stored)]), [True] * len(stored))
+            client = store._client
+            self.assertEqual(client.registered.limits.max_frame_bytes, self.MAX_FRAME)
+            sizes, contains = [], client.contains
+
+            def measured(groups):
+                sizes.append(len(protocol.encode(1, protocol.Contains(tuple(groups)))))
+                return contains(groups)
+            client.contains = measured
+            self.assertEqual(store.present_each(wide), [i in stored for i in range(200)])
+            per_frame = (self.MAX_FRAME - protocol.CONTAINS_ONE_GROUP_BYTES) // 64
+            self.assertEqual(per_frame, 63, "premise: 64 names would not fit one frame")
+            self.assertEqual(len(sizes), 4, f"200 names in frames of at most 63: {sizes}")
+            self.assertTrue(all(size <= self.MAX_FRAME for size in sizes), sizes)
+            self.assertGreater(max(sizes) + 64, self.MAX_FRAME, "one name more would not fit: the frames are full")
+            self.assertEqual(store.snapshot()["failures_error"], 0)
+        finally:
+            store.close()
+            manager.stop()
+
+
 class StagingTest(unittest.TestCase):
 
     def test_a_page_only_on_ssd_is_pending_then_read_whole(self):
